@@ -1,0 +1,4 @@
+#ifndef SUGARD_CBLUEZ_SHIM_H
+#define SUGARD_CBLUEZ_SHIM_H
+#include <bluetooth/bluetooth.h>
+#endif

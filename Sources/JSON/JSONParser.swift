@@ -1,0 +1,269 @@
+/// Why a JSON text was rejected, and where.
+public struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// Byte offset in the input where the problem was found.
+    public var offset: Int
+    /// What was wrong, in words.
+    public var reason: String
+
+    public var description: String { "invalid JSON at byte \(self.offset): \(self.reason)" }
+}
+
+extension JSONValue {
+    /// Parses one JSON text (RFC 8259). White space may surround the value; anything else after it
+    /// is an error.
+    ///
+    /// - Parameters:
+    ///   - bytes: UTF-8 text.
+    ///   - maxDepth: how deeply arrays and objects may nest; deeper input is rejected rather than
+    ///     exhausting the stack.
+    public init(parsing bytes: some Collection<UInt8>, maxDepth: Int = 64) throws(JSONParseError) {
+        let buffer = Array(bytes)
+        var parser = JSONParser(bytes: buffer, maxDepth: maxDepth)
+        self = try parser.parseDocument()
+    }
+
+    /// Parses JSON text held in a `String`.
+    public init(parsing text: String, maxDepth: Int = 64) throws(JSONParseError) {
+        try self.init(parsing: Array(text.utf8), maxDepth: maxDepth)
+    }
+}
+
+private struct JSONParser {
+    let bytes: [UInt8]
+    let maxDepth: Int
+    var index = 0
+
+    init(bytes: [UInt8], maxDepth: Int) {
+        self.bytes = bytes
+        self.maxDepth = maxDepth
+    }
+
+    mutating func parseDocument() throws(JSONParseError) -> JSONValue {
+        self.skipWhitespace()
+        let value = try self.parseValue(depth: 0)
+        self.skipWhitespace()
+        if self.index != self.bytes.count {
+            throw self.error("unexpected data after the value")
+        }
+        return value
+    }
+
+    func error(_ reason: String, at offset: Int? = nil) -> JSONParseError {
+        JSONParseError(offset: offset ?? self.index, reason: reason)
+    }
+
+    mutating func skipWhitespace() {
+        while self.index < self.bytes.count {
+            switch self.bytes[self.index] {
+            case 0x20, 0x09, 0x0A, 0x0D: self.index += 1
+            default: return
+            }
+        }
+    }
+
+    mutating func parseValue(depth: Int) throws(JSONParseError) -> JSONValue {
+        guard self.index < self.bytes.count else { throw self.error("unexpected end of input") }
+        switch self.bytes[self.index] {
+        case UInt8(ascii: "{"): return try self.parseObject(depth: depth + 1)
+        case UInt8(ascii: "["): return try self.parseArray(depth: depth + 1)
+        case UInt8(ascii: "\""): return .string(try self.parseString())
+        case UInt8(ascii: "t"): try self.expectLiteral("true"); return .bool(true)
+        case UInt8(ascii: "f"): try self.expectLiteral("false"); return .bool(false)
+        case UInt8(ascii: "n"): try self.expectLiteral("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try self.parseNumber()
+        default: throw self.error("unexpected character")
+        }
+    }
+
+    mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
+        let start = self.index
+        let count = literal.utf8CodeUnitCount
+        guard self.bytes.count - self.index >= count else { throw self.error("invalid literal", at: start) }
+        let expected = UnsafeBufferPointer(start: literal.utf8Start, count: count)
+        for offset in 0..<count where self.bytes[self.index + offset] != expected[offset] {
+            throw self.error("invalid literal", at: start)
+        }
+        self.index += count
+    }
+
+    mutating func parseObject(depth: Int) throws(JSONParseError) -> JSONValue {
+        guard depth <= self.maxDepth else { throw self.error("nesting deeper than \(self.maxDepth)") }
+        self.index += 1
+        var object = JSONObject()
+        self.skipWhitespace()
+        if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: "}") {
+            self.index += 1
+            return .object(object)
+        }
+        while true {
+            self.skipWhitespace()
+            guard self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: "\"") else {
+                throw self.error("expected a string key")
+            }
+            let keyOffset = self.index
+            let key = try self.parseString()
+            if object[key] != nil { throw self.error("duplicate key \"\(key)\"", at: keyOffset) }
+            self.skipWhitespace()
+            guard self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: ":") else {
+                throw self.error("expected ':'")
+            }
+            self.index += 1
+            self.skipWhitespace()
+            object[key] = try self.parseValue(depth: depth)
+            self.skipWhitespace()
+            guard self.index < self.bytes.count else { throw self.error("unexpected end of input in object") }
+            if self.bytes[self.index] == UInt8(ascii: ",") {
+                self.index += 1
+                continue
+            }
+            if self.bytes[self.index] == UInt8(ascii: "}") {
+                self.index += 1
+                return .object(object)
+            }
+            throw self.error("expected ',' or '}'")
+        }
+    }
+
+    mutating func parseArray(depth: Int) throws(JSONParseError) -> JSONValue {
+        guard depth <= self.maxDepth else { throw self.error("nesting deeper than \(self.maxDepth)") }
+        self.index += 1
+        var items: [JSONValue] = []
+        self.skipWhitespace()
+        if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: "]") {
+            self.index += 1
+            return .array(items)
+        }
+        while true {
+            self.skipWhitespace()
+            items.append(try self.parseValue(depth: depth))
+            self.skipWhitespace()
+            guard self.index < self.bytes.count else { throw self.error("unexpected end of input in array") }
+            if self.bytes[self.index] == UInt8(ascii: ",") {
+                self.index += 1
+                continue
+            }
+            if self.bytes[self.index] == UInt8(ascii: "]") {
+                self.index += 1
+                return .array(items)
+            }
+            throw self.error("expected ',' or ']'")
+        }
+    }
+
+    mutating func parseHex4() throws(JSONParseError) -> UInt32 {
+        guard self.bytes.count - self.index >= 4 else { throw self.error("truncated \\u escape") }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let c = self.bytes[self.index]
+            let digit: UInt32
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(c - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(c - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(c - UInt8(ascii: "A") + 10)
+            default: throw self.error("invalid hex digit in \\u escape")
+            }
+            value = value << 4 | digit
+            self.index += 1
+        }
+        return value
+    }
+
+    mutating func parseString() throws(JSONParseError) -> String {
+        let start = self.index
+        self.index += 1
+        var out: [UInt8] = []
+        var runStart = self.index
+        while true {
+            guard self.index < self.bytes.count else { throw self.error("unterminated string", at: start) }
+            let c = self.bytes[self.index]
+            if c == UInt8(ascii: "\"") {
+                out.append(contentsOf: self.bytes[runStart..<self.index])
+                self.index += 1
+                break
+            }
+            if c < 0x20 { throw self.error("control character in string") }
+            if c != UInt8(ascii: "\\") {
+                self.index += 1
+                continue
+            }
+            out.append(contentsOf: self.bytes[runStart..<self.index])
+            self.index += 1
+            guard self.index < self.bytes.count else { throw self.error("unterminated escape") }
+            let e = self.bytes[self.index]
+            self.index += 1
+            switch e {
+            case UInt8(ascii: "\""): out.append(UInt8(ascii: "\""))
+            case UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\"))
+            case UInt8(ascii: "/"): out.append(UInt8(ascii: "/"))
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = try self.parseHex4()
+                if (0xD800...0xDBFF).contains(scalar) {
+                    guard self.bytes.count - self.index >= 6, self.bytes[self.index] == UInt8(ascii: "\\"),
+                        self.bytes[self.index + 1] == UInt8(ascii: "u")
+                    else { throw self.error("unpaired surrogate in \\u escape") }
+                    self.index += 2
+                    let low = try self.parseHex4()
+                    guard (0xDC00...0xDFFF).contains(low) else { throw self.error("invalid low surrogate") }
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                } else if (0xDC00...0xDFFF).contains(scalar) {
+                    throw self.error("unpaired surrogate in \\u escape")
+                }
+                guard let unicode = Unicode.Scalar(scalar) else { throw self.error("invalid \\u escape") }
+                out.append(contentsOf: String(Character(unicode)).utf8)
+            default: throw self.error("invalid escape")
+            }
+            runStart = self.index
+        }
+        // Validate UTF-8 rather than silently repairing it.
+        guard let string = String(validating: out, as: UTF8.self) else {
+            throw self.error("string is not valid UTF-8", at: start)
+        }
+        return string
+    }
+
+    mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+        let start = self.index
+        var isInteger = true
+        if self.bytes[self.index] == UInt8(ascii: "-") { self.index += 1 }
+        guard self.index < self.bytes.count else { throw self.error("truncated number", at: start) }
+        if self.bytes[self.index] == UInt8(ascii: "0") {
+            self.index += 1
+        } else if (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(self.bytes[self.index]) {
+            while self.index < self.bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self.bytes[self.index]) {
+                self.index += 1
+            }
+        } else {
+            throw self.error("invalid number", at: start)
+        }
+        if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: ".") {
+            isInteger = false
+            self.index += 1
+            let digitsStart = self.index
+            while self.index < self.bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self.bytes[self.index]) {
+                self.index += 1
+            }
+            guard self.index > digitsStart else { throw self.error("expected digits after '.'") }
+        }
+        if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: "e") || self.bytes[self.index] == UInt8(ascii: "E") {
+            isInteger = false
+            self.index += 1
+            if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: "+") || self.bytes[self.index] == UInt8(ascii: "-") {
+                self.index += 1
+            }
+            let digitsStart = self.index
+            while self.index < self.bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self.bytes[self.index]) {
+                self.index += 1
+            }
+            guard self.index > digitsStart else { throw self.error("expected digits in exponent") }
+        }
+        let text = String(decoding: self.bytes[start..<self.index], as: UTF8.self)
+        if isInteger, let value = Int64(text) { return .int(value) }
+        guard let value = Double(text), value.isFinite else { throw self.error("number out of range", at: start) }
+        return .double(value)
+    }
+}

@@ -1,0 +1,103 @@
+extension JSONValue {
+    /// The value as compact JSON text (no white space).
+    public func serialized() -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        self.write(into: &out, pretty: false, indent: 0)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The value as indented JSON text (two spaces per level), for people to read.
+    public func prettySerialized() -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        self.write(into: &out, pretty: true, indent: 0)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the compact UTF-8 encoding of the value to `out`.
+    public func write(into out: inout [UInt8]) {
+        self.write(into: &out, pretty: false, indent: 0)
+    }
+
+    private func write(into out: inout [UInt8], pretty: Bool, indent: Int) {
+        switch self {
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .int(let i): out.append(contentsOf: String(i).utf8)
+        case .double(let d): Self.writeDouble(d, into: &out)
+        case .string(let s): Self.writeString(s, into: &out)
+        case .array(let items):
+            if items.isEmpty {
+                out.append(contentsOf: "[]".utf8)
+                return
+            }
+            out.append(UInt8(ascii: "["))
+            for (index, item) in items.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                if pretty { Self.newline(into: &out, indent: indent + 1) }
+                item.write(into: &out, pretty: pretty, indent: indent + 1)
+            }
+            if pretty { Self.newline(into: &out, indent: indent) }
+            out.append(UInt8(ascii: "]"))
+        case .object(let object):
+            if object.entries.isEmpty {
+                out.append(contentsOf: "{}".utf8)
+                return
+            }
+            out.append(UInt8(ascii: "{"))
+            for (index, entry) in object.entries.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                if pretty { Self.newline(into: &out, indent: indent + 1) }
+                Self.writeString(entry.key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                if pretty { out.append(UInt8(ascii: " ")) }
+                entry.value.write(into: &out, pretty: pretty, indent: indent + 1)
+            }
+            if pretty { Self.newline(into: &out, indent: indent) }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    private static func newline(into out: inout [UInt8], indent: Int) {
+        out.append(UInt8(ascii: "\n"))
+        for _ in 0..<(indent * 2) { out.append(UInt8(ascii: " ")) }
+    }
+
+    private static func writeDouble(_ d: Double, into out: inout [UInt8]) {
+        guard d.isFinite else {
+            // JSON has no NaN or infinity.
+            out.append(contentsOf: "null".utf8)
+            return
+        }
+        if d.rounded() == d, abs(d) < 9.007_199_254_740_992e15 {
+            // Integral values print without a fraction ("88", not "88.0").
+            out.append(contentsOf: String(Int64(d)).utf8)
+            return
+        }
+        // Swift prints the shortest text that reads back as the same Double; it may use an
+        // exponent ("1e-05"), which JSON accepts.
+        out.append(contentsOf: d.description.utf8)
+    }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    private static func writeString(_ s: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in s.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0x0A: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0x00..<0x20:
+                out.append(contentsOf: "\\u00".utf8)
+                out.append(Self.hexDigits[Int(byte >> 4)])
+                out.append(Self.hexDigits[Int(byte & 0x0F)])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}

@@ -1,0 +1,117 @@
+/// A JSON value, as RFC 8259 defines it.
+///
+/// Objects keep their keys in insertion order, so output is deterministic and reads the way the
+/// code built it. Integers that fit `Int64` stay integers; every other number is a `Double`.
+public enum JSONValue: Sendable, Hashable {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case string(String)
+    case array([JSONValue])
+    case object(JSONObject)
+}
+
+/// A JSON object whose keys keep the order in which they were added.
+public struct JSONObject: Sendable, Hashable, ExpressibleByDictionaryLiteral {
+    public struct Entry: Sendable, Hashable {
+        public var key: String
+        public var value: JSONValue
+    }
+
+    public private(set) var entries: [Entry]
+
+    public init() { self.entries = [] }
+
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self.entries = []
+        self.entries.reserveCapacity(elements.count)
+        for (key, value) in elements { self[key] = value }
+    }
+
+    public init(_ pairs: [(String, JSONValue)]) {
+        self.entries = []
+        self.entries.reserveCapacity(pairs.count)
+        for (key, value) in pairs { self[key] = value }
+    }
+
+    public var count: Int { self.entries.count }
+    public var keys: [String] { self.entries.map(\.key) }
+
+    /// The value for `key`, or nil when the key is absent. Setting nil removes the key; to store a
+    /// JSON null, set `.null`.
+    public subscript(key: String) -> JSONValue? {
+        get { self.entries.first(where: { $0.key == key })?.value }
+        set {
+            if let index = self.entries.firstIndex(where: { $0.key == key }) {
+                if let newValue { self.entries[index].value = newValue } else { self.entries.remove(at: index) }
+            } else if let newValue {
+                self.entries.append(Entry(key: key, value: newValue))
+            }
+        }
+    }
+}
+
+extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
+    ExpressibleByFloatLiteral, ExpressibleByStringLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
+{
+    public init(nilLiteral: ()) { self = .null }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(integerLiteral value: Int64) { self = .int(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) { self = .object(JSONObject(elements)) }
+}
+
+extension JSONValue {
+    /// `.int` for any integer, `.null` for nil.
+    public static func from<T: BinaryInteger>(_ value: T?) -> JSONValue {
+        guard let value else { return .null }
+        return .int(Int64(value))
+    }
+
+    /// `.double` for a finite number, `.null` for nil, NaN or an infinity (JSON has no such numbers).
+    public static func from(_ value: Double?) -> JSONValue {
+        guard let value, value.isFinite else { return .null }
+        return .double(value)
+    }
+
+    /// `.string`, or `.null` for nil.
+    public static func from(_ value: String?) -> JSONValue {
+        guard let value else { return .null }
+        return .string(value)
+    }
+
+    public var isNull: Bool { if case .null = self { return true } else { return false } }
+    public var boolValue: Bool? { if case .bool(let b) = self { return b } else { return nil } }
+    public var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
+    public var arrayValue: [JSONValue]? { if case .array(let a) = self { return a } else { return nil } }
+    public var objectValue: JSONObject? { if case .object(let o) = self { return o } else { return nil } }
+
+    /// The value as an integer: an `.int`, or a `.double` with no fractional part that fits.
+    public var intValue: Int64? {
+        switch self {
+        case .int(let i): return i
+        case .double(let d):
+            guard d.isFinite, d.rounded() == d, d >= -9.2e18, d <= 9.2e18 else { return nil }
+            return Int64(d)
+        default: return nil
+        }
+    }
+
+    /// The value as a `Double`: an `.int` or a `.double`.
+    public var doubleValue: Double? {
+        switch self {
+        case .int(let i): return Double(i)
+        case .double(let d): return d
+        default: return nil
+        }
+    }
+
+    /// Member lookup for objects; nil for any other value or a missing key.
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let o) = self { return o[key] }
+        return nil
+    }
+}
