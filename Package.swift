@@ -11,6 +11,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "JSON", targets: ["JSON"]),
+        .library(name: "HealthDataSync", targets: ["HealthDataSync"]),
     ],
     targets: [
         // C libraries, one importer each (see README "Architecture").
@@ -20,7 +21,9 @@ let package = Package(
 
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
+        .target(name: "HealthDataSync", swiftSettings: strict),
 
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
+        .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync"], swiftSettings: strict),
     ]
 )
