@@ -11,6 +11,9 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "JSON", targets: ["JSON"]),
+        .library(name: "GlucoseProfile", targets: ["GlucoseProfile"]),
+        .executable(name: "sugarctl", targets: ["sugarctl"]),
+        .executable(name: "sugar-bench", targets: ["sugar-bench"]),
     ],
     targets: [
         // C libraries, one importer each (see README "Architecture").
@@ -20,7 +23,16 @@ let package = Package(
 
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
+        .target(name: "GlucoseProfile", dependencies: ["JSON"], swiftSettings: strict),
+
+        // Counts malloc calls for sugar-bench (interposes the allocator; linked into sugar-bench only).
+        .target(name: "CMallocCounter"),
+
+        .executableTarget(name: "sugarctl", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
+        .executableTarget(
+            name: "sugar-bench", dependencies: ["GlucoseProfile", "JSON", "CMallocCounter"], swiftSettings: strict),
 
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
+        .testTarget(name: "GlucoseProfileTests", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
     ]
 )
