@@ -123,6 +123,11 @@ public struct ByteWriter: Sendable {
         self.bytes.reserveCapacity(capacity)
     }
 
+    /// Continues after `bytes`, so encoders can append to an existing buffer.
+    public init(appendingTo bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
     /// Appends one byte.
     public mutating func writeUInt8(_ value: UInt8) { self.bytes.append(value) }
 
@@ -146,4 +151,20 @@ public struct ByteWriter: Sendable {
 
     /// Appends raw bytes.
     public mutating func writeBytes(_ value: some Sequence<UInt8>) { self.bytes.append(contentsOf: value) }
+}
+
+/// A Glucose Profile value with a wire encoding.
+public protocol GlucoseProfileEncodable {
+    /// Appends the wire encoding to `writer`.
+    func serialize(into writer: inout ByteWriter)
+}
+
+extension GlucoseProfileEncodable {
+    /// Appends the wire encoding to `bytes`.
+    public func serialize(into bytes: inout [UInt8]) {
+        var writer = ByteWriter(appendingTo: bytes)
+        bytes = []  // drop the second reference so the append does not copy
+        self.serialize(into: &writer)
+        bytes = writer.bytes
+    }
 }

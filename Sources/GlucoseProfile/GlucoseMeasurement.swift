@@ -267,7 +267,7 @@ public struct GlucoseMeasurement: Hashable, Sendable {
         return flags
     }
 
-    /// Appends the wire encoding to `out`.
+    /// Appends the wire encoding to `writer`.
     public func serialize(into writer: inout ByteWriter) {
         writer.writeUInt8(self.flags)
         writer.writeUInt16LE(self.sequenceNumber)
@@ -364,3 +364,5 @@ func setBitNames(_ bits: UInt64, _ names: [String]) -> [String] {
 
 /// An ordered JSON object from key-value pairs.
 func jsonObject(_ pairs: [(String, JSONValue)]) -> JSONValue { .object(JSONObject(pairs)) }
+
+extension GlucoseMeasurement: GlucoseProfileEncodable {}

@@ -366,3 +366,5 @@ public struct MedicationID: Hashable, Sendable {
     /// `{"code", "name"}`.
     public var json: JSONValue { codeNameJSON(self.code, self.name) }
 }
+
+extension MeasurementContext: GlucoseProfileEncodable {}

@@ -378,3 +378,5 @@ public struct RACPMessage: Hashable, Sendable {
         return .object(object)
     }
 }
+
+extension RACPMessage: GlucoseProfileEncodable {}

@@ -128,3 +128,11 @@ import Testing
         #expect(try RACPMessage(bytes: hex("03 00")).json.objectValue?.keys == ["characteristic", "opCode", "operator"])
     }
 }
+
+@Suite struct ByteWriterTests {
+    @Test func serializeAppendsToAnExistingBuffer() {
+        var bytes: [UInt8] = [0xAA]
+        RACPMessage.reportGreaterOrEqual(sequenceNumber: 0x0102).serialize(into: &bytes)
+        #expect(bytes == [0xAA, 0x01, 0x03, 0x01, 0x02, 0x01])
+    }
+}
