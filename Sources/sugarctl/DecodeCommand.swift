@@ -58,15 +58,13 @@ enum DecodeCommand {
             }
             guard parsed.positionals.count >= 1 else { throw UsageError(message: "Missing expected argument '<characteristic>'") }
             guard parsed.positionals.count >= 2 else { throw UsageError(message: "Missing expected argument '<hex>'") }
-            guard parsed.positionals.count == 2 else {
-                throw UsageError(message: "Unexpected argument '\(parsed.positionals[2])' (quote a hex string with spaces)")
-            }
             guard let c = Characteristic(argument: parsed.positionals[0]) else {
                 throw UsageError(
                     message: "Unknown characteristic '\(parsed.positionals[0])'; use measurement, context, feature or racp")
             }
             characteristic = c
-            bytes = try parseHex(parsed.positionals[1])
+            // Hex split over several arguments (`06 00 01 06` unquoted) is joined, as spaces are ignored.
+            bytes = try parseHex(parsed.positionals[1...].joined(separator: " "))
         } catch {
             return usageFailure(error, help)
         }
