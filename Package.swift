@@ -11,16 +11,22 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "JSON", targets: ["JSON"]),
+        .library(name: "GlucoseProfile", targets: ["GlucoseProfile"]),
         .library(name: "HealthDataSync", targets: ["HealthDataSync"]),
+        .executable(name: "sugarctl", targets: ["sugarctl"]),
+        .executable(name: "sugar-bench", targets: ["sugar-bench"]),
     ],
     targets: [
         // C libraries, one importer each (see README "Architecture").
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
+        // Counts malloc calls for sugar-bench (interposes the allocator; linked into sugar-bench only).
+        .target(name: "CMallocCounter"),
 
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
+        .target(name: "GlucoseProfile", dependencies: ["JSON"], swiftSettings: strict),
         .target(name: "HealthDataSync", swiftSettings: strict),
 
         // The io.sugard.HealthDataSync interface: its description, types, handlers and exports.
@@ -29,7 +35,12 @@ let package = Package(
         // Composition: config, services, signals, sd_notify, logging.
         .target(name: "SugarDaemon", dependencies: ["HealthDataSync", "JSON"], swiftSettings: strict),
 
+        .executableTarget(name: "sugarctl", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
+        .executableTarget(
+            name: "sugar-bench", dependencies: ["GlucoseProfile", "JSON", "CMallocCounter"], swiftSettings: strict),
+
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
+        .testTarget(name: "GlucoseProfileTests", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
         .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync"], swiftSettings: strict),
         .testTarget(name: "SugarAPITests", dependencies: ["SugarAPI"], swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon"], swiftSettings: strict),
