@@ -27,7 +27,7 @@ let package = Package(
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
         .target(name: "GlucoseProfile", dependencies: ["JSON"], swiftSettings: strict),
-        .target(name: "HealthDataSync", swiftSettings: strict),
+        .target(name: "HealthDataSync", dependencies: ["GlucoseProfile"], swiftSettings: strict),
 
         // The io.sugard.HealthDataSync interface: its description, types, handlers and exports.
         .target(name: "SugarAPI", dependencies: ["HealthDataSync", "JSON"], swiftSettings: strict),
@@ -41,7 +41,7 @@ let package = Package(
 
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "GlucoseProfileTests", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
-        .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync"], swiftSettings: strict),
+        .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync", "GlucoseProfile"], swiftSettings: strict),
         .testTarget(name: "SugarAPITests", dependencies: ["SugarAPI"], swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon"], swiftSettings: strict),
     ]

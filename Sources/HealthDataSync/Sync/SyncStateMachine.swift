@@ -531,8 +531,8 @@ public struct SyncStateMachine: Sendable {
                 self.end(result: .noNewRecords, now, &out)
             case .opCodeNotSupported:
                 self.end(SyncFailure(.reportNotSupported, "\(self.context.meter) does not support the RACP record report (op code not supported).", racpResponseCode: code.rawValue), now, &out)
-            case .invalidOperator, .operatorNotSupported, .invalidOperand, .operandNotSupported
-            where self.usesHighWaterFilter:
+            case let c where self.usesHighWaterFilter
+                && [RACPResponseCode.invalidOperator, .operatorNotSupported, .invalidOperand, .operandNotSupported].contains(c):
                 // The meter cannot filter by sequence number: ask for everything once; dedup keeps it safe.
                 self.reportFilterDropped = true
                 self.issue(.racp(.report), &out)
