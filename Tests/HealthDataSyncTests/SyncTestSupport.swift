@@ -71,6 +71,8 @@ struct MeterScript: Sendable {
     var racpWriteErrors: [UInt8] = []
     /// Drop the link after this many records of a report.
     var disconnectAfter: Int? = nil
+    /// Send this many records of a report, then go silent (no RACP response).
+    var stallAfter: Int? = nil
     /// Ignore this many RACP requests (no answer), to cause timeouts.
     var ignoreRACPWrites = 0
     /// Send every record twice in a row.
@@ -243,6 +245,7 @@ final class ScriptedTransport: MeterTransport, Sendable {
                     self.emit(.disconnected(meter, reason: "link lost"))
                     return
                 }
+                if let limit = script.stallAfter, i == limit { return }
                 if script.contextFirst, let c = r.context { self.emit(.value(meter, .glucoseMeasurementContext, c)) }
                 self.emit(.value(meter, .glucoseMeasurement, r.measurement))
                 if script.repeatRecords { self.emit(.value(meter, .glucoseMeasurement, r.measurement)) }
