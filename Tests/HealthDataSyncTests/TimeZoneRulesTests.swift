@@ -146,3 +146,19 @@ func utc(_ y: Int, _ mo: Int, _ d: Int, _ h: Int = 0, _ mi: Int = 0, _ s: Int = 
         #expect(throws: TimeZoneRulesError.self) { try TimeZoneRules(posix: "CET-1CEST,M13.5.0,M10.5.0") }
     }
 }
+
+@Suite struct TimeZoneRulesVersion1Tests {
+    @Test func aVersion1OnlyFileReadsItsThirtyTwoBitTable() throws {
+        let berlin = [UInt8](try #require(FileManager.default.contents(atPath: "/usr/share/zoneinfo/Europe/Berlin")))
+        func count(_ i: Int) -> Int { Int(berlin[20 + 4 * i]) << 24 | Int(berlin[21 + 4 * i]) << 16 | Int(berlin[22 + 4 * i]) << 8 | Int(berlin[23 + 4 * i]) }
+        let (isut, isstd, leap, time, type, char) = (count(0), count(1), count(2), count(3), count(4), count(5))
+        let v1Length = 44 + time * 5 + type * 6 + char + leap * 8 + isstd + isut
+        var v1 = Array(berlin[0..<v1Length])
+        v1[4] = 0  // version 1: no 64-bit block, no footer
+        let z = try TimeZoneRules(tzif: v1, identifier: "Europe/Berlin")
+        #expect(z.offset(atEpochSeconds: utc(2024, 7, 1)).utcOffsetSeconds == 7200)
+        #expect(z.offset(atEpochSeconds: utc(2024, 1, 1)).utcOffsetSeconds == 3600)
+        let fold = z.resolve(LocalDateTime(year: 2024, month: 10, day: 27, hour: 2, minute: 30))
+        #expect(fold.kind == .ambiguous)
+    }
+}
