@@ -79,7 +79,9 @@ enum FixtureMeter: String, CaseIterable, Sendable, CustomStringConvertible {
     }
 }
 
-let fastConfiguration = SyncConfiguration(connectTimeout: 2, pairingTimeout: 2, operationTimeout: 2, racpTimeout: 0.4, retryDelay: 0.05)
+/// Timeouts generous enough for a loaded CI machine; tests that need a timeout to fire use ``shortTimeouts``.
+let fastConfiguration = SyncConfiguration(connectTimeout: 5, pairingTimeout: 5, operationTimeout: 5, racpTimeout: 3, retryDelay: 0.05)
+let shortTimeouts = SyncConfiguration(connectTimeout: 5, pairingTimeout: 5, operationTimeout: 5, racpTimeout: 0.3, retryDelay: 0.05)
 
 /// Runs an engine over the doubles for the body's duration.
 func withEngine(
@@ -215,7 +217,7 @@ func waitForFinished(_ log: EventLog, count: Int) async throws {
         script.requiresBond = false
         script.stallAfter = 2  // the first sync hangs until its timeouts run out
         let id = script.id
-        try await withEngine([script]) { engine, _, _, _ in
+        try await withEngine([script], configuration: shortTimeouts) { engine, _, _, _ in
             async let first = engine.sync(meter: id, force: true)
             for _ in 0..<200 where await !engine.isSyncing(script.id) { try await Task.sleep(for: .milliseconds(2)) }
             do {
@@ -289,7 +291,7 @@ func waitForFinished(_ log: EventLog, count: Int) async throws {
     @Test func aSilentMeterTimesOutAndTheOneRetrySucceeds() async throws {
         var script = FixtureMeter.careSens.script
         script.ignoreRACPWrites = 1
-        try await withEngine([script]) { engine, transport, _, log in
+        try await withEngine([script], configuration: shortTimeouts) { engine, transport, _, log in
             let record = try await engine.sync(meter: script.id, force: true)
             #expect(record.result == .success)
             #expect(transport.racpWrites.prefix(3) == ["write 04 01", "write 03 00", "write 04 01"])

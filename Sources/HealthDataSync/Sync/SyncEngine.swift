@@ -344,6 +344,14 @@ public actor SyncEngine {
                             input.yield(.disconnectCompleted)
                         }
                     case .publish(let event):
+                        if case .anomalies(_, let anomalies) = event {
+                            // Kinds and sequence numbers only: anomaly messages never carry values.
+                            let kinds = anomalies.map(\.kind.rawValue).joined(separator: ",")
+                            self.logger.notice("odd packets during sync", [("meter", meter.rawValue), ("anomalies", kinds)])
+                        }
+                        if case .failed(_, let failure) = event {
+                            self.logger.warning(failure.message, [("meter", meter.rawValue), ("code", failure.code.rawValue)])
+                        }
                         self.publish(event)
                     case .finished(let record):
                         finished = true
