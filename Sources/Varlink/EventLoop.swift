@@ -472,6 +472,12 @@ final class EventLoop: @unchecked Sendable {
             }
             return true
         }
+        if nul - connection.inputStart > self.limits.maxMessageBytes {
+            self.failConnection(connection, VarlinkError(VarlinkError.ProtocolError.messageTooLarge, [
+                "reason": .string("message exceeds the limit of \(self.limits.maxMessageBytes) bytes"),
+            ]))
+            return false
+        }
         let message = Array(connection.input[connection.inputStart..<nul])
         connection.inputStart = nul + 1
         connection.scanFrom = connection.inputStart
