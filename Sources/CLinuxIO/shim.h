@@ -5,3 +5,4 @@
 // accept4 is a GNU extension that the Glibc module (built without _GNU_SOURCE) does not declare.
 struct sockaddr;
 extern int accept4(int fd, struct sockaddr *addr, unsigned int *addrlen, int flags);
+#include <sys/fsuid.h>
