@@ -67,6 +67,8 @@ final class EventLoop: @unchecked Sendable {
     private let inbox = Mutex(Inbox())
     let limits: LoopLimits
     let stopped = OneShotSignal()
+    /// Why the loop ended on its own, if it did (read after `stopped` fired).
+    let failure = Mutex<VarlinkSystemError?>(nil)
 
     // I/O thread only.
     private var listenFD: Int32
@@ -95,6 +97,8 @@ final class EventLoop: @unchecked Sendable {
         var registeredEvents: UInt32 = 0
         var lastActivity: Int64
         var congestedSince: Int64?
+        /// Set when the connection is to close once its output is flushed; it closes anyway at this time.
+        var closeDeadline: Int64?
         var isDirty = false
 
         init(handle: ConnectionHandle, fd: Int32, now: Int64) {
@@ -178,6 +182,8 @@ final class EventLoop: @unchecked Sendable {
             }
             if count < 0 {
                 if errno == EINTR { continue }
+                let error = VarlinkSystemError(call: "epoll_wait", subject: "server", errno: errno)
+                self.failure.withLock { $0 = error }
                 break
             }
             for index in 0..<Int(count) {
@@ -264,11 +270,20 @@ final class EventLoop: @unchecked Sendable {
             case .fail(let handle, let bytes):
                 guard let connection = self.connections[handle.id] else { continue }
                 connection.output.append(contentsOf: bytes)
-                connection.closeAfterFlush = true
-                self.markDirty(connection)
+                self.closeAfterFlush(connection)
             }
         }
         return true
+    }
+
+    /// Closes once the output is written, or after `slowClientTimeout` if the client does not read it.
+    private func closeAfterFlush(_ connection: Connection) {
+        guard !connection.closeAfterFlush else { return }
+        connection.closeAfterFlush = true
+        let deadline = Sys.now() + self.limits.slowClientTimeout
+        connection.closeDeadline = deadline
+        self.schedule(deadline)
+        self.markDirty(connection)
     }
 
     private func markDirty(_ connection: Connection) {
@@ -524,6 +539,13 @@ final class EventLoop: @unchecked Sendable {
         guard self.nextTimerScan <= now else { return }
         var next = Int64.max
         for connection in Array(self.connections.values) {
+            if let deadline = connection.closeDeadline {
+                if deadline <= now {
+                    self.closeConnection(connection)
+                    continue
+                }
+                next = min(next, deadline)
+            }
             if let since = connection.congestedSince {
                 let deadline = since + self.limits.slowClientTimeout
                 if deadline <= now {

@@ -239,7 +239,8 @@ public final class VarlinkServer: Sendable {
 
     /// Serves until the calling task is cancelled; then closes every connection (handlers see their
     /// repliers close and their tasks cancelled), waits for running handlers, closes the listening socket and
-    /// removes the socket file the server created. Returns normally after a cancellation.
+    /// removes the socket file the server created. Returns normally after a cancellation; throws if the
+    /// socket could not be served (e.g. `epoll_wait` failed).
     public func run() async throws(VarlinkServerError) {
         let fd = try self.listener.withLock { state throws(VarlinkServerError) -> Int32 in
             guard case .ready(let fd) = state else { throw .alreadyRunning }
@@ -280,6 +281,7 @@ public final class VarlinkServer: Sendable {
             group.cancelAll()
         }
         await loop.stopped.wait(cancellable: false)
+        if let failure = loop.failure.withLock({ $0 }) { throw .system(failure) }
     }
 
     // MARK: Calls
@@ -334,7 +336,7 @@ public final class VarlinkServer: Sendable {
             throw .methodNotFound(call.method)
         }
         let interface = call.interface
-        let member = String(call.methodName)
+        let member = call.methodName
         if interface == self.service.name {
             try self.validate(call, member: member, in: self.service)
             return self.serviceCall(member: member, call.parameters, replier: replier)

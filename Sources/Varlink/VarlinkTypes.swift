@@ -102,8 +102,8 @@ public struct VarlinkCall: Sendable {
     }
 
     /// The member part of `method` (`Ping`).
-    public var methodName: Substring {
-        guard let dot = self.method.lastIndex(of: ".") else { return Substring(self.method) }
-        return self.method[self.method.index(after: dot)...]
+    public var methodName: String {
+        guard let dot = self.method.lastIndex(of: ".") else { return self.method }
+        return String(self.method[self.method.index(after: dot)...])
     }
 }
