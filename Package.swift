@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "HealthDataSync", targets: ["HealthDataSync"]),
         .executable(name: "sugarctl", targets: ["sugarctl"]),
         .executable(name: "sugar-bench", targets: ["sugar-bench"]),
+        .library(name: "Varlink", targets: ["Varlink"]),
     ],
     targets: [
         // C libraries, one importer each (see README "Architecture").
@@ -23,6 +24,7 @@ let package = Package(
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
         // Counts malloc calls for sugar-bench (interposes the allocator; linked into sugar-bench only).
         .target(name: "CMallocCounter"),
+        .systemLibrary(name: "CLinuxIO"),  // epoll and eventfd headers (glibc, nothing to link)
 
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
@@ -39,6 +41,10 @@ let package = Package(
         .executableTarget(
             name: "sugar-bench", dependencies: ["GlucoseProfile", "JSON", "CMallocCounter"], swiftSettings: strict),
 
+        // Generic Varlink over Unix sockets (stdlib, Glibc, Synchronization, JSON).
+        .target(name: "Varlink", dependencies: ["JSON", "CLinuxIO"], swiftSettings: strict),
+
+        .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "JSON", "CLinuxIO"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "GlucoseProfileTests", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
         .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync"], swiftSettings: strict),
