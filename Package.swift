@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "HealthDataSync", targets: ["HealthDataSync"]),
         .executable(name: "sugarctl", targets: ["sugarctl"]),
         .executable(name: "sugar-bench", targets: ["sugar-bench"]),
+        .library(name: "Varlink", targets: ["Varlink"]),
     ],
     targets: [
         // C libraries, one importer each (see README "Architecture").
@@ -23,6 +24,7 @@ let package = Package(
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
         // Counts malloc calls for sugar-bench (interposes the allocator; linked into sugar-bench only).
         .target(name: "CMallocCounter"),
+        .systemLibrary(name: "CLinuxIO"),  // epoll and eventfd headers (glibc, nothing to link)
 
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
@@ -30,19 +32,23 @@ let package = Package(
         .target(name: "HealthDataSync", dependencies: ["GlucoseProfile"], swiftSettings: strict),
 
         // The io.sugard.HealthDataSync interface: its description, types, handlers and exports.
-        .target(name: "SugarAPI", dependencies: ["HealthDataSync", "JSON"], swiftSettings: strict),
+        .target(name: "SugarAPI", dependencies: ["GlucoseProfile", "HealthDataSync", "JSON"], swiftSettings: strict),
 
         // Composition: config, services, signals, sd_notify, logging.
-        .target(name: "SugarDaemon", dependencies: ["HealthDataSync", "JSON"], swiftSettings: strict),
+        .target(name: "SugarDaemon", dependencies: ["HealthDataSync", "JSON", "SugarAPI"], swiftSettings: strict),
 
         .executableTarget(name: "sugarctl", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
         .executableTarget(
             name: "sugar-bench", dependencies: ["GlucoseProfile", "JSON", "CMallocCounter"], swiftSettings: strict),
 
+        // Generic Varlink over Unix sockets (stdlib, Glibc, Synchronization, JSON).
+        .target(name: "Varlink", dependencies: ["JSON", "CLinuxIO"], swiftSettings: strict),
+
+        .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "JSON", "CLinuxIO"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "GlucoseProfileTests", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
         .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync", "GlucoseProfile"], swiftSettings: strict),
-        .testTarget(name: "SugarAPITests", dependencies: ["SugarAPI"], swiftSettings: strict),
-        .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon"], swiftSettings: strict),
+        .testTarget(name: "SugarAPITests", dependencies: ["SugarAPI", "GlucoseProfile"], swiftSettings: strict),
+        .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
     ]
 )

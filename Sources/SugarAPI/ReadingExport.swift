@@ -25,7 +25,7 @@ public enum ReadingExport {
                 self.text(r["sequenceNumber"]),
                 r["time"]?["iso"]?.stringValue ?? "",
                 self.text(r["time"]?["epochMillis"]),
-                self.text(r["userFacingTime"]),
+                self.text(r["time"]?["meterLocalTime"] ?? r["userFacingTime"]),
                 self.text(r["time"]?["utcOffsetMinutes"]),
                 self.number(r["mgdL"], digits: 0),
                 self.number(r["mmolL"], digits: 1),
