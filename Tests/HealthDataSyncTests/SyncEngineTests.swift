@@ -332,4 +332,37 @@ func waitForFinished(_ log: EventLog, count: Int) async throws {
             #expect(log.all.contains(where: { if case .identified(let i) = $0 { return i.model == "Accu-Chek Guide" } else { return false } }))
         }
     }
+
+    @Test func passkeyRequestsReachObserversAndAbortStopsOneMeter() async throws {
+        var script = FixtureMeter.contourNextOne.script
+        script.requiresBond = false
+        script.stallAfter = 1
+        let id = script.id
+        try await withEngine([script]) { engine, transport, store, log in
+            transport.emit(.passkeyRequested(id))
+            for _ in 0..<200 where !log.all.contains(.passkeyRequested(id)) { try await Task.sleep(for: .milliseconds(2)) }
+            #expect(log.all.contains(.passkeyRequested(id)))
+            try await engine.submitPasskey(123_456, for: id)
+            async let syncing = engine.sync(meter: id, force: true)
+            for _ in 0..<500 where !log.all.contains(.progress(id, received: 1, expected: 5)) { try await Task.sleep(for: .milliseconds(2)) }
+            await engine.abort(meter: id, reason: "meter forgotten")
+            let record = try await syncing
+            #expect(record.result == .aborted)
+            #expect(transport.racpWrites.last == "write 03 00")
+            #expect(try await store.readingCount(meter: id) == 1)
+        }
+    }
+
+    @Test func aPerMeterZoneOverridesTheHostZone() async throws {
+        let script = FixtureMeter.careSens.script
+        let newYork = try systemZone("America/New_York")
+        try await withEngine([script]) { engine, _, store, _ in
+            await engine.setZone(newYork, for: script.id)
+            _ = try await engine.sync(meter: script.id, force: true)
+            let first = try #require(try await store.readings(ReadingQuery(meter: script.id)).first?.reading)
+            // 2023-12-31 23:50 in New York (EST) is 2024-01-01 04:50Z.
+            #expect(first.time.zone == "America/New_York" && first.time.utcOffsetSeconds == -18_000)
+            #expect(first.instant == Instant(epochSeconds: utc(2024, 1, 1, 4, 50)))
+        }
+    }
 }
