@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .library(name: "JSON", targets: ["JSON"]),
         .library(name: "HealthDataSync", targets: ["HealthDataSync"]),
+        .library(name: "GlucoseStore", targets: ["GlucoseStore"]),
     ],
     targets: [
         // C libraries, one importer each (see README "Architecture").
@@ -23,7 +24,17 @@ let package = Package(
         .target(name: "JSON", swiftSettings: strict),
         .target(name: "HealthDataSync", swiftSettings: strict),
 
+        // SQLite storage: the only importer of CSQLite.
+        .target(name: "GlucoseStore", dependencies: ["HealthDataSync", "CSQLite"], swiftSettings: strict),
+        // Temporary: measures the store until `sugar-bench ingest` calls IngestBenchmark.
+        .executableTarget(name: "store-bench", dependencies: ["GlucoseStore", "HealthDataSync", "JSON"], swiftSettings: strict),
+        // Ingests into a DB file; the crash test SIGKILLs it at random points.
+        .executableTarget(name: "store-killtest-writer", dependencies: ["GlucoseStore", "HealthDataSync"], swiftSettings: strict),
+
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync"], swiftSettings: strict),
+        .testTarget(
+            name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "HealthDataSync", "store-killtest-writer"],
+            swiftSettings: strict),
     ]
 )
