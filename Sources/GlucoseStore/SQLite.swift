@@ -180,10 +180,12 @@ final class Connection {
     }
 
     /// Every row's first column as text (for `PRAGMA integrity_check`, `journal_mode`, …).
-    func textColumn(_ sql: String, _ operation: @autoclosure () -> String) throws(StoreError) -> [String] {
+    func textColumn(
+        _ sql: String, column: CInt = 0, _ operation: @autoclosure () -> String
+    ) throws(StoreError) -> [String] {
         let statement = try self.prepare(sql)
         var out: [String] = []
-        while try statement.step(operation()) { out.append(statement.optionalText(0) ?? "") }
+        while try statement.step(operation()) { out.append(statement.optionalText(column) ?? "") }
         return out
     }
 }

@@ -292,9 +292,9 @@ public actor SQLiteReadingStore: ReadingStore {
     }
 
     /// The first column of each row of `sql` as text, on the store's own connection.
-    func textForTesting(_ sql: String) throws(StoreError) -> [String] {
+    func textForTesting(_ sql: String, column: Int = 0) throws(StoreError) -> [String] {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [String] in
-            try db.textColumn(sql, "Test SQL")
+            try db.textColumn(sql, column: CInt(column), "Test SQL")
         }
     }
 
