@@ -68,6 +68,7 @@ public actor SQLiteReadingStore: ReadingStore {
     static func open(path: String, options: StoreOptions, readOnly: Bool) throws(StoreError) -> (
         Connection, StorageHealth
     ) {
+        let isNew = !readOnly && !fileExists(path)
         // On any throw below, `db` is released and its deinit closes the handle.
         let db = try Connection(path: path, readOnly: readOnly, busyTimeoutMilliseconds: options.busyTimeoutMilliseconds)
         if !db.isReadOnly {
@@ -97,6 +98,7 @@ public actor SQLiteReadingStore: ReadingStore {
             return (db, StorageHealth(status: .degraded, path: path, error: error))
         }
         try Schema.migrate(db)
+        if isNew { syncDirectory(containing: path) }
         return (db, StorageHealth(status: .ok, path: path))
     }
 

@@ -1,5 +1,6 @@
 // Crash-test writer: commits every batch of a synthetic ingest into a database file, from the
-// first batch on (already stored records are dropped as duplicates), then prints "done".
+// first batch on (already stored records are dropped as duplicates), printing the number of
+// batches committed after each commit, then "done".
 // The GlucoseStore crash test SIGKILLs it at random points and runs it again.
 //
 //   store-killtest-writer DB READINGS METERS BATCH_SIZE SEED INTERRUPTED_EVERY
@@ -30,6 +31,9 @@ do {
     for batch in plan.batches() {
         _ = try await store.commit(batch)
         committed += 1
+        // Unbuffered progress line: the crash test picks its kill points from these.
+        var line = "\(committed)\n"
+        line.withUTF8 { _ = write(1, $0.baseAddress, $0.count) }
     }
     await store.close()
     print("done \(committed)")

@@ -17,6 +17,12 @@ import Testing
     static let dataSeed: UInt64 = 7
     static let kills = 20
 
+    static func plan() -> SyntheticIngest {
+        SyntheticIngest(
+            readings: Self.readings, meters: Self.meters, batchSize: Self.batchSize,
+            interruptedEvery: Self.interruptedEvery, seed: Self.dataSeed)
+    }
+
     /// The writer executable, built next to the test bundle (`.build/<triple>/debug`).
     static func writerPath() throws -> String {
         let name = "store-killtest-writer"
@@ -63,32 +69,41 @@ import Testing
         let writer = try Self.writerPath()
         let dir = try TempDirectory()
 
-        // Calibrate: one uninterrupted run into a scratch file gives the time window to kill in.
-        let clock = ContinuousClock()
-        let calibrationStart = clock.now
-        let calibration = Self.writer(writer, database: dir.path + "/calibration.sqlite")
-        try calibration.run()
-        calibration.waitUntilExit()
-        #expect(calibration.terminationStatus == 0)
-        let window = max(0.05, Double((clock.now - calibrationStart).components.attoseconds) / 1e18
-            + Double((clock.now - calibrationStart).components.seconds))
-
+        // Slices cover all but the last two batches, so the writer is still running when killed.
+        let batches = Self.plan().batches().count - 2
         var counts: [Int] = []
+        var landed = 0
         for kill in 1...Self.kills {
+            // Kill i lands in the i-th slice of the ingest: once the writer reports a randomly
+            // chosen batch of that slice committed, wait a random part of a commit, then SIGKILL.
+            // Each run starts over (stored records come back as duplicates), so kills hit both
+            // re-checked and new batches, and every slice of the ingest is interrupted once.
+            let sliceStart = (kill - 1) * batches / Self.kills
+            let sliceEnd = max(sliceStart + 1, kill * batches / Self.kills)
+            let target = sliceStart + Int(random.next() % UInt64(sliceEnd - sliceStart))
             let process = Self.writer(writer, database: dir.database)
+            let pipe = Pipe()
+            process.standardOutput = pipe
             try process.run()
-            // Kill i lands at a random point of the i-th slice of a full run. Each run starts over
-            // (stored records come back as duplicates, which cost about as much as new ones), so
-            // the kills spread over the whole ingest instead of piling up at its start.
-            let fraction = (Double(kill - 1) + Double(random.next() % 10_000) / 10_000) / Double(Self.kills)
-            let delay = window * max(0.02, fraction)
-            try await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+            var buffer = ""
+            var reached = false
+            while !reached {
+                let data = pipe.fileHandleForReading.availableData
+                if data.isEmpty { break }  // the writer ended
+                buffer += String(decoding: data, as: UTF8.self)
+                let lines = buffer.split(separator: "\n")
+                reached = lines.contains { Int($0).map { $0 >= target } ?? false }
+            }
+            usleep(useconds_t(random.next() % 8000))
             Foundation.kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
-            guard FileManager.default.fileExists(atPath: dir.database) else { continue }  // killed before creating it
+            try? pipe.fileHandleForReading.close()
+            if process.terminationReason == .uncaughtSignal { landed += 1 }
+            guard FileManager.default.fileExists(atPath: dir.database) else { continue }
             counts.append(try await Self.checkConsistent(dir.database, after: kill))
         }
-        print("CrashTests readings visible after each kill: \(counts)")
+        print("CrashTests readings visible after each kill: \(counts); \(landed) kills hit a running writer")
+        #expect(landed >= Self.kills / 2, "most kills must interrupt a running writer")
         #expect(counts == counts.sorted(), "committed readings never disappear")
 
         let final = Self.writer(writer, database: dir.database)
@@ -96,9 +111,7 @@ import Testing
         final.waitUntilExit()
         #expect(final.terminationStatus == 0)
 
-        let plan = SyntheticIngest(
-            readings: Self.readings, meters: Self.meters, batchSize: Self.batchSize,
-            interruptedEvery: Self.interruptedEvery, seed: Self.dataSeed)
+        let plan = Self.plan()
         let expected = plan.expected().flatMap { $0 }
         let store = try SQLiteReadingStore(path: dir.database)
         let stored = try await store.readings(ReadingQuery())

@@ -26,3 +26,24 @@ public func peakResidentSetBytes() -> Int? {
     }
     return nil
 }
+
+/// Whether a file exists at `path`.
+func fileExists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+/// Flushes the directory holding `path`, so a newly created database file's directory entry
+/// survives power loss (SQLite syncs the directory for its journal and WAL, not for the main file
+/// it creates). Best effort: some file systems refuse fsync on directories.
+///
+/// The corresponding C functions are `open(O_RDONLY | O_DIRECTORY)` and `fsync`.
+func syncDirectory(containing path: String) {
+    let directory: String
+    if let slash = path.lastIndex(of: "/") {
+        directory = slash == path.startIndex ? "/" : String(path[..<slash])
+    } else {
+        directory = "."
+    }
+    let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard fd >= 0 else { return }
+    _ = fsync(fd)
+    _ = Glibc.close(fd)
+}
