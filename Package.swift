@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "sugarctl", targets: ["sugarctl"]),
         .executable(name: "sugar-bench", targets: ["sugar-bench"]),
         .library(name: "Varlink", targets: ["Varlink"]),
+        .library(name: "GlucoseStore", targets: ["GlucoseStore"]),
     ],
     targets: [
         // C libraries, one importer each (see README "Architecture").
@@ -50,5 +51,17 @@ let package = Package(
         .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync", "GlucoseProfile"], swiftSettings: strict),
         .testTarget(name: "SugarAPITests", dependencies: ["SugarAPI", "GlucoseProfile"], swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
+        // SQLite storage: the only importer of CSQLite.
+        .target(name: "GlucoseStore", dependencies: ["HealthDataSync", "CSQLite"], swiftSettings: strict),
+        // Temporary: measures the store until `sugar-bench ingest` calls IngestBenchmark.
+        .executableTarget(name: "store-bench", dependencies: ["GlucoseStore", "HealthDataSync", "JSON"], swiftSettings: strict),
+        // Ingests into a DB file; the crash test SIGKILLs it at random points.
+        .executableTarget(name: "store-killtest-writer", dependencies: ["GlucoseStore", "HealthDataSync"], swiftSettings: strict),
+
+        .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
+        .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync"], swiftSettings: strict),
+        .testTarget(
+            name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "HealthDataSync", "store-killtest-writer"],
+            swiftSettings: strict),
     ]
 )
