@@ -11,6 +11,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "JSON", targets: ["JSON"]),
+        .library(name: "PacketCapture", targets: ["PacketCapture"]),
     ],
     targets: [
         // C libraries, one importer each (see README "Architecture").
@@ -21,6 +22,10 @@ let package = Package(
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
 
+        // btsnoop / HCI / L2CAP / ATT / GATT capture reading (Glibc for streaming file I/O).
+        .target(name: "PacketCapture", dependencies: ["JSON"], swiftSettings: strict),
+
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
+        .testTarget(name: "PacketCaptureTests", dependencies: ["PacketCapture"], swiftSettings: strict),
     ]
 )

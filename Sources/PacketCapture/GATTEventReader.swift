@@ -1,0 +1,802 @@
+/// Reads a btsnoop capture and streams high-level GATT events, anomalies and finished sessions.
+///
+/// Pipeline: btsnoop records → HCI (events, ACL) → L2CAP reassembly per controller, handle and direction →
+/// ATT (CID 0x0004) and SMP (CID 0x0006) → GATT discovery tracking → `CaptureItem`s. Memory stays flat:
+/// only open connections and their discovered layouts are kept.
+///
+/// ```swift
+/// let reader = try GATTEventReader(path: "btsnoop_hci.log")
+/// while let item = try reader.next() {
+///     if case .event(let event) = item, case .notification(let attribute, let value) = event.kind,
+///         attribute.uuid == BluetoothUUID(0x2A18) { … }
+/// }
+/// ```
+///
+/// Not thread-safe: one reader, one owner.
+public final class GATTEventReader {
+    /// Knobs for reading.
+    public struct Options: Sendable {
+        /// Handle → UUID mappings used when the capture does not reveal a handle's UUID.
+        public var handleOverrides: [HandleOverride]
+        /// Layouts known in advance (e.g. from another capture), keyed by peer address; used like a layout
+        /// learned earlier in the file.
+        public var knownDatabases: [BluetoothAddress: GATTDatabase]
+        /// Included lengths above this are treated as file corruption.
+        public var maxRecordLength: Int
+
+        public init(
+            handleOverrides: [HandleOverride] = [], knownDatabases: [BluetoothAddress: GATTDatabase] = [:],
+            maxRecordLength: Int = BTSnoopReader.defaultMaxRecordLength
+        ) {
+            self.handleOverrides = handleOverrides
+            self.knownDatabases = knownDatabases
+            self.maxRecordLength = maxRecordLength
+        }
+    }
+
+    /// The datalink of the capture.
+    public var datalink: BTSnoopDatalink { self.reader.datalink }
+    /// Counters so far.
+    public private(set) var statistics = CaptureStatistics()
+    /// The layout learned per peer so far (from finished sessions).
+    public var learnedDatabases: [BluetoothAddress: GATTDatabase] { self.learned.mapValues(\.database) }
+
+    private let reader: BTSnoopReader
+    private let options: Options
+    private var queue: [CaptureItem] = []
+    private var queueHead = 0
+    private var finished = false
+
+    private var connections: [UInt32: Connection] = [:]
+    private var classicHandles: Set<UInt32> = []
+    private var nextSession = 1
+    private var learned: [BluetoothAddress: (database: GATTDatabase, source: DiscoverySource)] = [:]
+    private let globalOverrides: GATTDatabase
+    private var lastDrops: UInt32 = 0
+
+    // The record being processed.
+    private var frame = 0
+    private var timestamp = CaptureTimestamp(microsecondsSinceYear0: 0)
+    private var snapped = false
+
+    /// Opens a capture file.
+    /// - Throws: `CaptureError` when the file cannot be opened or is not a supported btsnoop file.
+    public convenience init(path: String, options: Options = Options()) throws(CaptureError) {
+        try self.init(reader: BTSnoopReader(path: path, maxRecordLength: options.maxRecordLength), options: options)
+    }
+
+    /// Reads a capture image held in memory.
+    /// - Throws: `CaptureError` when the image is not a supported btsnoop file.
+    public convenience init(bytes: [UInt8], options: Options = Options()) throws(CaptureError) {
+        try self.init(reader: BTSnoopReader(bytes: bytes, maxRecordLength: options.maxRecordLength), options: options)
+    }
+
+    private init(reader: BTSnoopReader, options: Options) {
+        self.reader = reader
+        self.options = options
+        self.globalOverrides = GATTDatabase(overrides: options.handleOverrides.filter { $0.peer == nil })
+        self.queue.reserveCapacity(64)
+    }
+
+    /// The next item, or nil when the capture is exhausted (open sessions are reported as ended first).
+    ///
+    /// - Throws: `CaptureError` `.corruptRecord` (with the frame number) when a record header is impossible,
+    ///   or `.io`. After an error, further calls return the remaining session ends, then nil.
+    public func next() throws(CaptureError) -> CaptureItem? {
+        while self.queueHead == self.queue.count {
+            self.queue.removeAll(keepingCapacity: true)
+            self.queueHead = 0
+            if self.finished { return nil }
+            let processed: Bool?
+            do {
+                processed = try self.reader.withNextRecord { record, payload in
+                    self.process(record, payload)
+                    return true
+                }
+            } catch {
+                self.finish()
+                throw error
+            }
+            if processed == nil { self.finish() }
+        }
+        defer { self.queueHead += 1 }
+        return self.queue[self.queueHead]
+    }
+
+    /// Reads a whole capture into memory-friendly lists (convenience for tools and tests).
+    /// - Throws: `CaptureError` as `next()`.
+    public static func readAll(path: String, options: Options = Options()) throws(CaptureError) -> CaptureSummary {
+        try GATTEventReader(path: path, options: options).drain()
+    }
+
+    /// Reads a whole in-memory capture.
+    /// - Throws: `CaptureError` as `next()`.
+    public static func readAll(bytes: [UInt8], options: Options = Options()) throws(CaptureError) -> CaptureSummary {
+        try GATTEventReader(bytes: bytes, options: options).drain()
+    }
+
+    private func drain() throws(CaptureError) -> CaptureSummary {
+        var summary = CaptureSummary(datalink: self.datalink)
+        while let item = try self.next() {
+            switch item {
+            case .event(let event): summary.events.append(event)
+            case .anomaly(let anomaly): summary.anomalies.append(anomaly)
+            case .sessionEnded(let session): summary.sessions.append(session)
+            }
+        }
+        summary.statistics = self.statistics
+        return summary
+    }
+
+    // MARK: - Records
+
+    private func finish() {
+        guard !self.finished else { return }
+        self.finished = true
+        if let tail = self.reader.truncatedTail {
+            self.anomaly(.truncatedCapture, frame: tail.frame, reason: tail.description)
+        }
+        for connection in self.connections.values.sorted(by: { $0.session < $1.session }) {
+            self.endSession(connection, .endOfCapture)
+        }
+        self.connections.removeAll()
+    }
+
+    private func process(_ record: BTSnoopRecord, _ payload: UnsafeRawBufferPointer) {
+        self.frame = record.frame
+        self.timestamp = record.timestamp
+        self.snapped = record.isSnapped
+        self.statistics.frames += 1
+        self.statistics.bytes += 24 + record.includedLength
+        if record.cumulativeDrops != self.lastDrops {
+            if record.cumulativeDrops > self.lastDrops {
+                let lost = record.cumulativeDrops - self.lastDrops
+                self.anomaly(.droppedPackets, reason: "The capturing tool lost \(lost) packet(s) before this frame; "
+                    + "ATT exchanges around it may be incomplete.")
+            }
+            self.lastDrops = record.cumulativeDrops
+            self.statistics.droppedPackets = Int(record.cumulativeDrops)
+        }
+        if record.includedLength > record.originalLength {
+            self.anomaly(.snappedFrame, reason: "The record stores \(record.includedLength) bytes but says the packet "
+                + "had \(record.originalLength).")
+        }
+        switch self.reader.datalink {
+        case .hciUART:
+            guard payload.count >= 1 else { return }
+            let direction: Direction = record.flags & 1 == 0 ? .sent : .received
+            let body = UnsafeRawBufferPointer(rebasing: payload[1...])
+            switch payload[0] {
+            case H4PacketType.acl.rawValue: self.acl(index: 0, direction: direction, body)
+            case H4PacketType.event.rawValue: self.hciEvent(index: 0, body)
+            default: break
+            }
+        case .hciUnencapsulated:
+            let direction: Direction = record.flags & 1 == 0 ? .sent : .received
+            if record.flags & 2 == 0 {
+                self.acl(index: 0, direction: direction, payload)
+            } else if direction == .received {
+                self.hciEvent(index: 0, payload)
+            }
+        case .monitor:
+            let index = UInt16(truncatingIfNeeded: record.flags >> 16)
+            switch UInt16(truncatingIfNeeded: record.flags) {
+            case MonitorOpcode.eventPacket.rawValue: self.hciEvent(index: index, payload)
+            case MonitorOpcode.aclTX.rawValue: self.acl(index: index, direction: .sent, payload)
+            case MonitorOpcode.aclRX.rawValue: self.acl(index: index, direction: .received, payload)
+            case MonitorOpcode.deleteIndex.rawValue, MonitorOpcode.closeIndex.rawValue: self.controllerGone(index)
+            default: break
+            }
+        }
+    }
+
+    // MARK: - HCI
+
+    private func hciEvent(index: UInt16, _ body: UnsafeRawBufferPointer) {
+        self.statistics.hciEvents += 1
+        guard body.count >= 2 else {
+            self.anomaly(.malformedHCI, reason: "HCI event of \(body.count) byte(s) has no complete header.")
+            return
+        }
+        let code = body[0]
+        let length = Int(body[1])
+        guard body.count >= 2 + length else {
+            self.anomaly(self.snapped ? .snappedFrame : .malformedHCI,
+                         reason: "HCI event 0x\(hexByte(code)) holds \(body.count - 2) of \(length) parameter bytes.")
+            return
+        }
+        let parameters = UnsafeRawBufferPointer(rebasing: body[2..<(2 + length)])
+        switch code {
+        case 0x3E where length >= 1:
+            let subevent = parameters[0]
+            let needed: Int
+            switch subevent {
+            case 0x01: needed = 19  // LE Connection Complete
+            case 0x0A: needed = 31  // LE Enhanced Connection Complete [v1]
+            case 0x29: needed = 34  // LE Enhanced Connection Complete [v2]
+            default: return
+            }
+            guard length >= needed else {
+                self.anomaly(.malformedHCI, reason: "LE connection event 0x\(hexByte(subevent)) has \(length) of "
+                    + "\(needed) parameter bytes.")
+                return
+            }
+            guard parameters[1] == 0 else { return }  // failed connection attempt
+            let handle = parameters.loadLE16(at: 2) & 0x0FFF
+            let role: LinkRole? = LinkRole(rawValue: parameters[4])
+            self.leConnected(
+                index: index, handle: handle, peer: parameters.address(at: 6),
+                addressType: AddressType(rawValue: parameters[5]), role: role)
+        case 0x05 where length >= 4:  // Disconnection Complete
+            guard parameters[0] == 0 else { return }
+            let key = Self.key(index, parameters.loadLE16(at: 1) & 0x0FFF)
+            if self.classicHandles.remove(key) != nil { return }
+            guard let connection = self.connections.removeValue(forKey: key) else { return }
+            let reason = parameters[3]
+            self.emit(connection, .received, .disconnected(reason: reason))
+            self.endSession(connection, .disconnected(reason: reason))
+        case 0x03 where length >= 11:  // classic Connection Complete: ignore that handle's traffic
+            guard parameters[0] == 0 else { return }
+            let key = Self.key(index, parameters.loadLE16(at: 1) & 0x0FFF)
+            if let stale = self.connections.removeValue(forKey: key) { self.endSession(stale, .replaced) }
+            self.classicHandles.insert(key)
+        case 0x08 where length >= 4, 0x59 where length >= 5:  // Encryption Change v1 / v2
+            let key = Self.key(index, parameters.loadLE16(at: 1) & 0x0FFF)
+            guard let connection = self.connections[key] else { return }
+            let enabled = parameters[3] != 0
+            if parameters[0] == 0 && enabled { connection.encrypted = true }
+            self.emit(connection, .received, .encryptionChanged(enabled: enabled, status: parameters[0]))
+        default:
+            break
+        }
+    }
+
+    private static func key(_ index: UInt16, _ handle: UInt16) -> UInt32 { UInt32(index) << 16 | UInt32(handle) }
+
+    private func leConnected(
+        index: UInt16, handle: UInt16, peer: BluetoothAddress?, addressType: AddressType?, role: LinkRole?
+    ) {
+        let key = Self.key(index, handle)
+        self.classicHandles.remove(key)
+        if let stale = self.connections.removeValue(forKey: key) {
+            self.anomaly(.connectionReplaced, session: stale.session,
+                         reason: "Connection handle \(hex16(handle)) was reused without a Disconnection Complete; "
+                            + "session \(stale.session) is closed here.")
+            self.endSession(stale, .replaced)
+        }
+        let connection = Connection(
+            session: self.nextSession, index: index, handle: handle, peer: peer, addressType: addressType,
+            role: role, frame: self.frame, timestamp: self.timestamp)
+        self.nextSession += 1
+        if let peer {
+            if let known = self.learned[peer] {
+                connection.inherited = known.database
+                connection.inheritedSource = known.source
+            } else if let provided = self.options.knownDatabases[peer] {
+                connection.inherited = provided
+                connection.inheritedSource = .provided
+            }
+            var overrides = self.globalOverrides
+            for item in self.options.handleOverrides where item.peer == peer { overrides.apply(item) }
+            connection.overrides = overrides
+        } else {
+            connection.overrides = self.globalOverrides
+        }
+        self.connections[key] = connection
+        self.emit(connection, .received, .connected(peer: peer, addressType: addressType, role: role))
+    }
+
+    private func controllerGone(_ index: UInt16) {
+        let gone = self.connections.filter { $0.value.index == index }.sorted { $0.value.session < $1.value.session }
+        for (key, connection) in gone {
+            self.connections.removeValue(forKey: key)
+            self.endSession(connection, .controllerRemoved)
+        }
+        self.classicHandles = self.classicHandles.filter { UInt16($0 >> 16) != index }
+    }
+
+    private func endSession(_ connection: Connection, _ end: SessionEnd) {
+        var database = connection.peerDB
+        database.absorb(connection.inherited)
+        let discovery: DiscoverySource =
+            connection.peerDB.hasServiceOrCharacteristicDiscovery
+            ? .performed : (connection.inherited.isEmpty ? .none : connection.inheritedSource)
+        if let peer = connection.peer, !database.isEmpty {
+            let source: DiscoverySource = discovery == .performed ? .reused(fromSession: connection.session) : discovery
+            self.learned[peer] = (database, source)
+        }
+        let session = CaptureSession(
+            index: connection.session, controllerIndex: connection.index, connectionHandle: connection.handle,
+            peer: connection.peer, peerAddressType: connection.addressType, role: connection.role,
+            firstFrame: connection.firstFrame, lastFrame: connection.lastFrame, start: connection.start,
+            end: connection.end, ended: end, mtu: connection.mtu, discovery: discovery,
+            discovered: connection.peerDB, database: database, eventCount: connection.eventCount,
+            pairingFailed: connection.pairingFailed, encrypted: connection.encrypted)
+        self.queue.append(.sessionEnded(session))
+    }
+
+    // MARK: - ACL and L2CAP
+
+    private func acl(index: UInt16, direction: Direction, _ body: UnsafeRawBufferPointer) {
+        self.statistics.aclFrames += 1
+        guard body.count >= 4 else {
+            self.anomaly(self.snapped ? .snappedFrame : .malformedHCI,
+                         reason: "ACL packet of \(body.count) byte(s) has no complete header.")
+            return
+        }
+        let header = body.loadLE16(at: 0)
+        let handle = header & 0x0FFF
+        let boundary = (header >> 12) & 0x3
+        let length = Int(body.loadLE16(at: 2))
+        let key = Self.key(index, handle)
+        if self.classicHandles.contains(key) { return }
+        let connection = self.connections[key]
+        guard body.count - 4 >= length else {
+            self.anomaly(self.snapped ? .snappedFrame : .malformedHCI, session: connection?.session,
+                         reason: "ACL packet on handle \(hex16(handle)) holds \(body.count - 4) of \(length) data bytes.")
+            connection?.reassembly[Int(direction.rawValue)].reset()
+            return
+        }
+        let data = UnsafeRawBufferPointer(rebasing: body[4..<(4 + length)])
+        if boundary == 0b01 {
+            guard let connection, connection.reassembly[Int(direction.rawValue)].active else { return }
+            self.continuation(connection, direction, data)
+        } else {
+            let target: Connection
+            if let connection {
+                target = connection
+            } else {
+                guard data.count >= 4 else { return }
+                let cid = data.loadLE16(at: 2)
+                guard cid == 0x0004 || cid == 0x0006 else { return }
+                target = self.implicitConnection(index: index, handle: handle, key: key)
+            }
+            self.start(target, direction, data)
+        }
+    }
+
+    private func implicitConnection(index: UInt16, handle: UInt16, key: UInt32) -> Connection {
+        self.anomaly(.missingConnectionEvent, session: self.nextSession,
+                     reason: "ATT/SMP traffic on handle \(hex16(handle)) without a captured connection event; "
+                        + "the peer address is unknown for session \(self.nextSession).")
+        self.leConnected(index: index, handle: handle, peer: nil, addressType: nil, role: nil)
+        return self.connections[key]!
+    }
+
+    private func start(_ connection: Connection, _ direction: Direction, _ data: UnsafeRawBufferPointer) {
+        let slot = Int(direction.rawValue)
+        if connection.reassembly[slot].active {
+            let state = connection.reassembly[slot]
+            self.anomaly(.reassembly, session: connection.session,
+                         reason: "An L2CAP PDU on handle \(hex16(connection.handle)) (\(direction)) was incomplete "
+                            + "(\(state.collected) of \(state.expected) bytes) when a new one started.")
+            connection.reassembly[slot].reset()
+        }
+        guard data.count >= 4 else {
+            connection.reassembly[slot].begin(expected: -1, interesting: true, frame: self.frame)
+            connection.reassembly[slot].append(data)
+            return
+        }
+        let total = 4 + Int(data.loadLE16(at: 0))
+        let cid = data.loadLE16(at: 2)
+        if data.count == total {
+            if cid == 0x0004 || cid == 0x0006 {
+                self.l2cap(connection, direction, cid, UnsafeRawBufferPointer(rebasing: data[4...]))
+            }
+        } else if data.count > total {
+            self.anomaly(.reassembly, session: connection.session,
+                         reason: "An ACL start fragment on handle \(hex16(connection.handle)) carries \(data.count) "
+                            + "bytes for an L2CAP PDU of \(total); the PDU is dropped.")
+        } else {
+            connection.reassembly[slot].begin(expected: total, interesting: cid == 0x0004 || cid == 0x0006,
+                                              frame: self.frame)
+            connection.reassembly[slot].append(data)
+        }
+    }
+
+    private func continuation(_ connection: Connection, _ direction: Direction, _ data: UnsafeRawBufferPointer) {
+        let slot = Int(direction.rawValue)
+        connection.reassembly[slot].append(data)
+        if connection.reassembly[slot].expected < 0 {
+            guard connection.reassembly[slot].buffer.count >= 4 else { return }
+            connection.reassembly[slot].learnHeader()
+        }
+        let state = connection.reassembly[slot]
+        if state.collected > state.expected {
+            self.anomaly(.reassembly, session: connection.session,
+                         reason: "ACL fragments on handle \(hex16(connection.handle)) (\(direction)) carry "
+                            + "\(state.collected) bytes for an L2CAP PDU of \(state.expected); the PDU is dropped.")
+            connection.reassembly[slot].reset()
+        } else if state.collected == state.expected {
+            if state.interesting {
+                connection.reassembly[slot].buffer.withUnsafeBytes { pdu in
+                    let cid = pdu.loadLE16(at: 2)
+                    self.l2cap(connection, direction, cid, UnsafeRawBufferPointer(rebasing: pdu[4...]))
+                }
+            }
+            connection.reassembly[slot].reset()
+        }
+    }
+
+    private func l2cap(_ connection: Connection, _ direction: Direction, _ cid: UInt16, _ pdu: UnsafeRawBufferPointer) {
+        self.statistics.l2capPDUs += 1
+        connection.lastFrame = self.frame
+        connection.end = self.timestamp
+        if cid == 0x0004 {
+            self.statistics.attPDUs += 1
+            self.att(connection, direction, pdu)
+        } else if cid == 0x0006, pdu.count >= 1 {
+            switch pdu[0] {
+            case 0x01: self.emit(connection, direction, .pairingRequested)
+            case 0x05 where pdu.count >= 2:
+                connection.pairingFailed = true
+                self.emit(connection, direction, .pairingFailed(reason: pdu[1]))
+            default: break
+            }
+        }
+    }
+
+    // MARK: - ATT
+
+    private func att(_ connection: Connection, _ direction: Direction, _ pdu: UnsafeRawBufferPointer) {
+        guard pdu.count >= 1 else {
+            self.malformed(connection, nil, "Empty ATT PDU.")
+            return
+        }
+        let opcode = ATTOpcode(pdu[0])
+        let p = UnsafeRawBufferPointer(rebasing: pdu[1...])
+        // Requests travel client → server; the server is the peer when the local host sent the request.
+        let requestToPeer = direction == .sent
+        switch opcode.rawValue {
+        case 0x01:
+            guard p.count == 4 else { return self.malformed(connection, opcode, "Error Response of \(p.count + 1) bytes.") }
+            let request = ATTOpcode(p[0])
+            let handle = p.loadLE16(at: 1)
+            let code = ATTErrorCode(rawValue: p[3])
+            let pending = connection.takePending(answeredBy: direction)
+            if pending == nil || pending!.opcode != request {
+                self.anomaly(.unmatchedResponse, session: connection.session,
+                             reason: "\(opcode) to \(request) on \(hex16(handle)) has no matching request.")
+            }
+            if code == .attributeNotFound, let pending, pending.isDiscovery { return }
+            let attribute = self.attribute(connection, handle, serverIsPeer: !requestToPeer)
+            self.emit(connection, direction, .error(request: request, attribute, code: code))
+        case 0x02, 0x04, 0x06, 0x08, 0x0A, 0x0C, 0x10:
+            self.request(connection, direction, opcode, p)
+        case 0x0E, 0x16, 0x18, 0x20:
+            connection.pending[Int(direction.rawValue)] = PendingRequest(opcode: opcode)
+            self.emit(connection, direction, .opaque(opcode: opcode, parameters: Array(p)))
+        case 0x03, 0x05, 0x07, 0x09, 0x0B, 0x0D, 0x11, 0x13, 0x0F, 0x17, 0x19, 0x21:
+            self.response(connection, direction, opcode, p)
+        case 0x12, 0x52, 0xD2:
+            let signature = opcode.rawValue == 0xD2 ? 12 : 0
+            guard p.count >= 2 + signature else {
+                return self.malformed(connection, opcode, "\(opcode) of \(p.count + 1) bytes has no handle.")
+            }
+            let handle = p.loadLE16(at: 0)
+            let value = Array(p[2..<(p.count - signature)])
+            if opcode == .writeRequest {
+                connection.pending[Int(direction.rawValue)] = PendingRequest(opcode: opcode, handle: handle)
+            }
+            let attribute = self.valueAttribute(connection, handle, serverIsPeer: requestToPeer)
+            self.emit(connection, direction, .write(attribute, value: value, withResponse: opcode == .writeRequest))
+        case 0x1B, 0x1D:
+            guard p.count >= 2 else {
+                return self.malformed(connection, opcode, "\(opcode) of \(p.count + 1) bytes has no handle.")
+            }
+            let handle = p.loadLE16(at: 0)
+            let attribute = self.valueAttribute(connection, handle, serverIsPeer: direction == .received)
+            let value = Array(p[2...])
+            self.emit(connection, direction, opcode.rawValue == 0x1B
+                ? .notification(attribute, value: value) : .indication(attribute, value: value))
+        case 0x1E:
+            self.emit(connection, direction, .confirmation)
+        case 0x23:
+            var offset = 0
+            while offset < p.count {
+                guard p.count - offset >= 4, p.count - offset - 4 >= Int(p.loadLE16(at: offset + 2)) else {
+                    return self.malformed(connection, opcode, "\(opcode) entry at byte \(offset + 1) is truncated.")
+                }
+                let handle = p.loadLE16(at: offset)
+                let length = Int(p.loadLE16(at: offset + 2))
+                let attribute = self.valueAttribute(connection, handle, serverIsPeer: direction == .received)
+                let value = Array(p[(offset + 4)..<(offset + 4 + length)])
+                self.emit(connection, direction, .notification(attribute, value: value))
+                offset += 4 + length
+            }
+        default:
+            self.emit(connection, direction, .opaque(opcode: opcode, parameters: Array(p)))
+        }
+    }
+
+    private func request(_ connection: Connection, _ direction: Direction, _ opcode: ATTOpcode,
+                         _ p: UnsafeRawBufferPointer) {
+        var pending = PendingRequest(opcode: opcode)
+        switch opcode.rawValue {
+        case 0x02:
+            guard p.count == 2 else { return self.malformed(connection, opcode, "\(opcode) of \(p.count + 1) bytes.") }
+            pending.mtu = p.loadLE16(at: 0)
+        case 0x04:
+            guard p.count == 4 else { return self.malformed(connection, opcode, "\(opcode) of \(p.count + 1) bytes.") }
+            pending.handle = p.loadLE16(at: 0)
+        case 0x06:
+            guard p.count >= 6 else { return self.malformed(connection, opcode, "\(opcode) of \(p.count + 1) bytes.") }
+            pending.handle = p.loadLE16(at: 0)
+            pending.type = BluetoothUUID(p.loadLE16(at: 4))
+            pending.typeValue = BluetoothUUID(wire: UnsafeRawBufferPointer(rebasing: p[6...]))
+        case 0x08, 0x10:
+            guard p.count == 6 || p.count == 20, let type = BluetoothUUID(wire: UnsafeRawBufferPointer(rebasing: p[4...]))
+            else { return self.malformed(connection, opcode, "\(opcode) of \(p.count + 1) bytes.") }
+            pending.handle = p.loadLE16(at: 0)
+            pending.type = type
+        case 0x0A:
+            guard p.count == 2 else { return self.malformed(connection, opcode, "\(opcode) of \(p.count + 1) bytes.") }
+            pending.handle = p.loadLE16(at: 0)
+        case 0x0C:
+            guard p.count == 4 else { return self.malformed(connection, opcode, "\(opcode) of \(p.count + 1) bytes.") }
+            pending.handle = p.loadLE16(at: 0)
+            pending.offset = Int(p.loadLE16(at: 2))
+        default:
+            break
+        }
+        connection.pending[Int(direction.rawValue)] = pending
+    }
+
+    private func response(_ connection: Connection, _ direction: Direction, _ opcode: ATTOpcode,
+                          _ p: UnsafeRawBufferPointer) {
+        let serverIsPeer = direction == .received
+        guard let pending = connection.takePending(answeredBy: direction), pending.opcode.expectedResponse == opcode
+        else {
+            self.anomaly(.unmatchedResponse, session: connection.session,
+                         reason: "\(opcode) on handle \(hex16(connection.handle)) has no matching request.")
+            return
+        }
+        switch opcode.rawValue {
+        case 0x03:
+            guard p.count == 2 else { return self.malformed(connection, opcode, "\(opcode) of \(p.count + 1) bytes.") }
+            let server = p.loadLE16(at: 0)
+            let client = pending.mtu
+            connection.mtu = max(23, Int(min(client, server)))
+            self.emit(connection, direction, .mtuExchanged(client: client, server: server))
+        case 0x05:
+            guard p.count >= 1, p[0] == 1 || p[0] == 2 else {
+                return self.malformed(connection, opcode, "\(opcode) has no valid format byte.")
+            }
+            let entry = p[0] == 1 ? 4 : 18
+            guard p.count > 1, (p.count - 1) % entry == 0 else {
+                return self.malformed(connection, opcode, "\(opcode) has \(p.count - 1) bytes of \(entry)-byte entries.")
+            }
+            var offset = 1
+            while offset < p.count {
+                let handle = p.loadLE16(at: offset)
+                let uuid = BluetoothUUID(wire: UnsafeRawBufferPointer(rebasing: p[(offset + 2)..<(offset + entry)]))!
+                connection.database(peer: serverIsPeer) { $0.setType(uuid, at: handle) }
+                offset += entry
+            }
+        case 0x07:
+            guard !p.isEmpty, p.count % 4 == 0 else {
+                return self.malformed(connection, opcode, "\(opcode) has \(p.count) bytes of 4-byte entries.")
+            }
+            guard let type = pending.type?.uuid16, type == 0x2800 || type == 0x2801, let uuid = pending.typeValue
+            else { return }
+            for offset in stride(from: 0, to: p.count, by: 4) {
+                let service = GATTService(uuid: uuid, startHandle: p.loadLE16(at: offset),
+                                          endHandle: p.loadLE16(at: offset + 2), isPrimary: type == 0x2800)
+                connection.database(peer: serverIsPeer) { $0.addService(service) }
+            }
+        case 0x09:
+            guard p.count >= 1, p[0] >= 2, p.count > 1, (p.count - 1) % Int(p[0]) == 0 else {
+                return self.malformed(connection, opcode, "\(opcode) entry length does not divide its \(p.count) bytes.")
+            }
+            let length = Int(p[0])
+            let type = pending.type ?? .characteristic
+            if type == .characteristic && length != 7 && length != 21 {
+                return self.malformed(connection, opcode, "Characteristic declarations of \(length - 2) bytes.")
+            }
+            for offset in stride(from: 1, to: p.count, by: length) {
+                let handle = p.loadLE16(at: offset)
+                if type == .characteristic {
+                    let properties = CharacteristicProperties(rawValue: p[offset + 2])
+                    let valueHandle = p.loadLE16(at: offset + 3)
+                    let uuid = BluetoothUUID(wire: UnsafeRawBufferPointer(rebasing: p[(offset + 5)..<(offset + length)]))!
+                    let characteristic = GATTCharacteristic(
+                        uuid: uuid, declarationHandle: handle, valueHandle: valueHandle, properties: properties)
+                    connection.database(peer: serverIsPeer) { $0.addCharacteristic(characteristic) }
+                } else if type != .include {
+                    connection.database(peer: serverIsPeer) { $0.setType(type, at: handle) }
+                    let attribute = self.valueAttribute(connection, handle, serverIsPeer: serverIsPeer)
+                    let value = Array(p[(offset + 2)..<(offset + length)])
+                    self.emit(connection, direction, .read(attribute, value: value, offset: 0))
+                }
+            }
+        case 0x0B, 0x0D:
+            let attribute = self.valueAttribute(connection, pending.handle, serverIsPeer: serverIsPeer)
+            self.emit(connection, direction, .read(attribute, value: Array(p), offset: pending.offset))
+        case 0x11:
+            guard p.count >= 1, p[0] == 6 || p[0] == 20, p.count > 1, (p.count - 1) % Int(p[0]) == 0 else {
+                return self.malformed(connection, opcode, "\(opcode) entry length does not divide its \(p.count) bytes.")
+            }
+            let length = Int(p[0])
+            let primary = pending.type != .secondaryService
+            guard pending.type == .primaryService || pending.type == .secondaryService else { return }
+            for offset in stride(from: 1, to: p.count, by: length) {
+                let uuid = BluetoothUUID(wire: UnsafeRawBufferPointer(rebasing: p[(offset + 4)..<(offset + length)]))!
+                let service = GATTService(uuid: uuid, startHandle: p.loadLE16(at: offset),
+                                          endHandle: p.loadLE16(at: offset + 2), isPrimary: primary)
+                connection.database(peer: serverIsPeer) { $0.addService(service) }
+            }
+        case 0x13:
+            let attribute = self.attribute(connection, pending.handle, serverIsPeer: serverIsPeer)
+            self.emit(connection, direction, .writeResponse(attribute))
+        default:
+            self.emit(connection, direction, .opaque(opcode: opcode, parameters: Array(p)))
+        }
+    }
+
+    private func attribute(_ connection: Connection, _ handle: UInt16, serverIsPeer: Bool) -> GATTAttribute {
+        serverIsPeer
+            ? connection.peerDB.attribute(at: handle, fallbacks: [connection.inherited, connection.overrides])
+            : connection.localDB.attribute(at: handle)
+    }
+
+    /// Like `attribute`, and reports a value on a handle nobody named (once per session and handle).
+    private func valueAttribute(_ connection: Connection, _ handle: UInt16, serverIsPeer: Bool) -> GATTAttribute {
+        let attribute = self.attribute(connection, handle, serverIsPeer: serverIsPeer)
+        if attribute.uuid == nil, serverIsPeer, connection.reportedUnknown.insert(handle).inserted {
+            let why =
+                connection.peerDB.hasServiceOrCharacteristicDiscovery || !connection.inherited.isEmpty
+                ? "discovery did not cover it" : "the capture holds no GATT discovery for this peer"
+            self.anomaly(.unknownHandle, session: connection.session, attribute: attribute,
+                         reason: "Handle \(hex16(handle)) has no known UUID: \(why); pass an override such as "
+                            + "\(hex16(handle))=2a18.")
+        }
+        return attribute
+    }
+
+    private func malformed(_ connection: Connection, _ opcode: ATTOpcode?, _ reason: String) {
+        self.anomaly(.malformedATT, session: connection.session,
+                     reason: "Malformed ATT PDU on handle \(hex16(connection.handle)): \(reason)")
+    }
+
+    // MARK: - Output
+
+    private func emit(_ connection: Connection, _ direction: Direction, _ kind: GATTEventKind) {
+        connection.eventCount += 1
+        connection.lastFrame = self.frame
+        connection.end = self.timestamp
+        self.queue.append(.event(GATTEvent(
+            frame: self.frame, timestamp: self.timestamp, session: connection.session,
+            controllerIndex: connection.index, connectionHandle: connection.handle, peer: connection.peer,
+            direction: direction, kind: kind)))
+    }
+
+    private func anomaly(_ kind: CaptureAnomaly.Kind, frame: Int? = nil, session: Int? = nil,
+                         attribute: GATTAttribute? = nil, reason: String) {
+        self.queue.append(.anomaly(CaptureAnomaly(
+            kind: kind, frame: frame ?? self.frame, session: session, attribute: attribute, reason: reason)))
+    }
+}
+
+/// Everything a capture produced, collected (see `GATTEventReader.readAll`).
+public struct CaptureSummary: Hashable, Sendable {
+    public var datalink: BTSnoopDatalink
+    public var events: [GATTEvent] = []
+    public var anomalies: [CaptureAnomaly] = []
+    /// Sessions in the order they ended.
+    public var sessions: [CaptureSession] = []
+    public var statistics = CaptureStatistics()
+
+    public init(datalink: BTSnoopDatalink) { self.datalink = datalink }
+}
+
+/// An outstanding ATT request (ATT allows one per direction).
+struct PendingRequest {
+    var opcode: ATTOpcode
+    var handle: UInt16 = 0
+    var offset = 0
+    var mtu: UInt16 = 23
+    var type: BluetoothUUID?
+    var typeValue: BluetoothUUID?
+
+    /// Discovery procedures end with "Attribute Not Found"; that answer is routine.
+    var isDiscovery: Bool {
+        switch self.opcode.rawValue {
+        case 0x04, 0x06, 0x10: true
+        case 0x08: self.type == .characteristic || self.type == .include
+        default: false
+        }
+    }
+}
+
+/// L2CAP reassembly for one handle and direction.
+struct Reassembly {
+    var active = false
+    var interesting = false
+    /// Total L2CAP bytes including the 4-byte header; −1 until the header is complete.
+    var expected = 0
+    var collected = 0
+    var firstFrame = 0
+    var buffer: [UInt8] = []
+
+    mutating func begin(expected: Int, interesting: Bool, frame: Int) {
+        self.active = true
+        self.expected = expected
+        self.interesting = interesting
+        self.collected = 0
+        self.firstFrame = frame
+        self.buffer.removeAll(keepingCapacity: true)
+    }
+
+    mutating func append(_ data: UnsafeRawBufferPointer) {
+        self.collected += data.count
+        if self.interesting { self.buffer.append(contentsOf: data) }
+    }
+
+    mutating func learnHeader() {
+        self.expected = 4 + Int(UInt16(self.buffer[0]) | UInt16(self.buffer[1]) << 8)
+        let cid = UInt16(self.buffer[2]) | UInt16(self.buffer[3]) << 8
+        self.interesting = cid == 0x0004 || cid == 0x0006
+        if !self.interesting { self.buffer.removeAll(keepingCapacity: true) }
+    }
+
+    mutating func reset() {
+        self.active = false
+        self.expected = 0
+        self.collected = 0
+        self.buffer.removeAll(keepingCapacity: true)
+    }
+}
+
+/// State of one open LE connection.
+final class Connection {
+    let session: Int
+    let index: UInt16
+    let handle: UInt16
+    let peer: BluetoothAddress?
+    let addressType: AddressType?
+    let role: LinkRole?
+    let firstFrame: Int
+    let start: CaptureTimestamp
+    var lastFrame: Int
+    var end: CaptureTimestamp
+    var mtu = 23
+    var reassembly = [Reassembly(), Reassembly()]
+    /// Outstanding request per requester direction.
+    var pending: [PendingRequest?] = [nil, nil]
+    /// The peer's GATT server as discovered in this session.
+    var peerDB = GATTDatabase()
+    /// The local GATT server as the peer discovered it.
+    var localDB = GATTDatabase()
+    var inherited = GATTDatabase()
+    var inheritedSource = DiscoverySource.none
+    var overrides = GATTDatabase()
+    var reportedUnknown: Set<UInt16> = []
+    var eventCount = 0
+    var pairingFailed = false
+    var encrypted = false
+
+    init(session: Int, index: UInt16, handle: UInt16, peer: BluetoothAddress?, addressType: AddressType?,
+         role: LinkRole?, frame: Int, timestamp: CaptureTimestamp) {
+        self.session = session
+        self.index = index
+        self.handle = handle
+        self.peer = peer
+        self.addressType = addressType
+        self.role = role
+        self.firstFrame = frame
+        self.lastFrame = frame
+        self.start = timestamp
+        self.end = timestamp
+    }
+
+    /// Removes and returns the request that a response travelling in `direction` answers.
+    func takePending(answeredBy direction: Direction) -> PendingRequest? {
+        let slot = Int(direction.reversed.rawValue)
+        defer { self.pending[slot] = nil }
+        return self.pending[slot]
+    }
+
+    func database(peer: Bool, _ body: (inout GATTDatabase) -> Void) {
+        if peer { body(&self.peerDB) } else { body(&self.localDB) }
+    }
+}
