@@ -73,6 +73,15 @@ public struct GATTAttribute: Hashable, Sendable, CustomStringConvertible {
         self.service = service
     }
 
+    /// Fills unknown fields from what `database` knows about the same handle.
+    mutating func fill(from database: GATTDatabase) {
+        guard self.uuid == nil || self.characteristic == nil || self.service == nil, !database.isEmpty else { return }
+        let other = database.attribute(at: self.handle)
+        if self.uuid == nil { self.uuid = other.uuid }
+        if self.characteristic == nil { self.characteristic = other.characteristic }
+        if self.service == nil { self.service = other.service }
+    }
+
     /// True when this is a characteristic value handle (its type is its characteristic).
     public var isCharacteristicValue: Bool { self.uuid != nil && self.uuid == self.characteristic }
     /// True when this is a Client Characteristic Configuration descriptor.
@@ -155,19 +164,11 @@ public struct GATTDatabase: Hashable, Sendable {
         return result
     }
 
-    /// `attribute(at:)` from this database, with unknown fields filled from `fallbacks` in order.
-    func attribute(at handle: UInt16, fallbacks: [GATTDatabase]) -> GATTAttribute {
+    /// `attribute(at:)` from this database, with unknown fields filled from `first`, then `second`.
+    func attribute(at handle: UInt16, fallback first: GATTDatabase, _ second: GATTDatabase) -> GATTAttribute {
         var result = self.attribute(at: handle)
-        for fallback in fallbacks where result.uuid == nil || result.characteristic == nil || result.service == nil {
-            if fallback.isEmpty { continue }
-            let other = fallback.attribute(at: handle)
-            if result.uuid == nil {
-                result.uuid = other.uuid
-                if result.characteristic == nil { result.characteristic = other.characteristic }
-            }
-            if result.characteristic == nil { result.characteristic = other.characteristic }
-            if result.service == nil { result.service = other.service }
-        }
+        result.fill(from: first)
+        result.fill(from: second)
         return result
     }
 

@@ -635,7 +635,7 @@ public final class GATTEventReader {
 
     private func attribute(_ connection: Connection, _ handle: UInt16, serverIsPeer: Bool) -> GATTAttribute {
         serverIsPeer
-            ? connection.peerDB.attribute(at: handle, fallbacks: [connection.inherited, connection.overrides])
+            ? connection.peerDB.attribute(at: handle, fallback: connection.inherited, connection.overrides)
             : connection.localDB.attribute(at: handle)
     }
 

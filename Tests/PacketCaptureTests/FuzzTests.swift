@@ -45,4 +45,31 @@ import Testing
         }
         #expect(items > 0)
     }
+
+    /// Random ATT PDUs (any opcode, any length) inside a discovered session, both directions, random ACL
+    /// fragmentation: decoding never traps and the session still ends cleanly.
+    @Test func randomATTNeverTraps() throws {
+        let seed: UInt64 = 0x5EED_0000_0000_0002  // Fuzzing seed
+        print("PacketCapture ATT fuzz seed: 0x\(String(seed, radix: 16))")
+        var random = SeededRandom(seed: seed)
+        let opcodes: [UInt8] = [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E,
+                                0x0F, 0x10, 0x11, 0x12, 0x13, 0x16, 0x17, 0x18, 0x19, 0x1B, 0x1D, 0x1E, 0x20, 0x21,
+                                0x23, 0x52, 0xD2, 0xFF]
+        for _ in 0..<40 {
+            var builder = CaptureBuilder(aclBufferSize: 1 + Int(random.next() % 30))
+            let layout = GATTLayout.glucoseMeter(startHandle: UInt16(1 + random.next() % 200))
+            builder.leConnect(handle: 0x40, peer: meterA)
+            builder.discover(handle: 0x40, layout: layout)
+            for _ in 0..<300 {
+                let length = Int(random.next() % 40)
+                let pdu = [opcodes[Int(random.next() % UInt64(opcodes.count))]]
+                    + (0..<length).map { _ in UInt8(truncatingIfNeeded: random.next() % 4 == 0 ? 0 : random.next()) }
+                builder.att(handle: 0x40, direction: random.next() % 2 == 0 ? .sent : .received, pdu)
+            }
+            builder.disconnect(handle: 0x40)
+            let summary = try GATTEventReader.readAll(bytes: builder.image)
+            #expect(summary.sessions.count == 1)
+            #expect(summary.sessions.first?.ended == .disconnected(reason: 0x16))
+        }
+    }
 }

@@ -381,3 +381,58 @@ extension Array {
     /// The single element, or nil when there are zero or several.
     var only: Element? { self.count == 1 ? self.first : nil }
 }
+
+@Suite struct DatalinkVariantTests {
+    /// Converts an H4 (1002) image to unencapsulated HCI (1001): drop the type byte, flag commands/events.
+    static func toUnencapsulated(_ image: [UInt8]) throws -> [UInt8] {
+        let reader = try BTSnoopReader(bytes: image)
+        let writer = BTSnoopWriter(datalink: .hciUnencapsulated)
+        while let frame = try reader.next() {
+            let type = frame.payload[0]
+            let flags = frame.record.flags & 1 | (type == 0x01 || type == 0x04 ? 2 : 0)
+            try writer.append(frame.payload.dropFirst(), flags: flags, timestamp: frame.record.timestamp)
+        }
+        try writer.close()
+        return writer.bytes
+    }
+
+    @Test func unencapsulatedHCIReadsLikeH4() throws {
+        var builder = CaptureBuilder()
+        let layout = GATTLayout.glucoseMeter(startHandle: 0x50)
+        let script = glucoseDownload(&builder, handle: 0x40, peer: meterA, layout: layout, records: 6)
+        let image = try Self.toUnencapsulated(builder.image)
+        let summary = try GATTEventReader.readAll(bytes: image)
+        #expect(summary.datalink == .hciUnencapsulated)
+        #expect(summary.anomalies.isEmpty)
+        #expect(summary.notifications(glucoseMeasurement) == script.measurements)
+        #expect(summary.events == (try GATTEventReader.readAll(bytes: builder.image)).events)
+    }
+
+    @Test func monitorControllersWithTheSameHandleAreSeparate() throws {
+        var builder = CaptureBuilder(format: .monitor, aclBufferSize: 10)
+        builder.addController(index: 1, address: BluetoothAddress(rawValue: 0xAABB_CCDD_EEFF))
+        let layout0 = GATTLayout.glucoseMeter(startHandle: 1)
+        let layout1 = GATTLayout.glucoseMeter(startHandle: 0x40)
+        builder.controllerIndex = 0
+        builder.leConnect(handle: 0x40, peer: meterA)
+        builder.controllerIndex = 1
+        builder.leConnect(handle: 0x40, peer: meterB, enhanced: true)
+        builder.controllerIndex = 0
+        builder.discover(handle: 0x40, layout: layout0)
+        builder.controllerIndex = 1
+        builder.discover(handle: 0x40, layout: layout1)
+        for sequence in UInt16(1)...5 {
+            builder.controllerIndex = 0
+            builder.notify(handle: 0x40, attribute: layout0.valueHandle(glucoseMeasurement)!, value: [0, UInt8(sequence)])
+            builder.controllerIndex = 1
+            builder.notify(handle: 0x40, attribute: layout1.valueHandle(glucoseMeasurement)!, value: [1, UInt8(sequence)])
+        }
+        builder.removeController(index: 1)
+        let summary = try GATTEventReader.readAll(bytes: builder.image)
+        #expect(summary.anomalies.isEmpty)
+        #expect(summary.notifications(glucoseMeasurement, session: 1) == (1...5).map { [0, UInt8($0)] })
+        #expect(summary.notifications(glucoseMeasurement, session: 2) == (1...5).map { [1, UInt8($0)] })
+        #expect(summary.sessions.map(\.ended) == [.controllerRemoved, .endOfCapture])
+        #expect(summary.sessions.map(\.controllerIndex) == [1, 0])
+    }
+}
