@@ -25,6 +25,8 @@ let package = Package(
         // btsnoop / HCI / L2CAP / ATT / GATT capture reading (Glibc for streaming file I/O).
         .target(name: "PacketCapture", dependencies: ["JSON"], swiftSettings: strict),
 
+        .executableTarget(name: "capture-bench", dependencies: ["PacketCapture"], swiftSettings: strict),
+
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "PacketCaptureTests", dependencies: ["PacketCapture"], swiftSettings: strict),
     ]
