@@ -128,14 +128,14 @@ public final class BTSnoopReader {
     /// The format version from the file header (always 1).
     public let version: UInt32
     /// Set when the file ended inside a record; `withNextRecord` then returns nil.
-    public private(set) var truncatedTail: TruncatedRecord?
+    public var truncatedTail: TruncatedRecord? { self.cursor.truncatedTail }
     /// Records returned so far (also the frame number of the last one).
-    public private(set) var framesRead = 0
+    public var framesRead: Int { self.cursor.framesRead }
     /// Bytes consumed from the input, header included.
-    public private(set) var bytesRead = 0
+    public var bytesRead: Int { self.cursor.bytesRead }
 
-    private let input: ChunkedInput
-    private let maxRecordLength: Int
+    // All mutable state sits in one struct so the hot path pays one exclusivity check per record.
+    private var cursor: RecordCursor
 
     /// Default ceiling on a record's included length: the largest H4 ACL packet (1 + 4 + 65535) with room
     /// for monitor metadata. Longer records mean a corrupt file.
@@ -153,8 +153,8 @@ public final class BTSnoopReader {
         guard fd >= 0 else {
             throw CaptureError(.io, "Cannot open \(path): \(String(cString: strerror(errno))).")
         }
-        try self.init(input: ChunkedInput(fd: fd, path: path, capacity: max(1 << 20, maxRecordLength + 64)),
-                      maxRecordLength: maxRecordLength)
+        let storage = InputStorage(fd: fd, name: "file \(path)", capacity: max(1 << 20, maxRecordLength + 64))
+        try self.init(cursor: RecordCursor(storage: storage, memory: [], maxRecordLength: maxRecordLength))
     }
 
     /// Reads a btsnoop image held in memory (tests, fuzzing).
@@ -162,76 +162,48 @@ public final class BTSnoopReader {
     public convenience init(bytes: [UInt8], maxRecordLength: Int = BTSnoopReader.defaultMaxRecordLength)
         throws(CaptureError)
     {
-        try self.init(input: ChunkedInput(bytes: bytes, capacity: max(1 << 16, maxRecordLength + 64)),
-                      maxRecordLength: maxRecordLength)
+        let storage = InputStorage(fd: nil, name: "capture image", capacity: max(1 << 16, maxRecordLength + 64))
+        try self.init(cursor: RecordCursor(storage: storage, memory: bytes, maxRecordLength: maxRecordLength))
     }
 
-    private init(input: ChunkedInput, maxRecordLength: Int) throws(CaptureError) {
-        self.input = input
-        self.maxRecordLength = maxRecordLength
-        let available = try input.ensure(16)
+    private init(cursor: RecordCursor) throws(CaptureError) {
+        var cursor = cursor
+        let name = cursor.storage.name
+        let available = try cursor.ensure(16)
         guard available >= 16 else {
-            throw CaptureError(.notBTSnoop, "The \(input.name) is \(available) bytes, too short for a btsnoop header.")
+            throw CaptureError(.notBTSnoop, "The \(name) is \(available) bytes, too short for a btsnoop header.")
         }
-        let header = input.window(16)
+        let header = cursor.window(16)
         let magic: [UInt8] = Array("btsnoop".utf8) + [0]
         guard header.prefix(8).elementsEqual(magic) else {
-            throw CaptureError(.notBTSnoop, "The \(input.name) is not a btsnoop capture (no “btsnoop” magic).")
+            throw CaptureError(.notBTSnoop, "The \(name) is not a btsnoop capture (no “btsnoop” magic).")
         }
         self.version = header.loadBE32(at: 8)
         guard self.version == 1 else {
-            throw CaptureError(.unsupportedVersion, "The \(input.name) has btsnoop version \(self.version); only 1 exists.")
+            throw CaptureError(.unsupportedVersion, "The \(name) has btsnoop version \(self.version); only 1 exists.")
         }
         let link = header.loadBE32(at: 12)
         guard let datalink = BTSnoopDatalink(rawValue: link) else {
             throw CaptureError(
                 .unsupportedDatalink,
-                "The \(input.name) has datalink type \(link); supported are 1001, 1002 (H4) and 2001 (btmon).")
+                "The \(name) has datalink type \(link); supported are 1001, 1002 (H4) and 2001 (btmon).")
         }
         self.datalink = datalink
-        input.consume(16)
-        self.bytesRead = 16
+        cursor.consume(16)
+        self.cursor = cursor
     }
 
     /// Reads the next record and lends its bytes to `body`; the bytes are valid only inside `body`.
     /// - Returns: `body`'s result, or nil at the end of the file (check `truncatedTail` afterwards).
     /// - Throws: `CaptureError` `.corruptRecord` for an absurd length (the frame number is set), `.io`.
     public func withNextRecord<R>(_ body: (BTSnoopRecord, UnsafeRawBufferPointer) -> R) throws(CaptureError) -> R? {
-        guard self.truncatedTail == nil else { return nil }
-        let frame = self.framesRead + 1
-        let headerBytes = try self.input.ensure(24)
-        if headerBytes < 24 {
-            if headerBytes > 0 {
-                self.truncatedTail = TruncatedRecord(frame: frame, expectedBytes: 24, availableBytes: headerBytes)
-            }
-            return nil
-        }
-        let header = self.input.window(24)
-        let originalLength = header.loadBE32(at: 0)
-        let includedLength = header.loadBE32(at: 4)
-        let flags = header.loadBE32(at: 8)
-        let drops = header.loadBE32(at: 12)
-        let timestamp = Int64(bitPattern: header.loadBE64(at: 16))
-        guard includedLength <= self.maxRecordLength else {
-            throw CaptureError(
-                .corruptRecord, frame: frame,
-                "Frame \(frame) claims \(includedLength) bytes (limit \(self.maxRecordLength)); the capture is corrupt from there on.")
-        }
-        let total = 24 + Int(includedLength)
-        let available = try self.input.ensure(total)
-        guard available >= total else {
-            self.truncatedTail = TruncatedRecord(frame: frame, expectedBytes: total, availableBytes: available)
-            return nil
-        }
-        let record = BTSnoopRecord(
-            frame: frame, originalLength: Int(originalLength), includedLength: Int(includedLength), flags: flags,
-            cumulativeDrops: drops, timestamp: CaptureTimestamp(microsecondsSinceYear0: timestamp))
-        let window = self.input.window(total)
-        let result = body(record, UnsafeRawBufferPointer(rebasing: window[24..<total]))
-        self.input.consume(total)
-        self.framesRead = frame
-        self.bytesRead += total
-        return result
+        guard let (record, payload) = try self.cursor.next() else { return nil }
+        return body(record, payload)
+    }
+
+    /// The next record; its bytes stay valid until the next call (internal hot path).
+    func nextRecord() throws(CaptureError) -> (BTSnoopRecord, UnsafeRawBufferPointer)? {
+        try self.cursor.next()
     }
 
     /// Reads the next record and copies its bytes. Allocates; prefer `withNextRecord` in loops.
@@ -240,84 +212,124 @@ public final class BTSnoopReader {
     }
 }
 
-/// A reusable read buffer over a file descriptor or an in-memory image.
-final class ChunkedInput {
-    private enum Source {
-        case file(fd: Int32)
-        case memory([UInt8], position: Int)
-    }
-
-    private var source: Source
+/// Owns the read buffer and the file descriptor.
+final class InputStorage {
+    let fd: Int32?
     let name: String
-    private let buffer: UnsafeMutableRawBufferPointer
-    private var start = 0
-    private var end = 0
-    private var atEOF = false
+    let buffer: UnsafeMutableRawBufferPointer
 
-    init(fd: Int32, path: String, capacity: Int) {
-        self.source = .file(fd: fd)
-        self.name = "file \(path)"
-        self.buffer = .allocate(byteCount: capacity, alignment: 16)
-    }
-
-    init(bytes: [UInt8], capacity: Int) {
-        self.source = .memory(bytes, position: 0)
-        self.name = "capture image"
+    init(fd: Int32?, name: String, capacity: Int) {
+        self.fd = fd
+        self.name = name
         self.buffer = .allocate(byteCount: capacity, alignment: 16)
     }
 
     deinit {
-        if case .file(let fd) = self.source { _ = close(fd) }
+        if let fd = self.fd { _ = close(fd) }
         self.buffer.deallocate()
+    }
+}
+
+/// Record framing over a reusable buffer refilled from a file or an in-memory image.
+struct RecordCursor {
+    let storage: InputStorage
+    private let memory: [UInt8]
+    private var memoryPosition = 0
+    private let maxRecordLength: Int
+    private var start = 0
+    private var end = 0
+    private var atEOF = false
+    private(set) var truncatedTail: TruncatedRecord?
+    private(set) var framesRead = 0
+    private(set) var bytesRead = 0
+
+    init(storage: InputStorage, memory: [UInt8], maxRecordLength: Int) {
+        self.storage = storage
+        self.memory = memory
+        self.maxRecordLength = maxRecordLength
+    }
+
+    /// The next record and a view of its bytes, valid until the next call.
+    mutating func next() throws(CaptureError) -> (BTSnoopRecord, UnsafeRawBufferPointer)? {
+        guard self.truncatedTail == nil else { return nil }
+        let frame = self.framesRead + 1
+        let headerBytes = try self.ensure(24)
+        if headerBytes < 24 {
+            if headerBytes > 0 {
+                self.truncatedTail = TruncatedRecord(frame: frame, expectedBytes: 24, availableBytes: headerBytes)
+            }
+            return nil
+        }
+        let header = self.window(24)
+        let originalLength = header.loadBE32(at: 0)
+        let includedLength = header.loadBE32(at: 4)
+        guard includedLength <= self.maxRecordLength else {
+            throw CaptureError(
+                .corruptRecord, frame: frame,
+                "Frame \(frame) claims \(includedLength) bytes (limit \(self.maxRecordLength)); the capture is corrupt from there on.")
+        }
+        let total = 24 + Int(includedLength)
+        let available = try self.ensure(total)
+        guard available >= total else {
+            self.truncatedTail = TruncatedRecord(frame: frame, expectedBytes: total, availableBytes: available)
+            return nil
+        }
+        let window = self.window(total)
+        let record = BTSnoopRecord(
+            frame: frame, originalLength: Int(originalLength), includedLength: Int(includedLength),
+            flags: window.loadBE32(at: 8), cumulativeDrops: window.loadBE32(at: 12),
+            timestamp: CaptureTimestamp(microsecondsSinceYear0: Int64(bitPattern: window.loadBE64(at: 16))))
+        // The bytes stay in place until the next `ensure`, which only happens on the next call.
+        self.consume(total)
+        self.framesRead = frame
+        return (record, UnsafeRawBufferPointer(rebasing: window[24..<total]))
     }
 
     /// Makes at least `count` bytes available if the input has them; returns how many are available.
-    func ensure(_ count: Int) throws(CaptureError) -> Int {
+    mutating func ensure(_ count: Int) throws(CaptureError) -> Int {
         if self.end - self.start >= count || self.atEOF { return self.end - self.start }
-        precondition(count <= self.buffer.count, "Internal inconsistency: record larger than the read buffer")
+        let buffer = self.storage.buffer
+        precondition(count <= buffer.count, "Internal inconsistency: record larger than the read buffer")
         if self.start > 0 {
             let pending = self.end - self.start
-            if pending > 0 {
-                self.buffer.baseAddress!.copyMemory(from: self.buffer.baseAddress! + self.start, byteCount: pending)
-            }
+            if pending > 0 { buffer.baseAddress!.copyMemory(from: buffer.baseAddress! + self.start, byteCount: pending) }
             self.start = 0
             self.end = pending
         }
         while self.end < count && !self.atEOF {
-            let free = UnsafeMutableRawBufferPointer(rebasing: self.buffer[self.end...])
-            let got = try self.fill(free)
+            let got = try self.fill(UnsafeMutableRawBufferPointer(rebasing: buffer[self.end...]))
             if got == 0 { self.atEOF = true } else { self.end += got }
         }
         return self.end - self.start
     }
 
-    private func fill(_ target: UnsafeMutableRawBufferPointer) throws(CaptureError) -> Int {
-        switch self.source {
-        case .file(let fd):
-            while true {
-                let got = read(fd, target.baseAddress, target.count)
-                if got >= 0 { return got }
-                if errno == EINTR { continue }
-                throw CaptureError(.io, "Reading the \(self.name) failed: \(String(cString: strerror(errno))).")
-            }
-        case .memory(let bytes, let position):
-            let count = min(target.count, bytes.count - position)
+    private mutating func fill(_ target: UnsafeMutableRawBufferPointer) throws(CaptureError) -> Int {
+        guard let fd = self.storage.fd else {
+            let count = min(target.count, self.memory.count - self.memoryPosition)
             if count > 0 {
-                bytes.withUnsafeBytes { source in
+                let position = self.memoryPosition
+                self.memory.withUnsafeBytes { source in
                     target.baseAddress!.copyMemory(from: source.baseAddress! + position, byteCount: count)
                 }
-                self.source = .memory(bytes, position: position + count)
+                self.memoryPosition += count
             }
             return count
+        }
+        while true {
+            let got = read(fd, target.baseAddress, target.count)
+            if got >= 0 { return got }
+            if errno == EINTR { continue }
+            throw CaptureError(.io, "Reading the \(self.storage.name) failed: \(String(cString: strerror(errno))).")
         }
     }
 
     /// The first `count` available bytes; valid until the next `ensure`.
     func window(_ count: Int) -> UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: self.buffer.baseAddress! + self.start, count: count)
+        UnsafeRawBufferPointer(start: self.storage.buffer.baseAddress! + self.start, count: count)
     }
 
-    func consume(_ count: Int) {
+    mutating func consume(_ count: Int) {
         self.start += count
+        self.bytesRead += count
     }
 }

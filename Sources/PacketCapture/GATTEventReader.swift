@@ -37,27 +37,14 @@ public final class GATTEventReader {
     /// The datalink of the capture.
     public var datalink: BTSnoopDatalink { self.reader.datalink }
     /// Counters so far.
-    public private(set) var statistics = CaptureStatistics()
+    public var statistics: CaptureStatistics { self.core.statistics }
     /// The layout learned per peer so far (from finished sessions).
-    public var learnedDatabases: [BluetoothAddress: GATTDatabase] { self.learned.mapValues(\.database) }
+    public var learnedDatabases: [BluetoothAddress: GATTDatabase] { self.core.learned.mapValues(\.database) }
 
     private let reader: BTSnoopReader
-    private let options: Options
-    private var queue: [CaptureItem] = []
+    // All mutable decoding state sits in one struct: one exclusivity check per record, not one per field.
+    private var core: DecoderCore
     private var queueHead = 0
-    private var finished = false
-
-    private var connections: [UInt32: Connection] = [:]
-    private var classicHandles: Set<UInt32> = []
-    private var nextSession = 1
-    private var learned: [BluetoothAddress: (database: GATTDatabase, source: DiscoverySource)] = [:]
-    private let globalOverrides: GATTDatabase
-    private var lastDrops: UInt32 = 0
-
-    // The record being processed.
-    private var frame = 0
-    private var timestamp = CaptureTimestamp(microsecondsSinceYear0: 0)
-    private var snapped = false
 
     /// Opens a capture file.
     /// - Throws: `CaptureError` when the file cannot be opened or is not a supported btsnoop file.
@@ -73,9 +60,7 @@ public final class GATTEventReader {
 
     private init(reader: BTSnoopReader, options: Options) {
         self.reader = reader
-        self.options = options
-        self.globalOverrides = GATTDatabase(overrides: options.handleOverrides.filter { $0.peer == nil })
-        self.queue.reserveCapacity(64)
+        self.core = DecoderCore(datalink: reader.datalink, options: options)
     }
 
     /// The next item, or nil when the capture is exhausted (open sessions are reported as ended first).
@@ -83,24 +68,23 @@ public final class GATTEventReader {
     /// - Throws: `CaptureError` `.corruptRecord` (with the frame number) when a record header is impossible,
     ///   or `.io`. After an error, further calls return the remaining session ends, then nil.
     public func next() throws(CaptureError) -> CaptureItem? {
-        while self.queueHead == self.queue.count {
-            self.queue.removeAll(keepingCapacity: true)
+        while self.queueHead == self.core.queue.count {
+            self.core.queue.removeAll(keepingCapacity: true)
             self.queueHead = 0
-            if self.finished { return nil }
-            let processed: Bool?
+            if self.core.finished { return nil }
             do {
-                processed = try self.reader.withNextRecord { record, payload in
-                    self.process(record, payload)
-                    return true
+                if let (record, payload) = try self.reader.nextRecord() {
+                    self.core.process(record, payload)
+                } else {
+                    self.core.finish(truncatedTail: self.reader.truncatedTail)
                 }
             } catch {
-                self.finish()
+                self.core.finish(truncatedTail: nil)
                 throw error
             }
-            if processed == nil { self.finish() }
         }
         defer { self.queueHead += 1 }
-        return self.queue[self.queueHead]
+        return self.core.queue[self.queueHead]
     }
 
     /// Reads a whole capture into memory-friendly lists (convenience for tools and tests).
@@ -127,22 +111,52 @@ public final class GATTEventReader {
         summary.statistics = self.statistics
         return summary
     }
+}
+
+/// The decoding state machine: records in, `CaptureItem`s out (appended to `queue`).
+struct DecoderCore {
+    let datalink: BTSnoopDatalink
+    let options: GATTEventReader.Options
+    var queue: [CaptureItem] = []
+    var finished = false
+    var statistics = CaptureStatistics()
+    var learned: [BluetoothAddress: (database: GATTDatabase, source: DiscoverySource)] = [:]
+
+    /// Connection slots; `handles` maps (controller index, handle) to a slot or to "classic".
+    private var slots: [ConnectionState] = []
+    private var freeSlots: [Int] = []
+    private var handles = HandleTable()
+    private var nextSession = 1
+    private let globalOverrides: GATTDatabase
+    private var lastDrops: UInt32 = 0
+
+    // The record being processed.
+    private var frame = 0
+    private var timestamp = CaptureTimestamp(microsecondsSinceYear0: 0)
+    private var snapped = false
+
+    init(datalink: BTSnoopDatalink, options: GATTEventReader.Options) {
+        self.datalink = datalink
+        self.options = options
+        self.globalOverrides = GATTDatabase(overrides: options.handleOverrides.filter { $0.peer == nil })
+        self.queue.reserveCapacity(64)
+    }
 
     // MARK: - Records
 
-    private func finish() {
+    mutating func finish(truncatedTail: TruncatedRecord?) {
         guard !self.finished else { return }
         self.finished = true
-        if let tail = self.reader.truncatedTail {
+        if let tail = truncatedTail {
             self.anomaly(.truncatedCapture, frame: tail.frame, reason: tail.description)
         }
-        for connection in self.connections.values.sorted(by: { $0.session < $1.session }) {
-            self.endSession(connection, .endOfCapture)
+        let open = self.slots.indices.filter { self.slots[$0].isOpen }.sorted {
+            self.slots[$0].session < self.slots[$1].session
         }
-        self.connections.removeAll()
+        for slot in open { self.close(slot, .endOfCapture) }
     }
 
-    private func process(_ record: BTSnoopRecord, _ payload: UnsafeRawBufferPointer) {
+    mutating func process(_ record: BTSnoopRecord, _ payload: UnsafeRawBufferPointer) {
         self.frame = record.frame
         self.timestamp = record.timestamp
         self.snapped = record.isSnapped
@@ -161,7 +175,7 @@ public final class GATTEventReader {
             self.anomaly(.snappedFrame, reason: "The record stores \(record.includedLength) bytes but says the packet "
                 + "had \(record.originalLength).")
         }
-        switch self.reader.datalink {
+        switch self.datalink {
         case .hciUART:
             guard payload.count >= 1 else { return }
             let direction: Direction = record.flags & 1 == 0 ? .sent : .received
@@ -192,7 +206,7 @@ public final class GATTEventReader {
 
     // MARK: - HCI
 
-    private func hciEvent(index: UInt16, _ body: UnsafeRawBufferPointer) {
+    private mutating func hciEvent(index: UInt16, _ body: UnsafeRawBufferPointer) {
         self.statistics.hciEvents += 1
         guard body.count >= 2 else {
             self.anomaly(.malformedHCI, reason: "HCI event of \(body.count) byte(s) has no complete header.")
@@ -222,52 +236,52 @@ public final class GATTEventReader {
                 return
             }
             guard parameters[1] == 0 else { return }  // failed connection attempt
-            let handle = parameters.loadLE16(at: 2) & 0x0FFF
-            let role: LinkRole? = LinkRole(rawValue: parameters[4])
             self.leConnected(
-                index: index, handle: handle, peer: parameters.address(at: 6),
-                addressType: AddressType(rawValue: parameters[5]), role: role)
+                index: index, handle: parameters.loadLE16(at: 2) & 0x0FFF, peer: parameters.address(at: 6),
+                addressType: AddressType(rawValue: parameters[5]), role: LinkRole(rawValue: parameters[4]))
         case 0x05 where length >= 4:  // Disconnection Complete
             guard parameters[0] == 0 else { return }
-            let key = Self.key(index, parameters.loadLE16(at: 1) & 0x0FFF)
-            if self.classicHandles.remove(key) != nil { return }
-            guard let connection = self.connections.removeValue(forKey: key) else { return }
+            let handle = parameters.loadLE16(at: 1) & 0x0FFF
+            let slot = self.handles[index, handle]
+            self.handles[index, handle] = HandleTable.none
+            guard slot >= 0 else { return }
             let reason = parameters[3]
-            self.emit(connection, .received, .disconnected(reason: reason))
-            self.endSession(connection, .disconnected(reason: reason))
+            self.emit(Int(slot), .received, .disconnected(reason: reason))
+            self.close(Int(slot), .disconnected(reason: reason))
         case 0x03 where length >= 11:  // classic Connection Complete: ignore that handle's traffic
             guard parameters[0] == 0 else { return }
-            let key = Self.key(index, parameters.loadLE16(at: 1) & 0x0FFF)
-            if let stale = self.connections.removeValue(forKey: key) { self.endSession(stale, .replaced) }
-            self.classicHandles.insert(key)
+            let handle = parameters.loadLE16(at: 1) & 0x0FFF
+            let slot = self.handles[index, handle]
+            if slot >= 0 { self.close(Int(slot), .replaced) }
+            self.handles[index, handle] = HandleTable.classic
         case 0x08 where length >= 4, 0x59 where length >= 5:  // Encryption Change v1 / v2
-            let key = Self.key(index, parameters.loadLE16(at: 1) & 0x0FFF)
-            guard let connection = self.connections[key] else { return }
+            let slot = self.handles[index, parameters.loadLE16(at: 1) & 0x0FFF]
+            guard slot >= 0 else { return }
             let enabled = parameters[3] != 0
-            if parameters[0] == 0 && enabled { connection.encrypted = true }
-            self.emit(connection, .received, .encryptionChanged(enabled: enabled, status: parameters[0]))
+            if parameters[0] == 0 && enabled { self.slots[Int(slot)].encrypted = true }
+            self.emit(Int(slot), .received, .encryptionChanged(enabled: enabled, status: parameters[0]))
         default:
             break
         }
     }
 
-    private static func key(_ index: UInt16, _ handle: UInt16) -> UInt32 { UInt32(index) << 16 | UInt32(handle) }
-
-    private func leConnected(
+    @discardableResult
+    private mutating func leConnected(
         index: UInt16, handle: UInt16, peer: BluetoothAddress?, addressType: AddressType?, role: LinkRole?
-    ) {
-        let key = Self.key(index, handle)
-        self.classicHandles.remove(key)
-        if let stale = self.connections.removeValue(forKey: key) {
-            self.anomaly(.connectionReplaced, session: stale.session,
+    ) -> Int {
+        let stale = self.handles[index, handle]
+        if stale >= 0 {
+            let session = self.slots[Int(stale)].session
+            self.anomaly(.connectionReplaced, session: session,
                          reason: "Connection handle \(hex16(handle)) was reused without a Disconnection Complete; "
-                            + "session \(stale.session) is closed here.")
-            self.endSession(stale, .replaced)
+                            + "session \(session) is closed here.")
+            self.close(Int(stale), .replaced)
         }
-        let connection = Connection(
+        var connection = ConnectionState(
             session: self.nextSession, index: index, handle: handle, peer: peer, addressType: addressType,
             role: role, frame: self.frame, timestamp: self.timestamp)
         self.nextSession += 1
+        connection.overrides = self.globalOverrides
         if let peer {
             if let known = self.learned[peer] {
                 connection.inherited = known.database
@@ -276,26 +290,35 @@ public final class GATTEventReader {
                 connection.inherited = provided
                 connection.inheritedSource = .provided
             }
-            var overrides = self.globalOverrides
-            for item in self.options.handleOverrides where item.peer == peer { overrides.apply(item) }
-            connection.overrides = overrides
+            for item in self.options.handleOverrides where item.peer == peer { connection.overrides.apply(item) }
+        }
+        let slot: Int
+        if let free = self.freeSlots.popLast() {
+            slot = free
+            self.slots[slot] = connection
         } else {
-            connection.overrides = self.globalOverrides
+            slot = self.slots.count
+            self.slots.append(connection)
         }
-        self.connections[key] = connection
-        self.emit(connection, .received, .connected(peer: peer, addressType: addressType, role: role))
+        self.handles[index, handle] = Int32(slot)
+        self.emit(slot, .received, .connected(peer: peer, addressType: addressType, role: role))
+        return slot
     }
 
-    private func controllerGone(_ index: UInt16) {
-        let gone = self.connections.filter { $0.value.index == index }.sorted { $0.value.session < $1.value.session }
-        for (key, connection) in gone {
-            self.connections.removeValue(forKey: key)
-            self.endSession(connection, .controllerRemoved)
-        }
-        self.classicHandles = self.classicHandles.filter { UInt16($0 >> 16) != index }
+    private mutating func controllerGone(_ index: UInt16) {
+        let gone = self.slots.indices.filter { self.slots[$0].isOpen && self.slots[$0].index == index }
+            .sorted { self.slots[$0].session < self.slots[$1].session }
+        for slot in gone { self.close(slot, .controllerRemoved) }
+        self.handles.removeAll(index: index)
     }
 
-    private func endSession(_ connection: Connection, _ end: SessionEnd) {
+    /// Reports the session, remembers its layout for the peer, and frees the slot.
+    private mutating func close(_ slot: Int, _ end: SessionEnd) {
+        let connection = self.slots[slot]
+        guard connection.isOpen else { return }
+        if self.handles[connection.index, connection.handle] == Int32(slot) {
+            self.handles[connection.index, connection.handle] = HandleTable.none
+        }
         var database = connection.peerDB
         database.absorb(connection.inherited)
         let discovery: DiscoverySource =
@@ -313,11 +336,13 @@ public final class GATTEventReader {
             discovered: connection.peerDB, database: database, eventCount: connection.eventCount,
             pairingFailed: connection.pairingFailed, encrypted: connection.encrypted)
         self.queue.append(.sessionEnded(session))
+        self.slots[slot] = ConnectionState.closed
+        self.freeSlots.append(slot)
     }
 
     // MARK: - ACL and L2CAP
 
-    private func acl(index: UInt16, direction: Direction, _ body: UnsafeRawBufferPointer) {
+    private mutating func acl(index: UInt16, direction: Direction, _ body: UnsafeRawBufferPointer) {
         self.statistics.aclFrames += 1
         guard body.count >= 4 else {
             self.anomaly(self.snapped ? .snappedFrame : .malformedHCI,
@@ -328,109 +353,121 @@ public final class GATTEventReader {
         let handle = header & 0x0FFF
         let boundary = (header >> 12) & 0x3
         let length = Int(body.loadLE16(at: 2))
-        let key = Self.key(index, handle)
-        if self.classicHandles.contains(key) { return }
-        let connection = self.connections[key]
+        let slot = Int(self.handles[index, handle])
+        if slot == Int(HandleTable.classic) { return }
         guard body.count - 4 >= length else {
-            self.anomaly(self.snapped ? .snappedFrame : .malformedHCI, session: connection?.session,
+            self.anomaly(self.snapped ? .snappedFrame : .malformedHCI, session: slot >= 0 ? self.slots[slot].session : nil,
                          reason: "ACL packet on handle \(hex16(handle)) holds \(body.count - 4) of \(length) data bytes.")
-            connection?.reassembly[Int(direction.rawValue)].reset()
+            if slot >= 0 { self.withReassembly(slot, direction) { $0.reset() } }
             return
         }
         let data = UnsafeRawBufferPointer(rebasing: body[4..<(4 + length)])
         if boundary == 0b01 {
-            guard let connection, connection.reassembly[Int(direction.rawValue)].active else { return }
-            self.continuation(connection, direction, data)
+            guard slot >= 0, self.withReassembly(slot, direction, { $0.active }) else { return }
+            self.continuation(slot, direction, data)
+        } else if slot >= 0 {
+            self.start(slot, direction, data)
         } else {
-            let target: Connection
-            if let connection {
-                target = connection
-            } else {
-                guard data.count >= 4 else { return }
-                let cid = data.loadLE16(at: 2)
-                guard cid == 0x0004 || cid == 0x0006 else { return }
-                target = self.implicitConnection(index: index, handle: handle, key: key)
-            }
-            self.start(target, direction, data)
+            guard data.count >= 4 else { return }
+            let cid = data.loadLE16(at: 2)
+            guard cid == 0x0004 || cid == 0x0006 else { return }
+            self.anomaly(.missingConnectionEvent, session: self.nextSession,
+                         reason: "ATT/SMP traffic on handle \(hex16(handle)) without a captured connection event; "
+                            + "the peer address is unknown for session \(self.nextSession).")
+            let created = self.leConnected(index: index, handle: handle, peer: nil, addressType: nil, role: nil)
+            self.start(created, direction, data)
         }
     }
 
-    private func implicitConnection(index: UInt16, handle: UInt16, key: UInt32) -> Connection {
-        self.anomaly(.missingConnectionEvent, session: self.nextSession,
-                     reason: "ATT/SMP traffic on handle \(hex16(handle)) without a captured connection event; "
-                        + "the peer address is unknown for session \(self.nextSession).")
-        self.leConnected(index: index, handle: handle, peer: nil, addressType: nil, role: nil)
-        return self.connections[key]!
+    private mutating func withReassembly<R>(_ slot: Int, _ direction: Direction, _ body: (inout Reassembly) -> R) -> R {
+        direction == .sent ? body(&self.slots[slot].tx) : body(&self.slots[slot].rx)
     }
 
-    private func start(_ connection: Connection, _ direction: Direction, _ data: UnsafeRawBufferPointer) {
-        let slot = Int(direction.rawValue)
-        if connection.reassembly[slot].active {
-            let state = connection.reassembly[slot]
-            self.anomaly(.reassembly, session: connection.session,
-                         reason: "An L2CAP PDU on handle \(hex16(connection.handle)) (\(direction)) was incomplete "
-                            + "(\(state.collected) of \(state.expected) bytes) when a new one started.")
-            connection.reassembly[slot].reset()
+    private mutating func start(_ slot: Int, _ direction: Direction, _ data: UnsafeRawBufferPointer) {
+        let state = direction == .sent ? self.slots[slot].tx : self.slots[slot].rx
+        if state.active {
+            self.anomaly(.reassembly, session: self.slots[slot].session,
+                         reason: "An L2CAP PDU on handle \(hex16(self.slots[slot].handle)) (\(direction)) was "
+                            + "incomplete (\(state.collected) of \(state.expected) bytes) when a new one started.")
+            self.withReassembly(slot, direction) { $0.reset() }
         }
         guard data.count >= 4 else {
-            connection.reassembly[slot].begin(expected: -1, interesting: true, frame: self.frame)
-            connection.reassembly[slot].append(data)
+            let frame = self.frame
+            self.withReassembly(slot, direction) {
+                $0.begin(expected: -1, interesting: true, frame: frame)
+                $0.append(data)
+            }
             return
         }
         let total = 4 + Int(data.loadLE16(at: 0))
         let cid = data.loadLE16(at: 2)
         if data.count == total {
             if cid == 0x0004 || cid == 0x0006 {
-                self.l2cap(connection, direction, cid, UnsafeRawBufferPointer(rebasing: data[4...]))
+                self.l2cap(slot, direction, cid, UnsafeRawBufferPointer(rebasing: data[4...]))
             }
         } else if data.count > total {
-            self.anomaly(.reassembly, session: connection.session,
-                         reason: "An ACL start fragment on handle \(hex16(connection.handle)) carries \(data.count) "
-                            + "bytes for an L2CAP PDU of \(total); the PDU is dropped.")
+            self.anomaly(.reassembly, session: self.slots[slot].session,
+                         reason: "An ACL start fragment on handle \(hex16(self.slots[slot].handle)) carries "
+                            + "\(data.count) bytes for an L2CAP PDU of \(total); the PDU is dropped.")
         } else {
-            connection.reassembly[slot].begin(expected: total, interesting: cid == 0x0004 || cid == 0x0006,
-                                              frame: self.frame)
-            connection.reassembly[slot].append(data)
-        }
-    }
-
-    private func continuation(_ connection: Connection, _ direction: Direction, _ data: UnsafeRawBufferPointer) {
-        let slot = Int(direction.rawValue)
-        connection.reassembly[slot].append(data)
-        if connection.reassembly[slot].expected < 0 {
-            guard connection.reassembly[slot].buffer.count >= 4 else { return }
-            connection.reassembly[slot].learnHeader()
-        }
-        let state = connection.reassembly[slot]
-        if state.collected > state.expected {
-            self.anomaly(.reassembly, session: connection.session,
-                         reason: "ACL fragments on handle \(hex16(connection.handle)) (\(direction)) carry "
-                            + "\(state.collected) bytes for an L2CAP PDU of \(state.expected); the PDU is dropped.")
-            connection.reassembly[slot].reset()
-        } else if state.collected == state.expected {
-            if state.interesting {
-                connection.reassembly[slot].buffer.withUnsafeBytes { pdu in
-                    let cid = pdu.loadLE16(at: 2)
-                    self.l2cap(connection, direction, cid, UnsafeRawBufferPointer(rebasing: pdu[4...]))
-                }
+            let frame = self.frame
+            self.withReassembly(slot, direction) {
+                $0.begin(expected: total, interesting: cid == 0x0004 || cid == 0x0006, frame: frame)
+                $0.append(data)
             }
-            connection.reassembly[slot].reset()
         }
     }
 
-    private func l2cap(_ connection: Connection, _ direction: Direction, _ cid: UInt16, _ pdu: UnsafeRawBufferPointer) {
+    private mutating func continuation(_ slot: Int, _ direction: Direction, _ data: UnsafeRawBufferPointer) {
+        let complete = self.withReassembly(slot, direction) { state -> Bool? in
+            state.append(data)
+            if state.expected < 0 {
+                guard state.buffer.count >= 4 else { return false }
+                state.learnHeader()
+            }
+            if state.collected > state.expected { return nil }
+            return state.collected == state.expected
+        }
+        guard let complete else {
+            let state = direction == .sent ? self.slots[slot].tx : self.slots[slot].rx
+            self.anomaly(.reassembly, session: self.slots[slot].session,
+                         reason: "ACL fragments on handle \(hex16(self.slots[slot].handle)) (\(direction)) carry "
+                            + "\(state.collected) bytes for an L2CAP PDU of \(state.expected); the PDU is dropped.")
+            self.withReassembly(slot, direction) { $0.reset() }
+            return
+        }
+        guard complete else { return }
+        // Take the buffer out so the PDU can be read while the state is mutated; give it back for reuse.
+        var buffer = self.withReassembly(slot, direction) { state -> [UInt8] in
+            defer { state.buffer = [] }
+            return state.interesting ? state.buffer : []
+        }
+        if !buffer.isEmpty {
+            buffer.withUnsafeBytes { pdu in
+                self.l2cap(slot, direction, pdu.loadLE16(at: 2), UnsafeRawBufferPointer(rebasing: pdu[4...]))
+            }
+        }
+        buffer.removeAll(keepingCapacity: true)
+        let reusable = buffer
+        self.withReassembly(slot, direction) {
+            $0.reset()
+            $0.buffer = reusable
+        }
+    }
+
+    private mutating func l2cap(_ slot: Int, _ direction: Direction, _ cid: UInt16, _ pdu: UnsafeRawBufferPointer) {
         self.statistics.l2capPDUs += 1
-        connection.lastFrame = self.frame
-        connection.end = self.timestamp
+        self.slots[slot].lastFrame = self.frame
+        self.slots[slot].end = self.timestamp
         if cid == 0x0004 {
             self.statistics.attPDUs += 1
-            self.att(connection, direction, pdu)
+            self.att(slot, direction, pdu)
         } else if cid == 0x0006, pdu.count >= 1 {
             switch pdu[0] {
-            case 0x01: self.emit(connection, direction, .pairingRequested)
+            case 0x01: self.emit(slot, direction, .pairingRequested)
             case 0x05 where pdu.count >= 2:
-                connection.pairingFailed = true
-                self.emit(connection, direction, .pairingFailed(reason: pdu[1]))
+                self.slots[slot].pairingFailed = true
+                self.emit(slot, direction, .pairingFailed(reason: pdu[1]))
             default: break
             }
         }
@@ -438,9 +475,9 @@ public final class GATTEventReader {
 
     // MARK: - ATT
 
-    private func att(_ connection: Connection, _ direction: Direction, _ pdu: UnsafeRawBufferPointer) {
+    private mutating func att(_ slot: Int, _ direction: Direction, _ pdu: UnsafeRawBufferPointer) {
         guard pdu.count >= 1 else {
-            self.malformed(connection, nil, "Empty ATT PDU.")
+            self.malformed(slot, "Empty ATT PDU.")
             return
         }
         let opcode = ATTOpcode(pdu[0])
@@ -449,200 +486,215 @@ public final class GATTEventReader {
         let requestToPeer = direction == .sent
         switch opcode.rawValue {
         case 0x01:
-            guard p.count == 4 else { return self.malformed(connection, opcode, "Error Response of \(p.count + 1) bytes.") }
+            guard p.count == 4 else { return self.malformed(slot, "Error Response of \(p.count + 1) bytes.") }
             let request = ATTOpcode(p[0])
             let handle = p.loadLE16(at: 1)
             let code = ATTErrorCode(rawValue: p[3])
-            let pending = connection.takePending(answeredBy: direction)
+            let pending = self.takePending(slot, answeredBy: direction)
             if pending == nil || pending!.opcode != request {
-                self.anomaly(.unmatchedResponse, session: connection.session,
+                self.anomaly(.unmatchedResponse, session: self.slots[slot].session,
                              reason: "\(opcode) to \(request) on \(hex16(handle)) has no matching request.")
             }
             if code == .attributeNotFound, let pending, pending.isDiscovery { return }
-            let attribute = self.attribute(connection, handle, serverIsPeer: !requestToPeer)
-            self.emit(connection, direction, .error(request: request, attribute, code: code))
+            let attribute = self.attribute(slot, handle, serverIsPeer: !requestToPeer)
+            self.emit(slot, direction, .error(request: request, attribute, code: code))
         case 0x02, 0x04, 0x06, 0x08, 0x0A, 0x0C, 0x10:
-            self.request(connection, direction, opcode, p)
+            self.request(slot, direction, opcode, p)
         case 0x0E, 0x16, 0x18, 0x20:
-            connection.pending[Int(direction.rawValue)] = PendingRequest(opcode: opcode)
-            self.emit(connection, direction, .opaque(opcode: opcode, parameters: Array(p)))
+            self.setPending(slot, direction, PendingRequest(opcode: opcode))
+            self.emit(slot, direction, .opaque(opcode: opcode, parameters: Array(p)))
         case 0x03, 0x05, 0x07, 0x09, 0x0B, 0x0D, 0x11, 0x13, 0x0F, 0x17, 0x19, 0x21:
-            self.response(connection, direction, opcode, p)
+            self.response(slot, direction, opcode, p)
         case 0x12, 0x52, 0xD2:
             let signature = opcode.rawValue == 0xD2 ? 12 : 0
             guard p.count >= 2 + signature else {
-                return self.malformed(connection, opcode, "\(opcode) of \(p.count + 1) bytes has no handle.")
+                return self.malformed(slot, "\(opcode) of \(p.count + 1) bytes has no handle.")
             }
             let handle = p.loadLE16(at: 0)
             let value = Array(p[2..<(p.count - signature)])
-            if opcode == .writeRequest {
-                connection.pending[Int(direction.rawValue)] = PendingRequest(opcode: opcode, handle: handle)
-            }
-            let attribute = self.valueAttribute(connection, handle, serverIsPeer: requestToPeer)
-            self.emit(connection, direction, .write(attribute, value: value, withResponse: opcode == .writeRequest))
+            if opcode == .writeRequest { self.setPending(slot, direction, PendingRequest(opcode: opcode, handle: handle)) }
+            let attribute = self.valueAttribute(slot, handle, serverIsPeer: requestToPeer)
+            self.emit(slot, direction, .write(attribute, value: value, withResponse: opcode == .writeRequest))
         case 0x1B, 0x1D:
-            guard p.count >= 2 else {
-                return self.malformed(connection, opcode, "\(opcode) of \(p.count + 1) bytes has no handle.")
-            }
-            let handle = p.loadLE16(at: 0)
-            let attribute = self.valueAttribute(connection, handle, serverIsPeer: direction == .received)
+            guard p.count >= 2 else { return self.malformed(slot, "\(opcode) of \(p.count + 1) bytes has no handle.") }
+            let attribute = self.valueAttribute(slot, p.loadLE16(at: 0), serverIsPeer: direction == .received)
             let value = Array(p[2...])
-            self.emit(connection, direction, opcode.rawValue == 0x1B
+            self.emit(slot, direction, opcode.rawValue == 0x1B
                 ? .notification(attribute, value: value) : .indication(attribute, value: value))
         case 0x1E:
-            self.emit(connection, direction, .confirmation)
+            self.emit(slot, direction, .confirmation)
         case 0x23:
             var offset = 0
             while offset < p.count {
                 guard p.count - offset >= 4, p.count - offset - 4 >= Int(p.loadLE16(at: offset + 2)) else {
-                    return self.malformed(connection, opcode, "\(opcode) entry at byte \(offset + 1) is truncated.")
+                    return self.malformed(slot, "\(opcode) entry at byte \(offset + 1) is truncated.")
                 }
-                let handle = p.loadLE16(at: offset)
                 let length = Int(p.loadLE16(at: offset + 2))
-                let attribute = self.valueAttribute(connection, handle, serverIsPeer: direction == .received)
+                let attribute = self.valueAttribute(slot, p.loadLE16(at: offset), serverIsPeer: direction == .received)
                 let value = Array(p[(offset + 4)..<(offset + 4 + length)])
-                self.emit(connection, direction, .notification(attribute, value: value))
+                self.emit(slot, direction, .notification(attribute, value: value))
                 offset += 4 + length
             }
         default:
-            self.emit(connection, direction, .opaque(opcode: opcode, parameters: Array(p)))
+            self.emit(slot, direction, .opaque(opcode: opcode, parameters: Array(p)))
         }
     }
 
-    private func request(_ connection: Connection, _ direction: Direction, _ opcode: ATTOpcode,
-                         _ p: UnsafeRawBufferPointer) {
+    private mutating func setPending(_ slot: Int, _ requester: Direction, _ request: PendingRequest) {
+        if requester == .sent { self.slots[slot].pendingSent = request } else { self.slots[slot].pendingReceived = request }
+    }
+
+    /// Removes and returns the request that a response travelling in `direction` answers.
+    private mutating func takePending(_ slot: Int, answeredBy direction: Direction) -> PendingRequest? {
+        if direction == .received {
+            defer { self.slots[slot].pendingSent = nil }
+            return self.slots[slot].pendingSent
+        }
+        defer { self.slots[slot].pendingReceived = nil }
+        return self.slots[slot].pendingReceived
+    }
+
+    private mutating func request(_ slot: Int, _ direction: Direction, _ opcode: ATTOpcode, _ p: UnsafeRawBufferPointer) {
         var pending = PendingRequest(opcode: opcode)
         switch opcode.rawValue {
         case 0x02:
-            guard p.count == 2 else { return self.malformed(connection, opcode, "\(opcode) of \(p.count + 1) bytes.") }
+            guard p.count == 2 else { return self.malformed(slot, "\(opcode) of \(p.count + 1) bytes.") }
             pending.mtu = p.loadLE16(at: 0)
         case 0x04:
-            guard p.count == 4 else { return self.malformed(connection, opcode, "\(opcode) of \(p.count + 1) bytes.") }
+            guard p.count == 4 else { return self.malformed(slot, "\(opcode) of \(p.count + 1) bytes.") }
             pending.handle = p.loadLE16(at: 0)
         case 0x06:
-            guard p.count >= 6 else { return self.malformed(connection, opcode, "\(opcode) of \(p.count + 1) bytes.") }
+            guard p.count >= 6 else { return self.malformed(slot, "\(opcode) of \(p.count + 1) bytes.") }
             pending.handle = p.loadLE16(at: 0)
             pending.type = BluetoothUUID(p.loadLE16(at: 4))
             pending.typeValue = BluetoothUUID(wire: UnsafeRawBufferPointer(rebasing: p[6...]))
         case 0x08, 0x10:
             guard p.count == 6 || p.count == 20, let type = BluetoothUUID(wire: UnsafeRawBufferPointer(rebasing: p[4...]))
-            else { return self.malformed(connection, opcode, "\(opcode) of \(p.count + 1) bytes.") }
+            else { return self.malformed(slot, "\(opcode) of \(p.count + 1) bytes.") }
             pending.handle = p.loadLE16(at: 0)
             pending.type = type
         case 0x0A:
-            guard p.count == 2 else { return self.malformed(connection, opcode, "\(opcode) of \(p.count + 1) bytes.") }
+            guard p.count == 2 else { return self.malformed(slot, "\(opcode) of \(p.count + 1) bytes.") }
             pending.handle = p.loadLE16(at: 0)
         case 0x0C:
-            guard p.count == 4 else { return self.malformed(connection, opcode, "\(opcode) of \(p.count + 1) bytes.") }
+            guard p.count == 4 else { return self.malformed(slot, "\(opcode) of \(p.count + 1) bytes.") }
             pending.handle = p.loadLE16(at: 0)
             pending.offset = Int(p.loadLE16(at: 2))
         default:
             break
         }
-        connection.pending[Int(direction.rawValue)] = pending
+        self.setPending(slot, direction, pending)
     }
 
-    private func response(_ connection: Connection, _ direction: Direction, _ opcode: ATTOpcode,
-                          _ p: UnsafeRawBufferPointer) {
+    private mutating func response(_ slot: Int, _ direction: Direction, _ opcode: ATTOpcode, _ p: UnsafeRawBufferPointer) {
         let serverIsPeer = direction == .received
-        guard let pending = connection.takePending(answeredBy: direction), pending.opcode.expectedResponse == opcode
+        guard let pending = self.takePending(slot, answeredBy: direction), pending.opcode.expectedResponse == opcode
         else {
-            self.anomaly(.unmatchedResponse, session: connection.session,
-                         reason: "\(opcode) on handle \(hex16(connection.handle)) has no matching request.")
+            self.anomaly(.unmatchedResponse, session: self.slots[slot].session,
+                         reason: "\(opcode) on handle \(hex16(self.slots[slot].handle)) has no matching request.")
             return
         }
         switch opcode.rawValue {
         case 0x03:
-            guard p.count == 2 else { return self.malformed(connection, opcode, "\(opcode) of \(p.count + 1) bytes.") }
+            guard p.count == 2 else { return self.malformed(slot, "\(opcode) of \(p.count + 1) bytes.") }
             let server = p.loadLE16(at: 0)
-            let client = pending.mtu
-            connection.mtu = max(23, Int(min(client, server)))
-            self.emit(connection, direction, .mtuExchanged(client: client, server: server))
+            self.slots[slot].mtu = max(23, Int(min(pending.mtu, server)))
+            self.emit(slot, direction, .mtuExchanged(client: pending.mtu, server: server))
         case 0x05:
             guard p.count >= 1, p[0] == 1 || p[0] == 2 else {
-                return self.malformed(connection, opcode, "\(opcode) has no valid format byte.")
+                return self.malformed(slot, "\(opcode) has no valid format byte.")
             }
             let entry = p[0] == 1 ? 4 : 18
             guard p.count > 1, (p.count - 1) % entry == 0 else {
-                return self.malformed(connection, opcode, "\(opcode) has \(p.count - 1) bytes of \(entry)-byte entries.")
+                return self.malformed(slot, "\(opcode) has \(p.count - 1) bytes of \(entry)-byte entries.")
             }
-            var offset = 1
-            while offset < p.count {
+            for offset in stride(from: 1, to: p.count, by: entry) {
                 let handle = p.loadLE16(at: offset)
                 let uuid = BluetoothUUID(wire: UnsafeRawBufferPointer(rebasing: p[(offset + 2)..<(offset + entry)]))!
-                connection.database(peer: serverIsPeer) { $0.setType(uuid, at: handle) }
-                offset += entry
+                self.updateDatabase(slot, peer: serverIsPeer) { $0.setType(uuid, at: handle) }
             }
         case 0x07:
             guard !p.isEmpty, p.count % 4 == 0 else {
-                return self.malformed(connection, opcode, "\(opcode) has \(p.count) bytes of 4-byte entries.")
+                return self.malformed(slot, "\(opcode) has \(p.count) bytes of 4-byte entries.")
             }
             guard let type = pending.type?.uuid16, type == 0x2800 || type == 0x2801, let uuid = pending.typeValue
             else { return }
             for offset in stride(from: 0, to: p.count, by: 4) {
                 let service = GATTService(uuid: uuid, startHandle: p.loadLE16(at: offset),
                                           endHandle: p.loadLE16(at: offset + 2), isPrimary: type == 0x2800)
-                connection.database(peer: serverIsPeer) { $0.addService(service) }
+                self.updateDatabase(slot, peer: serverIsPeer) { $0.addService(service) }
             }
         case 0x09:
             guard p.count >= 1, p[0] >= 2, p.count > 1, (p.count - 1) % Int(p[0]) == 0 else {
-                return self.malformed(connection, opcode, "\(opcode) entry length does not divide its \(p.count) bytes.")
+                return self.malformed(slot, "\(opcode) entry length does not divide its \(p.count) bytes.")
             }
             let length = Int(p[0])
             let type = pending.type ?? .characteristic
             if type == .characteristic && length != 7 && length != 21 {
-                return self.malformed(connection, opcode, "Characteristic declarations of \(length - 2) bytes.")
+                return self.malformed(slot, "Characteristic declarations of \(length - 2) bytes.")
             }
             for offset in stride(from: 1, to: p.count, by: length) {
                 let handle = p.loadLE16(at: offset)
                 if type == .characteristic {
-                    let properties = CharacteristicProperties(rawValue: p[offset + 2])
-                    let valueHandle = p.loadLE16(at: offset + 3)
                     let uuid = BluetoothUUID(wire: UnsafeRawBufferPointer(rebasing: p[(offset + 5)..<(offset + length)]))!
                     let characteristic = GATTCharacteristic(
-                        uuid: uuid, declarationHandle: handle, valueHandle: valueHandle, properties: properties)
-                    connection.database(peer: serverIsPeer) { $0.addCharacteristic(characteristic) }
+                        uuid: uuid, declarationHandle: handle, valueHandle: p.loadLE16(at: offset + 3),
+                        properties: CharacteristicProperties(rawValue: p[offset + 2]))
+                    self.updateDatabase(slot, peer: serverIsPeer) { $0.addCharacteristic(characteristic) }
                 } else if type != .include {
-                    connection.database(peer: serverIsPeer) { $0.setType(type, at: handle) }
-                    let attribute = self.valueAttribute(connection, handle, serverIsPeer: serverIsPeer)
+                    self.updateDatabase(slot, peer: serverIsPeer) { $0.setType(type, at: handle) }
+                    let attribute = self.valueAttribute(slot, handle, serverIsPeer: serverIsPeer)
                     let value = Array(p[(offset + 2)..<(offset + length)])
-                    self.emit(connection, direction, .read(attribute, value: value, offset: 0))
+                    self.emit(slot, direction, .read(attribute, value: value, offset: 0))
                 }
             }
         case 0x0B, 0x0D:
-            let attribute = self.valueAttribute(connection, pending.handle, serverIsPeer: serverIsPeer)
-            self.emit(connection, direction, .read(attribute, value: Array(p), offset: pending.offset))
+            let attribute = self.valueAttribute(slot, pending.handle, serverIsPeer: serverIsPeer)
+            self.emit(slot, direction, .read(attribute, value: Array(p), offset: pending.offset))
         case 0x11:
             guard p.count >= 1, p[0] == 6 || p[0] == 20, p.count > 1, (p.count - 1) % Int(p[0]) == 0 else {
-                return self.malformed(connection, opcode, "\(opcode) entry length does not divide its \(p.count) bytes.")
+                return self.malformed(slot, "\(opcode) entry length does not divide its \(p.count) bytes.")
             }
-            let length = Int(p[0])
-            let primary = pending.type != .secondaryService
             guard pending.type == .primaryService || pending.type == .secondaryService else { return }
+            let length = Int(p[0])
+            let primary = pending.type == .primaryService
             for offset in stride(from: 1, to: p.count, by: length) {
                 let uuid = BluetoothUUID(wire: UnsafeRawBufferPointer(rebasing: p[(offset + 4)..<(offset + length)]))!
                 let service = GATTService(uuid: uuid, startHandle: p.loadLE16(at: offset),
                                           endHandle: p.loadLE16(at: offset + 2), isPrimary: primary)
-                connection.database(peer: serverIsPeer) { $0.addService(service) }
+                self.updateDatabase(slot, peer: serverIsPeer) { $0.addService(service) }
             }
         case 0x13:
-            let attribute = self.attribute(connection, pending.handle, serverIsPeer: serverIsPeer)
-            self.emit(connection, direction, .writeResponse(attribute))
+            let attribute = self.attribute(slot, pending.handle, serverIsPeer: serverIsPeer)
+            self.emit(slot, direction, .writeResponse(attribute))
         default:
-            self.emit(connection, direction, .opaque(opcode: opcode, parameters: Array(p)))
+            self.emit(slot, direction, .opaque(opcode: opcode, parameters: Array(p)))
         }
     }
 
-    private func attribute(_ connection: Connection, _ handle: UInt16, serverIsPeer: Bool) -> GATTAttribute {
-        serverIsPeer
-            ? connection.peerDB.attribute(at: handle, fallback: connection.inherited, connection.overrides)
-            : connection.localDB.attribute(at: handle)
+    private mutating func updateDatabase(_ slot: Int, peer: Bool, _ body: (inout GATTDatabase) -> Void) {
+        if peer {
+            body(&self.slots[slot].peerDB)
+            self.slots[slot].attributeCache.removeAll(keepingCapacity: true)
+        } else {
+            body(&self.slots[slot].localDB)
+        }
+    }
+
+    private mutating func attribute(_ slot: Int, _ handle: UInt16, serverIsPeer: Bool) -> GATTAttribute {
+        guard serverIsPeer else { return self.slots[slot].localDB.attribute(at: handle) }
+        if let cached = self.slots[slot].attributeCache[handle] { return cached }
+        let connection = self.slots[slot]
+        let attribute = connection.peerDB.attribute(at: handle, fallback: connection.inherited, connection.overrides)
+        self.slots[slot].attributeCache[handle] = attribute
+        return attribute
     }
 
     /// Like `attribute`, and reports a value on a handle nobody named (once per session and handle).
-    private func valueAttribute(_ connection: Connection, _ handle: UInt16, serverIsPeer: Bool) -> GATTAttribute {
-        let attribute = self.attribute(connection, handle, serverIsPeer: serverIsPeer)
-        if attribute.uuid == nil, serverIsPeer, connection.reportedUnknown.insert(handle).inserted {
+    private mutating func valueAttribute(_ slot: Int, _ handle: UInt16, serverIsPeer: Bool) -> GATTAttribute {
+        let attribute = self.attribute(slot, handle, serverIsPeer: serverIsPeer)
+        if attribute.uuid == nil, serverIsPeer, self.slots[slot].reportedUnknown.insert(handle).inserted {
+            let connection = self.slots[slot]
             let why =
                 connection.peerDB.hasServiceOrCharacteristicDiscovery || !connection.inherited.isEmpty
                 ? "discovery did not cover it" : "the capture holds no GATT discovery for this peer"
@@ -653,27 +705,60 @@ public final class GATTEventReader {
         return attribute
     }
 
-    private func malformed(_ connection: Connection, _ opcode: ATTOpcode?, _ reason: String) {
-        self.anomaly(.malformedATT, session: connection.session,
-                     reason: "Malformed ATT PDU on handle \(hex16(connection.handle)): \(reason)")
+    private mutating func malformed(_ slot: Int, _ reason: String) {
+        self.anomaly(.malformedATT, session: self.slots[slot].session,
+                     reason: "Malformed ATT PDU on handle \(hex16(self.slots[slot].handle)): \(reason)")
     }
 
     // MARK: - Output
 
-    private func emit(_ connection: Connection, _ direction: Direction, _ kind: GATTEventKind) {
-        connection.eventCount += 1
-        connection.lastFrame = self.frame
-        connection.end = self.timestamp
+    private mutating func emit(_ slot: Int, _ direction: Direction, _ kind: GATTEventKind) {
+        self.slots[slot].eventCount += 1
+        self.slots[slot].lastFrame = self.frame
+        self.slots[slot].end = self.timestamp
+        let connection = self.slots[slot]
         self.queue.append(.event(GATTEvent(
             frame: self.frame, timestamp: self.timestamp, session: connection.session,
             controllerIndex: connection.index, connectionHandle: connection.handle, peer: connection.peer,
             direction: direction, kind: kind)))
     }
 
-    private func anomaly(_ kind: CaptureAnomaly.Kind, frame: Int? = nil, session: Int? = nil,
-                         attribute: GATTAttribute? = nil, reason: String) {
+    private mutating func anomaly(_ kind: CaptureAnomaly.Kind, frame: Int? = nil, session: Int? = nil,
+                                  attribute: GATTAttribute? = nil, reason: String) {
         self.queue.append(.anomaly(CaptureAnomaly(
             kind: kind, frame: frame ?? self.frame, session: session, attribute: attribute, reason: reason)))
+    }
+}
+
+/// (controller index, connection handle) → connection slot, `none` or `classic`. Index 0 (every H4
+/// capture, most monitor captures) uses a flat table so the hot path does not hash.
+struct HandleTable {
+    static let none: Int32 = -1
+    static let classic: Int32 = -2
+    private var zero = [Int32](repeating: HandleTable.none, count: 4096)
+    private var others: [UInt32: Int32] = [:]
+
+    subscript(index: UInt16, handle: UInt16) -> Int32 {
+        get {
+            index == 0 ? self.zero[Int(handle & 0x0FFF)] : self.others[UInt32(index) << 16 | UInt32(handle)] ?? Self.none
+        }
+        set {
+            if index == 0 {
+                self.zero[Int(handle & 0x0FFF)] = newValue
+            } else if newValue == Self.none {
+                self.others.removeValue(forKey: UInt32(index) << 16 | UInt32(handle))
+            } else {
+                self.others[UInt32(index) << 16 | UInt32(handle)] = newValue
+            }
+        }
+    }
+
+    mutating func removeAll(index: UInt16) {
+        if index == 0 {
+            for position in self.zero.indices { self.zero[position] = Self.none }
+        } else {
+            self.others = self.others.filter { UInt16($0.key >> 16) != index }
+        }
     }
 }
 
@@ -747,8 +832,13 @@ struct Reassembly {
     }
 }
 
-/// State of one open LE connection.
-final class Connection {
+/// State of one LE connection.
+struct ConnectionState {
+    static let closed = ConnectionState(
+        session: 0, index: 0, handle: 0, peer: nil, addressType: nil, role: nil, frame: 0,
+        timestamp: CaptureTimestamp(microsecondsSinceYear0: 0), isOpen: false)
+
+    var isOpen: Bool
     let session: Int
     let index: UInt16
     let handle: UInt16
@@ -760,9 +850,12 @@ final class Connection {
     var lastFrame: Int
     var end: CaptureTimestamp
     var mtu = 23
-    var reassembly = [Reassembly(), Reassembly()]
-    /// Outstanding request per requester direction.
-    var pending: [PendingRequest?] = [nil, nil]
+    /// Reassembly of host-to-controller and controller-to-host PDUs.
+    var tx = Reassembly()
+    var rx = Reassembly()
+    /// Outstanding request sent by the local host / by the peer.
+    var pendingSent: PendingRequest?
+    var pendingReceived: PendingRequest?
     /// The peer's GATT server as discovered in this session.
     var peerDB = GATTDatabase()
     /// The local GATT server as the peer discovered it.
@@ -770,13 +863,16 @@ final class Connection {
     var inherited = GATTDatabase()
     var inheritedSource = DiscoverySource.none
     var overrides = GATTDatabase()
+    /// Peer-side lookups, cleared whenever `peerDB` changes.
+    var attributeCache: [UInt16: GATTAttribute] = [:]
     var reportedUnknown: Set<UInt16> = []
     var eventCount = 0
     var pairingFailed = false
     var encrypted = false
 
     init(session: Int, index: UInt16, handle: UInt16, peer: BluetoothAddress?, addressType: AddressType?,
-         role: LinkRole?, frame: Int, timestamp: CaptureTimestamp) {
+         role: LinkRole?, frame: Int, timestamp: CaptureTimestamp, isOpen: Bool = true) {
+        self.isOpen = isOpen
         self.session = session
         self.index = index
         self.handle = handle
@@ -787,16 +883,5 @@ final class Connection {
         self.lastFrame = frame
         self.start = timestamp
         self.end = timestamp
-    }
-
-    /// Removes and returns the request that a response travelling in `direction` answers.
-    func takePending(answeredBy direction: Direction) -> PendingRequest? {
-        let slot = Int(direction.reversed.rawValue)
-        defer { self.pending[slot] = nil }
-        return self.pending[slot]
-    }
-
-    func database(peer: Bool, _ body: (inout GATTDatabase) -> Void) {
-        if peer { body(&self.peerDB) } else { body(&self.localDB) }
     }
 }
