@@ -149,12 +149,7 @@ public final class BTSnoopReader {
     public convenience init(path: String, maxRecordLength: Int = BTSnoopReader.defaultMaxRecordLength)
         throws(CaptureError)
     {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw CaptureError(.io, "Cannot open \(path): \(String(cString: strerror(errno))).")
-        }
-        let storage = InputStorage(fd: fd, name: "file \(path)", capacity: max(1 << 20, maxRecordLength + 64))
-        try self.init(cursor: RecordCursor(storage: storage, memory: [], maxRecordLength: maxRecordLength))
+        try self.init(path: path, bytes: [], maxRecordLength: maxRecordLength)
     }
 
     /// Reads a btsnoop image held in memory (tests, fuzzing).
@@ -162,35 +157,12 @@ public final class BTSnoopReader {
     public convenience init(bytes: [UInt8], maxRecordLength: Int = BTSnoopReader.defaultMaxRecordLength)
         throws(CaptureError)
     {
-        let storage = InputStorage(fd: nil, name: "capture image", capacity: max(1 << 16, maxRecordLength + 64))
-        try self.init(cursor: RecordCursor(storage: storage, memory: bytes, maxRecordLength: maxRecordLength))
+        try self.init(path: nil, bytes: bytes, maxRecordLength: maxRecordLength)
     }
 
-    private init(cursor: RecordCursor) throws(CaptureError) {
-        var cursor = cursor
-        let name = cursor.storage.name
-        let available = try cursor.ensure(16)
-        guard available >= 16 else {
-            throw CaptureError(.notBTSnoop, "The \(name) is \(available) bytes, too short for a btsnoop header.")
-        }
-        let header = cursor.window(16)
-        let magic: [UInt8] = Array("btsnoop".utf8) + [0]
-        guard header.prefix(8).elementsEqual(magic) else {
-            throw CaptureError(.notBTSnoop, "The \(name) is not a btsnoop capture (no “btsnoop” magic).")
-        }
-        self.version = header.loadBE32(at: 8)
-        guard self.version == 1 else {
-            throw CaptureError(.unsupportedVersion, "The \(name) has btsnoop version \(self.version); only 1 exists.")
-        }
-        let link = header.loadBE32(at: 12)
-        guard let datalink = BTSnoopDatalink(rawValue: link) else {
-            throw CaptureError(
-                .unsupportedDatalink,
-                "The \(name) has datalink type \(link); supported are 1001, 1002 (H4) and 2001 (btmon).")
-        }
-        self.datalink = datalink
-        cursor.consume(16)
-        self.cursor = cursor
+    private init(path: String?, bytes: [UInt8], maxRecordLength: Int) throws(CaptureError) {
+        (self.cursor, self.datalink) = try RecordCursor.open(path: path, bytes: bytes, maxRecordLength: maxRecordLength)
+        self.version = 1  // `open` accepts no other version.
     }
 
     /// Reads the next record and lends its bytes to `body`; the bytes are valid only inside `body`.
@@ -247,6 +219,51 @@ struct RecordCursor {
         self.storage = storage
         self.memory = memory
         self.maxRecordLength = maxRecordLength
+    }
+
+    /// Opens a file (path) or image (bytes) and reads its header.
+    static func open(path: String?, bytes: [UInt8], maxRecordLength: Int) throws(CaptureError)
+        -> (RecordCursor, BTSnoopDatalink)
+    {
+        let storage: InputStorage
+        if let path {
+            let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else {
+                throw CaptureError(.io, "Cannot open \(path): \(String(cString: strerror(errno))).")
+            }
+            storage = InputStorage(fd: fd, name: "file \(path)", capacity: max(1 << 20, maxRecordLength + 64))
+        } else {
+            storage = InputStorage(fd: nil, name: "capture image", capacity: max(1 << 16, maxRecordLength + 64))
+        }
+        var cursor = RecordCursor(storage: storage, memory: bytes, maxRecordLength: maxRecordLength)
+        let (_, datalink) = try cursor.readFileHeader()
+        return (cursor, datalink)
+    }
+
+    /// Checks and consumes the 16-byte file header.
+    mutating func readFileHeader() throws(CaptureError) -> (version: UInt32, datalink: BTSnoopDatalink) {
+        let name = self.storage.name
+        let available = try self.ensure(16)
+        guard available >= 16 else {
+            throw CaptureError(.notBTSnoop, "The \(name) is \(available) bytes, too short for a btsnoop header.")
+        }
+        let header = self.window(16)
+        let magic: [UInt8] = Array("btsnoop".utf8) + [0]
+        guard header.prefix(8).elementsEqual(magic) else {
+            throw CaptureError(.notBTSnoop, "The \(name) is not a btsnoop capture (no “btsnoop” magic).")
+        }
+        let version = header.loadBE32(at: 8)
+        guard version == 1 else {
+            throw CaptureError(.unsupportedVersion, "The \(name) has btsnoop version \(version); only 1 exists.")
+        }
+        let link = header.loadBE32(at: 12)
+        guard let datalink = BTSnoopDatalink(rawValue: link) else {
+            throw CaptureError(
+                .unsupportedDatalink,
+                "The \(name) has datalink type \(link); supported are 1001, 1002 (H4) and 2001 (btmon).")
+        }
+        self.consume(16)
+        return (version, datalink)
     }
 
     /// The next record and a view of its bytes, valid until the next call.

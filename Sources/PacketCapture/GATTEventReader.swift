@@ -35,32 +35,33 @@ public final class GATTEventReader {
     }
 
     /// The datalink of the capture.
-    public var datalink: BTSnoopDatalink { self.reader.datalink }
+    public let datalink: BTSnoopDatalink
     /// Counters so far.
-    public var statistics: CaptureStatistics { self.core.statistics }
+    public var statistics: CaptureStatistics { self.pipeline.core.statistics }
     /// The layout learned per peer so far (from finished sessions).
-    public var learnedDatabases: [BluetoothAddress: GATTDatabase] { self.core.learned.mapValues(\.database) }
+    public var learnedDatabases: [BluetoothAddress: GATTDatabase] {
+        self.pipeline.core.learned.mapValues(\.database)
+    }
 
-    private let reader: BTSnoopReader
-    // All mutable decoding state sits in one struct: one exclusivity check per record, not one per field.
-    private var core: DecoderCore
-    private var queueHead = 0
+    // All mutable state sits in one struct: one exclusivity check per item, not one per field and record.
+    private var pipeline: Pipeline
 
     /// Opens a capture file.
     /// - Throws: `CaptureError` when the file cannot be opened or is not a supported btsnoop file.
     public convenience init(path: String, options: Options = Options()) throws(CaptureError) {
-        try self.init(reader: BTSnoopReader(path: path, maxRecordLength: options.maxRecordLength), options: options)
+        try self.init(path: path, bytes: [], options: options)
     }
 
     /// Reads a capture image held in memory.
     /// - Throws: `CaptureError` when the image is not a supported btsnoop file.
     public convenience init(bytes: [UInt8], options: Options = Options()) throws(CaptureError) {
-        try self.init(reader: BTSnoopReader(bytes: bytes, maxRecordLength: options.maxRecordLength), options: options)
+        try self.init(path: nil, bytes: bytes, options: options)
     }
 
-    private init(reader: BTSnoopReader, options: Options) {
-        self.reader = reader
-        self.core = DecoderCore(datalink: reader.datalink, options: options)
+    private init(path: String?, bytes: [UInt8], options: Options) throws(CaptureError) {
+        let (cursor, datalink) = try RecordCursor.open(path: path, bytes: bytes, maxRecordLength: options.maxRecordLength)
+        self.datalink = datalink
+        self.pipeline = Pipeline(cursor: cursor, core: DecoderCore(datalink: datalink, options: options))
     }
 
     /// The next item, or nil when the capture is exhausted (open sessions are reported as ended first).
@@ -68,23 +69,7 @@ public final class GATTEventReader {
     /// - Throws: `CaptureError` `.corruptRecord` (with the frame number) when a record header is impossible,
     ///   or `.io`. After an error, further calls return the remaining session ends, then nil.
     public func next() throws(CaptureError) -> CaptureItem? {
-        while self.queueHead == self.core.queue.count {
-            self.core.queue.removeAll(keepingCapacity: true)
-            self.queueHead = 0
-            if self.core.finished { return nil }
-            do {
-                if let (record, payload) = try self.reader.nextRecord() {
-                    self.core.process(record, payload)
-                } else {
-                    self.core.finish(truncatedTail: self.reader.truncatedTail)
-                }
-            } catch {
-                self.core.finish(truncatedTail: nil)
-                throw error
-            }
-        }
-        defer { self.queueHead += 1 }
-        return self.core.queue[self.queueHead]
+        try self.pipeline.next()
     }
 
     /// Reads a whole capture into memory-friendly lists (convenience for tools and tests).
@@ -110,6 +95,33 @@ public final class GATTEventReader {
         }
         summary.statistics = self.statistics
         return summary
+    }
+}
+
+/// Records from the cursor through the decoder, items out one at a time.
+struct Pipeline {
+    var cursor: RecordCursor
+    var core: DecoderCore
+    var queueHead = 0
+
+    mutating func next() throws(CaptureError) -> CaptureItem? {
+        while self.queueHead == self.core.queue.count {
+            self.core.queue.removeAll(keepingCapacity: true)
+            self.queueHead = 0
+            if self.core.finished { return nil }
+            do {
+                if let (record, payload) = try self.cursor.next() {
+                    self.core.process(record, payload)
+                } else {
+                    self.core.finish(truncatedTail: self.cursor.truncatedTail)
+                }
+            } catch {
+                self.core.finish(truncatedTail: nil)
+                throw error
+            }
+        }
+        defer { self.queueHead += 1 }
+        return self.core.queue[self.queueHead]
     }
 }
 
@@ -384,8 +396,8 @@ struct DecoderCore {
     }
 
     private mutating func start(_ slot: Int, _ direction: Direction, _ data: UnsafeRawBufferPointer) {
-        let state = direction == .sent ? self.slots[slot].tx : self.slots[slot].rx
-        if state.active {
+        if self.withReassembly(slot, direction, { $0.active }) {
+            let state = direction == .sent ? self.slots[slot].tx : self.slots[slot].rx
             self.anomaly(.reassembly, session: self.slots[slot].session,
                          reason: "An L2CAP PDU on handle \(hex16(self.slots[slot].handle)) (\(direction)) was "
                             + "incomplete (\(state.collected) of \(state.expected) bytes) when a new one started.")
@@ -716,11 +728,11 @@ struct DecoderCore {
         self.slots[slot].eventCount += 1
         self.slots[slot].lastFrame = self.frame
         self.slots[slot].end = self.timestamp
-        let connection = self.slots[slot]
+        // Field by field: copying the whole connection state would retain every database it holds.
         self.queue.append(.event(GATTEvent(
-            frame: self.frame, timestamp: self.timestamp, session: connection.session,
-            controllerIndex: connection.index, connectionHandle: connection.handle, peer: connection.peer,
-            direction: direction, kind: kind)))
+            frame: self.frame, timestamp: self.timestamp, session: self.slots[slot].session,
+            controllerIndex: self.slots[slot].index, connectionHandle: self.slots[slot].handle,
+            peer: self.slots[slot].peer, direction: direction, kind: kind)))
     }
 
     private mutating func anomaly(_ kind: CaptureAnomaly.Kind, frame: Int? = nil, session: Int? = nil,
