@@ -12,22 +12,50 @@ let package = Package(
     products: [
         .library(name: "JSON", targets: ["JSON"]),
         .library(name: "PacketCapture", targets: ["PacketCapture"]),
+        .library(name: "GlucoseProfile", targets: ["GlucoseProfile"]),
+        .library(name: "HealthDataSync", targets: ["HealthDataSync"]),
+        .executable(name: "sugarctl", targets: ["sugarctl"]),
+        .executable(name: "sugar-bench", targets: ["sugar-bench"]),
+        .library(name: "Varlink", targets: ["Varlink"]),
     ],
     targets: [
         // C libraries, one importer each (see README "Architecture").
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
+        // Counts malloc calls for sugar-bench (interposes the allocator; linked into sugar-bench only).
+        .target(name: "CMallocCounter"),
+        .systemLibrary(name: "CLinuxIO"),  // epoll and eventfd headers (glibc, nothing to link)
 
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
+        .target(name: "GlucoseProfile", dependencies: ["JSON"], swiftSettings: strict),
+        .target(name: "HealthDataSync", swiftSettings: strict),
 
         // btsnoop / HCI / L2CAP / ATT / GATT capture reading (Glibc for streaming file I/O).
-        .target(name: "PacketCapture", dependencies: ["JSON"], swiftSettings: strict),
+        .target(name: "PacketCapture", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
 
-        .executableTarget(name: "capture-bench", dependencies: ["PacketCapture"], swiftSettings: strict),
+        // The io.sugard.HealthDataSync interface: its description, types, handlers and exports.
+        .target(name: "SugarAPI", dependencies: ["GlucoseProfile", "HealthDataSync", "JSON"], swiftSettings: strict),
 
+        // Composition: config, services, signals, sd_notify, logging.
+        .target(name: "SugarDaemon", dependencies: ["HealthDataSync", "JSON", "SugarAPI"], swiftSettings: strict),
+
+        .executableTarget(name: "sugarctl", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
+        .executableTarget(
+            name: "sugar-bench", dependencies: ["GlucoseProfile", "JSON", "CMallocCounter", "PacketCapture"],
+            swiftSettings: strict),
+
+        // Generic Varlink over Unix sockets (stdlib, Glibc, Synchronization, JSON).
+        .target(name: "Varlink", dependencies: ["JSON", "CLinuxIO"], swiftSettings: strict),
+
+        .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "JSON", "CLinuxIO"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
-        .testTarget(name: "PacketCaptureTests", dependencies: ["PacketCapture"], swiftSettings: strict),
+        .testTarget(name: "GlucoseProfileTests", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
+        .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync"], swiftSettings: strict),
+        .testTarget(name: "SugarAPITests", dependencies: ["SugarAPI", "GlucoseProfile"], swiftSettings: strict),
+        .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
+        .testTarget(
+            name: "PacketCaptureTests", dependencies: ["PacketCapture", "GlucoseProfile", "JSON"], swiftSettings: strict),
     ]
 )

@@ -64,13 +64,13 @@ public struct GATTLayout: Hashable, Sendable {
     /// A typical Bluetooth glucose meter: GAP (0x1800), Glucose (0x1808: 0x2A18, 0x2A34, 0x2A51, 0x2A52) and
     /// Device Information (0x180A), starting at `startHandle` so tests can vary the layout.
     public static func glucoseMeter(startHandle: UInt16 = 1, withContext: Bool = true) -> GATTLayout {
-        var glucose: [CharacteristicSpec] = [.init(BluetoothUUID(0x2A18), .notify)]
-        if withContext { glucose.append(.init(BluetoothUUID(0x2A34), .notify)) }
-        glucose += [.init(BluetoothUUID(0x2A51), .read), .init(BluetoothUUID(0x2A52), [.write, .indicate])]
+        var glucose: [CharacteristicSpec] = [.init(.glucoseMeasurement, .notify)]
+        if withContext { glucose.append(.init(.glucoseMeasurementContext, .notify)) }
+        glucose += [.init(.glucoseFeature, .read), .init(.recordAccessControlPoint, [.write, .indicate])]
         return GATTLayout(startHandle: startHandle, services: [
             ServiceSpec(BluetoothUUID(0x1800), [.init(BluetoothUUID(0x2A00), .read), .init(BluetoothUUID(0x2A01), .read)]),
-            ServiceSpec(BluetoothUUID(0x1808), gapBefore: 3, glucose),
-            ServiceSpec(BluetoothUUID(0x180A), [.init(BluetoothUUID(0x2A29), .read), .init(BluetoothUUID(0x2A24), .read)]),
+            ServiceSpec(.glucoseService, gapBefore: 3, glucose),
+            ServiceSpec(.deviceInformationService, [.init(BluetoothUUID(0x2A29), .read), .init(BluetoothUUID(0x2A24), .read)]),
         ])
     }
 
