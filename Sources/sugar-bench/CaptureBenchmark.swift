@@ -26,7 +26,7 @@ struct MakeCaptureBenchmark {
                 let handle = 0x40 + session % 8
                 builder.leConnect(handle: handle, peer: BluetoothAddress(rawValue: 0xC000_0000_0000 | UInt64(session % 4)))
                 builder.exchangeMTU(handle: handle, client: self.large ? 517 : 23, server: self.large ? 512 : 23)
-                if session % 4 == 0 { builder.discover(handle: handle, layout: layout) }
+                if session < 4 { builder.discover(handle: handle, layout: layout) }  // later sessions reuse it
                 builder.write(handle: handle, attribute: layout.cccdHandle(.glucoseMeasurement)!, value: [1, 0])
                 builder.write(handle: handle, attribute: layout.valueHandle(.recordAccessControlPoint)!, RACPMessage.reportAll)
                 for sequence in 0..<500 {
