@@ -11,6 +11,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "JSON", targets: ["JSON"]),
+        .library(name: "PacketCapture", targets: ["PacketCapture"]),
         .library(name: "GlucoseProfile", targets: ["GlucoseProfile"]),
         .library(name: "HealthDataSync", targets: ["HealthDataSync"]),
         .executable(name: "sugarctl", targets: ["sugarctl"]),
@@ -32,6 +33,9 @@ let package = Package(
         .target(name: "GlucoseProfile", dependencies: ["JSON"], swiftSettings: strict),
         .target(name: "HealthDataSync", dependencies: ["GlucoseProfile"], swiftSettings: strict),
 
+        // btsnoop / HCI / L2CAP / ATT / GATT capture reading (Glibc for streaming file I/O).
+        .target(name: "PacketCapture", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
+
         // The io.sugard.HealthDataSync interface: its description, types, handlers and exports.
         .target(name: "SugarAPI", dependencies: ["GlucoseProfile", "HealthDataSync", "JSON"], swiftSettings: strict),
 
@@ -40,7 +44,8 @@ let package = Package(
 
         .executableTarget(name: "sugarctl", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
         .executableTarget(
-            name: "sugar-bench", dependencies: ["GlucoseProfile", "JSON", "CMallocCounter"], swiftSettings: strict),
+            name: "sugar-bench", dependencies: ["GlucoseProfile", "JSON", "CMallocCounter", "PacketCapture"],
+            swiftSettings: strict),
 
         // Generic Varlink over Unix sockets (stdlib, Glibc, Synchronization, JSON).
         .target(name: "Varlink", dependencies: ["JSON", "CLinuxIO"], swiftSettings: strict),
@@ -63,5 +68,7 @@ let package = Package(
         .testTarget(
             name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "HealthDataSync", "store-killtest-writer"],
             swiftSettings: strict),
+        .testTarget(
+            name: "PacketCaptureTests", dependencies: ["PacketCapture", "GlucoseProfile", "JSON"], swiftSettings: strict),
     ]
 )

@@ -1,6 +1,8 @@
 // sugar-bench: parser benchmarks. Build with `swift build -c release --product sugar-bench`.
 //   sugar-bench parse FILE [--with-json]        decode every record of FILE as a Glucose Measurement
 //   sugar-bench make-corpus N FILE [--seed S]   write N valid measurements of mixed shapes
+//   sugar-bench capture FILE                    stream GATT events out of a btsnoop capture
+//   sugar-bench make-capture MEGABYTES FILE [--large]   write a synthetic btsnoop capture
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -12,16 +14,25 @@ let usage = """
 
     USAGE: sugar-bench parse <file> [--with-json]
            sugar-bench make-corpus <count> <file> [--seed <seed>]
+           sugar-bench capture <file>
+           sugar-bench make-capture <megabytes> <file> [--large]
 
     SUBCOMMANDS:
       parse          Decode every record of <file> as a Glucose Measurement; print one JSON object with
                      packets, seconds, nsPerPacket, bytesPerSecond and allocationsPerPacket.
       make-corpus    Write <count> valid measurements (all flag combinations, both units, SFLOAT specials)
                      to <file>; the same seed gives the same file. Default seed 20190227.
+      capture        Read <file> (btsnoop) through the PacketCapture reader; print one JSON object with
+                     frames, events, seconds, bytesPerSecond, nsPerFrame, allocationsPerFrame and the bare
+                     record reader's speed.
+      make-capture   Write a synthetic H4 btsnoop capture of about <megabytes> MiB: glucose downloads
+                     amid classic ACL, vendor and flow-control noise (small frames), or with --large
+                     500-byte notifications at MTU 512 over 251-byte ACL buffers.
 
     OPTIONS:
       --with-json    (parse) Also build each record's JSON value. It allocates, which shows the counter works.
       --seed <seed>  (make-corpus) Seed for the generator (decimal or 0x hex).
+      --large        (make-capture) Large-notification workload.
       -h, --help     Show help information.
 
     FILE is a sequence of records, each a uint16 little-endian length followed by that many bytes.
@@ -48,7 +59,7 @@ func runMain(_ arguments: [String]) -> Int32 {
         let argument = arguments[index]
         index += 1
         switch argument {
-        case "--with-json": flags.insert(argument)
+        case "--with-json", "--large": flags.insert(argument)
         case "--seed":
             guard index < arguments.count else { usageError("Missing value for '--seed'") }
             options[argument] = arguments[index]
@@ -72,6 +83,15 @@ func runMain(_ arguments: [String]) -> Int32 {
             seed = parsed
         }
         return CorpusBenchmark(count: count, path: positionals[1], seed: seed).run()
+    case "capture":
+        guard positionals.count == 1, options.isEmpty, flags.isEmpty else { usageError("capture takes exactly one FILE") }
+        return CaptureBenchmark(path: positionals[0]).run()
+    case "make-capture":
+        guard positionals.count == 2, options.isEmpty, flags.subtracting(["--large"]).isEmpty else {
+            usageError("make-capture takes MEGABYTES and FILE")
+        }
+        guard let megabytes = Int(positionals[0]), megabytes > 0 else { usageError("MEGABYTES must be a positive integer") }
+        return MakeCaptureBenchmark(megabytes: megabytes, path: positionals[1], large: flags.contains("--large")).run()
     default:
         usageError("Unknown subcommand '\(command)'")
     }
