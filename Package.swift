@@ -21,7 +21,7 @@ let package = Package(
 
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
-        .target(name: "HealthDataSync", swiftSettings: strict),
+        .target(name: "HealthDataSync", dependencies: ["JSON"], swiftSettings: strict),
 
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync"], swiftSettings: strict),
