@@ -1,4 +1,5 @@
 @testable import HealthDataSync
+import Synchronization
 import Testing
 
 /// Rebinding a watcher to another meter's model (semantic "Rebinding").
@@ -68,5 +69,35 @@ import Testing
         #expect(other.endReason == .modelClosed)
         #expect(b.watcherCount == 0)
         store.shutdown()
+    }
+}
+
+/// "Never lose the last write", with the write placed exactly inside a delivery in flight.
+@Suite struct ViewModelInFlightTests {
+    @Test func aWriteDuringAnInFlightCoalescedDeliveryIsDeliveredNext() async throws {
+        let model = VM.viewModel()
+        let watcher = model.watch(fields: [.readingCount])
+        _ = try #require(await VM.next(watcher))
+        model.update { $0.readingCount = 1 }
+
+        let fired = Counter()
+        watcher.afterRead.withLock { hook in
+            hook = {
+                guard fired.value == 0 else { return }
+                fired.add(1)
+                // The write lands after the values were read and before the delivery completes;
+                // wait (bounded) until the collector has marked it pending for this watcher.
+                model.update { $0.readingCount = 2 }
+                let clock = ContinuousClock()
+                let deadline = clock.now.advanced(by: .seconds(2))
+                while watcher.bufferedCount == 0 && clock.now < deadline {}
+            }
+        }
+        let first = try #require(await VM.next(watcher))
+        #expect(fired.value == 1)
+        #expect(first[.readingCount] == .readingCount(1))
+        let second = try #require(await VM.next(watcher, within: 5))
+        #expect(second[.readingCount] == .readingCount(2))
+        watcher.cancel()
     }
 }

@@ -45,6 +45,9 @@ public final class Watcher<State: ObservableState>: AsyncSequence, Sendable {
     }
 
     private let inner = Mutex(Inner())
+    /// Test seam: runs between a coalesced delivery's read of the model and its bookkeeping,
+    /// i.e. while a delivery is in flight.
+    let afterRead = Mutex<(@Sendable () -> Void)?>(nil)
 
     private enum AttachOutcome {
         case attached(old: (ObservableModel<State>, UInt64)?)
@@ -246,6 +249,7 @@ public final class Watcher<State: ObservableState>: AsyncSequence, Sendable {
                 // Latest values, read outside the watcher's lock; a write that lands meanwhile
                 // marks the field pending again, so the last write is never lost.
                 let (revision, values) = model.read(wanted)
+                if let hook = self.afterRead.withLock({ $0 }) { hook() }
                 let message: WatchMessage<State>? = self.inner.withLock { inner in
                     guard inner.end == nil, inner.generation == generation else { return nil }
                     var fresh: [State.Field: FieldUpdate<State.Value>] = [:]
