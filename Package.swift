@@ -23,6 +23,10 @@ let package = Package(
         .target(name: "JSON", swiftSettings: strict),
         .target(name: "HealthDataSync", dependencies: ["JSON"], swiftSettings: strict),
 
+        // View-model fan-out benchmark (wired into sugar-bench by the integrator; Glibc for VmHWM only).
+        .target(name: "ViewModelBenchmarks", dependencies: ["HealthDataSync", "JSON"], swiftSettings: strict),
+        .executableTarget(name: "fanout-bench", dependencies: ["ViewModelBenchmarks", "HealthDataSync", "JSON"], swiftSettings: strict),
+
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync"], swiftSettings: strict),
     ]
