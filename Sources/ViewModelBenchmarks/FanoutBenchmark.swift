@@ -69,6 +69,7 @@ public enum FanoutBenchmark {
         }
 
         let started = clock.now
+        var writesDone = started
         await withTaskGroup(of: Void.self) { group in
             for consumer in consumers { group.addTask { await consumer.run(clock: clock) } }
 
@@ -98,6 +99,7 @@ public enum FanoutBenchmark {
                 await Task.yield()
             }
 
+            writesDone = clock.now
             // Wait until every watcher has seen the final value of what it watches, then end them.
             let finalAll = store.viewModel.revision
             let finalReading = store.viewModel.revision(of: .lastReading)
@@ -129,6 +131,7 @@ public enum FanoutBenchmark {
             "p50DeliveryMicros": .int(p50),
             "p99DeliveryMicros": .int(p99),
             "elapsedMillis": .int(Consumer.micros(elapsed) / 1000),
+            "writeMillis": .int(Consumer.micros(writesDone - started) / 1000),
             "collectorsStarted": .int(Int64(stats.collectorsStarted)),
             "droppedWatchers": .int(Int64(stats.droppedWatchers)),
             "peakRSSBytes": peakRSSBytes().map { .int($0) } ?? .null,

@@ -30,7 +30,7 @@ import Testing
             revision: 1_000_000,
             fields: [.progress: FieldUpdate(revision: 1_000_000, value: .progress(SyncProgress(received: 999, expected: 999)))],
             at: .now)
-        watcher.deliver([late], generation: 1)
+        watcher.deliver(Batch([late]), generation: 1)
 
         // The replacement's fields invalidate once: a snapshot of B, whole, in generation 2.
         let snapshot = try #require(await VM.next(watcher))
@@ -39,7 +39,7 @@ import Testing
         #expect(snapshot[.progress] == .progress(SyncProgress(received: 5, expected: 7)))
         #expect(snapshot[.link] == .link(.connected))
         // Again after the snapshot: nothing may be buffered from the old binding.
-        watcher.deliver([late], generation: 1)
+        watcher.deliver(Batch([late]), generation: 1)
         #expect(watcher.bufferedCount == 0)
 
         // Writes to A no longer reach the watcher; the next message is B's change.

@@ -239,8 +239,9 @@ public final class ObservableModel<State: ObservableState>: Sendable {
     /// The collector: drains owner turns and fans them out, until its hub is torn down.
     private func collect(_ hub: Hub<State>) async {
         while await hub.bell.wait() {
-            let batch = hub.takeAll()
-            if batch.isEmpty { continue }
+            let emissions = hub.takeAll()
+            if emissions.isEmpty { continue }
+            let batch = Batch(emissions)
             let targets: [Registration<State>]? = self.core.withLock { core in
                 guard core.hub === hub else { return nil }
                 if let list = core.registrationList { return list }

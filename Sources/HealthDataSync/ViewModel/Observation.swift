@@ -119,6 +119,41 @@ struct Emission<State: ObservableState>: Sendable {
     var at: ContinuousClock.Instant
 }
 
+/// What the collector drained in one wake-up: the turns in order (for immediate watchers) and a
+/// summary computed once (for coalesced watchers), so fan-out costs O(watchers × distinct field
+/// sets) rather than O(watchers × turns).
+struct Batch<State: ObservableState>: Sendable {
+    struct Group: Sendable {
+        var fields: Set<State.Field>
+        var turns: Int
+        var firstAt: ContinuousClock.Instant
+    }
+
+    var emissions: [Emission<State>]
+    /// The newest revision of each field changed in the batch.
+    var latest: [State.Field: UInt64] = [:]
+    /// Turns grouped by the set of fields they changed.
+    var groups: [Group] = []
+
+    init(_ emissions: [Emission<State>]) {
+        self.emissions = emissions
+        var index: [Set<State.Field>: Int] = [:]
+        for emission in emissions {
+            var fields = Set<State.Field>()
+            for (field, update) in emission.fields {
+                fields.insert(field)
+                if update.revision > self.latest[field, default: 0] { self.latest[field] = update.revision }
+            }
+            if let i = index[fields] {
+                self.groups[i].turns += 1
+            } else {
+                index[fields] = self.groups.count
+                self.groups.append(Group(fields: fields, turns: 1, firstAt: emission.at))
+            }
+        }
+    }
+}
+
 /// A FIFO with amortised O(1) pop, for immediate watchers.
 struct MessageQueue<Element> {
     private var items: [Element] = []

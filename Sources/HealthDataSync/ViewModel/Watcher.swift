@@ -167,30 +167,30 @@ public final class Watcher<State: ObservableState>: AsyncSequence, Sendable {
     }
 
     /// Called by the model's collector with one batch of owner turns.
-    func deliver(_ batch: [Emission<State>], generation: UInt64) {
+    func deliver(_ batch: Batch<State>, generation: UInt64) {
         let outcome: DeliveryOutcome = self.inner.withLock { inner in
             // A late emission from a previous binding (or after the end) is rejected here.
             guard inner.end == nil, inner.generation == generation else { return .nothing }
             var accepted = false
             switch self.policy {
             case .coalesced:
-                for emission in batch {
+                for group in batch.groups {
                     var touched = false
-                    for (field, update) in emission.fields where self.watchesAll || self.fields.contains(field) {
-                        if update.revision > inner.delivered[field, default: 0] {
+                    for field in group.fields where self.watchesAll || self.fields.contains(field) {
+                        if batch.latest[field, default: 0] > inner.delivered[field, default: 0] {
                             inner.pending.insert(field)
                             touched = true
                         }
                     }
                     if touched {
                         accepted = true
-                        inner.unreadTurns += 1
-                        if inner.pendingSince == nil { inner.pendingSince = emission.at }
+                        inner.unreadTurns += group.turns
+                        if inner.pendingSince.map({ group.firstAt < $0 }) ?? true { inner.pendingSince = group.firstAt }
                     }
                 }
                 if inner.unreadTurns > self.outputCap { return .drop }
             case .immediate:
-                for emission in batch where emission.revision > inner.baseline {
+                for emission in batch.emissions where emission.revision > inner.baseline {
                     let fields =
                         self.watchesAll
                         ? emission.fields : emission.fields.filter { self.fields.contains($0.key) }
