@@ -70,6 +70,14 @@ public enum FanoutBenchmark {
 
         let started = clock.now
         var writesDone = started
+        // How long each owner write takes: it must not grow with watchers (writes never wait for them).
+        var writeCosts: [Int64] = []
+        writeCosts.reserveCapacity(emissions)
+        func timed(_ write: () -> Void) {
+            let before = clock.now
+            write()
+            writeCosts.append(Consumer.micros(clock.now - before))
+        }
         await withTaskGroup(of: Void.self) { group in
             for consumer in consumers { group.addTask { await consumer.run(clock: clock) } }
 
@@ -80,21 +88,25 @@ public enum FanoutBenchmark {
             let phaseCycle: [SyncPhase] = [.connecting, .discovering, .readingDeviceInfo, .subscribing, .counting,
                 .transferring, .committing, .disconnecting, .idle]
             for i in 0..<ticks {
-                meter.update { $0.progress = SyncProgress(received: i + 1, expected: ticks) }
+                timed { meter.update { $0.progress = SyncProgress(received: i + 1, expected: ticks) } }
                 await Task.yield()
             }
             for i in 0..<readings {
                 let summary = Self.reading(meter: meterID, sequence: i)
-                store.viewModel.update {
-                    $0.lastReading = summary
-                    $0.readingCount = i + 1
+                timed {
+                    store.viewModel.update {
+                        $0.lastReading = summary
+                        $0.readingCount = i + 1
+                    }
                 }
                 await Task.yield()
             }
             for i in 0..<phases {
-                meter.update {
-                    $0.sync = phaseCycle[i % phaseCycle.count]
-                    $0.link = $0.sync == .idle ? .disconnected : .connected
+                timed {
+                    meter.update {
+                        $0.sync = phaseCycle[i % phaseCycle.count]
+                        $0.link = $0.sync == .idle ? .disconnected : .connected
+                    }
                 }
                 await Task.yield()
             }
@@ -116,6 +128,8 @@ public enum FanoutBenchmark {
         latencies.sort()
         let p99 = latencies.isEmpty ? 0 : latencies[max(0, Int((Double(latencies.count) * 0.99).rounded(.up)) - 1)]
         let p50 = latencies.isEmpty ? 0 : latencies[latencies.count / 2]
+        writeCosts.sort()
+        let writeP99 = writeCosts.isEmpty ? 0 : writeCosts[max(0, Int((Double(writeCosts.count) * 0.99).rounded(.up)) - 1)]
         let naive = watchers * emissions
         let reduction = (1 - Double(delivered) / Double(naive)) * 100
         let stats = store.stats
@@ -130,6 +144,7 @@ public enum FanoutBenchmark {
             "reductionPercent": .double((reduction * 10).rounded() / 10),
             "p50DeliveryMicros": .int(p50),
             "p99DeliveryMicros": .int(p99),
+            "writeP99Micros": .int(writeP99),
             "elapsedMillis": .int(Consumer.micros(elapsed) / 1000),
             "writeMillis": .int(Consumer.micros(writesDone - started) / 1000),
             "collectorsStarted": .int(Int64(stats.collectorsStarted)),
