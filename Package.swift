@@ -62,6 +62,11 @@ let package = Package(
         .executableTarget(name: "store-bench", dependencies: ["GlucoseStore", "HealthDataSync", "JSON"], swiftSettings: strict),
         // Ingests into a DB file; the crash test SIGKILLs it at random points.
         .executableTarget(name: "store-killtest-writer", dependencies: ["GlucoseStore", "HealthDataSync"], swiftSettings: strict),
+        .target(name: "HealthDataSync", dependencies: ["JSON"], swiftSettings: strict),
+
+        // View-model fan-out benchmark (wired into sugar-bench by the integrator; Glibc for VmHWM only).
+        .target(name: "ViewModelBenchmarks", dependencies: ["HealthDataSync", "JSON"], swiftSettings: strict),
+        .executableTarget(name: "fanout-bench", dependencies: ["ViewModelBenchmarks", "HealthDataSync", "JSON"], swiftSettings: strict),
 
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync"], swiftSettings: strict),
