@@ -85,8 +85,8 @@ public enum FanoutBenchmark {
             let ticks = emissions * 6 / 10
             let readings = emissions * 3 / 10
             let phases = emissions - ticks - readings
-            let phaseCycle: [SyncPhase] = [.connecting, .discovering, .readingDeviceInfo, .subscribing, .counting,
-                .transferring, .committing, .disconnecting, .idle]
+            let phaseCycle: [SyncPhase] = [.connecting, .readingDeviceInfo, .readingDeviceInfo, .subscribing, .counting,
+                .receiving, .committing, .disconnecting, .idle]
             for i in 0..<ticks {
                 timed { meter.update { $0.progress = SyncProgress(received: i + 1, expected: ticks) } }
                 await Task.yield()

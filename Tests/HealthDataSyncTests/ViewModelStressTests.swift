@@ -103,7 +103,7 @@ import Testing
                     case 2:
                         let meter = meters[Int.random(in: 0..<2, using: &writer)]
                         let received = Int.random(in: 0...200, using: &writer)
-                        meter.update { $0.sync = .transferring; $0.progress = SyncProgress(received: received, expected: 200) }
+                        meter.update { $0.sync = .receiving; $0.progress = SyncProgress(received: received, expected: 200) }
                     case 3:
                         let meter = meters[Int.random(in: 0..<2, using: &writer)]
                         let at = Int64.random(in: 0...1_000_000, using: &writer)

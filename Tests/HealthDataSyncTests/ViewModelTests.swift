@@ -41,7 +41,7 @@ import Testing
         #expect(store.viewModel.state.meterList.map(\.id) == [VM.meterA, VM.meterB])
         #expect(store.viewModel.state.sync.phase == .idle)
 
-        a.update { $0.sync = .transferring; $0.progress = SyncProgress(received: 3, expected: 10) }
+        a.update { $0.sync = .receiving; $0.progress = SyncProgress(received: 3, expected: 10) }
         var view = store.viewModel.state
         #expect(view.meters[VM.meterA]?.progress == SyncProgress(received: 3, expected: 10))
         #expect(view.sync.phase == .syncing)
@@ -82,7 +82,7 @@ import Testing
         #expect(Set(snapshot.fields.keys) == [.lastReading])
 
         for i in 1...50 {
-            meter.update { $0.sync = .transferring; $0.progress = SyncProgress(received: i, expected: 50) }
+            meter.update { $0.sync = .receiving; $0.progress = SyncProgress(received: i, expected: 50) }
         }
         store.viewModel.update { $0.lastReading = VM.summary(sequence: 7, mgdL: 123) }
 
@@ -415,7 +415,7 @@ import Testing
         let meter = store.model(for: MeterIdentity(id: VM.meterA, manufacturer: "Roche", model: "Guide"))
         meter.update {
             $0.link = .connected
-            $0.sync = .transferring
+            $0.sync = .receiving
             $0.pairing = .waitingForPasskey
             $0.progress = SyncProgress(received: 2, expected: 9)
             $0.highWater = 41
@@ -453,7 +453,7 @@ import Testing
         let meterJSON = try #require(json["meters"]?.arrayValue?.first)
         #expect(meterJSON["id"] == "C0:26:DA:00:00:0A")
         #expect(meterJSON["link"] == "connected")
-        #expect(meterJSON["sync"] == "transferring")
+        #expect(meterJSON["sync"] == "receiving")
         #expect(meterJSON["pairing"] == "waitingForPasskey")
         #expect(meterJSON["progress"] == ["received": 2, "expected": 9])
         #expect(meterJSON["highWater"] == 41)

@@ -6,27 +6,6 @@ public enum LinkPhase: String, Hashable, Sendable, CaseIterable {
     case disconnecting
 }
 
-/// Where a meter's sync procedure is (architecture.md, "The sync procedure").
-public enum SyncPhase: String, Hashable, Sendable, CaseIterable {
-    /// No attempt running.
-    case idle
-    case connecting
-    case pairing
-    /// Resolving GATT services.
-    case discovering
-    /// Reading Glucose Feature, Device Information and the meter clock.
-    case readingDeviceInfo
-    /// Enabling notifications and RACP indications.
-    case subscribing
-    /// RACP "report number of stored records".
-    case counting
-    /// RACP "report stored records": measurements and contexts arriving.
-    case transferring
-    /// Committing the batch and the new high-water mark.
-    case committing
-    case disconnecting
-}
-
 /// Whether the daemon holds a bond with a meter, and where pairing is.
 public enum PairingState: String, Hashable, Sendable, CaseIterable {
     case unknown

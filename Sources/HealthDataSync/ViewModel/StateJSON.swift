@@ -139,7 +139,7 @@ extension MeterState.Value: JSONRepresentable {
         switch self {
         case .identity(let identity): return identity.json
         case .link(let link): return .string(link.rawValue)
-        case .sync(let phase): return .string(phase.rawValue)
+        case .sync(let phase): return .string(phase.name)
         case .progress(let progress): return progress.json
         case .lastSync(let last): return .from(last)
         case .highWater(let mark): return .from(mark)
