@@ -43,7 +43,7 @@ let package = Package(
         .target(name: "Varlink", dependencies: ["JSON", "CLinuxIO"], swiftSettings: strict),
 
         // The io.sugard.HealthDataSync interface: its description, types, handlers and exports.
-        .target(name: "SugarAPI", dependencies: ["GlucoseProfile", "HealthDataSync", "JSON"], swiftSettings: strict),
+        .target(name: "SugarAPI", dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "Varlink"], swiftSettings: strict),
 
         // Composition: config, services, signals, sd_notify, logging.
         .target(name: "SugarDaemon", dependencies: ["HealthDataSync", "JSON", "SugarAPI"], swiftSettings: strict),
