@@ -11,6 +11,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "JSON", targets: ["JSON"]),
+        .library(name: "DBus", targets: ["DBus"]),
     ],
     targets: [
         // C libraries, one importer each (see README "Architecture").
@@ -21,6 +22,10 @@ let package = Package(
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
 
+        // libdbus wrapper: the only importer of CDBus (Glibc allowed, no Foundation).
+        .target(name: "DBus", dependencies: ["CDBus"], swiftSettings: strict),
+
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
+        .testTarget(name: "DBusTests", dependencies: ["DBus"], swiftSettings: strict),
     ]
 )
