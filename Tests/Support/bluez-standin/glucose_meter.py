@@ -606,7 +606,8 @@ def load(mock, parameters):
 
     manager = mockobject.objects['/org/bluez']
     manager.agent_senders = {}
-    setattr(mockobject.DBusMockObject, 'RegisterAgent', RegisterAgent)
+    # dbusmock dispatches through each object's `methods` table (entry 3 is the callable dbus-python runs).
+    manager.methods[AGENT_MANAGER_IFACE]['RegisterAgent'] = ('os', '', '', RegisterAgent)
 
     adapter = parameters.get('adapter', 'hci0') if parameters else 'hci0'
     meters = parameters.get('meters', []) if parameters else []
