@@ -80,7 +80,14 @@ final class BusFixture: @unchecked Sendable {
             let owned = try await probe.call(
                 destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
                 method: "NameHasOwner", arguments: [.string("org.bluez")])
-            if owned.first?.bool == true { return }
+            // The name is taken before the template has loaded; an answered call means it is serving.
+            if owned.first?.bool == true,
+                (try? await probe.call(
+                    destination: "org.bluez", path: "/", interface: "org.freedesktop.DBus.ObjectManager",
+                    method: "GetManagedObjects", timeout: .seconds(5))) != nil
+            {
+                return
+            }
             if !process.isRunning { break }
             try await Task.sleep(for: .milliseconds(20))
         }
