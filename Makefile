@@ -1,0 +1,56 @@
+# Install sugard as a system service (run as root):   make install
+# Remove it again (keeps /var/lib/sugard and /etc/sugard/sugard.conf):   make uninstall
+PREFIX      ?= /usr/local
+DESTDIR     ?=
+LIBEXECDIR  := $(PREFIX)/libexec
+BINDIR      := $(PREFIX)/bin
+UNITDIR     := $(PREFIX)/lib/systemd/system
+SYSUSERSDIR := $(PREFIX)/lib/sysusers.d
+TMPFILESDIR := $(PREFIX)/lib/tmpfiles.d
+DOCDIR      := $(PREFIX)/share/doc/sugard
+# udev and dbus-daemon do not look under /usr/local.
+UDEVDIR     := /etc/udev/rules.d
+DBUSDIR     := /usr/share/dbus-1/system.d
+CONFDIR     := /etc/sugard
+
+.PHONY: all build test install uninstall
+
+all: build
+
+build:
+	swift build -c release --product sugard
+	swift build -c release --product sugarctl
+
+test:
+	bash scripts/test
+
+install: build
+	install -D -m 0755 .build/release/sugard $(DESTDIR)$(LIBEXECDIR)/sugard
+	install -D -m 0755 .build/release/sugarctl $(DESTDIR)$(BINDIR)/sugarctl
+	sed 's#^ExecStart=.*#ExecStart=$(LIBEXECDIR)/sugard#' systemd/sugard.service > sugard.service.tmp
+	install -D -m 0644 sugard.service.tmp $(DESTDIR)$(UNITDIR)/sugard.service
+	rm -f sugard.service.tmp
+	install -D -m 0644 systemd/sugard.sysusers $(DESTDIR)$(SYSUSERSDIR)/sugard.conf
+	install -D -m 0644 systemd/sugard.tmpfiles $(DESTDIR)$(TMPFILESDIR)/sugard.conf
+	install -D -m 0644 systemd/io.sugard.conf $(DESTDIR)$(DBUSDIR)/io.sugard.conf
+	install -D -m 0644 udev/70-sugard.rules $(DESTDIR)$(UDEVDIR)/70-sugard.rules
+	install -D -m 0644 config/sugard.conf.example $(DESTDIR)$(CONFDIR)/sugard.conf.example
+	install -D -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
+		systemd-sysusers sugard.conf 2>/dev/null || systemd-sysusers; \
+		systemd-tmpfiles --create sugard.conf 2>/dev/null || true; \
+		systemctl daemon-reload; \
+		udevadm control --reload 2>/dev/null || true; \
+		echo "installed; start with: systemctl enable --now sugard"; \
+	else \
+		echo "installed into $(DESTDIR)$(PREFIX) (no running systemd: run systemd-sysusers and systemctl daemon-reload yourself)"; \
+	fi
+
+uninstall:
+	-@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl disable --now sugard 2>/dev/null; fi
+	rm -f $(DESTDIR)$(LIBEXECDIR)/sugard $(DESTDIR)$(BINDIR)/sugarctl
+	rm -f $(DESTDIR)$(UNITDIR)/sugard.service $(DESTDIR)$(SYSUSERSDIR)/sugard.conf $(DESTDIR)$(TMPFILESDIR)/sugard.conf
+	rm -f $(DESTDIR)$(DBUSDIR)/io.sugard.conf $(DESTDIR)$(UDEVDIR)/70-sugard.rules $(DESTDIR)$(CONFDIR)/sugard.conf.example
+	rm -rf $(DESTDIR)$(DOCDIR)
+	-@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+	@echo "removed; kept $(CONFDIR)/sugard.conf (if any) and /var/lib/sugard (your readings)"

@@ -1,0 +1,368 @@
+import JSON
+
+/// The unit of a glucose concentration, from Glucose Measurement flags bit 2 (GLS §2).
+public enum ConcentrationUnit: Hashable, Sendable, CaseIterable {
+    /// kg/L (flag bit 2 clear); meters send mg/dL-scale values with exponent −5.
+    case kilogramsPerLiter
+    /// mol/L (flag bit 2 set); meters send mmol/L-scale values with exponent −3.
+    case molesPerLiter
+
+    /// `kg/L` or `mol/L`.
+    public var symbol: String {
+        switch self {
+        case .kilogramsPerLiter: "kg/L"
+        case .molesPerLiter: "mol/L"
+        }
+    }
+}
+
+/// Molar mass of glucose in g/mol, used to convert between mg/dL and mmol/L.
+public let glucoseMolarMass = 18.0156
+
+/// The sample type: low nibble of the Type-Sample Location byte (GLS §2).
+///
+/// Names (stable, used in JSON): 1 `capillaryWholeBlood`, 2 `capillaryPlasma`, 3 `venousWholeBlood`,
+/// 4 `venousPlasma`, 5 `arterialWholeBlood`, 6 `arterialPlasma`, 7 `undeterminedWholeBlood`,
+/// 8 `undeterminedPlasma`, 9 `interstitialFluid`, 10 `controlSolution`; 0 and 11–15 `reserved`.
+public struct SampleType: RawRepresentable, Hashable, Sendable {
+    /// The nibble, 0–15.
+    public let code: UInt8
+    public var rawValue: UInt8 { self.code }
+
+    /// Wraps a nibble; only the low 4 bits are kept.
+    public init(rawValue: UInt8) { self.code = rawValue & 0x0F }
+    /// Wraps a nibble; only the low 4 bits are kept.
+    public init(code: UInt8) { self.init(rawValue: code) }
+
+    public static let capillaryWholeBlood = SampleType(code: 1)
+    public static let capillaryPlasma = SampleType(code: 2)
+    public static let venousWholeBlood = SampleType(code: 3)
+    public static let venousPlasma = SampleType(code: 4)
+    public static let arterialWholeBlood = SampleType(code: 5)
+    public static let arterialPlasma = SampleType(code: 6)
+    public static let undeterminedWholeBlood = SampleType(code: 7)
+    public static let undeterminedPlasma = SampleType(code: 8)
+    public static let interstitialFluid = SampleType(code: 9)
+    public static let controlSolution = SampleType(code: 10)
+
+    /// The stable name listed in the type documentation.
+    public var name: String {
+        switch self.code {
+        case 1: "capillaryWholeBlood"
+        case 2: "capillaryPlasma"
+        case 3: "venousWholeBlood"
+        case 4: "venousPlasma"
+        case 5: "arterialWholeBlood"
+        case 6: "arterialPlasma"
+        case 7: "undeterminedWholeBlood"
+        case 8: "undeterminedPlasma"
+        case 9: "interstitialFluid"
+        case 10: "controlSolution"
+        default: "reserved"
+        }
+    }
+
+    /// True for type 10, a control-solution test.
+    public var isControlSolution: Bool { self.code == 10 }
+
+    /// `{"code", "name"}`.
+    public var json: JSONValue { codeNameJSON(self.code, self.name) }
+}
+
+/// The sample location: high nibble of the Type-Sample Location byte (GLS §2).
+///
+/// Names: 1 `finger`, 2 `alternateSiteTest`, 3 `earlobe`, 4 `controlSolution`, 15 `notAvailable`;
+/// 0 and 5–14 `reserved`.
+public struct SampleLocation: RawRepresentable, Hashable, Sendable {
+    /// The nibble, 0–15.
+    public let code: UInt8
+    public var rawValue: UInt8 { self.code }
+
+    /// Wraps a nibble value 0–15 (not shifted); only the low 4 bits are kept.
+    public init(rawValue: UInt8) { self.code = rawValue & 0x0F }
+    /// Wraps a nibble value 0–15 (not shifted); only the low 4 bits are kept.
+    public init(code: UInt8) { self.init(rawValue: code) }
+
+    public static let finger = SampleLocation(code: 1)
+    public static let alternateSiteTest = SampleLocation(code: 2)
+    public static let earlobe = SampleLocation(code: 3)
+    public static let controlSolution = SampleLocation(code: 4)
+    public static let notAvailable = SampleLocation(code: 15)
+
+    /// The stable name listed in the type documentation.
+    public var name: String {
+        switch self.code {
+        case 1: "finger"
+        case 2: "alternateSiteTest"
+        case 3: "earlobe"
+        case 4: "controlSolution"
+        case 15: "notAvailable"
+        default: "reserved"
+        }
+    }
+
+    /// True for location 4, a control-solution test.
+    public var isControlSolution: Bool { self.code == 4 }
+
+    /// `{"code", "name"}`.
+    public var json: JSONValue { codeNameJSON(self.code, self.name) }
+}
+
+/// Sensor Status Annunciation (GLS §2): 12 defined bits, 12–15 reserved (kept, named `reserved12` …).
+public struct SensorStatus: OptionSet, Hashable, Sendable {
+    public let rawValue: UInt16
+    public init(rawValue: UInt16) { self.rawValue = rawValue }
+
+    public static let deviceBatteryLow = SensorStatus(rawValue: 1 << 0)
+    public static let sensorMalfunction = SensorStatus(rawValue: 1 << 1)
+    public static let sampleSizeInsufficient = SensorStatus(rawValue: 1 << 2)
+    public static let stripInsertionError = SensorStatus(rawValue: 1 << 3)
+    public static let stripTypeIncorrect = SensorStatus(rawValue: 1 << 4)
+    /// HI: the result is higher than the device can process.
+    public static let resultTooHigh = SensorStatus(rawValue: 1 << 5)
+    /// LO: the result is lower than the device can process.
+    public static let resultTooLow = SensorStatus(rawValue: 1 << 6)
+    public static let sensorTemperatureTooHigh = SensorStatus(rawValue: 1 << 7)
+    public static let sensorTemperatureTooLow = SensorStatus(rawValue: 1 << 8)
+    /// The strip was pulled too soon.
+    public static let sensorReadInterrupted = SensorStatus(rawValue: 1 << 9)
+    public static let generalDeviceFault = SensorStatus(rawValue: 1 << 10)
+    /// The time may be inaccurate.
+    public static let timeFault = SensorStatus(rawValue: 1 << 11)
+
+    /// Bit names in bit order, index = bit number.
+    public static let bitNames: [String] = [
+        "deviceBatteryLow", "sensorMalfunction", "sampleSizeInsufficient", "stripInsertionError",
+        "stripTypeIncorrect", "resultTooHigh", "resultTooLow", "sensorTemperatureTooHigh",
+        "sensorTemperatureTooLow", "sensorReadInterrupted", "generalDeviceFault", "timeFault",
+        "reserved12", "reserved13", "reserved14", "reserved15",
+    ]
+
+    /// Names of the set bits, lowest bit first.
+    public var names: [String] { setBitNames(UInt64(self.rawValue), Self.bitNames) }
+
+    /// `{"bits", "names"}`.
+    public var json: JSONValue { bitsNamesJSON(UInt64(self.rawValue), self.names) }
+}
+
+/// A Glucose Measurement (0x2A18) record (GLS §2).
+///
+/// Decoding reads the fields its flags announce, in spec order. Reserved flag bits 5–7 are tolerated and
+/// kept in `reservedFlags`. The concentration stays an SFLOAT with its unit; `mgdL` and `mmolL` derive
+/// the usual clinical values with decimal arithmetic.
+public struct GlucoseMeasurement: Hashable, Sendable {
+    /// Flags bit 0: Time Offset present.
+    public static let timeOffsetPresentFlag: UInt8 = 0x01
+    /// Flags bit 1: concentration, type and sample location present.
+    public static let concentrationPresentFlag: UInt8 = 0x02
+    /// Flags bit 2: concentration in mol/L (clear: kg/L).
+    public static let molesPerLiterFlag: UInt8 = 0x04
+    /// Flags bit 3: Sensor Status Annunciation present.
+    public static let sensorStatusPresentFlag: UInt8 = 0x08
+    /// Flags bit 4: a context (0x2A34) with the same sequence number follows.
+    public static let contextFollowsFlag: UInt8 = 0x10
+    /// Flags bits 5–7, reserved.
+    public static let reservedFlagMask: UInt8 = 0xE0
+    /// Smallest valid packet (flags, sequence number, base time).
+    public static let minimumByteCount = 10
+    /// Largest valid packet.
+    public static let maximumByteCount = 17
+
+    /// Reserved flag bits 5–7 as received (masked; 0 for a conforming meter).
+    public var reservedFlags: UInt8
+    /// Record number assigned by the meter.
+    public var sequenceNumber: UInt16
+    /// Base Time as received (see `userFacingTime`).
+    public var baseTime: DateTime
+    /// Time Offset in minutes, or nil when absent.
+    public var timeOffsetMinutes: Int16?
+    /// Concentration, or nil when flags bit 1 is clear.
+    public var concentration: SFloat?
+    /// Concentration unit from flags bit 2. Nil when there is no concentration and bit 2 is clear; a stray
+    /// bit 2 without a concentration decodes as `.molesPerLiter` so the record re-encodes unchanged.
+    public var unit: ConcentrationUnit?
+    /// Sample type (low nibble); present exactly when `concentration` is.
+    public var type: SampleType?
+    /// Sample location (high nibble); present exactly when `concentration` is.
+    public var sampleLocation: SampleLocation?
+    /// Sensor Status Annunciation, or nil when absent.
+    public var sensorStatus: SensorStatus?
+    /// Flags bit 4: a Measurement Context with the same sequence number follows.
+    public var contextFollows: Bool
+
+    /// Builds a record. Flags are derived from which fields are set.
+    ///
+    /// A concentration with no unit encodes as kg/L; with no type or location, those nibbles encode as 0.
+    public init(
+        sequenceNumber: UInt16, baseTime: DateTime, timeOffsetMinutes: Int16? = nil, concentration: SFloat? = nil,
+        unit: ConcentrationUnit? = nil, type: SampleType? = nil, sampleLocation: SampleLocation? = nil,
+        sensorStatus: SensorStatus? = nil, contextFollows: Bool = false, reservedFlags: UInt8 = 0
+    ) {
+        self.reservedFlags = reservedFlags & Self.reservedFlagMask
+        self.sequenceNumber = sequenceNumber
+        self.baseTime = baseTime
+        self.timeOffsetMinutes = timeOffsetMinutes
+        self.concentration = concentration
+        self.unit = concentration != nil && unit == nil ? .kilogramsPerLiter : unit
+        self.type = concentration != nil && type == nil ? SampleType(code: 0) : type
+        self.sampleLocation = concentration != nil && sampleLocation == nil ? SampleLocation(code: 0) : sampleLocation
+        self.sensorStatus = sensorStatus
+        self.contextFollows = contextFollows
+    }
+
+    /// Decodes one record from `reader`, leaving any later bytes unread.
+    /// - Parameter options: `.lenientDateTime` keeps an out-of-range Base Time (i-SENS month 13).
+    /// - Throws: `.truncated` naming the first incomplete field group, `.outOfRange` for a bad Base Time.
+    public init(parsing reader: inout ByteReader, options: GlucoseParsingOptions = []) throws(GlucoseProfileError) {
+        let flags = try reader.readUInt8(field: "flags")
+        try reader.require(2, for: "sequenceNumber")
+        self.sequenceNumber = try reader.readUInt16LE(field: "sequenceNumber")
+        self.baseTime = try reader.readDateTime(field: "baseTime", validate: !options.contains(.lenientDateTime))
+        self.reservedFlags = flags & Self.reservedFlagMask
+        self.contextFollows = flags & Self.contextFollowsFlag != 0
+
+        if flags & Self.timeOffsetPresentFlag != 0 {
+            self.timeOffsetMinutes = try reader.readInt16LE(field: "timeOffset")
+        } else {
+            self.timeOffsetMinutes = nil
+        }
+        let molar = flags & Self.molesPerLiterFlag != 0
+        if flags & Self.concentrationPresentFlag != 0 {
+            // The concentration and its type-location byte are one group: a packet with either half
+            // missing is truncated "in the concentration".
+            try reader.require(3, for: "concentration")
+            self.concentration = try reader.readSFloat(field: "concentration")
+            let typeLocation = try reader.readUInt8(field: "concentration")
+            self.type = SampleType(code: typeLocation & 0x0F)
+            self.sampleLocation = SampleLocation(code: typeLocation >> 4)
+            self.unit = molar ? .molesPerLiter : .kilogramsPerLiter
+        } else {
+            self.concentration = nil
+            self.type = nil
+            self.sampleLocation = nil
+            self.unit = molar ? .molesPerLiter : nil
+        }
+        if flags & Self.sensorStatusPresentFlag != 0 {
+            self.sensorStatus = SensorStatus(rawValue: try reader.readUInt16LE(field: "sensorStatus"))
+        } else {
+            self.sensorStatus = nil
+        }
+    }
+
+    /// Decodes exactly one record; bytes after the last announced field are an error.
+    public init(bytes: [UInt8], options: GlucoseParsingOptions = []) throws(GlucoseProfileError) {
+        var reader = ByteReader(bytes)
+        try self.init(parsing: &reader, options: options)
+        try reader.expectEnd(of: "measurement")
+    }
+
+    /// The flags byte this record encodes with, reserved bits included.
+    public var flags: UInt8 {
+        var flags = self.reservedFlags & Self.reservedFlagMask
+        if self.timeOffsetMinutes != nil { flags |= Self.timeOffsetPresentFlag }
+        if self.concentration != nil { flags |= Self.concentrationPresentFlag }
+        if self.unit == .molesPerLiter { flags |= Self.molesPerLiterFlag }
+        if self.sensorStatus != nil { flags |= Self.sensorStatusPresentFlag }
+        if self.contextFollows { flags |= Self.contextFollowsFlag }
+        return flags
+    }
+
+    /// Appends the wire encoding to `writer`.
+    public func serialize(into writer: inout ByteWriter) {
+        writer.writeUInt8(self.flags)
+        writer.writeUInt16LE(self.sequenceNumber)
+        writer.writeDateTime(self.baseTime)
+        if let offset = self.timeOffsetMinutes { writer.writeInt16LE(offset) }
+        if let concentration = self.concentration {
+            writer.writeSFloat(concentration)
+            writer.writeUInt8((self.type?.code ?? 0) & 0x0F | (self.sampleLocation?.code ?? 0) << 4)
+        }
+        if let status = self.sensorStatus { writer.writeUInt16LE(status.rawValue) }
+    }
+
+    /// The wire encoding (10–17 bytes).
+    public func encoded() -> [UInt8] {
+        var writer = ByteWriter(capacity: Self.maximumByteCount)
+        self.serialize(into: &writer)
+        return writer.bytes
+    }
+
+    /// Base Time + Time Offset (Base Time alone when there is no offset).
+    ///
+    /// Nil when the base date has unknown (zero) or out-of-range fields, when the offset is the old
+    /// overrun/underrun marker 0x7FFF/0x8000, or when the result leaves years 1582–9999.
+    public var userFacingTime: DateTime? {
+        let offset = self.timeOffsetMinutes ?? 0
+        guard offset != Int16.max, offset != Int16.min else { return nil }
+        return self.baseTime.adding(minutes: Int(offset))
+    }
+
+    /// True when the type or the location marks a control-solution test (either one suffices).
+    public var isControlSolution: Bool {
+        (self.type?.isControlSolution ?? false) || (self.sampleLocation?.isControlSolution ?? false)
+    }
+
+    /// Concentration in mg/dL: kg/L × 100 000, or mol/L × 1000 × 18.0156. Nil without a number.
+    public var mgdL: Double? {
+        guard let concentration = self.concentration, let unit = self.unit else { return nil }
+        switch unit {
+        case .kilogramsPerLiter: return concentration.value(shiftingExponentBy: 5)
+        case .molesPerLiter: return concentration.value(shiftingExponentBy: 3).map { $0 * glucoseMolarMass }
+        }
+    }
+
+    /// Concentration in mmol/L: mol/L × 1000, or kg/L × 100 000 ÷ 18.0156. Nil without a number.
+    public var mmolL: Double? {
+        guard let concentration = self.concentration, let unit = self.unit else { return nil }
+        switch unit {
+        case .kilogramsPerLiter: return concentration.value(shiftingExponentBy: 5).map { $0 / glucoseMolarMass }
+        case .molesPerLiter: return concentration.value(shiftingExponentBy: 3)
+        }
+    }
+
+    /// The JSON object of `sugarctl decode measurement --json`; absent fields are `null`.
+    public var json: JSONValue {
+        var concentrationJSON = JSONValue.null
+        if let c = self.concentration {
+            concentrationJSON = jsonObject([
+                ("raw", .from(c.rawValue)), ("mantissa", .from(c.mantissa)), ("exponent", .from(c.exponent)),
+                ("unit", .from(self.unit?.symbol)), ("value", .from(c.value)), ("special", .from(c.special?.name)),
+            ])
+        }
+        return jsonObject([
+            ("characteristic", "2a18"),
+            ("flags", .from(self.flags)),
+            ("reservedFlags", .from(self.reservedFlags)),
+            ("sequenceNumber", .from(self.sequenceNumber)),
+            ("baseTime", self.baseTime.json),
+            ("timeOffsetMinutes", .from(self.timeOffsetMinutes)),
+            ("userFacingTime", self.userFacingTime?.json ?? .null),
+            ("concentration", concentrationJSON),
+            ("mgdL", .from(self.mgdL)),
+            ("mmolL", .from(self.mmolL)),
+            ("type", self.type?.json ?? .null),
+            ("sampleLocation", self.sampleLocation?.json ?? .null),
+            ("sensorStatus", self.sensorStatus?.json ?? .null),
+            ("contextFollows", .bool(self.contextFollows)),
+        ])
+    }
+}
+
+func codeNameJSON(_ code: UInt8, _ name: String) -> JSONValue {
+    jsonObject([("code", .from(code)), ("name", .string(name))])
+}
+
+func bitsNamesJSON(_ bits: UInt64, _ names: [String]) -> JSONValue {
+    jsonObject([("bits", .from(bits)), ("names", .array(names.map { .string($0) }))])
+}
+
+func setBitNames(_ bits: UInt64, _ names: [String]) -> [String] {
+    var result: [String] = []
+    for bit in 0..<names.count where bits & (1 << UInt64(bit)) != 0 { result.append(names[bit]) }
+    return result
+}
+
+/// An ordered JSON object from key-value pairs.
+func jsonObject(_ pairs: [(String, JSONValue)]) -> JSONValue { .object(JSONObject(pairs)) }
+
+extension GlucoseMeasurement: GlucoseProfileEncodable {}

@@ -1,0 +1,85 @@
+/// How important a log line is. The raw values are syslog priorities (what journald's `<N>`
+/// prefixes use).
+public enum LogLevel: Int, Comparable, Sendable, CaseIterable {
+    case error = 3
+    case warning = 4
+    case notice = 5
+    case info = 6
+    case debug = 7
+
+    public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rawValue > rhs.rawValue }
+
+    /// `error`, `warning`, `notice`, `info`, `debug`.
+    public var name: String {
+        switch self {
+        case .error: "error"
+        case .warning: "warning"
+        case .notice: "notice"
+        case .info: "info"
+        case .debug: "debug"
+        }
+    }
+
+    public init?(name: String) {
+        guard let level = LogLevel.allCases.first(where: { $0.name == name.lowercased() }) else { return nil }
+        self = level
+    }
+}
+
+/// One log line before formatting.
+public struct LogRecord: Sendable {
+    public var level: LogLevel
+    public var label: String
+    public var message: String
+    public var metadata: [(String, String)]
+}
+
+/// A small logger with swift-log's shape: a label, a minimum level and metadata.
+///
+/// Library code takes a logger from its caller and never chooses where lines go; the daemon
+/// decides the sink (stderr with journald priorities). Health data rule: reading values are only
+/// ever logged at ``LogLevel/debug``.
+public struct Logger: Sendable {
+    public var label: String
+    public var level: LogLevel
+    private let sink: @Sendable (LogRecord) -> Void
+
+    public init(label: String, level: LogLevel = .info, sink: @escaping @Sendable (LogRecord) -> Void) {
+        self.label = label
+        self.level = level
+        self.sink = sink
+    }
+
+    /// A logger that drops everything (tests, benchmarks).
+    public static let disabled = Logger(label: "disabled", level: .error, sink: { _ in })
+
+    /// The same sink under another label.
+    public func named(_ label: String) -> Logger {
+        var copy = self
+        copy.label = label
+        return copy
+    }
+
+    public func isEnabled(_ level: LogLevel) -> Bool { level <= self.level }
+
+    public func log(_ level: LogLevel, _ message: @autoclosure () -> String, _ metadata: [(String, String)] = []) {
+        guard self.isEnabled(level) else { return }
+        self.sink(LogRecord(level: level, label: self.label, message: message(), metadata: metadata))
+    }
+
+    public func error(_ message: @autoclosure () -> String, _ metadata: [(String, String)] = []) {
+        self.log(.error, message(), metadata)
+    }
+    public func warning(_ message: @autoclosure () -> String, _ metadata: [(String, String)] = []) {
+        self.log(.warning, message(), metadata)
+    }
+    public func notice(_ message: @autoclosure () -> String, _ metadata: [(String, String)] = []) {
+        self.log(.notice, message(), metadata)
+    }
+    public func info(_ message: @autoclosure () -> String, _ metadata: [(String, String)] = []) {
+        self.log(.info, message(), metadata)
+    }
+    public func debug(_ message: @autoclosure () -> String, _ metadata: [(String, String)] = []) {
+        self.log(.debug, message(), metadata)
+    }
+}

@@ -1,0 +1,221 @@
+/// A Bluetooth UUID in canonical 128-bit lowercase form.
+///
+/// 16-bit SIG UUIDs expand on the Bluetooth base UUID; ``short`` gives them back.
+public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// `00002a18-0000-1000-8000-00805f9b34fb`.
+    public let rawValue: String
+
+    private static let baseSuffix = "-0000-1000-8000-00805f9b34fb"
+
+    /// A 16-bit SIG-assigned UUID.
+    public init(_ short: UInt16) {
+        let hex = String(short, radix: 16)
+        self.rawValue = "0000" + String(repeating: "0", count: 4 - hex.count) + hex + BluetoothUUID.baseSuffix
+    }
+
+    /// Parses `2a18`, `0x2A18`, `00002a18`, or a full 128-bit UUID (any case); nil otherwise.
+    public init?(string: String) {
+        var s = string.lowercased()
+        if s.hasPrefix("0x") { s.removeFirst(2) }
+        let isHex = { (c: Character) in c.isHexDigit && c.isASCII }
+        if s.count == 4 || s.count == 8, s.allSatisfy(isHex) {
+            self.rawValue = String(repeating: "0", count: 8 - s.count) + s + BluetoothUUID.baseSuffix
+            return
+        }
+        let groups = s.split(separator: "-", omittingEmptySubsequences: false)
+        guard groups.map(\.count) == [8, 4, 4, 4, 12], groups.allSatisfy({ $0.allSatisfy(isHex) }) else { return nil }
+        self.rawValue = s
+    }
+
+    /// The 16-bit form when this is a SIG UUID on the base, else nil.
+    public var short: UInt16? {
+        guard self.rawValue.hasSuffix(BluetoothUUID.baseSuffix), self.rawValue.hasPrefix("0000") else { return nil }
+        return UInt16(self.rawValue.dropFirst(4).prefix(4), radix: 16)
+    }
+
+    /// `2a18` for SIG UUIDs, the full form otherwise.
+    public var description: String {
+        if let short = self.short {
+            let hex = String(short, radix: 16)
+            return String(repeating: "0", count: 4 - hex.count) + hex
+        }
+        return self.rawValue
+    }
+
+    public static func < (lhs: BluetoothUUID, rhs: BluetoothUUID) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    public static let glucoseService = BluetoothUUID(0x1808)
+    public static let glucoseMeasurement = BluetoothUUID(0x2A18)
+    public static let glucoseMeasurementContext = BluetoothUUID(0x2A34)
+    public static let glucoseFeature = BluetoothUUID(0x2A51)
+    public static let recordAccessControlPoint = BluetoothUUID(0x2A52)
+    public static let dateTime = BluetoothUUID(0x2A08)
+    public static let currentTimeService = BluetoothUUID(0x1805)
+    public static let currentTime = BluetoothUUID(0x2A2B)
+    public static let deviceInformationService = BluetoothUUID(0x180A)
+    public static let manufacturerName = BluetoothUUID(0x2A29)
+    public static let modelNumber = BluetoothUUID(0x2A24)
+    public static let serialNumber = BluetoothUUID(0x2A25)
+    public static let firmwareRevision = BluetoothUUID(0x2A26)
+}
+
+/// What a GATT characteristic supports, as far as the sync engine cares.
+public struct CharacteristicProperties: OptionSet, Hashable, Sendable {
+    public var rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    public static let read = CharacteristicProperties(rawValue: 0x02)
+    public static let writeWithoutResponse = CharacteristicProperties(rawValue: 0x04)
+    public static let write = CharacteristicProperties(rawValue: 0x08)
+    public static let notify = CharacteristicProperties(rawValue: 0x10)
+    public static let indicate = CharacteristicProperties(rawValue: 0x20)
+}
+
+/// One characteristic found on a connected meter.
+public struct DiscoveredCharacteristic: Hashable, Sendable {
+    public var uuid: BluetoothUUID
+    /// The service it belongs to.
+    public var service: BluetoothUUID
+    public var properties: CharacteristicProperties
+
+    public init(uuid: BluetoothUUID, service: BluetoothUUID, properties: CharacteristicProperties) {
+        self.uuid = uuid
+        self.service = service
+        self.properties = properties
+    }
+}
+
+/// The GATT database of a connected meter, as far as the sync engine needs it.
+///
+/// Characteristics are addressed by UUID (never by handle or object path); when a UUID appears in
+/// several services, the one inside the Glucose service wins.
+public struct MeterServices: Hashable, Sendable {
+    public var characteristics: [DiscoveredCharacteristic]
+
+    public init(characteristics: [DiscoveredCharacteristic]) { self.characteristics = characteristics }
+
+    public func characteristic(_ uuid: BluetoothUUID) -> DiscoveredCharacteristic? {
+        let matches = self.characteristics.filter { $0.uuid == uuid }
+        return matches.first(where: { $0.service == .glucoseService }) ?? matches.first
+    }
+
+    public func has(_ uuid: BluetoothUUID) -> Bool { self.characteristic(uuid) != nil }
+}
+
+/// The Bluetooth adapter as the transport sees it.
+public struct AdapterState: Hashable, Sendable {
+    /// An adapter exists (and BlueZ is running).
+    public var present: Bool
+    public var powered: Bool
+    public var discovering: Bool
+    /// `hci0`, or a description such as `replay`.
+    public var name: String?
+    public var address: String?
+
+    public init(present: Bool, powered: Bool, discovering: Bool, name: String? = nil, address: String? = nil) {
+        self.present = present
+        self.powered = powered
+        self.discovering = discovering
+        self.name = name
+        self.address = address
+    }
+
+    public static let absent = AdapterState(present: false, powered: false, discovering: false)
+}
+
+/// A meter the transport can see (advertising, or known to BlueZ).
+public struct MeterAdvertisement: Hashable, Sendable {
+    public var id: MeterID
+    public var name: String?
+    public var rssi: Int?
+    /// BlueZ already holds a bond for it.
+    public var paired: Bool
+
+    public init(id: MeterID, name: String? = nil, rssi: Int? = nil, paired: Bool = false) {
+        self.id = id
+        self.name = name
+        self.rssi = rssi
+        self.paired = paired
+    }
+}
+
+/// What a transport reports, in order, to its single consumer (the sync engine).
+public enum TransportEvent: Hashable, Sendable {
+    /// The adapter appeared, disappeared or changed power/discovery state.
+    case adapter(AdapterState)
+    /// A meter advertised or became known; it may be synced.
+    case meterAppeared(MeterAdvertisement)
+    /// A meter is no longer known (removed from BlueZ, or out of range for long).
+    case meterDisappeared(MeterID)
+    /// The link to a meter dropped (whether or not we asked).
+    case disconnected(MeterID, reason: String?)
+    /// A notification or indication value from a characteristic.
+    case value(MeterID, BluetoothUUID, [UInt8])
+    /// Pairing needs the passkey the meter shows; answer with ``MeterTransport/submitPasskey(_:for:)``.
+    case passkeyRequested(MeterID)
+}
+
+/// Why a transport operation failed.
+public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible {
+    public enum Code: String, Hashable, Sendable {
+        /// No adapter, adapter off, or bluetoothd not running.
+        case adapterUnavailable
+        /// The meter is not known to the transport.
+        case meterNotFound
+        case notConnected
+        case connectFailed
+        /// The meter requires a bond that does not exist: pair it first.
+        case authenticationRequired
+        /// Pairing failed (wrong passkey, rejected).
+        case authenticationFailed
+        /// The meter lacks a required characteristic.
+        case characteristicNotFound
+        /// An ATT error response; see ``attError``.
+        case attError
+        case timeout
+        /// The link dropped during the operation.
+        case disconnected
+        case cancelled
+        case other
+    }
+
+    public var code: Code
+    /// The ATT error code for ``Code/attError`` (e.g. 0x80, 0x81, 0xFD, 0xFE).
+    public var attError: UInt8?
+    /// One sentence for people.
+    public var message: String
+
+    public init(_ code: Code, _ message: String, attError: UInt8? = nil) {
+        self.code = code
+        self.message = message
+        self.attError = attError
+    }
+
+    public var description: String { self.message }
+}
+
+/// A way to reach meters: BlueZ over D-Bus, or a replayed capture.
+///
+/// The sync engine is the single consumer of ``events()``. Values from notifications and
+/// indications may arrive before the reply of the write that triggered them (BlueZ and its
+/// stand-ins do both), so the engine must not assume an order between a write's completion and
+/// the values it causes.
+public protocol MeterTransport: Sendable {
+    /// The event stream. Called once; the stream ends when the transport shuts down.
+    func events() -> AsyncStream<TransportEvent>
+    /// Starts or stops looking for meters (LE discovery filtered on the Glucose service).
+    func setDiscovery(_ enabled: Bool) async throws(TransportError)
+    /// Connects and waits until the GATT services are resolved.
+    func connect(_ meter: MeterID) async throws(TransportError) -> MeterServices
+    /// Pairs (bonds) with the meter; a ``TransportEvent/passkeyRequested(_:)`` may come first.
+    func pair(_ meter: MeterID) async throws(TransportError)
+    /// Answers a passkey request (nil cancels the pairing).
+    func submitPasskey(_ passkey: UInt32?, for meter: MeterID) async throws(TransportError)
+    func read(_ characteristic: BluetoothUUID, on meter: MeterID) async throws(TransportError) -> [UInt8]
+    /// Enables or disables notifications, or indications where the characteristic only indicates.
+    func setNotifications(_ enabled: Bool, for characteristic: BluetoothUUID, on meter: MeterID) async throws(TransportError)
+    /// Writes with response (RACP).
+    func write(_ value: [UInt8], to characteristic: BluetoothUUID, on meter: MeterID) async throws(TransportError)
+    /// Disconnects; harmless when not connected.
+    func disconnect(_ meter: MeterID) async
+}

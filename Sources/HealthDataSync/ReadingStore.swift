@@ -1,0 +1,249 @@
+/// Why a storage operation failed. The view model shows it; the daemon keeps running.
+public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    public enum Code: String, Hashable, Sendable {
+        case diskFull
+        case readOnly
+        case busy
+        case corrupt
+        case cannotOpen
+        case io
+        case constraint
+        case other
+    }
+
+    public var code: Code
+    /// One sentence for people; never contains reading values.
+    public var message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { self.message }
+}
+
+/// How a sync attempt ended.
+public enum SyncResult: String, Hashable, Sendable {
+    /// RACP success: records received and committed.
+    case success
+    /// RACP "no records found": nothing new, not a failure.
+    case noNewRecords
+    /// Ended by an error (timeout, ATT error, RACP error, storage error).
+    case failed
+    /// The meter disconnected before the RACP response.
+    case interrupted
+    /// Aborted on purpose (shutdown, forget).
+    case aborted
+    /// Still running (only in live state, never stored as final).
+    case running
+}
+
+/// One sync attempt, kept for `sugarctl sessions` and for support.
+public struct SyncSessionRecord: Hashable, Sendable {
+    /// Store-assigned identifier; nil before it is stored.
+    public var id: Int64?
+    public var meter: MeterID
+    public var started: Instant
+    public var ended: Instant?
+    public var result: SyncResult
+    /// Records the meter announced (RACP count), when it answered.
+    public var expected: Int?
+    /// Records received from the meter in this attempt.
+    public var received: Int
+    /// New readings stored.
+    public var stored: Int
+    /// Received records that were already stored.
+    public var duplicates: Int
+    /// What went wrong, in words; nil on success.
+    public var error: String?
+
+    public init(
+        id: Int64? = nil, meter: MeterID, started: Instant, ended: Instant? = nil, result: SyncResult,
+        expected: Int? = nil, received: Int = 0, stored: Int = 0, duplicates: Int = 0, error: String? = nil
+    ) {
+        self.id = id
+        self.meter = meter
+        self.started = started
+        self.ended = ended
+        self.result = result
+        self.expected = expected
+        self.received = received
+        self.stored = stored
+        self.duplicates = duplicates
+        self.error = error
+    }
+}
+
+/// What one sync attempt hands the store, committed in ONE transaction.
+public struct SyncBatch: Sendable {
+    public var meter: MeterIdentity
+    /// Glucose Feature (0x2A51) bits, when read.
+    public var features: UInt16?
+    /// Records received, in arrival order.
+    public var readings: [Reading]
+    /// The new high-water sequence number. Set only after RACP success or "no records found";
+    /// nil leaves the stored mark as it is (failed or interrupted attempt).
+    public var newHighWater: UInt16?
+    /// The attempt, as it ended.
+    public var session: SyncSessionRecord
+
+    public init(
+        meter: MeterIdentity, features: UInt16?, readings: [Reading], newHighWater: UInt16?,
+        session: SyncSessionRecord
+    ) {
+        self.meter = meter
+        self.features = features
+        self.readings = readings
+        self.newHighWater = newHighWater
+        self.session = session
+    }
+}
+
+/// A reading as stored, with its store identity.
+public struct StoredReading: Hashable, Sendable {
+    public var id: Int64
+    /// Sequence-reset epoch the reading belongs to (0 until the meter's first reset).
+    public var epoch: Int
+    public var storedAt: Instant
+    public var reading: Reading
+
+    public init(id: Int64, epoch: Int, storedAt: Instant, reading: Reading) {
+        self.id = id
+        self.epoch = epoch
+        self.storedAt = storedAt
+        self.reading = reading
+    }
+}
+
+/// What the store knows about a meter.
+public struct StoredMeter: Hashable, Sendable {
+    public var identity: MeterIdentity
+    public var features: UInt16?
+    public var firstSeen: Instant
+    public var lastSeen: Instant
+    /// Highest sequence number committed after a successful sync in the current epoch.
+    public var highWater: UInt16?
+    /// Sequence-reset epoch, starting at 0.
+    public var epoch: Int
+    public var lastSync: Instant?
+    public var lastSyncResult: SyncResult?
+    public var readingCount: Int
+
+    public init(
+        identity: MeterIdentity, features: UInt16?, firstSeen: Instant, lastSeen: Instant, highWater: UInt16?,
+        epoch: Int, lastSync: Instant?, lastSyncResult: SyncResult?, readingCount: Int
+    ) {
+        self.identity = identity
+        self.features = features
+        self.firstSeen = firstSeen
+        self.lastSeen = lastSeen
+        self.highWater = highWater
+        self.epoch = epoch
+        self.lastSync = lastSync
+        self.lastSyncResult = lastSyncResult
+        self.readingCount = readingCount
+    }
+}
+
+/// The outcome of committing a batch.
+public struct CommitResult: Hashable, Sendable {
+    /// Readings newly stored, in the order received.
+    public var inserted: [StoredReading]
+    /// Received readings that were already stored (dropped).
+    public var duplicates: Int
+    /// Sequence resets detected in this batch (each opened a new epoch and was recorded as an event).
+    public var sequenceResets: Int
+    /// The meter as stored after the commit.
+    public var meter: StoredMeter
+    /// The session as stored (with its id).
+    public var session: SyncSessionRecord
+
+    public init(
+        inserted: [StoredReading], duplicates: Int, sequenceResets: Int, meter: StoredMeter,
+        session: SyncSessionRecord
+    ) {
+        self.inserted = inserted
+        self.duplicates = duplicates
+        self.sequenceResets = sequenceResets
+        self.meter = meter
+        self.session = session
+    }
+}
+
+/// Which readings to list.
+public struct ReadingQuery: Hashable, Sendable {
+    public enum Order: String, Hashable, Sendable {
+        case ascending = "asc"
+        case descending = "desc"
+    }
+
+    /// Inclusive lower bound on the instant.
+    public var since: Instant?
+    /// Exclusive upper bound on the instant.
+    public var until: Instant?
+    public var meter: MeterID?
+    public var limit: Int?
+    public var order: Order
+
+    public init(
+        since: Instant? = nil, until: Instant? = nil, meter: MeterID? = nil, limit: Int? = nil,
+        order: Order = .ascending
+    ) {
+        self.since = since
+        self.until = until
+        self.meter = meter
+        self.limit = limit
+        self.order = order
+    }
+}
+
+/// Whether storage works right now.
+public struct StorageHealth: Hashable, Sendable {
+    public enum Status: String, Hashable, Sendable {
+        case ok
+        /// Reads work, writes failed last time (disk full, read-only, locked).
+        case degraded
+        /// The database cannot be used.
+        case failed
+    }
+
+    public var status: Status
+    public var path: String
+    /// The last error, when status is not ok.
+    public var error: StoreError?
+
+    public init(status: Status, path: String, error: StoreError? = nil) {
+        self.status = status
+        self.path = path
+        self.error = error
+    }
+}
+
+/// Persistent storage for meters, readings and sync sessions.
+///
+/// Implementations must commit a ``SyncBatch`` atomically (readings, high-water mark and session
+/// in one transaction) and must never store a record twice: a record with the same meter,
+/// sequence number (within the same reset epoch), base time and raw value is a duplicate. The
+/// same sequence number with different content, or a high-water mark that goes backwards, is a
+/// sequence reset that opens a new epoch.
+public protocol ReadingStore: Sendable {
+    /// The stored state of a meter, or nil for a meter never seen.
+    func meter(_ id: MeterID) async throws(StoreError) -> StoredMeter?
+    /// All known meters, ordered by id.
+    func meters() async throws(StoreError) -> [StoredMeter]
+    /// Records that a meter was seen (creates it when new; updates identity strings when known).
+    func noteMeterSeen(_ identity: MeterIdentity, at: Instant) async throws(StoreError)
+    /// Commits a sync attempt in one transaction; see the protocol's rules.
+    func commit(_ batch: SyncBatch) async throws(StoreError) -> CommitResult
+    func readings(_ query: ReadingQuery) async throws(StoreError) -> [StoredReading]
+    func readingCount(meter: MeterID?) async throws(StoreError) -> Int
+    /// Sync sessions, newest first.
+    func sessions(meter: MeterID?, limit: Int) async throws(StoreError) -> [SyncSessionRecord]
+    /// Forgets a meter: it leaves the meter list and its high-water mark is cleared, so a meter
+    /// seen again syncs from scratch (deduplication keeps that safe). Its readings and sessions
+    /// are kept: forgetting a meter never deletes health data.
+    func forget(_ meter: MeterID) async throws(StoreError)
+    /// Current storage health (cheap; does not touch the disk).
+    func health() async -> StorageHealth
+}

@@ -1,0 +1,195 @@
+import Glibc
+import HealthDataSync
+
+/// A configuration problem, naming the file and line when it came from a file.
+public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
+    public var file: String?
+    public var line: Int?
+    public var message: String
+
+    public init(file: String? = nil, line: Int? = nil, _ message: String) {
+        self.file = file
+        self.line = line
+        self.message = message
+    }
+
+    public var description: String {
+        switch (self.file, self.line) {
+        case (let file?, let line?): "\(file):\(line): \(self.message)"
+        case (let file?, nil): "\(file): \(self.message)"
+        default: self.message
+        }
+    }
+}
+
+/// Everything the daemon can be told. Each setting is a config-file key and most are flags.
+///
+/// File format (`/etc/sugard/sugard.conf`, see `config/sugard.conf.example`): one `key = value`
+/// per line, `#` or `;` starts a comment line, blank lines are ignored, values may be quoted with
+/// double quotes. `replay` may repeat. Unknown keys and bad values are errors naming file and line.
+public struct DaemonConfig: Equatable, Sendable {
+    /// Where the database and state live.
+    public var stateDirectory: String
+    /// The Varlink socket path.
+    public var socketPath: String
+    /// Mode of the socket file (default 0660).
+    public var socketMode: UInt32 = 0o660
+    /// Group that owns the socket file and may call read methods (nil: the daemon's group).
+    public var socketGroup: String?
+    /// Group whose members may call mutating methods (Sync, Forget, Pair, SubmitPasskey) besides
+    /// root and the daemon's own user.
+    public var adminGroup: String?
+    public var logLevel: LogLevel = .info
+    /// Captures to replay as meters instead of BlueZ.
+    public var replay: [String] = []
+    /// Run the built-in demo meter (replay transport, no BlueZ).
+    public var demo: Bool = false
+    /// Seconds between demo readings.
+    public var demoInterval: Int = 20
+    /// BlueZ adapter to use (`hci0`); nil: the first powered one.
+    public var adapter: String?
+    /// Automatic syncs of a meter are skipped within this many seconds of its last sync.
+    public var cooldownSeconds: Int = 30
+    /// IANA zone the meters' clocks are read in; nil: the host's zone.
+    public var timeZone: String?
+    /// Default display unit for clients that ask.
+    public var unit: GlucoseUnit = .mgdL
+    public var maxConnections: Int = 4096
+    public var maxConnectionsPerUID: Int = 1024
+
+    public init(stateDirectory: String, socketPath: String) {
+        self.stateDirectory = stateDirectory
+        self.socketPath = socketPath
+    }
+
+    /// The database file inside the state directory.
+    public var databasePath: String { self.stateDirectory + "/sugard.sqlite" }
+
+    /// Keys accepted in the file, with the flag that sets the same value.
+    public static let keys: [(key: String, flag: String?, help: String)] = [
+        ("state_dir", "--state-dir", "directory for the database and state"),
+        ("socket", "--socket", "path of the Varlink socket"),
+        ("socket_mode", nil, "octal mode of the socket file (default 0660)"),
+        ("socket_group", nil, "group owning the socket; its members may read status and readings"),
+        ("admin_group", nil, "group whose members may sync, forget and pair meters"),
+        ("log_level", "--log-level", "error, warning, notice, info or debug (readings are logged only at debug)"),
+        ("replay", "--replay", "a btsnoop capture to play as a meter instead of BlueZ (repeatable)"),
+        ("demo", "--demo", "run the built-in simulated meter (true/false)"),
+        ("demo_interval", nil, "seconds between new demo readings (default 20)"),
+        ("adapter", nil, "BlueZ adapter name such as hci0 (default: the first powered one)"),
+        ("cooldown_seconds", nil, "skip automatic syncs this soon after the last one (default 30)"),
+        ("timezone", nil, "IANA zone the meters' clocks are set to (default: the host's zone)"),
+        ("unit", nil, "default display unit: mgdl or mmol"),
+        ("max_connections", nil, "socket connection cap (default 4096)"),
+        ("max_connections_per_uid", nil, "socket connection cap per user (default 1024)"),
+    ]
+
+    /// Applies one `key = value` setting. `replay` appends; everything else replaces.
+    public mutating func apply(key: String, value: String) throws(ConfigError) {
+        func int(_ range: ClosedRange<Int>) throws(ConfigError) -> Int {
+            guard let v = Int(value), range.contains(v) else {
+                throw ConfigError("\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound), not \"\(value)\"")
+            }
+            return v
+        }
+        func bool() throws(ConfigError) -> Bool {
+            switch value.lowercased() {
+            case "true", "yes", "on", "1": return true
+            case "false", "no", "off", "0": return false
+            default: throw ConfigError("\(key) must be true or false, not \"\(value)\"")
+            }
+        }
+        func nonEmpty() throws(ConfigError) -> String {
+            guard !value.isEmpty else { throw ConfigError("\(key) needs a value") }
+            return value
+        }
+        switch key {
+        case "state_dir": self.stateDirectory = try nonEmpty()
+        case "socket":
+            let path = try nonEmpty()
+            guard path.utf8.count < 108 else { throw ConfigError("socket path is longer than 107 bytes: \(path)") }
+            self.socketPath = path
+        case "socket_mode":
+            guard let mode = UInt32(value.hasPrefix("0o") ? String(value.dropFirst(2)) : value, radix: 8), mode <= 0o777
+            else { throw ConfigError("socket_mode must be an octal mode such as 0660, not \"\(value)\"") }
+            self.socketMode = mode
+        case "socket_group": self.socketGroup = value.isEmpty ? nil : value
+        case "admin_group": self.adminGroup = value.isEmpty ? nil : value
+        case "log_level":
+            guard let level = LogLevel(name: value) else {
+                throw ConfigError("log_level must be error, warning, notice, info or debug, not \"\(value)\"")
+            }
+            self.logLevel = level
+        case "replay": self.replay.append(try nonEmpty())
+        case "demo": self.demo = try bool()
+        case "demo_interval": self.demoInterval = try int(1...86_400)
+        case "adapter": self.adapter = value.isEmpty ? nil : value
+        case "cooldown_seconds": self.cooldownSeconds = try int(0...86_400)
+        case "timezone": self.timeZone = value.isEmpty ? nil : value
+        case "unit":
+            switch value.lowercased() {
+            case "mgdl", "mg/dl": self.unit = .mgdL
+            case "mmol", "mmol/l", "mmoll": self.unit = .mmolL
+            default: throw ConfigError("unit must be mgdl or mmol, not \"\(value)\"")
+            }
+        case "max_connections": self.maxConnections = try int(1...65_536)
+        case "max_connections_per_uid": self.maxConnectionsPerUID = try int(1...65_536)
+        default:
+            throw ConfigError("unknown key \"\(key)\" (known keys: \(DaemonConfig.keys.map(\.key).joined(separator: ", ")))")
+        }
+    }
+
+    /// Parses config-file text, applying each setting in order. Errors name `file` and the line.
+    public mutating func apply(fileText text: String, file: String) throws(ConfigError) {
+        var lineNumber = 0
+        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            lineNumber += 1
+            let line = rawLine.trimmingSpaces()
+            if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
+            guard let eq = line.firstIndex(of: "=") else {
+                throw ConfigError(file: file, line: lineNumber, "expected \"key = value\", got \"\(line)\"")
+            }
+            let key = line[..<eq].trimmingSpaces()
+            var value = line[line.index(after: eq)...].trimmingSpaces()
+            if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") {
+                value = String(value.dropFirst().dropLast())
+            }
+            guard !key.isEmpty else { throw ConfigError(file: file, line: lineNumber, "missing key before \"=\"") }
+            do {
+                try self.apply(key: key, value: value)
+            } catch {
+                throw ConfigError(file: file, line: lineNumber, error.message)
+            }
+        }
+    }
+}
+
+extension StringProtocol {
+    func trimmingSpaces() -> String {
+        var s = Substring(self)
+        while let f = s.first, f == " " || f == "\t" || f == "\r" { s.removeFirst() }
+        while let l = s.last, l == " " || l == "\t" || l == "\r" { s.removeLast() }
+        return String(s)
+    }
+}
+
+/// Reads a whole text file; nil when it does not exist.
+func readTextFile(_ path: String) throws(ConfigError) -> String? {
+    guard let fp = fopen(path, "rb") else {
+        if errno == ENOENT { return nil }
+        throw ConfigError(file: path, "cannot read: \(String(cString: strerror(errno)))")
+    }
+    defer { fclose(fp) }
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let n = fread(&buffer, 1, buffer.count, fp)
+        if n > 0 { bytes.append(contentsOf: buffer[0..<n]) }
+        if n < buffer.count { break }
+        if bytes.count > 1 << 20 { throw ConfigError(file: path, "file is larger than 1 MiB") }
+    }
+    guard let text = String(validating: bytes, as: UTF8.self) else {
+        throw ConfigError(file: path, "file is not UTF-8 text")
+    }
+    return text
+}

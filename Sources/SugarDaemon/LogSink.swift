@@ -1,0 +1,56 @@
+import Glibc
+import HealthDataSync
+import Synchronization
+
+/// Writes log lines to stderr: with journald's `<N>` priority prefixes when stderr goes to the
+/// journal (systemd sets `JOURNAL_STREAM`), as plain timestamped lines otherwise.
+public final class StderrLogSink: Sendable {
+    private let journal: Bool
+    private let lock = Mutex(())
+
+    public init(environment: [String: String]) {
+        self.journal = environment["JOURNAL_STREAM"].map { !$0.isEmpty } ?? false
+    }
+
+    /// A logger writing here.
+    public func logger(label: String, level: LogLevel) -> Logger {
+        Logger(label: label, level: level, sink: { record in self.write(record) })
+    }
+
+    public func write(_ record: LogRecord) {
+        var line = ""
+        if self.journal {
+            line = "<\(record.level.rawValue)>"
+        } else {
+            var now = timespec()
+            clock_gettime(CLOCK_REALTIME, &now)
+            let instant = Instant(epochMillis: Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec / 1_000_000))
+            line = instant.isoString + " " + record.level.name.uppercased() + " "
+        }
+        line += record.label + ": " + record.message.replacingNewlines()
+        for (key, value) in record.metadata { line += " \(key)=\(value.replacingNewlines())" }
+        line += "\n"
+        self.lock.withLock { _ in
+            var bytes = Array(line.utf8)
+            var offset = 0
+            while offset < bytes.count {
+                let n = bytes.withUnsafeMutableBytes { raw in
+                    Glibc.write(2, raw.baseAddress! + offset, raw.count - offset)
+                }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return
+                }
+                offset += n
+            }
+            bytes.removeAll()
+        }
+    }
+}
+
+extension String {
+    fileprivate func replacingNewlines() -> String {
+        guard self.contains("\n") else { return self }
+        return String(self.map { $0 == "\n" ? " " : $0 })
+    }
+}

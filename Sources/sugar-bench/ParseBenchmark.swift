@@ -1,0 +1,90 @@
+import CMallocCounter
+import GlucoseProfile
+import JSON
+
+/// `sugar-bench parse FILE`: decodes every record as a Glucose Measurement and reports speed and
+/// allocations. One untimed warm-up pass, then one timed pass over the whole file.
+struct ParseBenchmark {
+    var path: String
+    /// Also build each record's JSON (allocating), to check that the allocation counter counts.
+    var buildJSON: Bool
+
+    struct Totals {
+        var packets = 0
+        var payloadBytes = 0
+        /// Folded from every decoded record so the optimizer cannot drop the work.
+        var checksum: UInt64 = 0
+    }
+
+    func run() -> Int32 {
+        let corpus: [UInt8]
+        do {
+            corpus = try readFile(self.path)
+        } catch {
+            writeStderr("error: \(error)\n")
+            return 1
+        }
+        do throws(BenchmarkError) {
+            _ = try self.pass(corpus)  // warm-up: caches, page faults, lazy globals
+            let clock = ContinuousClock()
+            let allocationsBefore = sugar_malloc_count()
+            let start = clock.now
+            let totals = try self.pass(corpus)
+            let elapsed = clock.now - start
+            let allocations = sugar_malloc_count() - allocationsBefore
+
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+            let packets = Double(max(totals.packets, 1))
+            let result: JSONValue = .object([
+                "packets": .from(totals.packets),
+                "seconds": .double(seconds),
+                "nsPerPacket": .double(seconds * 1e9 / packets),
+                "bytesPerSecond": .double(seconds > 0 ? Double(totals.payloadBytes) / seconds : 0),
+                "allocationsPerPacket": .double(Double(allocations) / packets),
+            ])
+            writeStdout(result.serialized() + "\n")
+            if totals.checksum == 0x5EED_5EED_5EED_5EED { writeStderr("(checksum collision)\n") }
+            return 0
+        } catch {
+            writeStderr("error: \(error.description)\n")
+            return 65
+        }
+    }
+
+    /// Decodes every record of `corpus`; stops at the first malformed record or frame.
+    private func pass(_ corpus: [UInt8]) throws(BenchmarkError) -> Totals {
+        var totals = Totals()
+        var index = 0
+        while index < corpus.count {
+            guard index + 2 <= corpus.count else {
+                throw BenchmarkError(record: totals.packets, message: "file ends inside a length prefix at byte \(index)")
+            }
+            let length = Int(corpus[index]) | Int(corpus[index + 1]) << 8
+            let start = index + 2
+            guard start + length <= corpus.count else {
+                throw BenchmarkError(record: totals.packets, message: "record of \(length) bytes runs past the end of the file")
+            }
+            var reader = ByteReader(corpus, range: start..<(start + length))
+            do throws(GlucoseProfileError) {
+                let measurement = try GlucoseMeasurement(parsing: &reader)
+                try reader.expectEnd(of: "measurement")
+                totals.checksum &+= UInt64(measurement.sequenceNumber) &+ UInt64(measurement.concentration?.rawValue ?? 1)
+                    &+ UInt64(measurement.baseTime.minutes) &+ UInt64(measurement.sensorStatus?.rawValue ?? 0)
+                if self.buildJSON, let count = measurement.json.objectValue?.count { totals.checksum &+= UInt64(count) }
+            } catch {
+                throw BenchmarkError(record: totals.packets, message: error.description)
+            }
+            totals.packets += 1
+            totals.payloadBytes += length
+            index = start + length
+        }
+        return totals
+    }
+}
+
+/// A malformed corpus: which record and why.
+struct BenchmarkError: Error, CustomStringConvertible {
+    var record: Int
+    var message: String
+    var description: String { "record \(self.record): \(self.message)" }
+}

@@ -1,0 +1,149 @@
+// A small hand-written argument helper in the style of swift-argument-parser (which we cannot depend on):
+// `--help` on every command, OVERVIEW/USAGE/ARGUMENTS/OPTIONS help layout, and its exit codes.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Process exit statuses (sysexits.h values for usage and data errors).
+enum ExitCode {
+    static let success: Int32 = 0
+    static let failure: Int32 = 1
+    /// EX_USAGE: bad arguments.
+    static let usage: Int32 = 64
+    /// EX_DATAERR: the input data was malformed.
+    static let dataError: Int32 = 65
+}
+
+/// Help text for one command, rendered like swift-argument-parser's.
+struct CommandHelp: Sendable {
+    /// Words after `sugarctl` that select the command (`decode`), empty for the root.
+    var name: String
+    var abstract: String
+    /// Usage line without the program name: `decode <characteristic> <hex> [--json]`.
+    var usage: String
+    var arguments: [(String, String)] = []
+    /// Subcommand names and abstracts (root command only).
+    var subcommands: [(String, String)] = []
+    var options: [(String, String)] = []
+    var discussion: String? = nil
+
+    var commandPath: String { self.name.isEmpty ? "sugarctl" : "sugarctl " + self.name }
+
+    func render() -> String {
+        var text = "OVERVIEW: \(self.abstract)\n"
+        if let discussion = self.discussion { text += "\n" + discussion + "\n" }
+        text += "\nUSAGE: sugarctl \(self.usage)\n"
+        if !self.arguments.isEmpty { text += "\nARGUMENTS:\n" + Self.table(self.arguments) }
+        if !self.subcommands.isEmpty { text += "\nSUBCOMMANDS:\n" + Self.table(self.subcommands) }
+        text += "\nOPTIONS:\n" + Self.table(self.options + [("-h, --help", "Show help information.")])
+        return text
+    }
+
+    /// The short form for errors: one usage line and a pointer to `--help`.
+    func shortUsage() -> String {
+        "Usage: sugarctl \(self.usage)\n  See '\(self.commandPath) --help' for more information.\n"
+    }
+
+    private static func table(_ rows: [(String, String)]) -> String {
+        let width = max(rows.map(\.0.count).max() ?? 0, 20) + 2
+        return rows.map { name, text in
+            "  " + name + String(repeating: " ", count: width - name.count) + text + "\n"
+        }.joined()
+    }
+}
+
+/// Bad command-line arguments; reported with the usage and exit status 64.
+struct UsageError: Error {
+    var message: String
+}
+
+/// The result of splitting argv into positionals, flags and `--name value` options.
+struct ParsedArguments {
+    var positionals: [String] = []
+    var flags: Set<String> = []
+    var values: [String: String] = [:]
+    var helpRequested = false
+
+    /// Splits `arguments`. `flags` and `valueOptions` are long names without dashes (`json`).
+    /// `--` ends option parsing. Unknown options are usage errors.
+    init(_ arguments: [String], flags: Set<String> = [], valueOptions: Set<String> = []) throws(UsageError) {
+        var index = 0
+        var optionsEnded = false
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if optionsEnded || !argument.hasPrefix("-") || argument == "-" {
+                self.positionals.append(argument)
+                continue
+            }
+            if argument == "--" {
+                optionsEnded = true
+                continue
+            }
+            if argument == "-h" || argument == "--help" {
+                self.helpRequested = true
+                continue
+            }
+            guard argument.hasPrefix("--") else { throw UsageError(message: "Unknown option '\(argument)'") }
+            var name = String(argument.dropFirst(2))
+            var inlineValue: String? = nil
+            if let equals = name.firstIndex(of: "=") {
+                inlineValue = String(name[name.index(after: equals)...])
+                name = String(name[..<equals])
+            }
+            if flags.contains(name) {
+                guard inlineValue == nil else { throw UsageError(message: "Option '--\(name)' takes no value") }
+                self.flags.insert(name)
+            } else if valueOptions.contains(name) {
+                if let inlineValue {
+                    self.values[name] = inlineValue
+                } else {
+                    guard index < arguments.count else { throw UsageError(message: "Missing value for '--\(name)'") }
+                    self.values[name] = arguments[index]
+                    index += 1
+                }
+            } else {
+                throw UsageError(message: "Unknown option '--\(name)'")
+            }
+        }
+    }
+}
+
+/// A subcommand: its help and its entry point, which returns the exit status.
+struct Subcommand: Sendable {
+    var help: CommandHelp
+    var run: @Sendable ([String]) async -> Int32
+}
+
+/// Writes `text` to standard output as is (unbuffered, so nothing is lost on `exit`).
+func writeStdout(_ text: String) {
+    writeAll(text, to: 1)
+}
+
+/// Writes `text` to standard error as is.
+func writeStderr(_ text: String) {
+    writeAll(text, to: 2)
+}
+
+private func writeAll(_ text: String, to descriptor: Int32) {
+    var bytes = Array(text.utf8)
+    bytes.withUnsafeMutableBytes { buffer in
+        var start = 0
+        while start < buffer.count {
+            let written = write(descriptor, buffer.baseAddress! + start, buffer.count - start)
+            if written < 0 {
+                if errno == EINTR { continue }
+                return  // stdout closed (EPIPE): nothing useful left to do
+            }
+            start += written
+        }
+    }
+}
+
+/// Reports a usage error on stderr (message, then the short usage) and returns 64.
+func usageFailure(_ error: UsageError, _ help: CommandHelp) -> Int32 {
+    writeStderr("Error: \(error.message)\n" + help.shortUsage())
+    return ExitCode.usage
+}

@@ -1,0 +1,77 @@
+import HealthDataSync
+import SugarAPI
+import SugarDaemon
+import Testing
+
+@Suite struct ConfigTests {
+    let env = ["HOME": "/home/test", "STATE_DIRECTORY": "/var/lib/sugard:/other", "RUNTIME_DIRECTORY": "/run/sugard"]
+
+    @Test func systemdDirectoriesAreDefaults() throws {
+        let command = try DaemonCommandLine.parse(["--config", "/dev/null"], environment: self.env)
+        guard case .run(let config, _) = command else { Issue.record("expected run"); return }
+        #expect(config.stateDirectory == "/var/lib/sugard")
+        #expect(config.socketPath == "/run/sugard/io.sugard.HealthDataSync")
+        #expect(config.databasePath == "/var/lib/sugard/sugard.sqlite")
+    }
+
+    @Test func demoUsesOneLocalFolder() throws {
+        let command = try DaemonCommandLine.parse(["--demo"], environment: self.env)
+        guard case .run(let config, let file) = command else { Issue.record("expected run"); return }
+        #expect(config.demo)
+        #expect(file == nil)
+        #expect(config.stateDirectory == "/home/test/.local/state/sugard-demo")
+        #expect(config.socketPath == "/home/test/.local/state/sugard-demo/io.sugard.HealthDataSync")
+    }
+
+    @Test func fileThenFlags() throws {
+        var config = DaemonConfig(stateDirectory: "/s", socketPath: "/s/sock")
+        try config.apply(
+            fileText: """
+                # comment
+                ; another
+                log_level = debug
+                replay = /a.btsnoop
+                replay = "/b c.btsnoop"
+                cooldown_seconds=45
+                unit = mmol
+                socket_mode = 0640
+                """, file: "x.conf")
+        #expect(config.logLevel == .debug)
+        #expect(config.replay == ["/a.btsnoop", "/b c.btsnoop"])
+        #expect(config.cooldownSeconds == 45)
+        #expect(config.unit == .mmolL)
+        #expect(config.socketMode == 0o640)
+    }
+
+    @Test(arguments: [
+        ("log_level = loud", 1, "log_level must be"),
+        ("\n\nfrobnicate = 1", 3, "unknown key \"frobnicate\""),
+        ("demo = maybe", 1, "demo must be true or false"),
+        ("# ok\njust words", 2, "expected \"key = value\""),
+        ("cooldown_seconds = -5", 1, "cooldown_seconds must be a whole number"),
+    ])
+    func badFilesNameTheLine(text: String, line: Int, fragment: String) {
+        var config = DaemonConfig(stateDirectory: "/s", socketPath: "/s/sock")
+        do {
+            try config.apply(fileText: text, file: "/etc/sugard/sugard.conf")
+            Issue.record("accepted bad config: \(text)")
+        } catch {
+            #expect(error.file == "/etc/sugard/sugard.conf")
+            #expect(error.line == line)
+            #expect(error.description.hasPrefix("/etc/sugard/sugard.conf:\(line): "))
+            #expect(error.message.contains(fragment), "\(error)")
+        }
+    }
+
+    @Test func badFlags() {
+        #expect(throws: ConfigError.self) { try DaemonCommandLine.parse(["--bogus"], environment: self.env) }
+        #expect(throws: ConfigError.self) { try DaemonCommandLine.parse(["--demo", "--state-dir"], environment: self.env) }
+        #expect(throws: ConfigError.self) { try DaemonCommandLine.parse(["--demo", "--log-level=shout"], environment: self.env) }
+        #expect(throws: ConfigError.self) { try DaemonCommandLine.parse(["--config", "/nonexistent/x.conf"], environment: self.env) }
+        #expect((try? DaemonCommandLine.parse(["-h"], environment: self.env)) == .help)
+    }
+
+    @Test func clientSocketPrefersEnvironment() {
+        #expect(DefaultPaths.clientSocket(environment: ["SUGARD_SOCKET": "/x/y"]) == "/x/y")
+    }
+}
