@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .library(name: "JSON", targets: ["JSON"]),
         .library(name: "DBus", targets: ["DBus"]),
+        .library(name: "BlueZTransport", targets: ["BlueZTransport"]),
         .library(name: "GlucoseProfile", targets: ["GlucoseProfile"]),
         .library(name: "HealthDataSync", targets: ["HealthDataSync"]),
         .executable(name: "sugarctl", targets: ["sugarctl"]),
@@ -34,6 +35,8 @@ let package = Package(
 
         // libdbus wrapper: the only importer of CDBus (Glibc allowed, no Foundation).
         .target(name: "DBus", dependencies: ["CDBus"], swiftSettings: strict),
+        // MeterTransport over BlueZ: object manager mirror, GATT, pairing agent, bluetoothd restarts.
+        .target(name: "BlueZTransport", dependencies: ["DBus", "HealthDataSync"], swiftSettings: strict),
 
         // The io.sugard.HealthDataSync interface: its description, types, handlers and exports.
         .target(name: "SugarAPI", dependencies: ["GlucoseProfile", "HealthDataSync", "JSON"], swiftSettings: strict),
@@ -54,6 +57,6 @@ let package = Package(
         .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync"], swiftSettings: strict),
         .testTarget(name: "SugarAPITests", dependencies: ["SugarAPI", "GlucoseProfile"], swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
-        .testTarget(name: "DBusTests", dependencies: ["DBus"], swiftSettings: strict),
+        .testTarget(name: "DBusTests", dependencies: ["DBus", "BlueZTransport", "HealthDataSync"], swiftSettings: strict),
     ]
 )
