@@ -525,6 +525,10 @@ public final class BlueZTransport: MeterTransport {
     }
 
     /// Maps BlueZ's D-Bus errors (src/error.c, src/gatt-client.c) to transport errors.
+    public static func mapError(_ error: DBusError, what: String) -> TransportError {
+        self.transportError(error, what: what)
+    }
+
     static func transportError(_ error: DBusError, what: String) -> TransportError {
         let detail = "\(what) failed: \(error.name): \(error.message)"
         switch error.kind {
