@@ -56,6 +56,12 @@ final class LoopCore {
         switch self.open(bus) {
         case .failure(let error):
             ready(.failure(error))
+            if let connection = self.connection {
+                // Connected but the loop could not be set up: this connection is still ours to free.
+                self.connection = nil
+                dbus_connection_close(connection)
+                dbus_connection_unref(connection)
+            }
             self.finishQueue()
         case .success(let uniqueName):
             self.state.markConnected(uniqueName: uniqueName)

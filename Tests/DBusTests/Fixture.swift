@@ -14,8 +14,8 @@ final class BusFixture: @unchecked Sendable {
 
     let dir: String
     private(set) var address = ""
-    private var bus: Process?
-    private var standIn: Process?
+    private var bus: Child?
+    private var standIn: Child?
     private(set) var standInParameters = "{}"
 
     init() throws {
@@ -31,48 +31,45 @@ final class BusFixture: @unchecked Sendable {
             .replacingOccurrences(of: "@SOCKET@", with: self.dir + "/bus.sock")
         try config.write(toFile: self.dir + "/bus.conf", atomically: true, encoding: .utf8)
         try? FileManager.default.removeItem(atPath: self.dir + "/bus.sock")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-        process.arguments = ["--config-file=\(self.dir)/bus.conf", "--nofork", "--print-address=1"]
-        process.environment = ["PATH": "/usr/bin:/bin"]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        self.bus = process
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = pipe.fileHandleForReading.availableData
-            if chunk.isEmpty { throw FixtureError("dbus-daemon exited before printing its address") }
-            line.append(chunk)
+        var fds: [Int32] = [-1, -1]
+        guard pipe2(&fds, O_CLOEXEC) == 0 else { throw FixtureError("pipe2 failed") }
+        defer { close(fds[0]) }
+        let child: Child
+        do {
+            child = try Child(
+                "/usr/bin/dbus-daemon", ["--config-file=\(self.dir)/bus.conf", "--nofork", "--print-address=1"],
+                environment: ["PATH": "/usr/bin:/bin"], stdout: fds[1], stderr: nil)
+        } catch {
+            close(fds[1])
+            throw error
         }
-        self.address = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        close(fds[1])
+        self.bus = child
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while byte != UInt8(ascii: "\n") {
+            guard read(fds[0], &byte, 1) == 1 else { throw FixtureError("dbus-daemon exited before printing its address") }
+            line.append(byte)
+        }
+        self.address = String(decoding: line.dropLast(), as: UTF8.self)
     }
 
     /// Kills the bus daemon (SIGKILL: it vanishes the way a crashed bus would).
     func killBus() {
-        guard let bus = self.bus else { return }
-        kill(bus.processIdentifier, SIGKILL)
-        bus.waitUntilExit()
+        self.bus?.kill()
         self.bus = nil
     }
 
     /// Starts the stand-in and waits until it owns org.bluez.
     func startStandIn(parameters: String) async throws {
         self.standInParameters = parameters
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [
-            "-m", "dbusmock", "--system", "--template", Self.supportDir + "/glucose_meter.py", "-p", parameters,
-        ]
-        process.environment = ["PATH": "/usr/bin:/bin", "DBUS_SYSTEM_BUS_ADDRESS": self.address]
-        let log = self.dir + "/standin.log"
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        handle.seekToEndOfFile()
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
+        let log = open(self.dir + "/standin.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        guard log >= 0 else { throw FixtureError("cannot open the stand-in log") }
+        defer { close(log) }
+        let process = try Child(
+            "/usr/bin/python3",
+            ["-m", "dbusmock", "--system", "--template", Self.supportDir + "/glucose_meter.py", "-p", parameters],
+            environment: ["PATH": "/usr/bin:/bin", "DBUS_SYSTEM_BUS_ADDRESS": self.address], stdout: log, stderr: log)
         self.standIn = process
         let probe = try await DBusConnection.connect(to: .address(self.address))
         defer { probe.close() }
@@ -96,13 +93,10 @@ final class BusFixture: @unchecked Sendable {
 
     var standInLog: String { (try? String(contentsOfFile: self.dir + "/standin.log", encoding: .utf8)) ?? "" }
 
-    var standInPID: Int32? { self.standIn?.processIdentifier }
 
     /// Kills the stand-in with SIGKILL, like bluetoothd crashing.
     func killStandIn() {
-        guard let standIn = self.standIn else { return }
-        kill(standIn.processIdentifier, SIGKILL)
-        standIn.waitUntilExit()
+        self.standIn?.kill()
         self.standIn = nil
     }
 
@@ -115,6 +109,59 @@ final class BusFixture: @unchecked Sendable {
     func connect() async throws -> DBusConnection {
         try await DBusConnection.connect(to: .address(self.address))
     }
+}
+
+// glibc declares these only under _GNU_SOURCE, which Swift's Glibc module does not define.
+@_silgen_name("posix_spawn_file_actions_addclosefrom_np")
+private func spawnActionsAddCloseFrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32) -> Int32
+@_silgen_name("pipe2")
+private func pipe2(_ fds: UnsafeMutablePointer<Int32>, _ flags: Int32) -> Int32
+
+/// A child process started with posix_spawn. (Not Foundation's Process: its exit monitor treats the
+/// inherited socket being closed as the child's exit and then blocks in waitpid on the still-running
+/// dbus-daemon, which closes inherited descriptors, hanging every later waitUntilExit.) The child gets only
+/// stdin, stdout and stderr: every other descriptor is closed in it.
+final class Child: @unchecked Sendable {
+    // @unchecked: owned by one fixture, used by one test at a time.
+    let pid: pid_t
+    private var reaped = false
+
+    init(_ path: String, _ arguments: [String], environment: [String: String], stdout: Int32?, stderr: Int32?) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if let stdout { posix_spawn_file_actions_adddup2(&actions, stdout, 1) }
+        if let stderr { posix_spawn_file_actions_adddup2(&actions, stderr, 2) }
+        _ = spawnActionsAddCloseFrom(&actions, 3)
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp { free(pointer) }
+        }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, path, &actions, nil, argv, envp)
+        guard result == 0 else { throw FixtureError("posix_spawn \(path) failed: \(result)") }
+        self.pid = pid
+    }
+
+    var isRunning: Bool {
+        guard !self.reaped else { return false }
+        var status: Int32 = 0
+        if waitpid(self.pid, &status, WNOHANG) == self.pid { self.reaped = true }
+        return !self.reaped
+    }
+
+    /// SIGKILL and reap.
+    func kill() {
+        guard !self.reaped else { return }
+        Glibc.kill(self.pid, SIGKILL)
+        var status: Int32 = 0
+        while waitpid(self.pid, &status, 0) < 0 && errno == EINTR {}
+        self.reaped = true
+    }
+
+    deinit { self.kill() }
 }
 
 struct FixtureError: Error, CustomStringConvertible {
