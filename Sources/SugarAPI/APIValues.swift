@@ -1,3 +1,4 @@
+import Glibc
 public import HealthDataSync
 public import JSON
 
@@ -33,6 +34,13 @@ extension ReadingExport {
 
 /// Instants as the interface writes and reads them.
 public enum APITime {
+    /// The wall clock, in milliseconds since the epoch.
+    public static func now() -> Int64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+    }
+
     /// `2024-03-31T06:15:00Z` (milliseconds only when not zero).
     public static func iso(epochMillis: Int64) -> String { Instant(epochMillis: epochMillis).isoString }
 
