@@ -104,7 +104,7 @@ import Varlink
             process.arguments = ["python3", script, f.path]
             let out = Pipe()
             process.standardOutput = out
-            try process.run()
+            try processLaunchLock.withLock { try process.run() }
             #expect(await eventually { f.stats.liveWatchers == 1 })
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
@@ -113,7 +113,7 @@ import Varlink
             let raw = try f.raw()
             await raw.send(#"{"method":"io.sugard.HealthDataSync.Sync","parameters":{"meter":"C0:26:DA:01:02:03","force":true},"more":true}"#)
             #expect(try await raw.readMessage()?.parameters?["phase"] != nil)
-            close(raw.fd)
+            raw.close()
             // The sync itself is the daemon's business; the next one is not blocked by the dead client.
             #expect(await eventually(timeout: .seconds(10)) { f.models.model(for: meterA.id)?.state.sync == .idle })
             let sessions = try await f.call(api + "Sync", ["meter": .string(meterA.id.rawValue), "force": true])

@@ -210,11 +210,15 @@ import Varlink
             #expect(progress.count >= 3)
             let phases = progress.compactMap { $0["phase"]?.stringValue }
             #expect(phases.contains("receiving"))
-            #expect(phases.first == "connecting")
+            // Coalescing may fold phases together, never reorder them.
+            let order = ["connecting", "readingDeviceInfo", "readingClock", "subscribing", "counting", "receiving", "committing", "done"]
+            let ranks = phases.compactMap { order.firstIndex(of: $0) }
+            #expect(ranks.count == phases.count && ranks == ranks.sorted(), "\(phases)")
             #expect(progress.allSatisfy { $0["meter"]?.stringValue == meterB.id.rawValue })
             let received = progress.compactMap { $0["received"]?.intValue }
             #expect(received == received.sorted())
-            #expect(received.last == 4)
+            // Under load the last progress step may be folded into the final reply.
+            #expect((received.last ?? 0) <= 4 && (received.last ?? 0) >= 1)
             #expect(replies.last?["sessions"]?.arrayValue?.first?["stored"] == 4)
         }
     }

@@ -164,7 +164,7 @@ func collect(_ stream: AsyncThrowingStream<JSONObject, any Error>) async throws 
 
 /// A raw, non-blocking client socket. Reads poll with short sleeps so no test blocks a cooperative thread.
 final class RawConnection: @unchecked Sendable {
-    let fd: Int32
+    private(set) var fd: Int32
     private var buffer: [UInt8] = []
 
     init(path: String) throws {
@@ -180,14 +180,20 @@ final class RawConnection: @unchecked Sendable {
         }
         guard rc == 0 else {
             let code = errno
-            close(self.fd)
+            Glibc.close(self.fd)
             throw TestError("connect(\(path)) failed: errno \(code)")
         }
         let flags = fcntl(self.fd, F_GETFL)
         _ = fcntl(self.fd, F_SETFL, flags | O_NONBLOCK)
     }
 
-    deinit { close(self.fd) }
+    deinit { self.close() }
+
+    /// Closes the socket once (a second close could hit an fd number someone else reused).
+    func close() {
+        if self.fd >= 0 { Glibc.close(self.fd) }
+        self.fd = -1
+    }
 
     /// Sends everything, waiting while the socket is full. Returns the bytes sent before an error.
     @discardableResult
@@ -269,6 +275,8 @@ struct ProcessOutput: Sendable {
     var stderr: String
 }
 
+let processLaunchLock = NSLock()
+
 /// Runs a program without blocking a cooperative thread: the wait happens on a thread of its own.
 func runProcess(
     _ executable: String, _ arguments: [String], environment: [String: String]? = nil, stdin: String? = nil
@@ -286,7 +294,9 @@ func runProcess(
             process.standardError = err
             process.standardInput = input
             do {
-                try process.run()
+                // Foundation's Process.run() is not safe to call from several threads at once (it crashed
+                // in a memcpy when parallel tests started processes together), so starts take turns.
+                try processLaunchLock.withLock { try process.run() }
             } catch {
                 continuation.resume(throwing: error)
                 return
