@@ -50,7 +50,9 @@ let package = Package(
         .target(name: "BlueZTransport", dependencies: ["DBus", "HealthDataSync"], swiftSettings: strict),
 
         // The io.sugard.HealthDataSync interface: its description, types, handlers and exports.
-        .target(name: "SugarAPI", dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "Varlink"], swiftSettings: strict),
+        .target(
+            name: "SugarAPI", dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "Varlink"],
+            exclude: ["io.sugard.HealthDataSync.varlink"], swiftSettings: strict),
 
         // Composition: config, services, signals, sd_notify, logging.
         .target(name: "SugarDaemon", dependencies: ["HealthDataSync", "JSON", "SugarAPI", "GlucoseStore", "Varlink"], swiftSettings: strict),
@@ -58,11 +60,13 @@ let package = Package(
         // Benchmark bodies (Glibc for VmHWM only), run by sugar-bench.
         .target(name: "ViewModelBenchmarks", dependencies: ["HealthDataSync", "JSON"], swiftSettings: strict),
 
-        .executableTarget(name: "sugarctl", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
+        .executableTarget(
+            name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarAPI"], swiftSettings: strict),
         .executableTarget(
             name: "sugar-bench",
             dependencies: [
                 "GlucoseProfile", "JSON", "CMallocCounter", "PacketCapture", "GlucoseStore", "ViewModelBenchmarks",
+                "SugarAPI", "Varlink", "HealthDataSync",
             ],
             swiftSettings: strict),
         // Ingests into a DB file; the crash test SIGKILLs it at random points.
@@ -79,7 +83,10 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "JSON", "CLinuxIO"], swiftSettings: strict),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "BlueZTransport", "HealthDataSync"], swiftSettings: strict),
-        .testTarget(name: "SugarAPITests", dependencies: ["SugarAPI", "GlucoseProfile"], swiftSettings: strict),
+        .testTarget(
+            name: "SugarAPITests",
+            dependencies: ["SugarAPI", "GlucoseProfile", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "sugarctl"],
+            swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
     ]
 )

@@ -329,21 +329,25 @@ private struct IDLParser {
     }
 
     static func isInterfaceName(_ name: String) -> Bool {
-        // [a-z]([-]*[a-z0-9])*(\.[a-z0-9]([-]*[a-z0-9])*)+
+        // The spec's grammar is [a-z]([-]*[a-z0-9])*(\.[a-z0-9]([-]*[a-z0-9])*)+, but systemd
+        // (io.systemd.Resolve) and the reference Python implementation accept upper-case letters after
+        // the first label, so this does too: [a-z]([-]*[a-z0-9])*(\.[A-Za-z0-9]([-]*[A-Za-z0-9])*)+
         let parts = name.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count >= 2 else { return false }
         for (index, part) in parts.enumerated() {
             let bytes = Array(part.utf8)
             guard let first = bytes.first, let last = bytes.last else { return false }
             let lower = UInt8(ascii: "a")...UInt8(ascii: "z")
+            let upper = UInt8(ascii: "A")...UInt8(ascii: "Z")
             let digit = UInt8(ascii: "0")...UInt8(ascii: "9")
+            let letter = { (byte: UInt8) in lower.contains(byte) || (index > 0 && upper.contains(byte)) }
             if index == 0 {
                 guard lower.contains(first) else { return false }
             } else {
-                guard lower.contains(first) || digit.contains(first) else { return false }
+                guard letter(first) || digit.contains(first) else { return false }
             }
             guard last != UInt8(ascii: "-") else { return false }
-            for byte in bytes where !(lower.contains(byte) || digit.contains(byte) || byte == UInt8(ascii: "-")) {
+            for byte in bytes where !(letter(byte) || digit.contains(byte) || byte == UInt8(ascii: "-")) {
                 return false
             }
         }

@@ -5,6 +5,7 @@
 //   sugar-bench make-capture MEGABYTES FILE [--large]   write a synthetic btsnoop capture
 //   sugar-bench ingest N [--raw] [--dir DIR]    store N readings through the SQLite store
 //   sugar-bench fanout W E [--policy P]         W watchers over E view-model emissions
+//   sugar-bench socket C [--seconds S]          C GetStatus callers and C watchers on a live Varlink server
 import HealthDataSync
 import JSON
 import ViewModelBenchmarks
@@ -24,6 +25,7 @@ let usage = """
            sugar-bench make-capture <megabytes> <file> [--large]
            sugar-bench ingest <count> [--raw] [--dir <directory>]
            sugar-bench fanout <watchers> <emissions> [--policy coalesced|immediate]
+           sugar-bench socket <clients> [--seconds <seconds>]
 
     SUBCOMMANDS:
       parse          Decode every record of <file> as a Glucose Measurement; print one JSON object with
@@ -43,6 +45,9 @@ let usage = """
       fanout         Run <watchers> view-model watchers (half on one field, half on all) over <emissions>
                      writes shaped like a sync; print messagesDelivered, messagesNaive, reductionPercent,
                      p99DeliveryMicros, peakRSSBytes.
+      socket         Serve io.sugard.HealthDataSync (test backend over SQLite) on a scratch socket; run <clients>
+                     connections calling GetStatus in a loop and <clients> watchers while the view model changes
+                     every 10 ms; print callsPerSecond, p50Micros, p99Micros, watcherMessages, peakRSSBytes.
 
     OPTIONS:
       --with-json    (parse) Also build each record's JSON value. It allocates, which shows the counter works.
@@ -51,6 +56,7 @@ let usage = """
       --raw          (ingest) Plain prepared statements in one transaction.
       --dir <dir>    (ingest) Where the scratch database goes (default /tmp).
       --policy <p>   (fanout) coalesced (default) or immediate.
+      --seconds <s>  (socket) How long the load runs (default 5).
       -h, --help     Show help information.
 
     FILE is a sequence of records, each a uint16 little-endian length followed by that many bytes.
@@ -78,7 +84,7 @@ func runMain(_ arguments: [String]) async -> Int32 {
         index += 1
         switch argument {
         case "--with-json", "--large", "--raw": flags.insert(argument)
-        case "--seed", "--dir", "--policy":
+        case "--seed", "--dir", "--policy", "--seconds":
             guard index < arguments.count else { usageError("Missing value for '--seed'") }
             options[argument] = arguments[index]
             index += 1
@@ -124,6 +130,12 @@ func runMain(_ arguments: [String]) async -> Int32 {
         }
         writeStdout(await FanoutBenchmark.run(watchers: watchers, emissions: emissions, policy: policy).serialized() + "\n")
         return 0
+    case "socket":
+        guard positionals.count == 1, let clients = Int(positionals[0]), clients > 0 else {
+            usageError("socket takes CLIENTS (a positive integer)")
+        }
+        guard let seconds = Int(options["--seconds"] ?? "5"), seconds > 0 else { usageError("--seconds must be positive") }
+        return await SocketBenchmark.run(clients: clients, seconds: seconds)
     default:
         usageError("Unknown subcommand '\(command)'")
     }

@@ -64,6 +64,8 @@ struct ParsedArguments {
     var positionals: [String] = []
     var flags: Set<String> = []
     var values: [String: String] = [:]
+    /// Every value of each option, in order (for repeatable options such as `--field`).
+    var lists: [String: [String]] = [:]
     var helpRequested = false
 
     /// Splits `arguments`. `flags` and `valueOptions` are long names without dashes (`json`).
@@ -104,6 +106,7 @@ struct ParsedArguments {
                     self.values[name] = arguments[index]
                     index += 1
                 }
+                self.lists[name, default: []].append(self.values[name] ?? "")
             } else {
                 throw UsageError(message: "Unknown option '--\(name)'")
             }

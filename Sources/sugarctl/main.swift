@@ -7,21 +7,44 @@ import Darwin
 #endif
 
 let subcommands: [Subcommand] = [
-    DecodeCommand.subcommand
+    StatusCommand.subcommand,
+    WatchCommand.subcommand,
+    ReadingsCommand.subcommand,
+    MetersCommand.subcommand,
+    SyncCommand.subcommand,
+    ForgetCommand.subcommand,
+    PairCommand.subcommand,
+    SessionsCommand.subcommand,
+    DecodeCommand.subcommand,
 ]
 
 let rootHelp = CommandHelp(
     name: "",
     abstract: "Talk to sugard, the blood-glucose meter daemon, and decode Glucose Profile packets.",
-    usage: "<subcommand> [arguments] [--help]",
+    usage: "[--socket <path>] [<subcommand>] [arguments] [--help]",
     subcommands: subcommands.map { ($0.help.name, $0.help.abstract) },
-    discussion: "See 'sugarctl <subcommand> --help' for details on each subcommand."
+    options: [("--socket <path>", "The sugard socket (also $SUGARD_SOCKET); default: the system socket if present, else the demo's.")],
+    discussion: """
+        Without a subcommand, sugarctl shows the status. See 'sugarctl <subcommand> --help' for details on each \
+        subcommand.
+        Exit status: 0 ok, 1 failure, 64 usage, 65 bad data, 69 sugard not reachable, 77 permission denied.
+        """
 )
 
 func runRoot(_ arguments: [String]) async -> Int32 {
-    guard let first = arguments.first else {
-        writeStderr("Error: Missing subcommand\n" + rootHelp.shortUsage())
-        return ExitCode.usage
+    // Global options before the subcommand (`sugarctl --socket P readings`) go to the subcommand.
+    var arguments = arguments
+    var global: [String] = []
+    while let first = arguments.first, first == "--socket" || first.hasPrefix("--socket=") {
+        global.append(arguments.removeFirst())
+        if first == "--socket", let value = arguments.first {
+            global.append(value)
+            arguments.removeFirst()
+        }
+    }
+    // No subcommand, or only options: the status screen.
+    guard let first = arguments.first, !first.hasPrefix("-") || first == "-h" || first == "--help" else {
+        return await StatusCommand.run(global + arguments)
     }
     if first == "-h" || first == "--help" || first == "help" {
         if first == "help", arguments.count > 1, let command = subcommands.first(where: { $0.help.name == arguments[1] }) {
@@ -35,7 +58,7 @@ func runRoot(_ arguments: [String]) async -> Int32 {
         writeStderr("Error: Unknown subcommand '\(first)'\n" + rootHelp.shortUsage())
         return ExitCode.usage
     }
-    return await command.run(Array(arguments.dropFirst()))
+    return await command.run(Array(arguments.dropFirst()) + global)
 }
 
 let status = await runRoot(Array(CommandLine.arguments.dropFirst()))

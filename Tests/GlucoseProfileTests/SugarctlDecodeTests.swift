@@ -91,8 +91,9 @@ import Testing
         #expect(result.stderr.filter { $0 == "\n" }.count == 1)
     }
 
+    // (No arguments at all now means `sugarctl status`, which talks to the daemon.)
     @Test(arguments: [
-        [String](), ["decode"], ["decode", "measurement"], ["decode", "glucose", "00"], ["decode", "racp", "0g"],
+        ["decode"], ["decode", "measurement"], ["decode", "glucose", "00"], ["decode", "racp", "0g"],
         ["decode", "racp", "010"], ["decode", "racp", "01 01", "--bogus"], ["frobnicate"],
     ])
     func badArgumentsExit64WithUsage(arguments: [String]) throws {

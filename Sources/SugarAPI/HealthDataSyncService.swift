@@ -1,0 +1,500 @@
+public import HealthDataSync
+public import JSON
+public import Varlink
+
+/// The `io.sugard.HealthDataSync` interface: validates, authorises and translates calls to a
+/// ``SugarBackend`` (the daemon), and streams the view model to watchers.
+///
+/// The server has already checked each call against the interface description (types, required
+/// fields, `more` for Watch and Pair); this layer checks values (field names, times, limits,
+/// passkeys), authorises the peer per call (``AccessPolicy``) and maps backend errors to the
+/// interface's errors. It never logs reading values.
+public struct HealthDataSyncService: VarlinkInterfaceHandler {
+    /// Bounds that keep one client from costing the daemon more than a fixed amount.
+    public struct Limits: Sendable, Hashable {
+        /// A watcher's output cap (unread owner turns when coalesced, queued messages when
+        /// immediate) before it is dropped with `SlowConsumer`.
+        public var watchOutputCap = WatchPolicy.defaultOutputCap
+        /// Unread reply bytes on a connection at which streaming methods stop queueing and wait
+        /// (coalesced watchers coalesce meanwhile). ``makeServer(listen:version:configure:)`` sets it
+        /// to the server's `maxPendingOutputBytes`, so a client that stops reading stays over the
+        /// server's soft cap and is disconnected after its `slowClientTimeout`.
+        public var backpressureBytes = 1 << 20
+        /// `ListReadings` limit when none is given, and the most it accepts.
+        public var defaultReadingLimit = 1000
+        public var maxReadingLimit = 100_000
+        /// The most readings one reply carries: the whole answer without `more`, one part with it.
+        public var readingsPerReply = 10_000
+        /// `ListSyncSessions` limit when none is given, and the most it accepts.
+        public var defaultSessionLimit = 50
+        public var maxSessionLimit = 10_000
+
+        public init() {}
+    }
+
+    public static let interfaceName = "io.sugard.HealthDataSync"
+    /// Methods open to the socket group.
+    public static let readMethods: Set<String> = ["GetStatus", "Watch", "ListReadings", "ListMeters", "ListSyncSessions"]
+    /// Methods that change something: root, the daemon's uid and the admin group only.
+    public static let adminMethods: Set<String> = ["Sync", "Forget", "Pair", "SubmitPasskey"]
+
+    /// The parsed ``interfaceDescription``.
+    public static let parsedDefinition: VarlinkInterfaceDefinition = {
+        do {
+            return try VarlinkInterfaceDefinition(description: interfaceDescription)
+        } catch {
+            fatalError("io.sugard.HealthDataSync description does not parse: \(error)")
+        }
+    }()
+
+    public var definition: VarlinkInterfaceDefinition { Self.parsedDefinition }
+    public var methodsRequiringMore: Set<String> { ["Watch", "Pair"] }
+
+    public let backend: any SugarBackend
+    public let access: AccessPolicy
+    /// The display unit clients use unless told otherwise (`GetStatus`'s `unit`).
+    public let unit: GlucoseUnit
+    public var limits: Limits
+
+    public init(backend: any SugarBackend, access: AccessPolicy, unit: GlucoseUnit = .mgdL, limits: Limits = Limits()) {
+        self.backend = backend
+        self.access = access
+        self.unit = unit
+        self.limits = limits
+    }
+
+    /// A server for this interface: mode 0660 (or `configure`'s), the access policy's socket group
+    /// as the file's group, sugard's `GetInfo`, and the Varlink module's connection, message and
+    /// output caps. Call `run()` on the result.
+    ///
+    /// - Parameters:
+    ///   - listen: a path to bind, or the socket systemd passed (`VarlinkServerConfiguration.systemdListeningSocket()`).
+    ///   - configure: adjust the configuration (caps, timeouts, mode) before the server is built.
+    public func makeServer(
+        listen: VarlinkServerConfiguration.Listen, version: String,
+        configure: (inout VarlinkServerConfiguration) -> Void = { _ in }
+    ) throws(VarlinkServerError) -> VarlinkServer {
+        var configuration = VarlinkServerConfiguration(listen: listen)
+        configuration.socketMode = 0o660
+        configuration.socketGroup = self.access.socketGroup
+        configuration.vendor = "sugard"
+        configuration.product = "sugard"
+        configuration.version = version
+        configuration.url = "https://github.com/sugard/sugard"
+        configure(&configuration)
+        var service = self
+        service.limits.backpressureBytes = configuration.maxPendingOutputBytes
+        return try VarlinkServer(configuration: configuration, handlers: [service])
+    }
+
+    // MARK: Errors
+
+    /// `io.sugard.HealthDataSync.<name>` with `parameters`.
+    public static func error(_ name: String, _ parameters: JSONObject = [:]) -> VarlinkError {
+        VarlinkError(interfaceName + "." + name, parameters)
+    }
+
+    static func invalid(_ parameter: String, _ message: String) -> VarlinkError {
+        error("InvalidParameter", ["parameter": .string(parameter), "message": .string(message)])
+    }
+
+    static func meterNotFound(_ meter: MeterID, _ message: String? = nil) -> VarlinkError {
+        error("MeterNotFound", [
+            "meter": .string(meter.rawValue), "message": .string(message ?? "No meter \(meter.rawValue) is known."),
+        ])
+    }
+
+    /// The interface error for a backend error.
+    public static func error(for failure: SugarAPIError) -> VarlinkError {
+        let message = JSONValue.string(failure.message)
+        let subject = JSONValue.from(failure.subject)
+        switch failure.code {
+        case .meterNotFound: return error("MeterNotFound", ["meter": .string(failure.subject ?? ""), "message": message])
+        case .adapterUnavailable: return error("AdapterUnavailable", ["message": message])
+        case .syncInProgress: return error("SyncInProgress", ["meter": subject, "message": message])
+        case .storageError: return error("StorageError", ["code": subject, "message": message])
+        case .invalidParameter:
+            return error("InvalidParameter", ["parameter": .string(failure.subject ?? ""), "message": message])
+        case .permissionDenied:
+            return error("PermissionDenied", ["method": .string(failure.subject ?? ""), "message": message])
+        case .pairingFailed: return error("PairingFailed", ["meter": subject, "message": message])
+        case .syncFailed: return error("SyncFailed", ["meter": subject, "message": message])
+        }
+    }
+
+    /// The interface error for a storage error.
+    public static func error(for failure: StoreError) -> VarlinkError {
+        error("StorageError", ["code": .string(failure.code.rawValue), "message": .string(failure.message)])
+    }
+
+    // MARK: Authorisation
+
+    /// The access level `method` (member name) needs.
+    public static func level(of method: String) -> AccessPolicy.Level {
+        self.readMethods.contains(method) ? .read : .admin
+    }
+
+    /// Throws `PermissionDenied(method)` unless the peer may call `method` (member name).
+    public func authorize(_ method: String, peer: VarlinkPeer) throws(VarlinkError) {
+        let level = Self.level(of: method)
+        guard self.access.allows(peer, level) else {
+            let who = level == .read ? "the socket group" : "root or the admin group"
+            throw Self.error("PermissionDenied", [
+                "method": .string(Self.interfaceName + "." + method),
+                "message": .string("uid \(peer.uid) may not call \(method): it needs \(who)."),
+            ])
+        }
+    }
+
+    // MARK: Dispatch
+
+    public func handle(_ call: VarlinkCall, replier: VarlinkReplier) async throws(VarlinkError) {
+        let method = call.methodName
+        try self.authorize(method, peer: call.peer)
+        let p = call.parameters
+        switch method {
+        case "GetStatus": self.getStatus(replier)
+        case "Watch": try await self.watch(p, replier: replier)
+        case "ListReadings": try await self.listReadings(p, more: call.more, replier: replier)
+        case "ListMeters": try await self.listMeters(replier)
+        case "Sync": try await self.sync(p, more: call.more, replier: replier)
+        case "Forget":
+            let meter = try Self.meter(p["meter"])
+            do throws(SugarAPIError) {
+                try await self.backend.forget(meter: meter)
+            } catch {
+                throw Self.error(for: error)
+            }
+            replier.reply()
+        case "Pair": try await self.pair(p, replier: replier)
+        case "SubmitPasskey":
+            let meter = try Self.meter(p["meter"])
+            let text = p["passkey"]?.stringValue ?? ""
+            guard text.utf8.count == 6, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let passkey = UInt32(text) else {
+                throw Self.invalid("passkey", "The passkey must be the 6 digits the meter shows.")
+            }
+            do throws(SugarAPIError) {
+                try await self.backend.submitPasskey(passkey, meter: meter)
+            } catch {
+                throw Self.error(for: error)
+            }
+            replier.reply()
+        case "ListSyncSessions":
+            let meter = try Self.optionalMeter(p["meter"])
+            let limit = try Self.limit(
+                p["limit"], default: self.limits.defaultSessionLimit, max: self.limits.maxSessionLimit)
+            do throws(StoreError) {
+                let sessions = try await self.backend.store.sessions(meter: meter, limit: limit)
+                replier.reply(["sessions": .array(sessions.map(APIJSON.session))])
+            } catch {
+                throw Self.error(for: error)
+            }
+        default:
+            throw .methodNotImplemented(call.method)
+        }
+    }
+
+    // MARK: Parameters
+
+    static func meter(_ value: JSONValue?) throws(VarlinkError) -> MeterID {
+        guard let text = value?.stringValue, !text.isEmpty else { throw invalid("meter", "The meter id is empty.") }
+        return MeterID(text)
+    }
+
+    static func optionalMeter(_ value: JSONValue?) throws(VarlinkError) -> MeterID? {
+        guard let value, !value.isNull else { return nil }
+        return try meter(value)
+    }
+
+    static func limit(_ value: JSONValue?, default fallback: Int, max: Int) throws(VarlinkError) -> Int {
+        guard let value, !value.isNull else { return fallback }
+        guard let n = value.intValue, n >= 1, n <= Int64(max) else {
+            throw invalid("limit", "limit must be between 1 and \(max).")
+        }
+        return Int(n)
+    }
+
+    static func instant(_ value: JSONValue?, _ name: String) throws(VarlinkError) -> Instant? {
+        guard let value, !value.isNull else { return nil }
+        guard let text = value.stringValue, let millis = APITime.parse(text) else {
+            throw invalid(
+                name,
+                "\(name) must be an ISO 8601 instant with a zone (2024-03-31T06:00:00Z, 2024-03-31T08:00:00+02:00) or a date (2024-03-31)."
+            )
+        }
+        return Instant(epochMillis: millis)
+    }
+
+    static func fields<Field: RawRepresentable & CaseIterable & Hashable>(_ value: JSONValue?, _: Field.Type)
+        throws(VarlinkError) -> Set<Field>? where Field.RawValue == String
+    {
+        guard let names = value?.arrayValue else { return nil }
+        var set = Set<Field>()
+        for name in names {
+            let text = name.stringValue ?? ""
+            guard let field = Field(rawValue: text) else {
+                let known = Field.allCases.map(\.rawValue).joined(separator: ", ")
+                throw invalid("fields", "Unknown field '\(text)'; known fields: \(known).")
+            }
+            set.insert(field)
+        }
+        return set.isEmpty ? nil : set
+    }
+
+    // MARK: Methods
+
+    private func getStatus(_ replier: VarlinkReplier) {
+        let snapshot = self.backend.models.viewModel.snapshot()
+        let json = snapshot.json
+        replier.reply([
+            "revision": json["revision"] ?? 0, "revisions": json["revisions"] ?? [:], "state": json["fields"] ?? [:],
+            "unit": .string(DisplayUnit(self.unit).rawValue),
+        ])
+    }
+
+    private func watch(_ p: JSONObject, replier: VarlinkReplier) async throws(VarlinkError) {
+        let policy = WatchPolicy(rawValue: p["policy"]?.stringValue ?? "coalesced") ?? .coalesced
+        if let meter = try Self.optionalMeter(p["meter"]) {
+            let fields = try Self.fields(p["fields"], MeterField.self)
+            guard let model = self.backend.models.model(for: meter) else { throw Self.meterNotFound(meter) }
+            try await self.stream(
+                model, fields: fields, policy: policy, replier: replier,
+                closed: Self.meterNotFound(meter, "The meter \(meter.rawValue) was forgotten."))
+        } else {
+            let fields = try Self.fields(p["fields"], StateField.self)
+            try await self.stream(
+                self.backend.models.viewModel, fields: fields, policy: policy, replier: replier,
+                closed: Self.error("ShuttingDown", ["message": "The daemon is shutting down."]))
+        }
+    }
+
+    /// Streams a watcher until the client goes away, the model closes or the watcher is dropped.
+    private func stream<State: ObservableState>(
+        _ model: ObservableModel<State>, fields: Set<State.Field>?, policy: WatchPolicy, replier: VarlinkReplier,
+        closed: VarlinkError
+    ) async throws(VarlinkError) {
+        let watcher = model.watch(fields: fields, policy: policy, outputCap: self.limits.watchOutputCap)
+        defer { watcher.cancel() }
+        while true {
+            // While the client has not read what it got, do not queue more: a coalesced watcher
+            // folds the changes meanwhile, an immediate one fills up to its cap and is dropped.
+            await self.waitForReader(replier) { watcher.endReason == nil }
+            guard let message = await watcher.next() else { break }
+            guard case .object(let object) = message.json, replier.reply(object, continues: true) else { break }
+        }
+        switch watcher.endReason {
+        case .droppedSlowConsumer?:
+            throw Self.error("SlowConsumer", [
+                "message": .string(
+                    "The watcher fell more than \(self.limits.watchOutputCap) changes behind and was dropped; watch again for a fresh snapshot."
+                )
+            ])
+        case .modelClosed?:
+            throw closed
+        case .cancelled?, nil:
+            return
+        }
+    }
+
+    /// Returns once the connection's unread output is below ``Limits/backpressureBytes``, the
+    /// connection closed, the task was cancelled, or `stillWanted` turned false.
+    private func waitForReader(_ replier: VarlinkReplier, stillWanted: () -> Bool) async {
+        while replier.pendingOutputBytes >= self.limits.backpressureBytes, !replier.isClosed, !Task.isCancelled,
+            stillWanted()
+        {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    private func listReadings(_ p: JSONObject, more: Bool, replier: VarlinkReplier) async throws(VarlinkError) {
+        let since = try Self.instant(p["since"], "since")
+        let until = try Self.instant(p["until"], "until")
+        if let since, let until, until < since {
+            throw Self.invalid("until", "until is before since.")
+        }
+        let meter = try Self.optionalMeter(p["meter"])
+        let limit = try Self.limit(p["limit"], default: self.limits.defaultReadingLimit, max: self.limits.maxReadingLimit)
+        let order: ReadingQuery.Order = p["order"]?.stringValue == "desc" ? .descending : .ascending
+        let stored: [StoredReading]
+        do throws(StoreError) {
+            stored = try await self.backend.store.readings(
+                ReadingQuery(since: since, until: until, meter: meter, limit: limit + 1, order: order))
+        } catch {
+            throw Self.error(for: error)
+        }
+        let truncated = stored.count > limit
+        let readings = stored.prefix(limit)
+        let unit = JSONValue.string(DisplayUnit(self.unit).rawValue)
+        let perReply = max(1, self.limits.readingsPerReply)
+        guard more else {
+            guard readings.count <= perReply else {
+                throw Self.invalid(
+                    "limit",
+                    "\(readings.count) readings match, more than one reply carries (\(perReply)): call with 'more' or lower the limit."
+                )
+            }
+            replier.reply(["readings": .array(readings.map(ReadingJSON.object)), "truncated": .bool(truncated), "unit": unit])
+            return
+        }
+        var start = readings.startIndex
+        repeat {
+            let end = min(start + perReply, readings.endIndex)
+            let last = end == readings.endIndex
+            await self.waitForReader(replier) { true }
+            if replier.isClosed || Task.isCancelled { return }
+            var reply: JSONObject = ["readings": .array(readings[start..<end].map(ReadingJSON.object))]
+            if last { reply["truncated"] = .bool(truncated) }
+            reply["unit"] = unit
+            guard replier.reply(reply, continues: !last) else { return }
+            start = end
+        } while start < readings.endIndex
+    }
+
+    private func listMeters(_ replier: VarlinkReplier) async throws(VarlinkError) {
+        let stored: [StoredMeter]
+        do throws(StoreError) {
+            stored = try await self.backend.store.meters()
+        } catch {
+            throw Self.error(for: error)
+        }
+        let live = self.backend.models.viewModel.state.meters
+        var ids = Set(live.keys)
+        for meter in stored { ids.insert(meter.identity.id) }
+        let byID = Dictionary(stored.map { ($0.identity.id, $0) }, uniquingKeysWith: { a, _ in a })
+        let entries: [JSONValue] = ids.sorted().map { id in
+            let state = live[id]
+            let record = byID[id]
+            let identity = state?.identity ?? record?.identity ?? MeterIdentity(id: id)
+            return [
+                "id": .string(id.rawValue), "identity": identity.json, "live": state?.json ?? .null,
+                "stored": record.map(APIJSON.storedMeter) ?? .null,
+            ]
+        }
+        replier.reply(["meters": .array(entries)])
+    }
+
+    private func sync(_ p: JSONObject, more: Bool, replier: VarlinkReplier) async throws(VarlinkError) {
+        let meter = try Self.optionalMeter(p["meter"])
+        let force = p["force"]?.boolValue ?? false
+        let backend = self.backend
+        let outcome: Result<[SyncSessionRecord], SugarAPIError>
+        if more {
+            // Subscribe before the sync starts so no phase is missed; the snapshot is the state
+            // before it and is not reported.
+            let watcher = backend.models.viewModel.watch(fields: [.meters], policy: .coalesced)
+            outcome = await self.whileStreaming(watcher) {
+                do throws(SugarAPIError) {
+                    return .success(try await backend.sync(meter: meter, force: force))
+                } catch {
+                    return .failure(error)
+                }
+            } stream: {
+                await Self.streamProgress(watcher, meter: meter, replier: replier)
+            }
+        } else {
+            do throws(SugarAPIError) {
+                outcome = .success(try await backend.sync(meter: meter, force: force))
+            } catch {
+                outcome = .failure(error)
+            }
+        }
+        switch outcome {
+        case .success(let sessions):
+            replier.reply(["sessions": .array(sessions.map(APIJSON.session))])
+        case .failure(let error):
+            throw Self.error(for: error)
+        }
+    }
+
+    /// Runs `work` while `stream` forwards the watcher's messages; ends the watcher when `work` is done.
+    private func whileStreaming<T: Sendable>(
+        _ watcher: Watcher<ViewState>, work: @escaping @Sendable () async -> T,
+        stream: @escaping @Sendable () async -> Void
+    ) async -> T {
+        await withTaskGroup(of: T?.self) { group in
+            group.addTask {
+                await stream()
+                return nil
+            }
+            group.addTask { await work() }
+            var result: T?
+            for await value in group {
+                if let value {
+                    result = value
+                    watcher.cancel()
+                }
+            }
+            watcher.cancel()
+            return result!
+        }
+    }
+
+    private static func streamProgress(_ watcher: Watcher<ViewState>, meter: MeterID?, replier: VarlinkReplier) async {
+        var last: [MeterID: (String, Int, Int?)] = [:]
+        var first = true
+        for await message in watcher {
+            guard case .meters(let meters)? = message[.meters] else { continue }
+            for state in meters where meter == nil || state.id == meter {
+                let now = (state.sync.name, state.progress.received, state.progress.expected)
+                let previous = last[state.id]
+                last[state.id] = now
+                if first || state.sync == .idle { continue }
+                if let previous, previous == now { continue }
+                let sent = replier.reply(
+                    [
+                        "meter": .string(state.id.rawValue), "phase": .string(now.0), "received": .from(now.1),
+                        "expected": .from(now.2),
+                    ], continues: true)
+                if !sent { return }
+            }
+            first = false
+        }
+    }
+
+    private func pair(_ p: JSONObject, replier: VarlinkReplier) async throws(VarlinkError) {
+        let meter = try Self.meter(p["meter"])
+        let backend = self.backend
+        let watcher = backend.models.viewModel.watch(fields: [.meters], policy: .coalesced)
+        let outcome: Result<Void, SugarAPIError> = await self.whileStreaming(watcher) {
+            do throws(SugarAPIError) {
+                try await backend.pair(meter: meter)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        } stream: {
+            var last: PairingState?
+            var first = true
+            for await message in watcher {
+                guard case .meters(let meters)? = message[.meters], let state = meters.first(where: { $0.id == meter })
+                else {
+                    first = false
+                    continue
+                }
+                defer {
+                    last = state.pairing
+                    first = false
+                }
+                if first || state.pairing == last { continue }
+                switch state.pairing {
+                case .pairing, .waitingForPasskey, .failed:
+                    var reply: JSONObject = ["meter": .string(meter.rawValue), "state": .string(state.pairing.rawValue)]
+                    if state.pairing == .waitingForPasskey {
+                        reply["message"] = "Enter the PIN shown on the meter (SubmitPasskey)."
+                    } else if state.pairing == .failed, let error = state.lastError {
+                        reply["message"] = .string(error.message)
+                    }
+                    if !replier.reply(reply, continues: true) { return }
+                case .paired, .unknown, .notPaired:
+                    continue
+                }
+            }
+        }
+        switch outcome {
+        case .success:
+            replier.reply(["meter": .string(meter.rawValue), "state": "paired"])
+        case .failure(let error):
+            throw Self.error(for: error)
+        }
+    }
+}

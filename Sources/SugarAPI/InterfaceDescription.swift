@@ -1,0 +1,259 @@
+// Generated from io.sugard.HealthDataSync.varlink (a test asserts the two are byte-identical).
+// After editing the .varlink file, paste its text here unchanged.
+
+extension HealthDataSyncService {
+    /// The `io.sugard.HealthDataSync` interface description, served verbatim by
+    /// `org.varlink.service.GetInterfaceDescription`.
+    public static let interfaceDescription = #"""
+        # sugard: Bluetooth LE blood-glucose meters as a dependable data source.
+        #
+        # The daemon keeps one view model (its state) and per-meter models; this interface serves them,
+        # the stored readings and the sync sessions, and lets privileged callers sync, pair and forget
+        # meters.
+        #
+        # Conventions: every instant is an Instant (ISO 8601 in UTC plus epoch milliseconds); every
+        # glucose value comes in mg/dL and mmol/L (mg/dL = mmol/L x 18.0156); enums are stable names.
+        #
+        # Access: read methods (GetStatus, Watch, ListReadings, ListMeters, ListSyncSessions) are open to
+        # root, the daemon's own user and members of the socket group. Mutating methods (Sync, Forget,
+        # Pair, SubmitPasskey) are open to root, the daemon's own user and members of the admin group.
+        # Anyone else gets PermissionDenied.
+        interface io.sugard.HealthDataSync
+
+        # An instant: ISO 8601 in UTC ("2024-03-31T06:15:00Z") and milliseconds since 1970-01-01 UTC.
+        type Instant (iso: string, epochMillis: int)
+
+        # A glucose concentration in both units.
+        type Glucose (mgdL: float, mmolL: float)
+
+        # A spec-defined enum value: its stable name and its code in the Glucose Profile.
+        type Coded (name: string, code: int)
+
+        # Why storage does not work fully.
+        type StoreFailure (code: string, message: string)
+
+        # Whether the database works: ok, degraded (reads work, the last write failed) or failed.
+        type Storage (status: (ok, degraded, failed), path: string, error: ?StoreFailure)
+
+        # The daemon itself. Uptime is now minus startedAt.
+        type Daemon (version: string, startedAt: Instant, storage: Storage)
+
+        # The Bluetooth adapter the daemon uses.
+        type Adapter (present: bool, powered: bool, discovering: bool, name: ?string, address: ?string)
+
+        # Who a meter is: its stable id (Bluetooth address) and what it says about itself.
+        type MeterIdentity (
+          id: string,
+          name: ?string,
+          manufacturer: ?string,
+          model: ?string,
+          serialNumber: ?string,
+          firmware: ?string,
+          displayName: string
+        )
+
+        # How a sync attempt ended (running: only while it runs).
+        type SyncResult (success, noNewRecords, failed, interrupted, aborted, running)
+
+        # Where a sync of one meter is.
+        type SyncPhase (
+          idle,
+          connecting,
+          pairing,
+          readingDeviceInfo,
+          readingClock,
+          subscribing,
+          counting,
+          receiving,
+          waitingToRetry,
+          committing,
+          disconnecting,
+          done,
+          failed
+        )
+
+        # Whether the daemon holds a bond with a meter, and where pairing is.
+        type PairingState (unknown, notPaired, pairing, waitingForPasskey, paired, failed)
+
+        # Records received in the running attempt, and how many the meter announced.
+        type Progress (received: int, expected: ?int)
+
+        # The last finished sync attempt of a meter.
+        type LastSync (meter: string, at: Instant, result: SyncResult, stored: int, duplicates: int)
+
+        # An error as people see it: a stable code, one sentence and what to do about it.
+        type ReportedError (code: string, message: string, hint: ?string, at: Instant, meter: ?string, specCode: ?int)
+
+        # One meter as the daemon sees it now (the meter model's fields plus its id).
+        type Meter (
+          id: string,
+          identity: MeterIdentity,
+          link: (disconnected, connecting, connected, disconnecting),
+          sync: SyncPhase,
+          progress: Progress,
+          lastSync: ?LastSync,
+          highWater: ?int,
+          pairing: PairingState,
+          lastError: ?ReportedError
+        )
+
+        # The newest stored reading, summarised. Age is now minus instant.
+        type LastReading (
+          meter: string,
+          sequenceNumber: int,
+          instant: Instant,
+          glucose: ?Glucose,
+          ketoneMmolL: ?float,
+          flags: []string,
+          sampleType: ?Coded,
+          sampleLocation: ?Coded,
+          meterLocalTime: string,
+          utcOffsetSeconds: int,
+          timeMethod: (meterClock, assumedClock, untrusted),
+          storeID: ?int,
+          storedAt: ?Instant
+        )
+
+        # The daemon-wide sync picture.
+        type SyncOverview (phase: (idle, syncing), activeMeters: []string, lastResult: ?LastSync)
+
+        # The view model: the daemon's single source of truth.
+        type State (
+          daemon: Daemon,
+          adapter: Adapter,
+          meters: []Meter,
+          lastReading: ?LastReading,
+          readingCount: int,
+          sync: SyncOverview,
+          errors: []ReportedError
+        )
+
+        # The display unit a client should use unless told otherwise.
+        type Unit (mgdl, mmol)
+
+        # What the database holds about a meter.
+        type StoredMeter (
+          firstSeen: Instant,
+          lastSeen: Instant,
+          highWater: ?int,
+          epoch: int,
+          lastSync: ?Instant,
+          lastSyncResult: ?SyncResult,
+          readingCount: int,
+          features: ?int
+        )
+
+        # A meter known to the daemon (live model), to the database, or to both.
+        type MeterEntry (id: string, identity: MeterIdentity, live: ?Meter, stored: ?StoredMeter)
+
+        # One sync attempt as recorded.
+        type Session (
+          id: ?int,
+          meter: string,
+          started: Instant,
+          ended: ?Instant,
+          result: SyncResult,
+          expected: ?int,
+          received: int,
+          stored: int,
+          duplicates: int,
+          error: ?string
+        )
+
+        # The whole view model at one revision. revisions holds each field's last-changed revision;
+        # unit is the configured display unit.
+        method GetStatus() -> (revision: int, revisions: [string]int, state: State, unit: Unit)
+
+        # Watches the view model (or, with meter, that meter's model); needs 'more'. The first reply is
+        # a snapshot of the watched fields, later replies carry only fields that changed. fields names
+        # the fields to depend on (view model: daemon, adapter, meters, lastReading, readingCount, sync,
+        # errors; meter model: identity, link, sync, progress, lastSync, highWater, pairing, lastError);
+        # none means all. policy coalesced (default) delivers each changed field once with its latest
+        # value; immediate delivers every change in order. fields in a reply has the shape of State
+        # (or of Meter) restricted to the fields present. A watcher that falls too far behind ends with
+        # SlowConsumer: call Watch again for a fresh snapshot.
+        method Watch(fields: ?[]string, policy: ?(coalesced, immediate), meter: ?string) -> (
+          generation: int,
+          revision: int,
+          snapshot: bool,
+          fields: object,
+          revisions: [string]int
+        )
+
+        # Stored readings. since (inclusive) and until (exclusive) are ISO 8601 instants with a zone
+        # ("2024-03-31T06:00:00Z", "2024-03-31T08:00:00+02:00") or a date ("2024-03-31", midnight UTC).
+        # limit defaults to 1000 (at most 100000); order is asc (oldest first, default) or desc. Each
+        # reading carries the keys of `sugarctl decode measurement --json` plus id, meter, epoch,
+        # ketoneMmolL, flags, time {iso, epochMillis, local, utcOffsetMinutes, zone, method,
+        # meterLocalTime, meterClockSkewSeconds, quirks}, storedAt and context (or null). With 'more'
+        # the readings come in several replies; without it, at most 10000 may be returned at once.
+        # truncated (in the last reply) says the limit cut the list.
+        method ListReadings(since: ?string, until: ?string, meter: ?string, limit: ?int, order: ?(asc, desc)) -> (
+          readings: []object,
+          truncated: ?bool,
+          unit: Unit
+        )
+
+        # Every meter the daemon or its database knows, sorted by id.
+        method ListMeters() -> (meters: []MeterEntry)
+
+        # Syncs one meter, or every known meter without meter. force skips the cooldown. Without 'more'
+        # the reply comes when the sync ended, with the sessions. With 'more', progress replies (meter,
+        # phase, received, expected) come first, then the final reply with the sessions. Admin only.
+        method Sync(meter: ?string, force: ?bool) -> (
+          meter: ?string,
+          phase: ?SyncPhase,
+          received: ?int,
+          expected: ?int,
+          sessions: ?[]Session
+        )
+
+        # Forgets a meter: it leaves the meter list and syncs from scratch when seen again. Its
+        # readings are kept. Admin only.
+        method Forget(meter: string) -> ()
+
+        # Pairs with a meter; needs 'more'. Replies stream the pairing state; when it is
+        # waitingForPasskey, send the PIN the meter shows with SubmitPasskey (on another connection).
+        # The last reply says paired; a failure ends the call with PairingFailed. Admin only.
+        method Pair(meter: string) -> (meter: string, state: (pairing, waitingForPasskey, paired, failed), message: ?string)
+
+        # Answers a passkey request of a running Pair: passkey is the 6 digits the meter shows.
+        # Admin only.
+        method SubmitPasskey(meter: string, passkey: string) -> ()
+
+        # Recorded sync sessions, newest first; limit defaults to 50 (at most 10000).
+        method ListSyncSessions(meter: ?string, limit: ?int) -> (sessions: []Session)
+
+        # No meter with this id is known.
+        error MeterNotFound (meter: string, message: ?string)
+
+        # There is no usable Bluetooth adapter (absent, powered off, or BlueZ not running).
+        error AdapterUnavailable (message: ?string)
+
+        # The caller may not call this method: read methods need the socket group, mutating ones the
+        # admin group (or root).
+        error PermissionDenied (method: string, message: ?string)
+
+        # A sync of this meter (or of every meter) is already running.
+        error SyncInProgress (meter: ?string, message: ?string)
+
+        # The database could not be read or written.
+        error StorageError (code: ?string, message: ?string)
+
+        # A parameter has the right type but a value the method cannot use.
+        error InvalidParameter (parameter: string, message: ?string)
+
+        # Pairing was refused, timed out, or the passkey was wrong (pair again to retry).
+        error PairingFailed (meter: ?string, message: ?string)
+
+        # The sync failed (the message says why; readings received before the failure were kept).
+        error SyncFailed (meter: ?string, message: ?string)
+
+        # The watcher fell too far behind and was dropped; call Watch again for a fresh snapshot.
+        error SlowConsumer (message: ?string)
+
+        # The daemon is shutting down.
+        error ShuttingDown (message: ?string)
+
+        """#
+}

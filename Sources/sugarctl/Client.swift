@@ -1,0 +1,303 @@
+// Talking to sugard: which socket, connecting, error → exit status, and formatting shared by the commands.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import JSON
+import SugarAPI
+import Varlink
+
+extension ExitCode {
+    /// EX_UNAVAILABLE: sugard is not running (nothing listens on the socket).
+    static let unavailable: Int32 = 69
+    /// EX_NOPERM: the socket or the method is not open to this user.
+    static let noPermission: Int32 = 77
+}
+
+/// A command that failed: the message for stderr and the exit status.
+struct CommandFailure: Error {
+    var status: Int32
+    var message: String
+
+    init(_ status: Int32, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    /// Prints the message and returns the status.
+    func report() -> Int32 {
+        writeStderr(self.message.hasSuffix("\n") ? self.message : self.message + "\n")
+        return self.status
+    }
+}
+
+/// Options every command that talks to the daemon takes.
+enum DaemonOptions {
+    static let values: Set<String> = ["socket"]
+    static let help: [(String, String)] = [
+        ("--socket <path>", "The sugard socket (default: $SUGARD_SOCKET, else the system socket, else the demo's)."),
+    ]
+    static let unitHelp = ("--unit <unit>", "Show values in mgdl or mmol (default: the daemon's configured unit).")
+}
+
+func environment() -> [String: String] {
+    var result: [String: String] = [:]
+    var pointer = environ
+    while let entry = pointer.pointee {
+        let text = String(cString: entry)
+        if let equals = text.firstIndex(of: "=") {
+            result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+        }
+        pointer += 1
+    }
+    return result
+}
+
+/// A connection to sugard and the path it was opened on.
+struct Daemon {
+    let path: String
+    let client: VarlinkClient
+
+    static let interface = "io.sugard.HealthDataSync."
+
+    /// `--socket`, else `SUGARD_SOCKET`, else the system socket when it exists, else the demo's.
+    static func socketPath(_ parsed: ParsedArguments) -> String {
+        if let path = parsed.values["socket"], !path.isEmpty { return path }
+        return DefaultPaths.clientSocket(environment: environment())
+    }
+
+    static func connect(_ parsed: ParsedArguments) throws(CommandFailure) -> Daemon {
+        let path = self.socketPath(parsed)
+        do throws(VarlinkClientError) {
+            return Daemon(path: path, client: try VarlinkClient(socketPath: path, maxMessageBytes: 256 << 20))
+        } catch {
+            throw Self.failure(error, path: path)
+        }
+    }
+
+    /// A second connection to the same socket (a `more` call keeps the first one busy).
+    func reconnect() throws(CommandFailure) -> Daemon {
+        do throws(VarlinkClientError) {
+            return Daemon(path: self.path, client: try VarlinkClient(socketPath: self.path))
+        } catch {
+            throw Self.failure(error, path: self.path)
+        }
+    }
+
+    func call(_ method: String, _ parameters: JSONObject = [:]) async throws(CommandFailure) -> JSONObject {
+        do throws(VarlinkClientError) {
+            return try await self.client.call(Self.interface + method, parameters)
+        } catch {
+            throw Self.failure(error, path: self.path)
+        }
+    }
+
+    /// Calls with `more` and hands each reply to `body` (which returns false to stop).
+    func stream(
+        _ method: String, _ parameters: JSONObject = [:], _ body: (JSONObject) async throws(CommandFailure) -> Bool
+    ) async throws(CommandFailure) {
+        let replies = self.client.callMore(Self.interface + method, parameters)
+        do {
+            for try await reply in replies {
+                if try await body(reply) == false { return }
+            }
+        } catch let failure as CommandFailure {
+            throw failure
+        } catch let error as VarlinkClientError {
+            throw Self.failure(error, path: self.path)
+        } catch {
+            throw CommandFailure(ExitCode.failure, "Error: \(error)")
+        }
+    }
+
+    /// The exit status and message for a failed call.
+    static func failure(_ error: VarlinkClientError, path: String) -> CommandFailure {
+        switch error {
+        case .cannotConnect(_, let code):
+            let why = code == ENOENT ? "no socket at \(path)" : "nothing answers on \(path)"
+            return CommandFailure(
+                ExitCode.unavailable,
+                """
+                Error: sugard is not running (\(why)).
+                Start the service with `systemctl start sugard`, or run the demo: `scripts/demo`.
+                (Use --socket PATH or SUGARD_SOCKET to talk to a daemon elsewhere.)
+                """)
+        case .permissionDenied:
+            return CommandFailure(
+                ExitCode.noPermission,
+                """
+                Error: permission denied opening \(path).
+                The socket is open to root and its group: add yourself to it (e.g. `sudo usermod -aG sugard $USER`, \
+                then log in again), or run the command with sudo.
+                """)
+        case .remote(let remote):
+            return self.failure(remote)
+        case .disconnected:
+            return CommandFailure(ExitCode.failure, "Error: sugard closed the connection before replying (it may be shutting down).")
+        case .protocolViolation(let reason):
+            return CommandFailure(ExitCode.failure, "Error: sugard sent something unexpected: \(reason)")
+        case .closed:
+            return CommandFailure(ExitCode.failure, "Error: the connection was closed.")
+        }
+    }
+
+    static func failure(_ error: VarlinkError) -> CommandFailure {
+        let member = error.name.split(separator: ".").last.map(String.init) ?? error.name
+        let message = error.parameters["message"]?.stringValue
+        switch member {
+        case "PermissionDenied":
+            let method = error.parameters["method"]?.stringValue.map { " to call \($0)" } ?? ""
+            return CommandFailure(
+                ExitCode.noPermission,
+                """
+                Error: permission denied\(method). \(message ?? "")
+                Syncing, pairing and forgetting meters needs root or the admin group (admin_group in sugard.conf); \
+                reading needs the socket group.
+                """)
+        case "InvalidParameter":
+            let parameter = error.parameters["parameter"]?.stringValue ?? "?"
+            return CommandFailure(ExitCode.usage, "Error: invalid \(parameter): \(message ?? "the daemon refused the value.")")
+        case "MeterNotFound":
+            let meter = error.parameters["meter"]?.stringValue ?? "?"
+            return CommandFailure(ExitCode.failure, "Error: no meter \(meter) is known. See `sugarctl meters`.")
+        case "AdapterUnavailable":
+            return CommandFailure(
+                ExitCode.failure,
+                "Error: no Bluetooth adapter is available. \(message ?? "")\nCheck `bluetoothctl show` and `rfkill list`.")
+        case "SyncInProgress":
+            return CommandFailure(ExitCode.failure, "Error: a sync is already running. \(message ?? "") Try again when it is done.")
+        case "PairingFailed":
+            return CommandFailure(
+                ExitCode.failure, "Error: pairing failed: \(message ?? "the meter refused.")\nRun `sugarctl pair` again to retry.")
+        case "SyncFailed":
+            return CommandFailure(ExitCode.failure, "Error: the sync failed: \(message ?? "unknown reason").")
+        case "StorageError":
+            return CommandFailure(ExitCode.failure, "Error: sugard's database failed: \(message ?? "unknown reason").")
+        case "SlowConsumer":
+            return CommandFailure(ExitCode.failure, "Error: this client fell too far behind and was dropped; run the command again.")
+        case "ShuttingDown":
+            return CommandFailure(ExitCode.unavailable, "Error: sugard is shutting down.")
+        default:
+            return CommandFailure(ExitCode.failure, "Error: sugard replied \(error.name)\(message.map { ": " + $0 } ?? "")")
+        }
+    }
+}
+
+/// Runs a daemon command body, turning usage errors and failures into exit statuses.
+func runDaemonCommand(
+    _ arguments: [String], help: CommandHelp, flags: Set<String>, values: Set<String>,
+    _ body: (ParsedArguments) async throws(CommandFailure) -> Int32
+) async -> Int32 {
+    let parsed: ParsedArguments
+    do throws(UsageError) {
+        parsed = try ParsedArguments(arguments, flags: flags, valueOptions: values.union(DaemonOptions.values))
+    } catch {
+        return usageFailure(error, help)
+    }
+    if parsed.helpRequested {
+        writeStdout(help.render())
+        return ExitCode.success
+    }
+    do throws(CommandFailure) {
+        return try await body(parsed)
+    } catch {
+        if error.status == ExitCode.usage && error.message.hasPrefix("Usage:") {
+            writeStderr(error.message)
+            return error.status
+        }
+        return error.report()
+    }
+}
+
+/// A usage failure from inside a command body.
+func usage(_ message: String, _ help: CommandHelp) -> CommandFailure {
+    CommandFailure(ExitCode.usage, "Error: \(message)\n" + help.shortUsage())
+}
+
+// MARK: Units and times
+
+/// `--unit`, else the daemon's configured unit, else mg/dL.
+func displayUnit(_ parsed: ParsedArguments, daemonDefault: String?, help: CommandHelp) throws(CommandFailure) -> DisplayUnit {
+    if let text = parsed.values["unit"] {
+        switch text.lowercased() {
+        case "mgdl", "mg/dl", "mg": return .mgdl
+        case "mmol", "mmol/l", "mmoll": return .mmol
+        default: throw usage("--unit must be mgdl or mmol, not '\(text)'", help)
+        }
+    }
+    return daemonDefault.flatMap(DisplayUnit.init(rawValue:)) ?? .mgdl
+}
+
+/// "151 mg/dL (8.4 mmol/L)": the chosen unit first, the other in brackets.
+func glucoseText(mgdL: Double?, mmolL: Double?, unit: DisplayUnit) -> String? {
+    guard let main = unit.format(mgdL: mgdL, mmolL: mmolL) else { return nil }
+    let other: DisplayUnit = unit == .mgdl ? .mmol : .mgdl
+    let second = other.format(mgdL: mgdL, mmolL: mmolL).map { " (\($0) \(other.symbol))" } ?? ""
+    return "\(main) \(unit.symbol)\(second)"
+}
+
+/// "just now", "5 min ago", "3 h ago", "2 days ago".
+func ageText(epochMillis: Int64, now: Int64 = APITime.now()) -> String {
+    let seconds = (now - epochMillis) / 1000
+    if seconds < -60 { return "in the future (check the clocks)" }
+    if seconds < 10 { return "just now" }
+    if seconds < 60 { return "\(seconds) s ago" }
+    if seconds < 3600 { return "\(seconds / 60) min ago" }
+    if seconds < 48 * 3600 {
+        let minutes = seconds % 3600 / 60
+        return minutes == 0 || seconds >= 6 * 3600 ? "\(seconds / 3600) h ago" : "\(seconds / 3600) h \(minutes) min ago"
+    }
+    return "\(seconds / 86_400) days ago"
+}
+
+/// "2024-03-31 08:00" in this machine's local time zone.
+func localTimeText(epochMillis: Int64) -> String {
+    var seconds = time_t(epochMillis / 1000)
+    var parts = tm()
+    guard localtime_r(&seconds, &parts) != nil else { return APITime.iso(epochMillis: epochMillis) }
+    func pad(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+    return "\(parts.tm_year + 1900)-\(pad(parts.tm_mon + 1))-\(pad(parts.tm_mday)) \(pad(parts.tm_hour)):\(pad(parts.tm_min))"
+}
+
+/// An instant object's local time and age: "2024-03-31 08:00 (5 min ago)".
+func instantText(_ value: JSONValue?) -> String? {
+    guard let millis = value?["epochMillis"]?.intValue else { return nil }
+    return "\(localTimeText(epochMillis: millis)) (\(ageText(epochMillis: millis)))"
+}
+
+/// A time argument: an ISO 8601 instant or date (passed on), `now`, or an age such as `30m`, `24h`, `7d`.
+func timeArgument(_ text: String, option: String, help: CommandHelp) throws(CommandFailure) -> String {
+    if text == "now" { return APITime.iso(epochMillis: APITime.now()) }
+    if APITime.parse(text) != nil { return text }
+    let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800]
+    if let last = text.last, let scale = units[last], let amount = Int64(text.dropLast()), amount >= 0 {
+        return APITime.iso(epochMillis: APITime.now() - amount * scale * 1000)
+    }
+    throw usage(
+        "--\(option) must be an ISO 8601 time with a zone (2024-03-31T06:00:00Z), a date (2024-03-31) or an age (30m, 24h, 7d), not '\(text)'",
+        help)
+}
+
+/// Left-aligned columns separated by two spaces.
+func table(_ header: [String], _ rows: [[String]]) -> String {
+    var widths = header.map(\.count)
+    for row in rows {
+        for (i, cell) in row.enumerated() where i < widths.count { widths[i] = max(widths[i], cell.count) }
+    }
+    func line(_ cells: [String]) -> String {
+        var text = ""
+        for (i, cell) in cells.enumerated() {
+            text += i == cells.count - 1 ? cell : cell + String(repeating: " ", count: widths[i] - cell.count + 2)
+        }
+        return text + "\n"
+    }
+    return line(header) + rows.map(line).joined()
+}
+
+/// A meter's short label: "Roche Accu-Chek Guide (C0:26:DA:01:02:03)".
+func meterLabel(_ meter: JSONValue) -> String {
+    let id = meter["id"]?.stringValue ?? "?"
+    let name = meter["identity"]?["displayName"]?.stringValue ?? id
+    return name == id ? id : "\(name) (\(id))"
+}

@@ -1,0 +1,111 @@
+import JSON
+import SugarAPI
+
+/// `sugarctl readings`: stored readings as a table, JSON, CSV, Nightscout entries or a FHIR Bundle.
+enum ReadingsCommand {
+    static let help = CommandHelp(
+        name: "readings",
+        abstract: "List stored readings as a table, JSON, CSV, Nightscout entries or a FHIR R4 Bundle.",
+        usage:
+            "readings [--since <time>] [--until <time>] [--meter <id>] [--limit <n>] [--order asc|desc] [--format table|json|csv|nightscout|fhir] [--unit mgdl|mmol]",
+        options: [
+            ("--since <time>", "Readings at or after this time: ISO 8601 with a zone, a date (UTC midnight), or an age (24h, 7d)."),
+            ("--until <time>", "Readings before this time (same forms)."),
+            ("--meter <id>", "Only this meter (its Bluetooth address)."),
+            ("--limit <n>", "At most n readings (default 1000, at most 100000)."),
+            ("--order <order>", "asc (oldest first, default) or desc."),
+            ("--format <format>", "table (default), json, csv, nightscout or fhir."),
+            DaemonOptions.unitHelp,
+        ] + DaemonOptions.help,
+        discussion: """
+            json: one array; each element has the keys of `sugarctl decode measurement --json` plus meter, time \
+            {iso, epochMillis, ...}, context and flags. csv: RFC 4180 with a header row, both units. nightscout: \
+            entries (type "mbg", mg/dL, date in epoch ms, dateString, device). fhir: a Bundle of Observations \
+            (LOINC 41653-7 in mg/dL, 14743-9 with --unit mmol). Formats that cannot carry a reading (control \
+            solution, ketone, HI/LO in Nightscout) leave it out and say how many on stderr.
+            Exit status: 0 ok, 1 failure, 64 usage, 69 sugard not reachable, 77 permission denied.
+            """
+    )
+
+    static let subcommand = Subcommand(help: help) { arguments in await run(arguments) }
+
+    static func run(_ arguments: [String]) async -> Int32 {
+        await runDaemonCommand(
+            arguments, help: help, flags: [], values: ["since", "until", "meter", "limit", "order", "format", "unit"]
+        ) { parsed throws(CommandFailure) in
+            guard parsed.positionals.isEmpty else { throw usage("Unexpected argument '\(parsed.positionals[0])'", help) }
+            let format = parsed.values["format"] ?? "table"
+            guard ["table", "json", "csv", "nightscout", "fhir"].contains(format) else {
+                throw usage("--format must be table, json, csv, nightscout or fhir, not '\(format)'", help)
+            }
+            var parameters: JSONObject = [:]
+            if let since = parsed.values["since"] { parameters["since"] = .string(try timeArgument(since, option: "since", help: help)) }
+            if let until = parsed.values["until"] { parameters["until"] = .string(try timeArgument(until, option: "until", help: help)) }
+            if let meter = parsed.values["meter"] { parameters["meter"] = .string(meter) }
+            if let text = parsed.values["limit"] {
+                guard let limit = Int64(text), limit > 0 else { throw usage("--limit must be a positive number, not '\(text)'", help) }
+                parameters["limit"] = .int(limit)
+            }
+            if let order = parsed.values["order"] {
+                guard order == "asc" || order == "desc" else { throw usage("--order must be asc or desc, not '\(order)'", help) }
+                parameters["order"] = .string(order)
+            }
+            let daemon = try Daemon.connect(parsed)
+            var readings: [JSONValue] = []
+            var truncated = false
+            var daemonUnit: String?
+            try await daemon.stream("ListReadings", parameters) { reply throws(CommandFailure) in
+                readings += reply["readings"]?.arrayValue ?? []
+                if reply["truncated"] == true { truncated = true }
+                daemonUnit = reply["unit"]?.stringValue ?? daemonUnit
+                return true
+            }
+            let unit = try displayUnit(parsed, daemonDefault: daemonUnit, help: help)
+            if truncated {
+                writeStderr("sugarctl: showing the first \(readings.count) readings; more match (raise --limit).\n")
+            }
+            switch format {
+            case "json":
+                writeStdout(JSONValue.array(readings).prettySerialized() + "\n")
+            case "csv":
+                writeStdout(ReadingExport.csv(readings))
+            case "nightscout":
+                let (entries, skipped) = ReadingExport.nightscout(readings)
+                writeStdout(entries.prettySerialized() + "\n")
+                if skipped > 0 {
+                    writeStderr("sugarctl: skipped \(skipped) of \(readings.count) readings Nightscout entries cannot carry (control solution, ketone, HI/LO or no value).\n")
+                }
+            case "fhir":
+                let (bundle, skipped) = ReadingExport.fhir(readings, displayUnit: unit)
+                writeStdout(bundle.prettySerialized() + "\n")
+                if skipped > 0 {
+                    writeStderr("sugarctl: skipped \(skipped) of \(readings.count) readings that are not glucose observations (control solution, ketone).\n")
+                }
+            default:
+                writeStdout(self.renderTable(readings, unit: unit))
+            }
+            return ExitCode.success
+        }
+    }
+
+    static func renderTable(_ readings: [JSONValue], unit: DisplayUnit) -> String {
+        if readings.isEmpty { return "No readings match.\n" }
+        let rows: [[String]] = readings.map { r in
+            let flags = r["flags"]?.arrayValue?.compactMap(\.stringValue) ?? []
+            let value =
+                unit.format(mgdL: r["mgdL"]?.doubleValue, mmolL: r["mmolL"]?.doubleValue)
+                ?? (flags.contains("hi") ? "HI" : flags.contains("lo") ? "LO" : r["ketoneMmolL"]?.doubleValue.map {
+                    "ketone " + ReadingExport.formatted($0, digits: 1)
+                } ?? "-")
+            return [
+                r["time"]?["epochMillis"]?.intValue.map { localTimeText(epochMillis: $0) } ?? "?",
+                value,
+                r["meter"]?.stringValue ?? "?",
+                r["sequenceNumber"]?.intValue.map { String($0) } ?? "?",
+                r["context"]?["meal"]?["name"]?.stringValue ?? "",
+                flags.joined(separator: " "),
+            ]
+        }
+        return table(["Time", unit.symbol, "Meter", "Seq", "Meal", "Flags"], rows)
+    }
+}

@@ -1,0 +1,52 @@
+import JSON
+import SugarAPI
+
+/// `sugarctl sessions [METER] [--limit N] [--json]`: recorded sync attempts, newest first.
+enum SessionsCommand {
+    static let help = CommandHelp(
+        name: "sessions",
+        abstract: "List recorded sync sessions, newest first.",
+        usage: "sessions [<meter>] [--limit <n>] [--json] [--socket <path>]",
+        arguments: [("<meter>", "Only this meter's sessions.")],
+        options: [("--limit <n>", "At most n sessions (default 50)."), ("--json", "Print the ListSyncSessions reply as JSON.")]
+            + DaemonOptions.help,
+        discussion: "Exit status: 0 ok, 1 failure, 64 usage, 69 sugard not reachable, 77 permission denied."
+    )
+
+    static let subcommand = Subcommand(help: help) { arguments in await run(arguments) }
+
+    static func run(_ arguments: [String]) async -> Int32 {
+        await runDaemonCommand(arguments, help: help, flags: ["json"], values: ["limit"]) { parsed throws(CommandFailure) in
+            guard parsed.positionals.count <= 1 else { throw usage("Unexpected argument '\(parsed.positionals[1])'", help) }
+            var parameters: JSONObject = [:]
+            if let meter = parsed.positionals.first { parameters["meter"] = .string(meter) }
+            if let text = parsed.values["limit"] {
+                guard let limit = Int64(text), limit > 0 else { throw usage("--limit must be a positive number, not '\(text)'", help) }
+                parameters["limit"] = .int(limit)
+            }
+            let reply = try await Daemon.connect(parsed).call("ListSyncSessions", parameters)
+            if parsed.flags.contains("json") {
+                writeStdout(JSONValue.object(reply).prettySerialized() + "\n")
+                return ExitCode.success
+            }
+            let sessions = reply["sessions"]?.arrayValue ?? []
+            if sessions.isEmpty {
+                writeStdout("No sync sessions recorded yet.\n")
+                return ExitCode.success
+            }
+            let rows: [[String]] = sessions.map { s in
+                let started = s["started"]?["epochMillis"]?.intValue
+                let ended = s["ended"]?["epochMillis"]?.intValue
+                let duration = started.flatMap { a in ended.map { b in "\(max(0, b - a) / 1000) s" } } ?? "-"
+                return [
+                    started.map { localTimeText(epochMillis: $0) } ?? "?", s["meter"]?.stringValue ?? "?",
+                    s["result"]?.stringValue ?? "?", duration,
+                    "\(s["received"]?.intValue ?? 0)" + (s["expected"]?.intValue.map { "/\($0)" } ?? ""),
+                    "\(s["stored"]?.intValue ?? 0)", "\(s["duplicates"]?.intValue ?? 0)", s["error"]?.stringValue ?? "",
+                ]
+            }
+            writeStdout(table(["Started", "Meter", "Result", "Took", "Received", "New", "Dup", "Error"], rows))
+            return ExitCode.success
+        }
+    }
+}

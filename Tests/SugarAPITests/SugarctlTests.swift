@@ -1,0 +1,173 @@
+import Foundation
+import Glibc
+import HealthDataSync
+import JSON
+import SugarAPI
+import Testing
+import Varlink
+
+/// The built `sugarctl` binary against an in-process server: output shapes and exit statuses.
+@Suite struct SugarctlTests {
+    static func run(_ f: Fixture?, _ arguments: [String], environment: [String: String] = [:], stdin: String? = nil)
+        async throws -> ProcessOutput
+    {
+        var env = ["HOME": "/nonexistent-home", "PATH": "/usr/bin:/bin", "TZ": "UTC"]
+        for (key, value) in environment { env[key] = value }
+        let socket = f.map { ["--socket", $0.path] } ?? []
+        return try await runProcess(try sugarctlPath(), arguments + socket, environment: env, stdin: stdin)
+    }
+
+    @Test func statusScreenAndJSON() async throws {
+        try await withAPIServer { f in
+            let screen = try await Self.run(f, ["status"])
+            #expect(screen.status == 0, "\(screen.stderr)")
+            #expect(screen.stdout.contains("Last reading"))
+            #expect(screen.stdout.contains("151 mg/dL (8.4 mmol/L)"))
+            #expect(screen.stdout.contains("ago"))
+            #expect(screen.stdout.contains("Roche Accu-Chek Guide (C0:26:DA:01:02:03)"))
+            #expect(screen.stdout.contains("7 stored"))
+            #expect(screen.stdout.contains("hci0: powered"))
+            let mmol = try await Self.run(f, ["status", "--unit", "mmol"])
+            #expect(mmol.stdout.contains("8.4 mmol/L (151 mg/dL)"))
+            let json = try await Self.run(f, ["status", "--json"])
+            let reply = try JSONValue(parsing: json.stdout)
+            #expect(reply["state"]?["readingCount"] == 7)
+            expectValidReply("GetStatus", try #require(reply.objectValue))
+            // No subcommand means status; SUGARD_SOCKET picks the socket.
+            let bare = try await Self.run(nil, [], environment: ["SUGARD_SOCKET": f.path])
+            #expect(bare.status == 0, "\(bare.stderr)")
+            #expect(bare.stdout.contains("Last reading"))
+            let global = try await runProcess(
+                try sugarctlPath(), ["--socket", f.path, "meters"], environment: ["HOME": "/nonexistent-home"])
+            #expect(global.status == 0)
+            #expect(global.stdout.contains("C0:26:DA:0A:0B:0C"))
+        }
+    }
+
+    @Test func readingsFormats() async throws {
+        try await withAPIServer { f in
+            let csv = try await Self.run(f, ["readings", "--format", "csv"])
+            #expect(csv.status == 0, "\(csv.stderr)")
+            let lines = csv.stdout.split(separator: "\r\n")
+            #expect(lines.first.map(String.init) == ReadingExport.csvColumns.joined(separator: ","))
+            #expect(lines.count == 8)
+
+            let json = try await Self.run(f, ["readings", "--format", "json"])
+            let array = try #require(try JSONValue(parsing: json.stdout).arrayValue)
+            #expect(array.count == 7)
+            for key in [
+                "sequenceNumber", "baseTime", "timeOffsetMinutes", "concentration", "mgdL", "mmolL", "type",
+                "sampleLocation", "sensorStatus", "meter", "time", "context", "flags",
+            ] {
+                #expect(array[0].objectValue?[key] != nil, "\(key)")
+            }
+            #expect(array[0]["time"]?["iso"] == "2024-03-31T06:00:00Z")
+            #expect(array[0]["time"]?["epochMillis"] == .int(seedStart.epochMillis))
+            let desc = try await Self.run(f, ["readings", "--format", "json", "--order", "desc", "--limit", "1"])
+            #expect(try JSONValue(parsing: desc.stdout).arrayValue?.first?["meter"] == .string(meterB.id.rawValue))
+            #expect(desc.stderr.contains("more match"))
+
+            let nightscout = try await Self.run(f, ["readings", "--format", "nightscout", "--meter", meterA.id.rawValue])
+            let entries = try #require(try JSONValue(parsing: nightscout.stdout).arrayValue)
+            #expect(entries.count == 3)  // control solution and HI left out
+            #expect(nightscout.stderr.contains("skipped 2"))
+            #expect(entries[0]["type"] == "mbg")
+            #expect(entries[0]["mbg"] == 90)
+            #expect(entries[0]["date"] == .int(seedStart.epochMillis))
+            #expect(entries[0]["dateString"] == "2024-03-31T06:00:00Z")
+            #expect(entries[0]["device"]?.stringValue?.contains(meterA.id.rawValue) == true)
+
+            let fhir = try await Self.run(f, ["readings", "--format", "fhir", "--since", "2024-03-31T10:00:00Z"])
+            let bundle = try JSONValue(parsing: fhir.stdout)
+            #expect(bundle["resourceType"] == "Bundle")
+            let observations = (bundle["entry"]?.arrayValue ?? []).compactMap { $0["resource"] }
+                .filter { $0["resourceType"] == "Observation" }
+            #expect(observations.count == 3)
+            #expect(observations.first?["code"]?["coding"]?.arrayValue?.first?["code"] == "41653-7")
+            #expect(observations.first?["effectiveDateTime"]?.stringValue?.hasSuffix("+01:00") == true)
+            #expect(observations.first?["device"]?["reference"]?.stringValue?.hasPrefix("Device/") == true)
+            let mmol = try await Self.run(f, ["readings", "--format", "fhir", "--unit", "mmol"])
+            #expect(mmol.stdout.contains("14743-9"))
+
+            let table = try await Self.run(f, ["readings", "--since", "2024-03-31"])
+            #expect(table.status == 0)
+            #expect(table.stdout.contains("mg/dL"))
+            #expect(table.stdout.contains("HI"))
+        }
+    }
+
+    @Test func exitStatuses() async throws {
+        let missing = try await Self.run(nil, ["status"], environment: ["SUGARD_SOCKET": "/tmp/no-such-dir/sock"])
+        #expect(missing.status == 69)
+        #expect(missing.stderr.contains("sugard is not running"))
+        #expect(missing.stderr.contains("systemctl start sugard"))
+        try await withAPIServer { f in
+            #expect(try await Self.run(f, ["readings", "--format", "xml"]).status == 64)
+            #expect(try await Self.run(f, ["readings", "--since", "last tuesday"]).status == 64)
+            #expect(try await Self.run(f, ["status", "--bogus"]).status == 64)
+            // The daemon's InvalidParameter is a usage error too.
+            #expect(try await Self.run(f, ["readings", "--limit", "1000000"]).status == 64)
+            let unknown = try await Self.run(f, ["forget", "C0:26:DA:99:99:99"])
+            #expect(unknown.status == 1)
+            #expect(unknown.stderr.contains("no meter C0:26:DA:99:99:99"))
+            for command in ["status", "watch", "readings", "meters", "sync", "forget", "pair", "sessions", "decode"] {
+                let help = try await Self.run(nil, [command, "--help"])
+                #expect(help.status == 0)
+                #expect(help.stdout.hasPrefix("OVERVIEW:"), "\(command)")
+            }
+        }
+    }
+
+    @Test(.enabled(if: getuid() == 0, "needs root to switch uid"))
+    func permissionDeniedIs77() async throws {
+        try await withAPIServer(access: AccessPolicy(socketGroup: 4242, adminGroup: 4343, daemonUID: geteuid())) { f in
+            chmod(f.directory, 0o755)
+            let binary = try sugarctlPath()
+            func run(_ groups: String, _ arguments: [String]) async throws -> ProcessOutput {
+                try await runProcess(
+                    "/usr/bin/setpriv",
+                    ["--reuid=65534", "--regid=65534", "--groups=\(groups)", binary, "--socket", f.path] + arguments,
+                    environment: ["HOME": "/nonexistent-home"])
+            }
+            let read = try await run("4242", ["meters"])
+            #expect(read.status == 0, "\(read.stderr)")
+            let sync = try await run("4242", ["sync", meterA.id.rawValue])
+            #expect(sync.status == 77)
+            #expect(sync.stderr.contains("admin group"))
+            let outsider = try await run("100", ["status"])
+            #expect(outsider.status == 77)
+            #expect(outsider.stderr.contains("group"))
+        }
+    }
+
+    @Test func syncPairForgetSessionsAndWatch() async throws {
+        try await withAPIServer(stepDelay: .milliseconds(5)) { f in
+            f.backend.queue(
+                [InterfaceTestBackend.reading(meter: meterB.id, sequence: 3, mgdL: 120, at: Instant(epochMillis: seedStart.epochMillis + 9 * hour))],
+                for: meterB.id)
+            let sync = try await Self.run(f, ["sync", meterB.id.rawValue])
+            #expect(sync.status == 0, "\(sync.stderr)")
+            #expect(sync.stdout.contains("\(meterB.id.rawValue): connecting") || sync.stdout.contains("records"))
+            #expect(sync.stdout.contains("\(meterB.id.rawValue): success, 1 new"))
+            let again = try await Self.run(f, ["sync", meterB.id.rawValue])
+            #expect(again.stdout.contains("--force"))
+
+            let wrong = try await Self.run(f, ["pair", meterA.id.rawValue], stdin: "654321\n")
+            #expect(wrong.status == 1)
+            #expect(wrong.stdout.contains("Enter the PIN shown on the meter: "))
+            #expect(wrong.stderr.contains("Run `sugarctl pair` again"))
+            let paired = try await Self.run(f, ["pair", meterA.id.rawValue, "--pin", "123456"])
+            #expect(paired.status == 0, "\(paired.stderr)")
+            #expect(paired.stdout.contains("Paired with"))
+
+            let sessions = try await Self.run(f, ["sessions", meterB.id.rawValue, "--json"])
+            #expect(try JSONValue(parsing: sessions.stdout)["sessions"]?.arrayValue?.count == 2)
+            let watch = try await Self.run(f, ["watch", "--json", "--field", "readingCount", "--count", "1"])
+            #expect(watch.status == 0)
+            #expect(try JSONValue(parsing: watch.stdout)["fields"] == ["readingCount": 8])
+            let forget = try await Self.run(f, ["forget", meterA.id.rawValue])
+            #expect(forget.status == 0)
+            #expect(f.models.model(for: meterA.id) == nil)
+        }
+    }
+}

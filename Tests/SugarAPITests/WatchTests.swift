@@ -1,0 +1,199 @@
+import Foundation
+import Glibc
+import HealthDataSync
+import JSON
+import SugarAPI
+import Testing
+import Varlink
+
+/// Watch over the socket: the view-model semantics as a client sees them.
+@Suite struct WatchTests {
+    /// Records large errors in the view model (big Watch messages) until `done` holds or time is up.
+    static func write(until timeout: Duration, size: Int, _ f: Fixture, done: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        var n = 0
+        while ContinuousClock.now < deadline {
+            if done() { return true }
+            n += 1
+            let message = String(repeating: "x", count: size) + String(n)
+            f.models.viewModel.update { $0.record(ReportedError(code: "test", message: message, at: seedStart)) }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return done()
+    }
+
+    @Test func snapshotFirstThenOnlyChangedFields() async throws {
+        try await withAPIServer { f in
+            let client = try f.client()
+            defer { client.close() }
+            var replies = client.callMore(api + "Watch").makeAsyncIterator()
+            let snapshot = try #require(try await replies.next())
+            expectValidReply("Watch", snapshot)
+            #expect(snapshot["snapshot"] == true)
+            #expect(snapshot["fields"]?.objectValue?.keys == StateField.allCases.map(\.rawValue))
+            // The snapshot's fields validate as the State type.
+            let full = try #require(snapshot["fields"]?.objectValue)
+            try HealthDataSyncService.parsedDefinition.validate(.object(full), as: .named("State"))
+            f.models.viewModel.update { $0.readingCount = 42 }
+            let change = try #require(try await replies.next())
+            #expect(change["snapshot"] == false)
+            #expect(change["fields"] == ["readingCount": 42])
+            #expect(change["revisions"]?["readingCount"]?.intValue == Int64(f.models.viewModel.revision))
+        }
+    }
+
+    @Test func fieldsFilterWhatArrives() async throws {
+        try await withAPIServer { f in
+            let client = try f.client()
+            defer { client.close() }
+            var replies = client.callMore(api + "Watch", ["fields": ["adapter"]]).makeAsyncIterator()
+            #expect(try await replies.next()?["fields"]?.objectValue?.keys == ["adapter"])
+            f.models.viewModel.update { $0.readingCount = 99 }
+            f.backend.setAdapterPresent(false)
+            let change = try #require(try await replies.next())
+            #expect(change["fields"]?.objectValue?.keys == ["adapter"])
+            #expect(change["fields"]?["adapter"]?["present"] == false)
+        }
+    }
+
+    @Test func meterWatchesSeeTheMeterModel() async throws {
+        try await withAPIServer { f in
+            let client = try f.client()
+            defer { client.close() }
+            var replies = client.callMore(api + "Watch", ["meter": .string(meterB.id.rawValue), "fields": ["pairing"]])
+                .makeAsyncIterator()
+            #expect(try await replies.next()?["fields"] == ["pairing": "unknown"])
+            f.models.model(for: meterB.id)?.update { $0.pairing = .paired }
+            #expect(try await replies.next()?["fields"] == ["pairing": "paired"])
+        }
+    }
+
+    @Test func badWatchParametersAreRefused() async throws {
+        try await withAPIServer { f in
+            let unknownField = await remoteError {
+                let client = try f.client()
+                defer { client.close() }
+                _ = try await collect(client.callMore(api + "Watch", ["fields": ["readingCount", "glucose"]]))
+            }
+            #expect(unknownField?.name == api + "InvalidParameter")
+            #expect(unknownField?.parameters["parameter"] == "fields")
+            let meterField = await remoteError {
+                let client = try f.client()
+                defer { client.close() }
+                _ = try await collect(client.callMore(api + "Watch", ["meter": .string(meterA.id.rawValue), "fields": ["readingCount"]]))
+            }
+            #expect(meterField?.name == api + "InvalidParameter")
+            let noMeter = await remoteError {
+                let client = try f.client()
+                defer { client.close() }
+                _ = try await collect(client.callMore(api + "Watch", ["meter": "C0:26:DA:00:00:00"]))
+            }
+            #expect(noMeter?.name == api + "MeterNotFound")
+            let policy = await remoteError {
+                let client = try f.client()
+                defer { client.close() }
+                _ = try await collect(client.callMore(api + "Watch", ["policy": "eventually"]))
+            }
+            #expect(policy == .invalidParameter("policy"))
+            let noMore = await remoteError { _ = try await f.call(api + "Watch") }
+            #expect(noMore == .expectedMore)
+        }
+    }
+
+    @Test func coalescedWatchersConvergeOnTheLastWriteWhileTheClientLags() async throws {
+        try await withAPIServer { f in
+            let raw = try f.raw()
+            await raw.send(#"{"method":"io.sugard.HealthDataSync.Watch","parameters":{"fields":["readingCount"]},"more":true}"#)
+            #expect(try await raw.readMessage()?.parameters?["snapshot"] == true)
+            for n in 1...500 { f.models.viewModel.update { $0.readingCount = n } }
+            var messages = 0
+            var last: JSONValue?
+            while last != 500 {
+                let message = try #require(try await raw.readMessage())
+                messages += 1
+                last = message.parameters?["fields"]?["readingCount"]
+            }
+            #expect(messages < 500)
+        }
+    }
+
+    @Test func immediateWatchersGetEveryChangeInOrder() async throws {
+        try await withAPIServer { f in
+            let raw = try f.raw()
+            await raw.send(
+                #"{"method":"io.sugard.HealthDataSync.Watch","parameters":{"fields":["readingCount"],"policy":"immediate"},"more":true}"#)
+            #expect(try await raw.readMessage()?.parameters?["snapshot"] == true)
+            for n in 1...200 { f.models.viewModel.update { $0.readingCount = n } }
+            var values: [Int64] = []
+            while values.count < 200 {
+                let message = try #require(try await raw.readMessage())
+                values.append(message.parameters?["fields"]?["readingCount"]?.intValue ?? -1)
+            }
+            #expect(values == Array(1...200))
+        }
+    }
+
+    @Test func aSlowConsumerIsDroppedWithSlowConsumerAndMayWatchAgain() async throws {
+        var limits = HealthDataSyncService.Limits()
+        limits.watchOutputCap = 8
+        try await withAPIServer(limits: limits, configure: {
+            $0.maxPendingOutputBytes = 16 << 10
+            $0.slowClientTimeout = .seconds(60)
+        }) { f in
+            let raw = try f.raw()
+            await raw.send(#"{"method":"io.sugard.HealthDataSync.Watch","parameters":{"policy":"immediate"},"more":true}"#)
+            // The client reads nothing while errors (large messages) pile up.
+            let dropped = await Self.write(until: .seconds(20), size: 2000, f) { f.stats.droppedWatchers == 1 }
+            #expect(dropped)
+            var last: JSONObject?
+            while let message = try await raw.readMessage(timeout: .seconds(5)) {
+                last = message
+                if message.errorName != nil { break }
+            }
+            #expect(last?.errorName == api + "SlowConsumer")
+            // The connection stays usable: watching again starts with a fresh snapshot.
+            await raw.send(#"{"method":"io.sugard.HealthDataSync.Watch","parameters":{"fields":["adapter"]},"more":true}"#)
+            #expect(try await raw.readMessage()?.parameters?["snapshot"] == true)
+        }
+    }
+
+    @Test func aClientThatNeverReadsIsDisconnectedAndOthersAreServed() async throws {
+        try await withAPIServer(configure: {
+            $0.maxPendingOutputBytes = 32 << 10
+            $0.slowClientTimeout = .milliseconds(300)
+        }) { f in
+            let baseline = f.stats.liveWatchers
+            let stuck = try f.raw()
+            await stuck.send(#"{"method":"io.sugard.HealthDataSync.Watch","more":true}"#)
+            #expect(await eventually { f.stats.liveWatchers == baseline + 1 })
+            let gone = await Self.write(until: .seconds(20), size: 4000, f) { f.stats.liveWatchers == baseline }
+            #expect(gone)
+            // Memory stayed bounded: the coalesced watcher was never dropped for lag, the socket was closed.
+            #expect(f.stats.droppedWatchers == 0)
+            let status = try await f.call(api + "GetStatus")
+            #expect(status["state"] != nil)
+            _ = try await stuck.readUntilClosed(timeout: .seconds(10))
+        }
+    }
+
+    @Test func disconnectingCancelsTheWatcher() async throws {
+        try await withAPIServer { f in
+            let baseline = f.stats.liveWatchers
+            var clients: [VarlinkClient] = []
+            var streams: [AsyncThrowingStream<JSONObject, any Error>.AsyncIterator] = []
+            for i in 0..<20 {
+                let client = try f.client()
+                var iterator = client.callMore(api + "Watch", i % 2 == 0 ? [:] : ["meter": .string(meterA.id.rawValue)])
+                    .makeAsyncIterator()
+                _ = try await iterator.next()
+                clients.append(client)
+                streams.append(iterator)
+            }
+            #expect(f.stats.liveWatchers == baseline + 20)
+            for client in clients { client.close() }
+            #expect(await eventually { f.stats.liveWatchers == baseline && f.stats.liveHubs == 0 })
+            #expect(f.models.viewModel.watcherCount == 0)
+            #expect(f.models.model(for: meterA.id)?.watcherCount == 0)
+        }
+    }
+}
