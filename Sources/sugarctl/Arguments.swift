@@ -64,11 +64,17 @@ struct ParsedArguments {
     var positionals: [String] = []
     var flags: Set<String> = []
     var values: [String: String] = [:]
+    /// Values of options that may be given several times, in order.
+    var lists: [String: [String]] = [:]
     var helpRequested = false
 
     /// Splits `arguments`. `flags` and `valueOptions` are long names without dashes (`json`).
+    /// `repeatableOptions` take a value and may repeat (`--handle A --handle B`).
     /// `--` ends option parsing. Unknown options are usage errors.
-    init(_ arguments: [String], flags: Set<String> = [], valueOptions: Set<String> = []) throws(UsageError) {
+    init(
+        _ arguments: [String], flags: Set<String> = [], valueOptions: Set<String> = [],
+        repeatableOptions: Set<String> = []
+    ) throws(UsageError) {
         var index = 0
         var optionsEnded = false
         while index < arguments.count {
@@ -96,13 +102,19 @@ struct ParsedArguments {
             if flags.contains(name) {
                 guard inlineValue == nil else { throw UsageError(message: "Option '--\(name)' takes no value") }
                 self.flags.insert(name)
-            } else if valueOptions.contains(name) {
+            } else if valueOptions.contains(name) || repeatableOptions.contains(name) {
+                let value: String
                 if let inlineValue {
-                    self.values[name] = inlineValue
+                    value = inlineValue
                 } else {
                     guard index < arguments.count else { throw UsageError(message: "Missing value for '--\(name)'") }
-                    self.values[name] = arguments[index]
+                    value = arguments[index]
                     index += 1
+                }
+                if repeatableOptions.contains(name) {
+                    self.lists[name, default: []].append(value)
+                } else {
+                    self.values[name] = value
                 }
             } else {
                 throw UsageError(message: "Unknown option '--\(name)'")

@@ -7,7 +7,8 @@ import Darwin
 #endif
 
 let subcommands: [Subcommand] = [
-    DecodeCommand.subcommand
+    DecodeCommand.subcommand,
+    CaptureCommand.subcommand,
 ]
 
 let rootHelp = CommandHelp(
