@@ -197,14 +197,14 @@ public final class ReplayTransport: MeterTransport, Sendable {
         self.emit(.passkeyRequested(meter))
         var iterator = stream.makeAsyncIterator()
         let answer = await iterator.next()
+        guard let answer else {
+            throw TransportError(.cancelled, "Pairing with \(meter) was cancelled before a passkey came.")
+        }
+        guard let passkey = answer else {
+            throw TransportError(.authenticationFailed, "Pairing with \(meter) was cancelled (no passkey).")
+        }
         try self.withSlot(meter) { slot throws(TransportError) in
             slot.passkeyInput = nil
-            guard let answer else {
-                throw TransportError(.cancelled, "Pairing with \(meter) was cancelled before a passkey came.")
-            }
-            guard let passkey = answer else {
-                throw TransportError(.authenticationFailed, "Pairing with \(meter) was cancelled (no passkey).")
-            }
             guard slot.simulator.isConnected else {
                 throw TransportError(.disconnected, "\(meter) disconnected during pairing.")
             }
