@@ -406,7 +406,8 @@ public struct CaptureInspector {
 
     private mutating func event(_ event: GATTEvent) {
         let key = event.session
-        var state = self.open[key] ?? OpenSession()
+        // Moved out and back so the session's arrays stay uniquely referenced (no copy per append).
+        var state = self.open.removeValue(forKey: key) ?? OpenSession()
         defer { self.open[key] = state }
         let position = key - 1
         switch event.kind {

@@ -11,7 +11,8 @@ extension CaptureInspection {
         for session in self.sessions { out += "\n" + session.readableText }
         out += "\nRecords (\(self.records.count)):\n"
         if !self.records.isEmpty {
-            out += "  frame   sess    seq  base time            offset  value            type/location                   status  context\n"
+            out += "  frame   sess    seq  base time            offset  value            type/location"
+                + "                   status  context\n"
         }
         for record in self.records { out += "  " + record.readableLine + "\n" }
         out += "\nAnomalies (\(self.anomalies.count)):\n"

@@ -31,7 +31,9 @@ extension ReplayTransport {
         return try Self.meter(reader, passkey: passkey, source: "the capture")
     }
 
-    private static func meter(_ reader: GATTEventReader, passkey: UInt32?, source: String) throws(CaptureError) -> MeterSimulator {
+    private static func meter(
+        _ reader: GATTEventReader, passkey: UInt32?, source: String
+    ) throws(CaptureError) -> MeterSimulator {
         var inspector = CaptureInspector(options: CaptureInspector.Options(keepRecords: false))
         var streams: [Int: [SimulatedRecord.Packet]] = [:]
         while let item = try reader.next() {
@@ -55,7 +57,8 @@ extension ReplayTransport {
             session.glucoseService != nil || streams[session.capture.index] != nil
         }
         guard let first = inspection.sessions.first(where: isMeter) else {
-            throw CaptureError(.invalidArgument, "\(source) holds no glucose meter session (no Glucose service, no 0x2A18 values).")
+            throw CaptureError(
+                .invalidArgument, "\(source) holds no glucose meter session (no Glucose service, no 0x2A18 values).")
         }
         let peer = first.capture.peer
         let sessions = inspection.sessions.filter { $0.capture.peer == peer && isMeter($0) }

@@ -59,7 +59,8 @@ public struct MeterPersonality: Sendable, Hashable {
     public var faults: SimulatorFaults
 
     /// - Parameters:
-    ///   - startHandle: first handle of the layout (meters differ); see ``standardLayout(startHandle:glucoseGap:hasContext:clock:vendorService:)``.
+    ///   - startHandle: first handle of the layout (meters differ); see
+    ///     ``standardLayout(startHandle:glucoseGap:hasContext:clock:vendorService:)``.
     ///   - glucoseGap: unused handles before the Glucose service.
     ///   - hasContext: whether the meter has Glucose Measurement Context (0x2A34).
     ///   - vendorService: an extra 128-bit service (Roche and Ascensia have one), or nil.

@@ -96,12 +96,13 @@ public struct MeterSimulator: Sendable {
     }
 
     /// Stores a new reading as the meter does after a test: the measurement gets ``nextSequenceNumber``.
+    /// The context is dropped when the meter has no 0x2A34.
     /// - Returns: the sequence number given.
     @discardableResult
     public mutating func addRecord(_ measurement: GlucoseMeasurement, context: MeasurementContext? = nil) -> UInt16 {
         var m = measurement
         m.sequenceNumber = self.nextSequenceNumber
-        self.records.append(SimulatedRecord(m, context: context))
+        self.records.append(SimulatedRecord(m, context: self.personality.hasContext ? context : nil))
         return m.sequenceNumber
     }
 
@@ -275,7 +276,9 @@ public struct MeterSimulator: Sendable {
 
     /// A RACP write, by value.
     public mutating func writeRACP(_ value: [UInt8]) -> SimulatorWriteResult {
-        guard let handle = self.valueHandle(.recordAccessControlPoint) else { return SimulatorWriteResult(error: .invalidHandle) }
+        guard let handle = self.valueHandle(.recordAccessControlPoint) else {
+            return SimulatorWriteResult(error: .invalidHandle)
+        }
         return self.write(handle, value)
     }
 
@@ -283,7 +286,9 @@ public struct MeterSimulator: Sendable {
         let layout = self.personality.layout
         if let owner = layout.characteristics.first(where: { $0.cccdHandle == handle }) {
             guard value.count == 2 else { return SimulatorWriteResult(error: .invalidAttributeValueLength) }
-            if self.needsBond(handle) && !self.linkAuthenticated { return SimulatorWriteResult(error: .insufficientAuthentication) }
+            if self.needsBond(handle) && !self.linkAuthenticated {
+                return SimulatorWriteResult(error: .insufficientAuthentication)
+            }
             let bits = value[0] & 0x03
             let allowed: UInt8 = (owner.properties?.contains(.notify) ?? false ? 1 : 0)
                 | (owner.properties?.contains(.indicate) ?? false ? 2 : 0)
@@ -443,9 +448,9 @@ public struct MeterSimulator: Sendable {
             case .disconnected(let reason):
                 self.isConnected = false
                 self.cccds = [:]
-                self.record {
-                    $0.event(code: 0x05, parameters: [0x00, UInt8(Self.connectionHandle & 0xFF), UInt8(Self.connectionHandle >> 8), reason])
-                }
+                let handle = Self.connectionHandle
+                // HCI Disconnection Complete: the meter dropped the link.
+                self.record { $0.event(code: 0x05, parameters: [0x00, UInt8(handle & 0xFF), UInt8(handle >> 8), reason]) }
             }
         }
     }

@@ -125,6 +125,20 @@ public final class ReplayTransport: MeterTransport, Sendable {
         }
     }
 
+    /// A plain capillary finger-stick reading in mg/dL (kg/L on the wire, as most meters send), for demos.
+    /// - Parameters:
+    ///   - time: the meter's local wall-clock time of the test (Base Time; no offset).
+    ///   - meal: an optional context meal code (1 preprandial, 2 postprandial, 3 fasting…).
+    /// - Returns: the record's sequence number, nil for an unknown meter.
+    @discardableResult
+    public func addReading(mgdL: Int, at time: DateTime, meal: Meal? = nil, to id: MeterID) -> UInt16? {
+        let mantissa = UInt16(clamping: max(0, min(mgdL, SFloat.maximumMantissa)))
+        let measurement = GlucoseMeasurement(
+            sequenceNumber: 0, baseTime: time, concentration: SFloat(rawValue: 0xB000 | mantissa),
+            unit: .kilogramsPerLiter, type: .capillaryPlasma, sampleLocation: .finger)
+        return self.addReading(measurement, context: meal.map { MeasurementContext(sequenceNumber: 0, meal: $0) }, to: id)
+    }
+
     private func advertisement(_ simulator: MeterSimulator) -> MeterAdvertisement {
         MeterAdvertisement(id: simulator.id, name: simulator.personality.name, rssi: -60, paired: simulator.isBonded)
     }

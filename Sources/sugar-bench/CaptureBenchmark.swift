@@ -59,6 +59,8 @@ struct MakeCaptureBenchmark {
                                   payload: [UInt8](repeating: 0xA5, count: 60))
                     builder.vendorEvent([0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08])
                 }
+                builder.indicate(handle: handle, attribute: layout.valueHandle(.recordAccessControlPoint)!,
+                                 value: [0x06, 0x00, 0x01, 0x01])
                 builder.disconnect(handle: handle)
                 try writer.appendRaw(builder.image[16...])
                 written += builder.image.count - 16
