@@ -17,6 +17,8 @@ let package = Package(
         .library(name: "GlucoseStore", targets: ["GlucoseStore"]),
         .library(name: "ReplayTransport", targets: ["ReplayTransport"]),
         .library(name: "Varlink", targets: ["Varlink"]),
+        .library(name: "DBus", targets: ["DBus"]),
+        .library(name: "BlueZTransport", targets: ["BlueZTransport"]),
         .library(name: "SugarAPI", targets: ["SugarAPI"]),
         .library(name: "SugarDaemon", targets: ["SugarDaemon"]),
         .executable(name: "sugarctl", targets: ["sugarctl"]),
@@ -47,11 +49,16 @@ let package = Package(
         // Generic Varlink over Unix sockets (stdlib, Glibc, Synchronization, JSON).
         .target(name: "Varlink", dependencies: ["JSON", "CLinuxIO"], swiftSettings: strict),
 
+        // libdbus wrapper: the only importer of CDBus (Glibc allowed, no Foundation).
+        .target(name: "DBus", dependencies: ["CDBus"], swiftSettings: strict),
+        // MeterTransport over BlueZ: object manager mirror, GATT, pairing agent, bluetoothd restarts.
+        .target(name: "BlueZTransport", dependencies: ["DBus", "HealthDataSync"], swiftSettings: strict),
+
         // The io.sugard.HealthDataSync interface: its description, types, handlers and exports.
         .target(name: "SugarAPI", dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "Varlink"], swiftSettings: strict),
 
         // Composition: config, services, signals, sd_notify, logging.
-        .target(name: "SugarDaemon", dependencies: ["HealthDataSync", "JSON", "SugarAPI"], swiftSettings: strict),
+        .target(name: "SugarDaemon", dependencies: ["HealthDataSync", "JSON", "SugarAPI", "GlucoseStore", "Varlink"], swiftSettings: strict),
 
         // Benchmark bodies (Glibc for VmHWM only), run by sugar-bench.
         .target(name: "ViewModelBenchmarks", dependencies: ["HealthDataSync", "JSON"], swiftSettings: strict),
@@ -85,6 +92,7 @@ let package = Package(
             name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "HealthDataSync", "store-killtest-writer"],
             swiftSettings: strict),
         .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "JSON", "CLinuxIO"], swiftSettings: strict),
+        .testTarget(name: "DBusTests", dependencies: ["DBus", "BlueZTransport", "HealthDataSync"], swiftSettings: strict),
         .testTarget(name: "SugarAPITests", dependencies: ["SugarAPI", "GlucoseProfile"], swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
     ]
