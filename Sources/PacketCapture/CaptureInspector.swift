@@ -162,6 +162,8 @@ public struct DeviceInformation: Hashable, Sendable {
 public struct InspectedClock: Hashable, Sendable {
     public var characteristic: BluetoothUUID
     public var frame: Int
+    /// When the value was read (the capture's clock), so a replay can keep the meter's skew.
+    public var timestamp: CaptureTimestamp
     public var bytes: [UInt8]
     /// The clock's local date and time (nil when the value did not decode).
     public var dateTime: DateTime?
@@ -431,7 +433,7 @@ public struct CaptureInspector {
             }
         case .read(let attribute, let value, let offset):
             guard let uuid = attribute.uuid, attribute.isCharacteristicValue else { return }
-            self.read(uuid, value, offset: offset, frame: event.frame, position: position, &state)
+            self.read(uuid, value, offset: offset, frame: event.frame, timestamp: event.timestamp, position: position, &state)
         case .write(let attribute, let value, _):
             if attribute.isCCCD {
                 state.subscriptions.append((event.frame, attribute.characteristic, value))
@@ -544,7 +546,8 @@ public struct CaptureInspector {
     }
 
     private mutating func read(
-        _ uuid: BluetoothUUID, _ value: [UInt8], offset: Int, frame: Int, position: Int, _ state: inout OpenSession
+        _ uuid: BluetoothUUID, _ value: [UInt8], offset: Int, frame: Int, timestamp: CaptureTimestamp, position: Int,
+        _ state: inout OpenSession
     ) {
         guard let short = uuid.uuid16 else { return }
         switch short {
@@ -561,7 +564,7 @@ public struct CaptureInspector {
                 self.note(frame, position, uuid, "Glucose Feature does not decode (\(error.description)).")
             }
         case GlucoseUUID.currentTime:
-            var clock = InspectedClock(characteristic: uuid, frame: frame, bytes: value)
+            var clock = InspectedClock(characteristic: uuid, frame: frame, timestamp: timestamp, bytes: value)
             do throws(GlucoseProfileError) {
                 let time = try CurrentTime(bytes: value)
                 clock.currentTime = time
@@ -571,7 +574,7 @@ public struct CaptureInspector {
             }
             state.clock = clock
         case GlucoseUUID.dateTime:
-            var clock = InspectedClock(characteristic: uuid, frame: frame, bytes: value)
+            var clock = InspectedClock(characteristic: uuid, frame: frame, timestamp: timestamp, bytes: value)
             do throws(GlucoseProfileError) {
                 clock.dateTime = try DateTime(bytes: value)
             } catch {

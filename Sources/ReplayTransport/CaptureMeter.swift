@@ -94,6 +94,7 @@ extension ReplayTransport {
             layout = nil
         }
         if let layout { personality.layout = layout }
+        personality.clockReference = firstValue(\.clock)?.timestamp.unixMicroseconds
         // Where the capture shows no discovery, the replay still needs CCCDs; a layout from overrides
         // only has values. The checks below keep the meter servable.
         if personality.layout.cccdHandle(.recordAccessControlPoint) == nil {

@@ -47,6 +47,10 @@ public struct MeterPersonality: Sendable, Hashable {
     /// Glucose Feature (0x2A51).
     public var feature: GlucoseFeature
     public var clock: Clock
+    /// When set, the clock runs: it showed `clock.value` at this instant (Unix microseconds) and reads
+    /// `clock.value + (now − clockReference)` later, so a replayed capture keeps the meter's skew.
+    /// Nil: the clock reads `clock.value` (or the transport's ``ReplayTransport/Options/clock``).
+    public var clockReference: Int64?
     public var pairing: Pairing
     /// The server's ATT MTU (the effective MTU is the smaller of this and the client's).
     public var mtu: UInt16

@@ -1,3 +1,4 @@
+import Glibc
 import GlucoseProfile
 import HealthDataSync
 import PacketCapture
@@ -29,13 +30,20 @@ public final class ReplayTransport: MeterTransport, Sendable {
         public var operationDelay: Duration
         /// The adapter name in `adapter` events.
         public var adapterName: String
-        /// When set, meter clocks read this (the host's local time) instead of the personality's fixed value.
+        /// When set, meter clocks read this (the host's local time) instead of the personality's value.
         public var clock: (@Sendable () -> DateTime)?
+        /// The wall clock in Unix microseconds, for meters whose clock runs (``MeterPersonality/clockReference``,
+        /// set for meters made from a capture). Defaults to the system's real-time clock.
+        public var wallClock: @Sendable () -> Int64
 
-        public init(operationDelay: Duration = .zero, adapterName: String = "replay", clock: (@Sendable () -> DateTime)? = nil) {
+        public init(
+            operationDelay: Duration = .zero, adapterName: String = "replay", clock: (@Sendable () -> DateTime)? = nil,
+            wallClock: @escaping @Sendable () -> Int64 = ReplayTransport.systemMicroseconds
+        ) {
             self.operationDelay = operationDelay
             self.adapterName = adapterName
             self.clock = clock
+            self.wallClock = wallClock
         }
     }
 
@@ -185,7 +193,13 @@ public final class ReplayTransport: MeterTransport, Sendable {
             slot.delivery?.cancel()
             slot.delivery = nil
             if slot.simulator.isConnected { return slot.simulator.services }
-            if let clock = self.options.clock { slot.simulator.clockValue = clock() }
+            if let clock = self.options.clock {
+                slot.simulator.clockValue = clock()
+            } else if let reference = slot.simulator.personality.clockReference,
+                let shown = slot.simulator.personality.clock.value
+            {
+                slot.simulator.clockValue = Self.advance(shown, bySeconds: (self.options.wallClock() - reference) / 1_000_000)
+            }
             return slot.simulator.connect()
         }
     }
@@ -325,6 +339,25 @@ public final class ReplayTransport: MeterTransport, Sendable {
     }
 
     // MARK: - Helpers
+
+    /// The system's real-time clock in Unix microseconds.
+    public static let systemMicroseconds: @Sendable () -> Int64 = {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
+    }
+
+    /// A wall-clock date-time moved by whole seconds (unknown dates stay as they are).
+    static func advance(_ time: DateTime, bySeconds seconds: Int64) -> DateTime {
+        guard time.isDateKnown, time.isValid else { return time }
+        let local = LocalDateTime(
+            year: Int(time.year), month: Int(time.month), day: Int(time.day), hour: Int(time.hours),
+            minute: Int(time.minutes), second: Int(time.seconds)
+        ).adding(seconds: seconds)
+        return DateTime(
+            year: UInt16(clamping: local.year), month: UInt8(clamping: local.month), day: UInt8(clamping: local.day),
+            hours: UInt8(clamping: local.hour), minutes: UInt8(clamping: local.minute), seconds: UInt8(clamping: local.second))
+    }
 
     private func checkRunning() throws(TransportError) {
         if self.state.withLock({ $0.shutDown }) {

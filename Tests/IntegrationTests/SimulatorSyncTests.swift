@@ -129,7 +129,7 @@ import Testing
 
     @Test func slowMeterWithOperationDelay() async throws {
         let meter = Self.plainMeter(count: 6)
-        let options = ReplayTransport.Options(operationDelay: .milliseconds(5))
+        let options = ReplayTransport.Options(operationDelay: .milliseconds(5), wallClock: testWallClock)
         try await withSyncStack([meter], options: options) { engine, _, store, _ in
             let record = try await engine.sync(meter: meter.id, force: true)
             #expect(record.result == .success, "\(record.error ?? "")")

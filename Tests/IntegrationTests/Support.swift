@@ -74,6 +74,9 @@ final class Observer: SyncObserver, Sendable {
 /// 2025-11-24T16:05:00Z, shortly after the fixture meters' clocks.
 let fixedNow = Instant(epochMillis: 1_764_000_300_000)
 
+/// The transport's wall clock agrees with the engine's: capture meters' clocks run from `fixedNow`.
+let testWallClock: @Sendable () -> Int64 = { fixedNow.epochMillis * 1000 }
+
 let testConfiguration = SyncConfiguration(
     connectTimeout: 5, pairingTimeout: 5, operationTimeout: 5, racpTimeout: 3, retryDelay: 0.05)
 
@@ -81,7 +84,7 @@ let testConfiguration = SyncConfiguration(
 /// Passkey requests are answered with `pins` in order (then with the last one again).
 func withSyncStack(
     _ meters: [MeterSimulator], pins: [UInt32] = [], automatic: Bool = false,
-    options: ReplayTransport.Options = ReplayTransport.Options(),
+    options: ReplayTransport.Options = ReplayTransport.Options(wallClock: testWallClock),
     _ body: (SyncEngine, ReplayTransport, SQLiteReadingStore, Observer) async throws -> Void
 ) async throws {
     let directory = try TempDirectory()

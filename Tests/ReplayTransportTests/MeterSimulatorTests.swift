@@ -195,6 +195,25 @@ import Testing
         }
     }
 
+    @Test func aCaptureMetersClockRunsOnFromTheRecordedReading() async throws {
+        let meter = try ReplayTransport.meter(fromCaptureBytes: FixtureMeter.contour.capture())
+        let reference = try #require(meter.personality.clockReference)
+        let options = ReplayTransport.Options(wallClock: { reference + 3_600_000_000 + 500_000 })
+        let transport = ReplayTransport(meters: [meter], options: options)
+        _ = try await transport.connect(meter.id)
+        let bytes = try await transport.read(.currentTime, on: meter.id)
+        #expect(try CurrentTime(bytes: bytes).dateTime == DateTime(year: 2025, month: 11, day: 24, hours: 17, minutes: 58, seconds: 10))
+        await transport.shutdown()
+
+        // A simulator personality without a reference keeps its fixed value; `clock` overrides both.
+        let fixed = ReplayTransport(meters: [FixtureMeter.contour.simulator], options: ReplayTransport.Options(
+            clock: { DateTime(year: 2030, month: 1, day: 2, hours: 3) }))
+        _ = try await fixed.connect(meter.id)
+        #expect(try CurrentTime(bytes: try await fixed.read(.currentTime, on: meter.id)).dateTime
+            == DateTime(year: 2030, month: 1, day: 2, hours: 3))
+        await fixed.shutdown()
+    }
+
     @Test func passkeyPairing() async throws {
         let meter = FixtureMeter.accuChekGuide.simulator
         let transport = ReplayTransport(meters: [meter])
