@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "PacketCapture", targets: ["PacketCapture"]),
         .library(name: "HealthDataSync", targets: ["HealthDataSync"]),
         .library(name: "GlucoseStore", targets: ["GlucoseStore"]),
+        .library(name: "ReplayTransport", targets: ["ReplayTransport"]),
         .library(name: "Varlink", targets: ["Varlink"]),
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "BlueZTransport", targets: ["BlueZTransport"]),
@@ -39,6 +40,10 @@ let package = Package(
 
         // btsnoop / HCI / L2CAP / ATT / GATT capture reading (Glibc for streaming file I/O).
         .target(name: "PacketCapture", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
+        // Meter simulator and the MeterTransport that plays captures or simulators as live meters.
+        .target(
+            name: "ReplayTransport", dependencies: ["PacketCapture", "HealthDataSync", "GlucoseProfile", "JSON"],
+            swiftSettings: strict),
         // SQLite storage: the only importer of CSQLite.
         .target(name: "GlucoseStore", dependencies: ["HealthDataSync", "CSQLite"], swiftSettings: strict),
         // Generic Varlink over Unix sockets (stdlib, Glibc, Synchronization, JSON).
@@ -61,12 +66,13 @@ let package = Package(
         .target(name: "ViewModelBenchmarks", dependencies: ["HealthDataSync", "JSON"], swiftSettings: strict),
 
         .executableTarget(
-            name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarAPI"], swiftSettings: strict),
+            name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarAPI", "PacketCapture"],
+            swiftSettings: strict),
         .executableTarget(
             name: "sugar-bench",
             dependencies: [
                 "GlucoseProfile", "JSON", "CMallocCounter", "PacketCapture", "GlucoseStore", "ViewModelBenchmarks",
-                "SugarAPI", "Varlink", "HealthDataSync",
+                "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport",
             ],
             swiftSettings: strict),
         // Ingests into a DB file; the crash test SIGKILLs it at random points.
@@ -77,6 +83,14 @@ let package = Package(
         .testTarget(name: "GlucoseProfileTests", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
         .testTarget(
             name: "PacketCaptureTests", dependencies: ["PacketCapture", "GlucoseProfile", "JSON"], swiftSettings: strict),
+        .testTarget(
+            name: "ReplayTransportTests",
+            dependencies: ["ReplayTransport", "PacketCapture", "HealthDataSync", "GlucoseProfile", "JSON"],
+            swiftSettings: strict),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["ReplayTransport", "GlucoseStore", "HealthDataSync", "PacketCapture", "GlucoseProfile", "JSON"],
+            swiftSettings: strict),
         .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync", "GlucoseProfile"], swiftSettings: strict),
         .testTarget(
             name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "HealthDataSync", "store-killtest-writer"],

@@ -61,6 +61,26 @@ public struct GATTLayout: Hashable, Sendable {
         }
     }
 
+    /// A layout with exactly these handles (e.g. learned from a capture's discovery). Characteristics are
+    /// sorted by declaration handle; their `service` is filled from the enclosing service when missing.
+    public init(services: [GATTService], characteristics: [GATTCharacteristic]) {
+        self.services = services.sorted { $0.startHandle < $1.startHandle }
+        self.characteristics = characteristics.sorted { $0.declarationHandle < $1.declarationHandle }.map { item in
+            var copy = item
+            if copy.service == nil {
+                copy.service = services.last {
+                    $0.startHandle <= item.declarationHandle && item.declarationHandle <= $0.endHandle
+                }?.uuid
+            }
+            return copy
+        }
+    }
+
+    /// The layout a capture revealed (see `CaptureSession.database`).
+    public init(database: GATTDatabase) {
+        self.init(services: database.services, characteristics: database.characteristics)
+    }
+
     /// A typical Bluetooth glucose meter: GAP (0x1800), Glucose (0x1808: 0x2A18, 0x2A34, 0x2A51, 0x2A52) and
     /// Device Information (0x180A), starting at `startHandle` so tests can vary the layout.
     public static func glucoseMeter(startHandle: UInt16 = 1, withContext: Bool = true) -> GATTLayout {

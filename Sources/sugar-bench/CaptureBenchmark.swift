@@ -12,6 +12,8 @@ struct MakeCaptureBenchmark {
     var megabytes: Int
     var path: String
     var large: Bool
+    /// One measurement notification and one small noise frame per record (about 1M records per 100 MB).
+    var dense = false
 
     func run() -> Int32 {
         do {
@@ -30,6 +32,19 @@ struct MakeCaptureBenchmark {
                 builder.write(handle: handle, attribute: layout.cccdHandle(.glucoseMeasurement)!, value: [1, 0])
                 builder.write(handle: handle, attribute: layout.valueHandle(.recordAccessControlPoint)!, RACPMessage.reportAll)
                 for sequence in 0..<500 {
+                    if self.dense {
+                        let measurement = GlucoseMeasurement(
+                            sequenceNumber: UInt16(sequence), baseTime: DateTime(year: 2026, month: 11, day: 30, hours: 10),
+                            timeOffsetMinutes: 60, concentration: SFloat(rawValue: 0xB058), unit: .kilogramsPerLiter,
+                            type: SampleType(code: 1), sampleLocation: SampleLocation(code: 1))
+                        builder.notify(handle: handle, attribute: measurementHandle, measurement)
+                        if sequence % 2 == 0 {
+                            builder.vendorEvent([0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08])
+                        } else {
+                            builder.completedPackets(handle: handle, count: 1)
+                        }
+                        continue
+                    }
                     if self.large {
                         builder.notify(handle: handle, attribute: measurementHandle,
                                        value: [UInt8](repeating: UInt8(truncatingIfNeeded: sequence), count: 500))
@@ -44,6 +59,8 @@ struct MakeCaptureBenchmark {
                                   payload: [UInt8](repeating: 0xA5, count: 60))
                     builder.vendorEvent([0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08])
                 }
+                builder.indicate(handle: handle, attribute: layout.valueHandle(.recordAccessControlPoint)!,
+                                 value: [0x06, 0x00, 0x01, 0x01])
                 builder.disconnect(handle: handle)
                 try writer.appendRaw(builder.image[16...])
                 written += builder.image.count - 16
@@ -53,7 +70,7 @@ struct MakeCaptureBenchmark {
             try writer.close()
             let result: JSONValue = .object([
                 "bytes": .from(written), "frames": .from(frames), "sessions": .from(Int(session)),
-                "workload": .string(self.large ? "large" : "small"), "file": .string(self.path),
+                "workload": .string(self.large ? "large" : self.dense ? "dense" : "small"), "file": .string(self.path),
             ])
             writeStdout(result.serialized() + "\n")
             return 0
@@ -64,7 +81,8 @@ struct MakeCaptureBenchmark {
     }
 }
 
-/// `sugar-bench capture FILE`: streams GATT events out of a btsnoop file. One untimed warm-up pass, then
+/// `sugar-bench capture FILE`: streams GATT events out of a btsnoop file and folds them through the
+/// `CaptureInspector` (records counted, not kept, so memory stays flat). One untimed warm-up pass, then
 /// one timed pass; also times the bare record reader.
 struct CaptureBenchmark {
     var path: String
@@ -91,11 +109,14 @@ struct CaptureBenchmark {
             let bytes = Double(totals.statistics.bytes + 16)
             let result: JSONValue = .object([
                 "frames": .from(totals.statistics.frames),
+                "records": .from(totals.records),
+                "seconds": .double(seconds),
+                "megabytesPerSecond": .double(seconds > 0 ? bytes / 1_000_000 / seconds : 0),
                 "bytes": .from(totals.statistics.bytes + 16),
+                "inspectionAnomalies": .from(totals.inspectionAnomalies),
                 "events": .from(totals.events),
                 "anomalies": .from(totals.anomalies),
                 "sessions": .from(totals.sessions),
-                "seconds": .double(seconds),
                 "bytesPerSecond": .double(seconds > 0 ? bytes / seconds : 0),
                 "nsPerFrame": .double(seconds * 1e9 / frames),
                 "allocationsPerFrame": .double(Double(allocations) / frames),
@@ -116,6 +137,9 @@ struct CaptureBenchmark {
         var events = 0
         var anomalies = 0
         var sessions = 0
+        /// Glucose measurements the inspector decoded.
+        var records = 0
+        var inspectionAnomalies = 0
         var statistics = CaptureStatistics()
         /// Folded from every event so the optimizer cannot drop the work.
         var checksum = 0
@@ -124,7 +148,9 @@ struct CaptureBenchmark {
     private func pass() throws(CaptureError) -> Totals {
         var totals = Totals()
         let reader = try GATTEventReader(path: self.path)
+        var inspector = CaptureInspector(options: CaptureInspector.Options(keepRecords: false))
         while let item = try reader.next() {
+            inspector.consume(item)
             switch item {
             case .event(let event):
                 totals.events += 1
@@ -134,6 +160,9 @@ struct CaptureBenchmark {
             }
         }
         totals.statistics = reader.statistics
+        let inspection = inspector.finish()
+        totals.records = inspection.recordCount
+        totals.inspectionAnomalies = inspection.anomalies.count
         return totals
     }
 

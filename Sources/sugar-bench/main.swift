@@ -2,7 +2,8 @@
 //   sugar-bench parse FILE [--with-json]        decode every record of FILE as a Glucose Measurement
 //   sugar-bench make-corpus N FILE [--seed S]   write N valid measurements of mixed shapes
 //   sugar-bench capture FILE                    stream GATT events out of a btsnoop capture
-//   sugar-bench make-capture MEGABYTES FILE [--large]   write a synthetic btsnoop capture
+//   sugar-bench make-capture MEGABYTES FILE [--large|--dense]   write a synthetic btsnoop capture
+//   sugar-bench make-fixtures DIR               regenerate fixtures/ (captures, expected decodes, README)
 //   sugar-bench ingest N [--raw] [--dir DIR]    store N readings through the SQLite store
 //   sugar-bench fanout W E [--policy P]         W watchers over E view-model emissions
 //   sugar-bench socket C [--seconds S]          C GetStatus callers and C watchers on a live Varlink server
@@ -22,7 +23,8 @@ let usage = """
     USAGE: sugar-bench parse <file> [--with-json]
            sugar-bench make-corpus <count> <file> [--seed <seed>]
            sugar-bench capture <file>
-           sugar-bench make-capture <megabytes> <file> [--large]
+           sugar-bench make-capture <megabytes> <file> [--large|--dense]
+           sugar-bench make-fixtures <directory>
            sugar-bench ingest <count> [--raw] [--dir <directory>]
            sugar-bench fanout <watchers> <emissions> [--policy coalesced|immediate]
            sugar-bench socket <clients> [--seconds <seconds>]
@@ -32,12 +34,16 @@ let usage = """
                      packets, seconds, nsPerPacket, bytesPerSecond and allocationsPerPacket.
       make-corpus    Write <count> valid measurements (all flag combinations, both units, SFLOAT specials)
                      to <file>; the same seed gives the same file. Default seed 20190227.
-      capture        Read <file> (btsnoop) through the PacketCapture reader; print one JSON object with
-                     frames, events, seconds, bytesPerSecond, nsPerFrame, allocationsPerFrame and the bare
-                     record reader's speed.
+      capture        Read <file> (btsnoop) through the PacketCapture reader and the capture inspector; print
+                     one JSON object with frames, records (glucose measurements decoded), seconds,
+                     megabytesPerSecond (10^6 bytes), events, bytesPerSecond, nsPerFrame,
+                     allocationsPerFrame and the bare record reader's speed.
       make-capture   Write a synthetic H4 btsnoop capture of about <megabytes> MiB: glucose downloads
                      amid classic ACL, vendor and flow-control noise (small frames), or with --large
-                     500-byte notifications at MTU 512 over 251-byte ACL buffers.
+                     500-byte notifications at MTU 512 over 251-byte ACL buffers, or with --dense one
+                     measurement and one small noise frame per record (~1M records per 100 MB).
+      make-fixtures  Write the fixture captures, their expected decodes and README.md into <directory>
+                     (deterministic; the committed fixtures/ is its output).
       ingest         Store <count> readings (several meters, 10% duplicates, one sequence reset) through
                      the store's public API in a fresh database under <directory> (default /tmp); print
                      readings, seconds, readingsPerSecond, duplicatesDropped, peakRSSBytes. --raw does the
@@ -53,6 +59,7 @@ let usage = """
       --with-json    (parse) Also build each record's JSON value. It allocates, which shows the counter works.
       --seed <seed>  (make-corpus) Seed for the generator (decimal or 0x hex).
       --large        (make-capture) Large-notification workload.
+      --dense        (make-capture) Dense-record workload.
       --raw          (ingest) Plain prepared statements in one transaction.
       --dir <dir>    (ingest) Where the scratch database goes (default /tmp).
       --policy <p>   (fanout) coalesced (default) or immediate.
@@ -83,7 +90,7 @@ func runMain(_ arguments: [String]) async -> Int32 {
         let argument = arguments[index]
         index += 1
         switch argument {
-        case "--with-json", "--large", "--raw": flags.insert(argument)
+        case "--with-json", "--large", "--raw", "--dense": flags.insert(argument)
         case "--seed", "--dir", "--policy", "--seconds":
             guard index < arguments.count else { usageError("Missing value for '--seed'") }
             options[argument] = arguments[index]
@@ -111,11 +118,18 @@ func runMain(_ arguments: [String]) async -> Int32 {
         guard positionals.count == 1, options.isEmpty, flags.isEmpty else { usageError("capture takes exactly one FILE") }
         return CaptureBenchmark(path: positionals[0]).run()
     case "make-capture":
-        guard positionals.count == 2, options.isEmpty, flags.subtracting(["--large"]).isEmpty else {
-            usageError("make-capture takes MEGABYTES and FILE")
+        guard positionals.count == 2, options.isEmpty, flags.subtracting(["--large", "--dense"]).isEmpty,
+            !(flags.contains("--large") && flags.contains("--dense"))
+        else {
+            usageError("make-capture takes MEGABYTES and FILE, and at most one of --large and --dense")
         }
         guard let megabytes = Int(positionals[0]), megabytes > 0 else { usageError("MEGABYTES must be a positive integer") }
-        return MakeCaptureBenchmark(megabytes: megabytes, path: positionals[1], large: flags.contains("--large")).run()
+        return MakeCaptureBenchmark(
+            megabytes: megabytes, path: positionals[1], large: flags.contains("--large"), dense: flags.contains("--dense")
+        ).run()
+    case "make-fixtures":
+        guard positionals.count == 1, options.isEmpty, flags.isEmpty else { usageError("make-fixtures takes a DIRECTORY") }
+        return MakeFixturesCommand.run(directory: positionals[0])
     case "ingest":
         guard positionals.count == 1, let count = Int(positionals[0]), count > 0 else {
             usageError("ingest takes a positive reading count")

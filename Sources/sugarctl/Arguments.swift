@@ -64,13 +64,17 @@ struct ParsedArguments {
     var positionals: [String] = []
     var flags: Set<String> = []
     var values: [String: String] = [:]
-    /// Every value of each option, in order (for repeatable options such as `--field`).
+    /// Every value of each option, in order (for repeatable options such as `--field` and `--handle`).
     var lists: [String: [String]] = [:]
     var helpRequested = false
 
     /// Splits `arguments`. `flags` and `valueOptions` are long names without dashes (`json`).
+    /// `repeatableOptions` take a value and may repeat (`--handle A --handle B`).
     /// `--` ends option parsing. Unknown options are usage errors.
-    init(_ arguments: [String], flags: Set<String> = [], valueOptions: Set<String> = []) throws(UsageError) {
+    init(
+        _ arguments: [String], flags: Set<String> = [], valueOptions: Set<String> = [],
+        repeatableOptions: Set<String> = []
+    ) throws(UsageError) {
         var index = 0
         var optionsEnded = false
         while index < arguments.count {
@@ -98,15 +102,17 @@ struct ParsedArguments {
             if flags.contains(name) {
                 guard inlineValue == nil else { throw UsageError(message: "Option '--\(name)' takes no value") }
                 self.flags.insert(name)
-            } else if valueOptions.contains(name) {
+            } else if valueOptions.contains(name) || repeatableOptions.contains(name) {
+                let value: String
                 if let inlineValue {
-                    self.values[name] = inlineValue
+                    value = inlineValue
                 } else {
                     guard index < arguments.count else { throw UsageError(message: "Missing value for '--\(name)'") }
-                    self.values[name] = arguments[index]
+                    value = arguments[index]
                     index += 1
                 }
-                self.lists[name, default: []].append(self.values[name] ?? "")
+                if !repeatableOptions.contains(name) { self.values[name] = value }
+                self.lists[name, default: []].append(value)
             } else {
                 throw UsageError(message: "Unknown option '--\(name)'")
             }

@@ -16,6 +16,7 @@ let subcommands: [Subcommand] = [
     PairCommand.subcommand,
     SessionsCommand.subcommand,
     DecodeCommand.subcommand,
+    CaptureCommand.subcommand,
 ]
 
 let rootHelp = CommandHelp(

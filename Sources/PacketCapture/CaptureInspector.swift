@@ -1,0 +1,689 @@
+import GlucoseProfile
+import JSON
+
+/// One glucose record found in a capture: a Glucose Measurement (0x2A18) joined with the Measurement
+/// Context (0x2A34) of the same sequence number in the same session.
+public struct InspectedRecord: Hashable, Sendable {
+    /// 1-based frame number of the measurement notification (the frame that completed its PDU).
+    public var frame: Int
+    /// Position of the record's session in ``CaptureInspection/sessions`` (0-based).
+    public var session: Int
+    /// The measurement packet exactly as captured.
+    public var measurementBytes: [UInt8]
+    /// Decoded leniently: an out-of-range base time (month 13) is kept; trailing bytes are ignored.
+    public var measurement: GlucoseMeasurement
+    /// Frame of the joined context, if one came.
+    public var contextFrame: Int?
+    /// The context packet exactly as captured.
+    public var contextBytes: [UInt8]?
+    public var context: MeasurementContext?
+
+    public init(
+        frame: Int, session: Int, measurementBytes: [UInt8], measurement: GlucoseMeasurement, contextFrame: Int? = nil,
+        contextBytes: [UInt8]? = nil, context: MeasurementContext? = nil
+    ) {
+        self.frame = frame
+        self.session = session
+        self.measurementBytes = measurementBytes
+        self.measurement = measurement
+        self.contextFrame = contextFrame
+        self.contextBytes = contextBytes
+        self.context = context
+    }
+
+    /// The `sugarctl decode measurement --json` object plus `frame`, `session` and `context`.
+    public var jsonValue: JSONValue {
+        guard case .object(var object) = self.measurement.json else { return .null }
+        object["frame"] = .int(Int64(self.frame))
+        object["session"] = .int(Int64(self.session))
+        object["context"] = self.context?.json ?? .null
+        return .object(object)
+    }
+}
+
+/// Something odd about one packet (or the capture itself). Never hides the records around it.
+public struct InspectionAnomaly: Hashable, Sendable, CustomStringConvertible {
+    /// 1-based frame number, when the anomaly is about one frame.
+    public var frame: Int?
+    /// Position of the session in ``CaptureInspection/sessions`` (0-based), when known.
+    public var session: Int?
+    /// The characteristic the packet belongs to, when known.
+    public var characteristic: BluetoothUUID?
+    /// One human sentence.
+    public var reason: String
+
+    public init(frame: Int?, session: Int?, characteristic: BluetoothUUID?, reason: String) {
+        self.frame = frame
+        self.session = session
+        self.characteristic = characteristic
+        self.reason = reason
+    }
+
+    /// `2a18` for 16-bit UUIDs, the lower-case 128-bit form otherwise, nil when unknown.
+    public var characteristicText: String? { self.characteristic.map(shortUUIDText) }
+
+    /// `{"frame", "characteristic", "reason"}`.
+    public var jsonValue: JSONValue {
+        .object([
+            "frame": self.frame.map { .int(Int64($0)) } ?? .null,
+            "characteristic": self.characteristicText.map { .string($0) } ?? .null,
+            "reason": .string(self.reason),
+        ])
+    }
+
+    public var description: String {
+        (self.frame.map { "frame \($0)" } ?? "capture") + (self.characteristicText.map { " [\($0)]" } ?? "") + ": "
+            + self.reason
+    }
+}
+
+/// One RACP request and its answer, as seen in a capture.
+public struct RACPExchange: Hashable, Sendable {
+    /// Frame of the Write Request, nil for an indication nobody asked for.
+    public var requestFrame: Int?
+    public var requestBytes: [UInt8]?
+    /// Nil when there was no request or it did not decode.
+    public var request: RACPMessage?
+    /// An ATT Error Response to the write (0x80 procedure already in progress, 0x81 CCCD…).
+    public var writeError: ATTErrorCode?
+    public var responseFrame: Int?
+    public var responseBytes: [UInt8]?
+    /// The decoded `05` or `06` indication that answered the request.
+    public var response: RACPMessage?
+    /// Glucose Measurement notifications between the request and the response.
+    public var measurements: Int
+
+    public init(
+        requestFrame: Int? = nil, requestBytes: [UInt8]? = nil, request: RACPMessage? = nil,
+        writeError: ATTErrorCode? = nil, responseFrame: Int? = nil, responseBytes: [UInt8]? = nil,
+        response: RACPMessage? = nil, measurements: Int = 0
+    ) {
+        self.requestFrame = requestFrame
+        self.requestBytes = requestBytes
+        self.request = request
+        self.writeError = writeError
+        self.responseFrame = responseFrame
+        self.responseBytes = responseBytes
+        self.response = response
+        self.measurements = measurements
+    }
+
+    public var jsonValue: JSONValue {
+        var object = JSONObject()
+        object["requestFrame"] = .from(self.requestFrame)
+        object["requestBytes"] = self.requestBytes.map { .string(hexBytes($0)) } ?? .null
+        object["request"] = self.request?.json ?? .null
+        object["writeError"] = self.writeError.map {
+            .object(["code": .int(Int64($0.rawValue)), "name": .string($0.description)])
+        } ?? .null
+        object["responseFrame"] = .from(self.responseFrame)
+        object["responseBytes"] = self.responseBytes.map { .string(hexBytes($0)) } ?? .null
+        object["response"] = self.response?.json ?? .null
+        object["measurements"] = .int(Int64(self.measurements))
+        return .object(object)
+    }
+}
+
+/// Device Information strings (0x180A) and the GAP device name, as read in a session.
+public struct DeviceInformation: Hashable, Sendable {
+    public var deviceName: String?
+    public var manufacturer: String?
+    public var model: String?
+    public var serialNumber: String?
+    public var hardware: String?
+    public var firmware: String?
+    public var software: String?
+
+    public init(
+        deviceName: String? = nil, manufacturer: String? = nil, model: String? = nil, serialNumber: String? = nil,
+        hardware: String? = nil, firmware: String? = nil, software: String? = nil
+    ) {
+        self.deviceName = deviceName
+        self.manufacturer = manufacturer
+        self.model = model
+        self.serialNumber = serialNumber
+        self.hardware = hardware
+        self.firmware = firmware
+        self.software = software
+    }
+
+    public var isEmpty: Bool { self == DeviceInformation() }
+
+    public var jsonValue: JSONValue {
+        .object([
+            "deviceName": .from(self.deviceName), "manufacturer": .from(self.manufacturer), "model": .from(self.model),
+            "serialNumber": .from(self.serialNumber), "hardware": .from(self.hardware),
+            "firmware": .from(self.firmware), "software": .from(self.software),
+        ])
+    }
+}
+
+/// The meter clock as read in a session: Current Time 0x2A2B or Date Time 0x2A08.
+public struct InspectedClock: Hashable, Sendable {
+    public var characteristic: BluetoothUUID
+    public var frame: Int
+    /// When the value was read (the capture's clock), so a replay can keep the meter's skew.
+    public var timestamp: CaptureTimestamp
+    public var bytes: [UInt8]
+    /// The clock's local date and time (nil when the value did not decode).
+    public var dateTime: DateTime?
+    /// The whole Current Time value, for 0x2A2B.
+    public var currentTime: CurrentTime?
+
+    public var jsonValue: JSONValue {
+        .object([
+            "characteristic": .string(shortUUIDText(self.characteristic)), "frame": .int(Int64(self.frame)),
+            "bytes": .string(hexBytes(self.bytes)), "dateTime": self.dateTime?.json ?? .null,
+            "currentTime": self.currentTime?.json ?? .null,
+        ])
+    }
+}
+
+/// One meter session (an LE connection) with what the inspector learned about the meter in it.
+public struct InspectedSession: Hashable, Sendable {
+    /// Position in ``CaptureInspection/sessions`` (0-based); `capture.index` is the reader's 1-based number.
+    public var position: Int
+    public var capture: CaptureSession
+    public var deviceInformation = DeviceInformation()
+    public var feature: GlucoseFeature?
+    public var clock: InspectedClock?
+    /// CCCD writes in order: characteristic and the written value (`01 00` notify, `02 00` indicate).
+    public var subscriptions: [(frame: Int, characteristic: BluetoothUUID?, value: [UInt8])] = []
+    public var racp: [RACPExchange] = []
+    /// Measurements decoded in this session.
+    public var recordCount = 0
+    /// SMP Pairing Requests seen, and the reasons of SMP Pairing Failed (0x04: wrong passkey).
+    public var pairingRequests = 0
+    public var pairingFailures: [UInt8] = []
+
+    init(position: Int, capture: CaptureSession) {
+        self.position = position
+        self.capture = capture
+    }
+
+    public static func == (lhs: InspectedSession, rhs: InspectedSession) -> Bool {
+        lhs.position == rhs.position && lhs.capture == rhs.capture && lhs.deviceInformation == rhs.deviceInformation
+            && lhs.feature == rhs.feature && lhs.clock == rhs.clock && lhs.racp == rhs.racp
+            && lhs.recordCount == rhs.recordCount && lhs.pairingRequests == rhs.pairingRequests
+            && lhs.pairingFailures == rhs.pairingFailures
+            && lhs.subscriptions.elementsEqual(rhs.subscriptions) {
+                $0.frame == $1.frame && $0.characteristic == $1.characteristic && $0.value == $1.value
+            }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(self.position)
+        hasher.combine(self.capture)
+        hasher.combine(self.recordCount)
+    }
+
+    /// The characteristics of the glucose service, Device Information, Current Time and Roche's Date Time,
+    /// with handles, from the session's layout (discovered, reused or provided).
+    public var meterCharacteristics: [GATTCharacteristic] {
+        let services: Set<BluetoothUUID> = [
+            .glucoseService, .deviceInformationService, BluetoothUUID(GlucoseUUID.currentTimeService),
+        ]
+        return self.capture.database.characteristics.filter { item in
+            if let service = item.service { return services.contains(service) }
+            return [
+                BluetoothUUID.glucoseMeasurement, .glucoseMeasurementContext, .glucoseFeature,
+                .recordAccessControlPoint, .dateTime,
+            ].contains(item.uuid)
+        }
+    }
+
+    /// The glucose service's handle range, when discovered.
+    public var glucoseService: GATTService? {
+        self.capture.database.services.first { $0.uuid == .glucoseService }
+    }
+
+    public var jsonValue: JSONValue {
+        var object = JSONObject()
+        object["index"] = .int(Int64(self.position))
+        object["captureSession"] = .int(Int64(self.capture.index))
+        if case .object(let connection) = self.capture.jsonValue {
+            for entry in connection.entries where !["index", "database", "eventCount"].contains(entry.key) {
+                object[entry.key] = entry.value
+            }
+        }
+        object["glucoseService"] = self.glucoseService.map {
+            .object(["startHandle": .int(Int64($0.startHandle)), "endHandle": .int(Int64($0.endHandle))])
+        } ?? .null
+        object["handles"] = .array(self.meterCharacteristics.map { item in
+            .object([
+                "characteristic": .string(shortUUIDText(item.uuid)),
+                "service": item.service.map { .string(shortUUIDText($0)) } ?? .null,
+                "valueHandle": .int(Int64(item.valueHandle)),
+                "cccdHandle": item.cccdHandle.map { .int(Int64($0)) } ?? .null,
+                "properties": item.properties.map { .string($0.description) } ?? .null,
+            ])
+        })
+        object["deviceInformation"] = self.deviceInformation.jsonValue
+        object["feature"] = self.feature?.json ?? .null
+        object["clock"] = self.clock?.jsonValue ?? .null
+        object["subscriptions"] = .array(self.subscriptions.map { item in
+            .object([
+                "frame": .int(Int64(item.frame)),
+                "characteristic": item.characteristic.map { .string(shortUUIDText($0)) } ?? .null,
+                "value": .string(hexBytes(item.value)),
+            ])
+        })
+        object["racp"] = .array(self.racp.map(\.jsonValue))
+        object["records"] = .int(Int64(self.recordCount))
+        object["pairing"] = .object([
+            "requests": .int(Int64(self.pairingRequests)),
+            "failures": .array(self.pairingFailures.map { .int(Int64($0)) }),
+        ])
+        return .object(object)
+    }
+}
+
+/// The result of inspecting a capture: sessions, records and anomalies (`sugarctl capture inspect`).
+public struct CaptureInspection: Hashable, Sendable {
+    /// Every LE connection, in order of its first frame.
+    public var sessions: [InspectedSession] = []
+    /// Records in frame order (empty when the inspector was told not to keep them).
+    public var records: [InspectedRecord] = []
+    /// Measurements decoded, kept or not.
+    public var recordCount = 0
+    /// Capture-level and glucose-level anomalies in frame order.
+    public var anomalies: [InspectionAnomaly] = []
+    public var statistics = CaptureStatistics()
+
+    public init() {}
+
+    /// `{"sessions": [...], "records": [...], "anomalies": [...]}`.
+    public var jsonValue: JSONValue {
+        .object([
+            "sessions": .array(self.sessions.map(\.jsonValue)),
+            "records": .array(self.records.map(\.jsonValue)),
+            "anomalies": .array(self.anomalies.map(\.jsonValue)),
+        ])
+    }
+}
+
+/// Folds the reader's stream into meter sessions, glucose records and anomalies.
+///
+/// Values are decoded by characteristic UUID: 0x2A18, 0x2A34, 0x2A51, 0x2A52, the DIS strings, 0x2A2B and
+/// 0x2A08. A context joins the measurement with the same sequence number in the same session, whether it
+/// comes after the measurement (as GLS says) or before it. Undecodable packets, contexts without a
+/// measurement, announced contexts that never come and reserved values are anomalies; the measurement of
+/// a record with an odd field is still a record.
+///
+/// Memory: per open session the records not yet flushed (a session's records are flushed when it ends),
+/// plus the kept output. With `keepRecords` false only counts are kept.
+public struct CaptureInspector {
+    /// Knobs.
+    public struct Options: Sendable {
+        /// Keep decoded records in ``CaptureInspection/records`` (off: count only, memory flat).
+        public var keepRecords: Bool
+
+        public init(keepRecords: Bool = true) { self.keepRecords = keepRecords }
+    }
+
+    private struct OpenSession {
+        var records: [InspectedRecord] = []
+        /// Sequence number → indices into `records`, oldest first.
+        var bySequence: [UInt16: [Int]] = [:]
+        /// Contexts that came before any measurement with their sequence number.
+        var earlyContexts: [UInt16: (frame: Int, bytes: [UInt8], context: MeasurementContext)] = [:]
+        var lastMeasurement: (frame: Int, bytes: [UInt8])?
+        var deviceValues: [UInt16: [UInt8]] = [:]
+        var feature: GlucoseFeature?
+        var clock: InspectedClock?
+        var subscriptions: [(frame: Int, characteristic: BluetoothUUID?, value: [UInt8])] = []
+        var racp: [RACPExchange] = []
+        /// Index in `racp` of the exchange waiting for its answer.
+        var openExchange: Int?
+        var recordCount = 0
+        var pairingRequests = 0
+        var pairingFailures: [UInt8] = []
+    }
+
+    public let options: Options
+    private var open: [Int: OpenSession] = [:]
+    private var finished: [InspectedSession] = []
+    private var records: [InspectedRecord] = []
+    private var anomalies: [InspectionAnomaly] = []
+    private var recordCount = 0
+
+    public init(options: Options = Options()) {
+        self.options = options
+    }
+
+    /// Reads a whole capture file and inspects it (streaming; the file is never loaded whole).
+    /// - Throws: `CaptureError` when the file cannot be read or is corrupt.
+    public static func inspect(
+        path: String, handleOverrides: [HandleOverride] = [], options: Options = Options()
+    ) throws(CaptureError) -> CaptureInspection {
+        let reader = try GATTEventReader(path: path, options: GATTEventReader.Options(handleOverrides: handleOverrides))
+        return try Self.inspect(reader, options: options)
+    }
+
+    /// Inspects a capture image held in memory.
+    /// - Throws: `CaptureError` when the image is not a readable capture.
+    public static func inspect(
+        bytes: [UInt8], handleOverrides: [HandleOverride] = [], options: Options = Options()
+    ) throws(CaptureError) -> CaptureInspection {
+        let reader = try GATTEventReader(bytes: bytes, options: GATTEventReader.Options(handleOverrides: handleOverrides))
+        return try Self.inspect(reader, options: options)
+    }
+
+    private static func inspect(_ reader: GATTEventReader, options: Options) throws(CaptureError) -> CaptureInspection {
+        var inspector = CaptureInspector(options: options)
+        while let item = try reader.next() { inspector.consume(item) }
+        var result = inspector.finish()
+        result.statistics = reader.statistics
+        return result
+    }
+
+    /// Feeds one reader item.
+    public mutating func consume(_ item: CaptureItem) {
+        switch item {
+        case .event(let event): self.event(event)
+        case .anomaly(let anomaly):
+            self.anomalies.append(InspectionAnomaly(
+                frame: anomaly.frame, session: anomaly.session.map { $0 - 1 }, characteristic: anomaly.characteristic,
+                reason: anomaly.reason))
+        case .sessionEnded(let session): self.sessionEnded(session)
+        }
+    }
+
+    /// The inspection so far; sessions still open are not included (the reader closes every session at the
+    /// end of the capture, so after the reader returned nil there are none).
+    public func finish() -> CaptureInspection {
+        var result = CaptureInspection()
+        result.sessions = self.finished.sorted { $0.capture.index < $1.capture.index }
+        // Sessions are numbered by the reader from 1 in order of their first frame: position = index − 1.
+        for index in result.sessions.indices { result.sessions[index].position = index }
+        result.records = self.records.sorted { $0.frame < $1.frame }
+        result.recordCount = self.recordCount
+        result.anomalies = self.anomalies.enumerated().sorted {
+            ($0.element.frame ?? Int.max, $0.offset) < ($1.element.frame ?? Int.max, $1.offset)
+        }.map(\.element)
+        return result
+    }
+
+    // MARK: - Events
+
+    private mutating func event(_ event: GATTEvent) {
+        let key = event.session
+        // Moved out and back so the session's arrays stay uniquely referenced (no copy per append).
+        var state = self.open.removeValue(forKey: key) ?? OpenSession()
+        defer { self.open[key] = state }
+        let position = key - 1
+        switch event.kind {
+        case .notification(let attribute, let value):
+            guard let uuid = attribute.uuid else { return }
+            if uuid == .glucoseMeasurement {
+                self.measurement(value, frame: event.frame, position: position, &state)
+            } else if uuid == .glucoseMeasurementContext {
+                self.context(value, frame: event.frame, position: position, &state)
+            } else if uuid == .recordAccessControlPoint {
+                self.racpIndication(value, frame: event.frame, position: position, &state)
+            }
+        case .indication(let attribute, let value):
+            guard let uuid = attribute.uuid else { return }
+            if uuid == .recordAccessControlPoint {
+                self.racpIndication(value, frame: event.frame, position: position, &state)
+            } else if uuid == .glucoseMeasurement {
+                self.measurement(value, frame: event.frame, position: position, &state)
+            } else if uuid == .glucoseMeasurementContext {
+                self.context(value, frame: event.frame, position: position, &state)
+            }
+        case .read(let attribute, let value, let offset):
+            guard let uuid = attribute.uuid, attribute.isCharacteristicValue else { return }
+            self.read(uuid, value, offset: offset, frame: event.frame, timestamp: event.timestamp, position: position, &state)
+        case .write(let attribute, let value, _):
+            if attribute.isCCCD {
+                state.subscriptions.append((event.frame, attribute.characteristic, value))
+            } else if attribute.uuid == .recordAccessControlPoint {
+                self.racpRequest(value, frame: event.frame, position: position, &state)
+            }
+        case .error(let request, let attribute, let code):
+            guard request == .writeRequest, attribute.uuid == .recordAccessControlPoint, let index = state.openExchange
+            else { return }
+            state.racp[index].writeError = code
+            state.openExchange = nil
+        case .pairingRequested:
+            state.pairingRequests += 1
+        case .pairingFailed(let reason):
+            state.pairingFailures.append(reason)
+        default:
+            break
+        }
+    }
+
+    private mutating func note(
+        _ frame: Int, _ position: Int, _ characteristic: BluetoothUUID?, _ reason: String
+    ) {
+        self.anomalies.append(InspectionAnomaly(frame: frame, session: position, characteristic: characteristic, reason: reason))
+    }
+
+    private mutating func measurement(_ bytes: [UInt8], frame: Int, position: Int, _ state: inout OpenSession) {
+        let measurement: GlucoseMeasurement
+        var reader = ByteReader(bytes)
+        do throws(GlucoseProfileError) {
+            measurement = try GlucoseMeasurement(parsing: &reader, options: .lenientDateTime)
+        } catch {
+            self.note(frame, position, .glucoseMeasurement, "Glucose Measurement of \(bytes.count) bytes does not decode "
+                + "(\(error.description)); no record.")
+            return
+        }
+        let seq = measurement.sequenceNumber
+        if reader.readableBytes > 0 {
+            self.note(frame, position, .glucoseMeasurement, "Record \(seq) has \(reader.readableBytes) trailing byte(s) "
+                + "after its last field; they are ignored.")
+        }
+        do throws(GlucoseProfileError) {
+            try measurement.baseTime.validate(field: "baseTime", offset: 3)
+        } catch {
+            self.note(frame, position, .glucoseMeasurement, "Record \(seq) base time is out of range "
+                + "(\(error.description)); the record is kept as sent.")
+        }
+        if measurement.reservedFlags != 0 {
+            self.note(frame, position, .glucoseMeasurement, "Record \(seq) sets reserved flag bits "
+                + "0x\(hexByte(measurement.reservedFlags)); they are ignored.")
+        }
+        if measurement.concentration?.special == .reserved {
+            self.note(frame, position, .glucoseMeasurement, "Record \(seq) concentration is the reserved SFLOAT "
+                + "0x0801; the record has no value.")
+        }
+        if let type = measurement.type, type.name == "reserved" {
+            self.note(frame, position, .glucoseMeasurement, "Record \(seq) sample type \(type.code) is reserved.")
+        }
+        if let location = measurement.sampleLocation, location.name == "reserved" {
+            self.note(frame, position, .glucoseMeasurement, "Record \(seq) sample location \(location.code) is reserved.")
+        }
+        if let last = state.lastMeasurement, last.bytes == bytes {
+            self.note(frame, position, .glucoseMeasurement, "Record \(seq) repeats the measurement of frame "
+                + "\(last.frame) byte for byte; a sync keeps one.")
+        }
+        state.lastMeasurement = (frame, bytes)
+        var record = InspectedRecord(frame: frame, session: position, measurementBytes: bytes, measurement: measurement)
+        if let early = state.earlyContexts.removeValue(forKey: seq) {
+            record.contextFrame = early.frame
+            record.contextBytes = early.bytes
+            record.context = early.context
+        }
+        state.bySequence[seq, default: []].append(state.records.count)
+        state.records.append(record)
+        state.recordCount += 1
+        self.recordCount += 1
+        if let index = state.openExchange, state.racp[index].request?.opCode == .reportStoredRecords {
+            state.racp[index].measurements += 1
+        }
+    }
+
+    private mutating func context(_ bytes: [UInt8], frame: Int, position: Int, _ state: inout OpenSession) {
+        let context: MeasurementContext
+        do throws(GlucoseProfileError) {
+            context = try MeasurementContext(bytes: bytes)
+        } catch {
+            self.note(frame, position, .glucoseMeasurementContext, "Measurement Context of \(bytes.count) bytes does not "
+                + "decode (\(error.description)).")
+            return
+        }
+        let seq = context.sequenceNumber
+        // The newest record with this number that has no context yet.
+        if let indices = state.bySequence[seq] {
+            if let index = indices.last(where: { state.records[$0].context == nil }) {
+                state.records[index].context = context
+                state.records[index].contextFrame = frame
+                state.records[index].contextBytes = bytes
+            } else {
+                self.note(frame, position, .glucoseMeasurementContext, "Record \(seq) already has a context; this "
+                    + "second one is ignored.")
+            }
+            return
+        }
+        if state.earlyContexts[seq] != nil {
+            self.note(frame, position, .glucoseMeasurementContext, "A second context for record \(seq) came before its "
+                + "measurement; it is ignored.")
+            return
+        }
+        state.earlyContexts[seq] = (frame, bytes, context)
+    }
+
+    private mutating func read(
+        _ uuid: BluetoothUUID, _ value: [UInt8], offset: Int, frame: Int, timestamp: CaptureTimestamp, position: Int,
+        _ state: inout OpenSession
+    ) {
+        guard let short = uuid.uuid16 else { return }
+        switch short {
+        case 0x2A00, 0x2A24...0x2A29:
+            if offset == 0 {
+                state.deviceValues[short] = value
+            } else if state.deviceValues[short]?.count == offset {
+                state.deviceValues[short]?.append(contentsOf: value)
+            }
+        case GlucoseUUID.glucoseFeature:
+            do throws(GlucoseProfileError) {
+                state.feature = try GlucoseFeature(bytes: value)
+            } catch {
+                self.note(frame, position, uuid, "Glucose Feature does not decode (\(error.description)).")
+            }
+        case GlucoseUUID.currentTime:
+            var clock = InspectedClock(characteristic: uuid, frame: frame, timestamp: timestamp, bytes: value)
+            do throws(GlucoseProfileError) {
+                let time = try CurrentTime(bytes: value)
+                clock.currentTime = time
+                clock.dateTime = time.dateTime
+            } catch {
+                self.note(frame, position, uuid, "Current Time does not decode (\(error.description)).")
+            }
+            state.clock = clock
+        case GlucoseUUID.dateTime:
+            var clock = InspectedClock(characteristic: uuid, frame: frame, timestamp: timestamp, bytes: value)
+            do throws(GlucoseProfileError) {
+                clock.dateTime = try DateTime(bytes: value)
+            } catch {
+                self.note(frame, position, uuid, "Date Time does not decode (\(error.description)).")
+            }
+            state.clock = clock
+        default:
+            break
+        }
+    }
+
+    private mutating func racpRequest(_ bytes: [UInt8], frame: Int, position: Int, _ state: inout OpenSession) {
+        var exchange = RACPExchange(requestFrame: frame, requestBytes: bytes)
+        do throws(GlucoseProfileError) {
+            exchange.request = try RACPMessage(bytes: bytes)
+        } catch {
+            self.note(frame, position, .recordAccessControlPoint, "RACP request does not decode (\(error.description)).")
+        }
+        if let open = state.openExchange, state.racp[open].request?.opCode != .abortOperation,
+            exchange.request?.opCode != .abortOperation
+        {
+            self.note(frame, position, .recordAccessControlPoint, "A RACP request was written while the one of frame "
+                + "\(state.racp[open].requestFrame ?? 0) was still unanswered.")
+        }
+        state.racp.append(exchange)
+        state.openExchange = state.racp.count - 1
+    }
+
+    private mutating func racpIndication(_ bytes: [UInt8], frame: Int, position: Int, _ state: inout OpenSession) {
+        let message: RACPMessage
+        do throws(GlucoseProfileError) {
+            message = try RACPMessage(bytes: bytes)
+        } catch {
+            self.note(frame, position, .recordAccessControlPoint, "RACP indication does not decode "
+                + "(\(error.description)); it is ignored.")
+            return
+        }
+        guard message.opCode == .responseCode || message.opCode == .numberOfStoredRecordsResponse else {
+            self.note(frame, position, .recordAccessControlPoint, "The meter indicated a RACP request "
+                + "(\(message.opCode.name)) instead of a response.")
+            return
+        }
+        if let (_, code) = message.response, code.isReserved {
+            self.note(frame, position, .recordAccessControlPoint, "RACP response code 0x\(hexByte(code.rawValue)) is reserved.")
+        }
+        // An answer to our abort may overtake the answer of the aborted request: match by op code.
+        var target = state.openExchange
+        if let (request, _) = message.response {
+            if let match = state.racp.indices.last(where: {
+                state.racp[$0].response == nil && state.racp[$0].writeError == nil
+                    && state.racp[$0].request?.opCode == request
+            }) {
+                target = match
+            }
+        }
+        guard let index = target, state.racp[index].response == nil else {
+            self.note(frame, position, .recordAccessControlPoint, "RACP response with no request waiting for it.")
+            state.racp.append(RACPExchange(responseFrame: frame, responseBytes: bytes, response: message))
+            return
+        }
+        state.racp[index].response = message
+        state.racp[index].responseFrame = frame
+        state.racp[index].responseBytes = bytes
+        if state.openExchange == index { state.openExchange = nil }
+    }
+
+    private mutating func sessionEnded(_ capture: CaptureSession) {
+        let state = self.open.removeValue(forKey: capture.index) ?? OpenSession()
+        let position = capture.index - 1
+        for (seq, early) in state.earlyContexts.sorted(by: { $0.value.frame < $1.value.frame }) {
+            self.note(early.frame, position, .glucoseMeasurementContext, "Context for record \(seq) has no measurement "
+                + "in this session (orphan).")
+        }
+        for record in state.records where record.measurement.contextFollows && record.context == nil {
+            self.note(record.frame, position, .glucoseMeasurement, "Record \(record.measurement.sequenceNumber) announces "
+                + "a context that never came; the record is kept without it.")
+        }
+        for exchange in state.racp where exchange.request != nil && exchange.response == nil && exchange.writeError == nil
+            && exchange.request?.opCode != .abortOperation
+        {
+            self.note(exchange.requestFrame ?? capture.lastFrame, position, .recordAccessControlPoint,
+                      "RACP \(exchange.request!.opCode.name) got no response before the session ended.")
+        }
+        if self.options.keepRecords { self.records.append(contentsOf: state.records) }
+        var session = InspectedSession(position: position, capture: capture)
+        func text(_ short: UInt16) -> String? {
+            state.deviceValues[short].flatMap(deviceString)
+        }
+        session.deviceInformation = DeviceInformation(
+            deviceName: text(0x2A00), manufacturer: text(GlucoseUUID.manufacturerName),
+            model: text(GlucoseUUID.modelNumber), serialNumber: text(GlucoseUUID.serialNumber), hardware: text(0x2A27),
+            firmware: text(GlucoseUUID.firmwareRevision), software: text(0x2A28))
+        session.feature = state.feature
+        session.clock = state.clock
+        session.subscriptions = state.subscriptions
+        session.racp = state.racp
+        session.recordCount = state.recordCount
+        session.pairingRequests = state.pairingRequests
+        session.pairingFailures = state.pairingFailures
+        self.finished.append(session)
+    }
+}
+
+/// A DIS string: UTF-8 up to the first NUL, surrounding spaces trimmed; nil when empty.
+func deviceString(_ bytes: [UInt8]) -> String? {
+    let text = String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+    let trimmed = text.drop { $0 == " " }.reversed().drop { $0 == " " }.reversed()
+    return trimmed.isEmpty ? nil : String(trimmed)
+}
+
+/// `2a18` for a 16-bit alias, else the lower-case 128-bit form.
+func shortUUIDText(_ uuid: BluetoothUUID) -> String { uuid.description.lowercased() }

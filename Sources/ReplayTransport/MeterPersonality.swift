@@ -1,0 +1,214 @@
+import GlucoseProfile
+import HealthDataSync
+import PacketCapture
+
+/// A UUID as the GATT layer (PacketCapture) spells it.
+public typealias GATTUUID = PacketCapture.BluetoothUUID
+
+/// What a simulated meter is: identity, GATT layout, clock, pairing, link parameters and faults.
+public struct MeterPersonality: Sendable, Hashable {
+    /// Where the meter keeps its clock.
+    public enum Clock: Sendable, Hashable {
+        /// No clock characteristic (i-SENS, Fora).
+        case none
+        /// Current Time Service 0x1805 / 0x2A2B.
+        case currentTime(DateTime)
+        /// Date Time 0x2A08 inside the Glucose service (Roche).
+        case dateTime(DateTime)
+
+        /// The clock value, nil for `.none`.
+        public var value: DateTime? {
+            switch self {
+            case .none: nil
+            case .currentTime(let value), .dateTime(let value): value
+            }
+        }
+    }
+
+    /// How the meter bonds.
+    public enum Pairing: Sendable, Hashable {
+        /// No bond needed.
+        case none
+        /// Glucose characteristics need a bond; pairing needs no passkey.
+        case justWorks
+        /// Glucose characteristics need a bond; pairing needs the passkey the meter shows.
+        case passkey(UInt32)
+
+        public var isRequired: Bool { self != .none }
+    }
+
+    public var address: BluetoothAddress
+    /// The advertised name (also GAP Device Name 0x2A00).
+    public var name: String
+    public var manufacturer: String?
+    public var model: String?
+    public var serialNumber: String?
+    public var firmware: String?
+    /// Glucose Feature (0x2A51).
+    public var feature: GlucoseFeature
+    public var clock: Clock
+    /// When set, the clock runs: it showed `clock.value` at this instant (Unix microseconds) and reads
+    /// `clock.value + (now − clockReference)` later, so a replayed capture keeps the meter's skew.
+    /// Nil: the clock reads `clock.value` (or the transport's ``ReplayTransport/Options/clock``).
+    public var clockReference: Int64?
+    public var pairing: Pairing
+    /// The server's ATT MTU (the effective MTU is the smaller of this and the client's).
+    public var mtu: UInt16
+    /// ACL payload bytes per HCI packet in recorded captures (27 for most LE controllers).
+    public var aclBufferSize: Int
+    /// The GATT server's handles. Must hold 0x2A18, 0x2A51 and 0x2A52 in the Glucose service.
+    public var layout: GATTLayout
+    /// RACP writes before RACP indications are enabled fail with ATT 0x81 (Contour does this).
+    public var requiresRACPIndications: Bool
+    public var faults: SimulatorFaults
+
+    /// - Parameters:
+    ///   - startHandle: first handle of the layout (meters differ); see
+    ///     ``standardLayout(startHandle:glucoseGap:hasContext:clock:vendorService:)``.
+    ///   - glucoseGap: unused handles before the Glucose service.
+    ///   - hasContext: whether the meter has Glucose Measurement Context (0x2A34).
+    ///   - vendorService: an extra 128-bit service (Roche and Ascensia have one), or nil.
+    public init(
+        address: BluetoothAddress, name: String, manufacturer: String?, model: String?, serialNumber: String? = nil,
+        firmware: String? = nil, feature: GlucoseFeature = [.lowBatteryDetection, .resultHighLowDetection, .multipleBond],
+        hasContext: Bool = true, clock: Clock = .none, pairing: Pairing = .none, mtu: UInt16 = 23,
+        aclBufferSize: Int = 27, startHandle: UInt16 = 1, glucoseGap: UInt16 = 0, vendorService: GATTUUID? = nil,
+        requiresRACPIndications: Bool = true, faults: SimulatorFaults = SimulatorFaults()
+    ) {
+        self.address = address
+        self.name = name
+        self.manufacturer = manufacturer
+        self.model = model
+        self.serialNumber = serialNumber
+        self.firmware = firmware
+        self.feature = feature
+        self.clock = clock
+        self.pairing = pairing
+        self.mtu = mtu
+        self.aclBufferSize = aclBufferSize
+        self.layout = Self.standardLayout(
+            startHandle: startHandle, glucoseGap: glucoseGap, hasContext: hasContext, clock: clock,
+            vendorService: vendorService)
+        self.requiresRACPIndications = requiresRACPIndications
+        self.faults = faults
+    }
+
+    /// The meter's identifier as the sync engine knows it (`C0:26:DA:01:02:03`).
+    public var id: MeterID { MeterID(self.address.description) }
+
+    /// Whether the layout has Glucose Measurement Context.
+    public var hasContext: Bool { self.layout.valueHandle(.glucoseMeasurementContext) != nil }
+
+    /// GAP (0x1800: name, appearance), GATT (0x1801), Glucose (0x1808: 0x2A18, [0x2A34], 0x2A51, 0x2A52,
+    /// [0x2A08]), Device Information (0x180A: 0x2A29, 0x2A24, 0x2A25, 0x2A26), [CTS 0x1805: 0x2A2B],
+    /// [a vendor service].
+    public static func standardLayout(
+        startHandle: UInt16 = 1, glucoseGap: UInt16 = 0, hasContext: Bool = true, clock: Clock = .none,
+        vendorService: GATTUUID? = nil
+    ) -> GATTLayout {
+        typealias Spec = GATTLayout.CharacteristicSpec
+        var glucose: [Spec] = [Spec(.glucoseMeasurement, .notify)]
+        if hasContext { glucose.append(Spec(.glucoseMeasurementContext, .notify)) }
+        glucose += [Spec(.glucoseFeature, .read), Spec(.recordAccessControlPoint, [.write, .indicate])]
+        if case .dateTime = clock { glucose.append(Spec(.dateTime, .read)) }
+        var services: [GATTLayout.ServiceSpec] = [
+            .init(GATTUUID(0x1800), [Spec(GATTUUID(0x2A00), .read), Spec(GATTUUID(0x2A01), .read)]),
+            .init(GATTUUID(0x1801), [Spec(GATTUUID(0x2A05), .indicate)]),
+            .init(.glucoseService, gapBefore: glucoseGap, glucose),
+            .init(.deviceInformationService, [
+                Spec(GATTUUID(GlucoseUUID.manufacturerName), .read), Spec(GATTUUID(GlucoseUUID.modelNumber), .read),
+                Spec(GATTUUID(GlucoseUUID.serialNumber), .read), Spec(GATTUUID(GlucoseUUID.firmwareRevision), .read),
+            ]),
+        ]
+        if case .currentTime = clock {
+            services.append(.init(GATTUUID(GlucoseUUID.currentTimeService), [
+                Spec(GATTUUID(GlucoseUUID.currentTime), [.read, .notify])
+            ]))
+        }
+        if let vendorService {
+            // One vendor characteristic whose UUID is the service's with the last byte + 1.
+            let characteristic = GATTUUID(high: vendorService.high, low: vendorService.low &+ 1)
+            services.append(.init(vendorService, [Spec(characteristic, [.write, .indicate])]))
+        }
+        return GATTLayout(startHandle: startHandle, services: services)
+    }
+}
+
+/// Ways a simulated meter misbehaves on request.
+public struct SimulatorFaults: Sendable, Hashable {
+    /// RACP `04` (count) is answered `06 00 04 02` (op code not supported).
+    public var countNotSupported: Bool
+    /// RACP `01` (report) is answered `06 00 01 02`.
+    public var reportNotSupported: Bool
+    /// The meter behaves as if it stored nothing (count 0, report `06 00 01 06`).
+    public var noRecords: Bool
+    /// ATT errors for the next RACP writes other than abort, one each, in order (0x80 procedure already in
+    /// progress, 0x81 CCCD improperly configured, 0xFE, 0xFD…). Each is used once.
+    public var racpWriteErrors: [UInt8]
+    /// Drop the link after sending this many records of a report (once; cleared when it fires).
+    public var disconnectAfterRecords: Int?
+
+    public init(
+        countNotSupported: Bool = false, reportNotSupported: Bool = false, noRecords: Bool = false,
+        racpWriteErrors: [UInt8] = [], disconnectAfterRecords: Int? = nil
+    ) {
+        self.countNotSupported = countNotSupported
+        self.reportNotSupported = reportNotSupported
+        self.noRecords = noRecords
+        self.racpWriteErrors = racpWriteErrors
+        self.disconnectAfterRecords = disconnectAfterRecords
+    }
+
+    /// "Procedure already in progress" (ATT 0x80) for the next RACP write, once.
+    public static let procedureAlreadyInProgressOnce = SimulatorFaults(racpWriteErrors: [0x80])
+}
+
+/// One stored record of a simulated meter: the packets a report sends for it, in order.
+///
+/// A normal record is a measurement and, optionally, its context. A record can also carry exactly
+/// recorded bytes, malformed ones included (replayed captures), and packets with no sequence number
+/// (a truncated measurement, an orphan context, a bad RACP indication) that travel with the record
+/// before them.
+public struct SimulatedRecord: Sendable, Hashable {
+    /// Where a packet goes.
+    public enum Packet: Sendable, Hashable {
+        /// A Glucose Measurement (0x2A18) notification.
+        case measurement([UInt8])
+        /// A Glucose Measurement Context (0x2A34) notification.
+        case context([UInt8])
+        /// A RACP (0x2A52) indication sent among the records (a misbehaving meter).
+        case racpIndication([UInt8])
+
+        public var bytes: [UInt8] {
+            switch self {
+            case .measurement(let bytes), .context(let bytes), .racpIndication(let bytes): bytes
+            }
+        }
+    }
+
+    /// Nil for packets that belong to no record (they are sent with the record before them).
+    public var sequenceNumber: UInt16?
+    public var packets: [Packet]
+
+    public init(sequenceNumber: UInt16?, packets: [Packet]) {
+        self.sequenceNumber = sequenceNumber
+        self.packets = packets
+    }
+
+    /// A record from codec values; the measurement's context-follows flag is set to match `context`.
+    public init(_ measurement: GlucoseMeasurement, context: MeasurementContext? = nil) {
+        var m = measurement
+        m.contextFollows = context != nil
+        var packets: [Packet] = [.measurement(m.encoded())]
+        if var context {
+            context.sequenceNumber = m.sequenceNumber
+            packets.append(.context(context.encoded()))
+        }
+        self.init(sequenceNumber: m.sequenceNumber, packets: packets)
+    }
+
+    /// A stray packet with no record of its own.
+    public static func stray(_ packet: Packet) -> SimulatedRecord {
+        SimulatedRecord(sequenceNumber: nil, packets: [packet])
+    }
+}

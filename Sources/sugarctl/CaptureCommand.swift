@@ -1,0 +1,80 @@
+import JSON
+import PacketCapture
+
+/// `sugarctl capture inspect FILE [--json] [--handle H=UUID ...]`: decodes the meter sessions of a
+/// btsnoop capture offline.
+enum CaptureCommand {
+    static let help = CommandHelp(
+        name: "capture",
+        abstract: "Inspect a Bluetooth capture (btsnoop) of a glucose meter (offline, no daemon needed).",
+        usage: "capture inspect <file> [--json] [--handle <handle>=<uuid> ...]",
+        arguments: [
+            ("inspect", "The action: decode the meter sessions found in <file>."),
+            ("<file>", "A btsnoop capture: Android btsnoop_hci.log (H4) or btmon -w (monitor)."),
+        ],
+        options: [
+            ("--json", "Print one JSON object {\"sessions\", \"records\", \"anomalies\"} instead of text."),
+            ("--handle <h>=<uuid>", "Name a handle the capture never discovered, e.g. 0x0012=2a18 "
+                + "(repeatable; AA:BB:CC:DD:EE:FF/0x0012=2a18 for one peer)."),
+        ],
+        discussion: """
+            Prints every LE connection (session): the peer, the glucose service handles, Device Information \
+            strings, the Glucose Feature, the meter clock and every RACP exchange (request and response \
+            decoded); then the records, each Glucose Measurement joined with its context by sequence number; \
+            then anomalies (truncated or undecodable packets, orphan contexts, missing contexts, reserved \
+            values) with their frame number. Anomalies never hide the records around them.
+
+            With --json each record is the `sugarctl decode measurement --json` object plus frame (1-based \
+            frame number), session (index into sessions) and context (the decoded context or null); each \
+            anomaly is {frame, characteristic, reason}.
+
+            Exit status: 0 inspected, 64 bad arguments, 65 unreadable or corrupt capture (one line on \
+            stderr, nothing on stdout), 1 other failure.
+            """
+    )
+
+    static let subcommand = Subcommand(help: help) { arguments in run(arguments) }
+
+    static func run(_ arguments: [String]) -> Int32 {
+        let parsed: ParsedArguments
+        var overrides: [HandleOverride] = []
+        do throws(UsageError) {
+            parsed = try ParsedArguments(arguments, flags: ["json"], repeatableOptions: ["handle"])
+            if parsed.helpRequested {
+                writeStdout(help.render())
+                return ExitCode.success
+            }
+            guard let action = parsed.positionals.first else { throw UsageError(message: "Missing expected argument 'inspect'") }
+            guard action == "inspect" else { throw UsageError(message: "Unknown action '\(action)'; use inspect") }
+            guard parsed.positionals.count >= 2 else { throw UsageError(message: "Missing expected argument '<file>'") }
+            guard parsed.positionals.count == 2 else {
+                throw UsageError(message: "Unexpected argument '\(parsed.positionals[2])'")
+            }
+            for text in parsed.lists["handle"] ?? [] {
+                do throws(CaptureError) {
+                    overrides.append(try HandleOverride(parsing: text))
+                } catch {
+                    throw UsageError(message: "Invalid --handle: \(error.message)")
+                }
+            }
+        } catch {
+            return usageFailure(error, help)
+        }
+
+        let path = parsed.positionals[1]
+        let inspection: CaptureInspection
+        do throws(CaptureError) {
+            inspection = try CaptureInspector.inspect(path: path, handleOverrides: overrides)
+        } catch {
+            let message = error.message.hasSuffix(".") ? String(error.message.dropLast()) : error.message
+            writeStderr("error: \(message)\n")
+            return error.code == .invalidArgument ? ExitCode.failure : ExitCode.dataError
+        }
+        if parsed.flags.contains("json") {
+            writeStdout(inspection.jsonValue.serialized() + "\n")
+        } else {
+            writeStdout(inspection.readableText)
+        }
+        return ExitCode.success
+    }
+}
