@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "BlueZTransport", targets: ["BlueZTransport"]),
         .library(name: "SugarAPI", targets: ["SugarAPI"]),
         .library(name: "SugarDaemon", targets: ["SugarDaemon"]),
+        .executable(name: "sugard", targets: ["sugard"]),
         .executable(name: "sugarctl", targets: ["sugarctl"]),
         .executable(name: "sugar-bench", targets: ["sugar-bench"]),
     ],
@@ -60,11 +61,17 @@ let package = Package(
             exclude: ["io.sugard.HealthDataSync.varlink"], swiftSettings: strict),
 
         // Composition: config, services, signals, sd_notify, logging.
-        .target(name: "SugarDaemon", dependencies: ["HealthDataSync", "JSON", "SugarAPI", "GlucoseStore", "Varlink"], swiftSettings: strict),
+        .target(
+            name: "SugarDaemon",
+            dependencies: [
+                "HealthDataSync", "JSON", "SugarAPI", "GlucoseStore", "Varlink", "ReplayTransport", "BlueZTransport",
+                "GlucoseProfile", "PacketCapture",
+            ], swiftSettings: strict),
 
         // Benchmark bodies (Glibc for VmHWM only), run by sugar-bench.
         .target(name: "ViewModelBenchmarks", dependencies: ["HealthDataSync", "JSON"], swiftSettings: strict),
 
+        .executableTarget(name: "sugard", dependencies: ["SugarDaemon"], swiftSettings: strict),
         .executableTarget(
             name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarAPI", "PacketCapture"],
             swiftSettings: strict),

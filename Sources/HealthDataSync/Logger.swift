@@ -7,7 +7,9 @@ public enum LogLevel: Int, Comparable, Sendable, CaseIterable {
     case info = 6
     case debug = 7
 
-    public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rawValue > rhs.rawValue }
+    /// Ordered by verbosity: `error < warning < notice < info < debug`; a logger at `info` writes
+    /// everything `<= .info`.
+    public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rawValue < rhs.rawValue }
 
     /// `error`, `warning`, `notice`, `info`, `debug`.
     public var name: String {

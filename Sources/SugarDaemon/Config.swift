@@ -45,7 +45,7 @@ public struct DaemonConfig: Equatable, Sendable {
     /// Run the built-in demo meter (replay transport, no BlueZ).
     public var demo: Bool = false
     /// Seconds between demo readings.
-    public var demoInterval: Int = 20
+    public var demoInterval: Int = 40
     /// BlueZ adapter to use (`hci0`); nil: the first powered one.
     public var adapter: String?
     /// Automatic syncs of a meter are skipped within this many seconds of its last sync.
@@ -75,7 +75,7 @@ public struct DaemonConfig: Equatable, Sendable {
         ("log_level", "--log-level", "error, warning, notice, info or debug (readings are logged only at debug)"),
         ("replay", "--replay", "a btsnoop capture to play as a meter instead of BlueZ (repeatable)"),
         ("demo", "--demo", "run the built-in simulated meter (true/false)"),
-        ("demo_interval", nil, "seconds between new demo readings (default 20)"),
+        ("demo_interval", nil, "seconds between new demo readings (default 40)"),
         ("adapter", nil, "BlueZ adapter name such as hci0 (default: the first powered one)"),
         ("cooldown_seconds", nil, "skip automatic syncs this soon after the last one (default 30)"),
         ("timezone", nil, "IANA zone the meters' clocks are set to (default: the host's zone)"),
@@ -142,7 +142,8 @@ public struct DaemonConfig: Equatable, Sendable {
     /// Parses config-file text, applying each setting in order. Errors name `file` and the line.
     public mutating func apply(fileText text: String, file: String) throws(ConfigError) {
         var lineNumber = 0
-        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        // "\r\n" is one Character in Swift, so CRLF files need it named as a separator.
+        for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }) {
             lineNumber += 1
             let line = rawLine.trimmingSpaces()
             if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }

@@ -12,16 +12,30 @@ public protocol DaemonService: Sendable {
     func run() async throws
 }
 
+/// What a transport's background work may use once the daemon is assembled.
+public struct DaemonRuntime: Sendable {
+    public let models: ModelStore
+    public let engine: SyncEngine
+    public let logger: Logger
+}
+
 /// What the daemon was built from: the parts that differ between the demo, replay and BlueZ.
 public struct DaemonParts: Sendable {
     /// Where meters come from.
     public var transport: any MeterTransport
-    /// Called once per new reading cycle in the demo; nil otherwise.
-    public var background: (@Sendable () async -> Void)?
+    /// Work the transport needs running for the daemon's lifetime (BlueZ's bus loop, the demo's
+    /// new readings); cancelled at shutdown.
+    public var background: (@Sendable (DaemonRuntime) async -> Void)?
+    /// Called after the engine stopped, to release the transport.
+    public var shutdown: (@Sendable () async -> Void)?
 
-    public init(transport: any MeterTransport, background: (@Sendable () async -> Void)? = nil) {
+    public init(
+        transport: any MeterTransport, background: (@Sendable (DaemonRuntime) async -> Void)? = nil,
+        shutdown: (@Sendable () async -> Void)? = nil
+    ) {
         self.transport = transport
         self.background = background
+        self.shutdown = shutdown
     }
 }
 
@@ -106,7 +120,8 @@ public final class Daemon: Sendable {
                 group.addTask { await self.watchdog(every: interval / 2) }
             }
             if let background = parts.background {
-                group.addTask { await background() }
+                let runtime = DaemonRuntime(models: models, engine: engine, logger: logger)
+                group.addTask { await background(runtime) }
             }
             for await signal in signals {
                 if signal == .hangup {
@@ -121,6 +136,7 @@ public final class Daemon: Sendable {
             await engine.shutdown(deadlineSeconds: 10)
             group.cancelAll()
         }
+        await parts.shutdown?()
         models.shutdown()
         await store.close()
         logger.notice("stopped")

@@ -63,6 +63,19 @@ import Testing
         }
     }
 
+    @Test func crlfFilesSplitIntoLines() throws {
+        var config = DaemonConfig(stateDirectory: "/s", socketPath: "/s/sock")
+        try config.apply(fileText: "# windows editor\r\nlog_level = debug\r\nunit = mmol\r\n", file: "c.conf")
+        #expect(config.logLevel == .debug)
+        #expect(config.unit == .mmolL)
+        do {
+            try config.apply(fileText: "unit = mmol\r\nbogus = 1\r\n", file: "c.conf")
+            Issue.record("accepted an unknown key")
+        } catch {
+            #expect(error.line == 2)
+        }
+    }
+
     @Test func badFlags() {
         #expect(throws: ConfigError.self) { try DaemonCommandLine.parse(["--bogus"], environment: self.env) }
         #expect(throws: ConfigError.self) { try DaemonCommandLine.parse(["--demo", "--state-dir"], environment: self.env) }

@@ -148,7 +148,7 @@ public struct ViewState: Hashable, Sendable {
     }
 
     private mutating func rederiveSync() {
-        let active = self.meters.values.filter { $0.sync != .idle }.map(\.id).sorted()
+        let active = self.meters.values.filter { $0.sync != .idle && !$0.sync.isFinal }.map(\.id).sorted()
         let last = self.meters.values.compactMap(\.lastSync).max { a, b in
             a.at != b.at ? a.at < b.at : a.meter < b.meter
         }

@@ -1,0 +1,42 @@
+// sugard: the Bluetooth LE blood-glucose meter daemon. Parses the command line and runs the
+// composition in SugarDaemon; everything worth testing lives there.
+import Glibc
+import SugarDaemon
+
+var environment: [String: String] = [:]
+var entry = environ
+while let pointer = entry.pointee {
+    let text = String(cString: pointer)
+    if let eq = text.firstIndex(of: "=") {
+        environment[String(text[..<eq])] = String(text[text.index(after: eq)...])
+    }
+    entry += 1
+}
+
+func fail(_ message: String, status: Int32) -> Never {
+    var line = "sugard: " + message + "\n"
+    line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+    exit(status)
+}
+
+let command: DaemonCommand
+do {
+    command = try DaemonCommandLine.parse(Array(CommandLine.arguments.dropFirst()), environment: environment)
+} catch {
+    // EX_CONFIG (78) for a bad config file, EX_USAGE (64) for bad flags.
+    fail(error.description, status: error.file == nil ? 64 : 78)
+}
+
+switch command {
+case .help:
+    print(DaemonCommandLine.usage)
+case .version:
+    print("sugard \(sugardVersion)")
+case .run(let config, let configFile):
+    let daemon = Daemon(config: config, configFile: configFile, environment: environment)
+    do {
+        try await daemon.run(transportFactory: DaemonAssembly.transports, serverFactory: DaemonAssembly.server)
+    } catch {
+        fail("\(error)", status: 1)
+    }
+}
