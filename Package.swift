@@ -13,6 +13,9 @@ let package = Package(
         .library(name: "JSON", targets: ["JSON"]),
         .library(name: "GlucoseProfile", targets: ["GlucoseProfile"]),
         .library(name: "HealthDataSync", targets: ["HealthDataSync"]),
+        .library(name: "SugarDaemon", targets: ["SugarDaemon"]),
+        // The per-input logic of the fuzz targets, for the nested fuzz package in Fuzz/.
+        .library(name: "FuzzTargets", targets: ["FuzzTargets"]),
         .executable(name: "sugarctl", targets: ["sugarctl"]),
         .executable(name: "sugar-bench", targets: ["sugar-bench"]),
     ],
@@ -35,6 +38,11 @@ let package = Package(
         // Composition: config, services, signals, sd_notify, logging.
         .target(name: "SugarDaemon", dependencies: ["HealthDataSync", "JSON"], swiftSettings: strict),
 
+        // One-input logic of each fuzz target, shared by Fuzz/ (libFuzzer) and FuzzRegressionTests.
+        .target(
+            name: "FuzzTargets", dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "SugarDaemon"],
+            swiftSettings: strict),
+
         .executableTarget(name: "sugarctl", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
         .executableTarget(
             name: "sugar-bench", dependencies: ["GlucoseProfile", "JSON", "CMallocCounter"], swiftSettings: strict),
@@ -44,5 +52,6 @@ let package = Package(
         .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync"], swiftSettings: strict),
         .testTarget(name: "SugarAPITests", dependencies: ["SugarAPI", "GlucoseProfile"], swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon"], swiftSettings: strict),
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets"], swiftSettings: strict),
     ]
 )

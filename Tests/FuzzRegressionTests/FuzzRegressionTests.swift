@@ -1,0 +1,100 @@
+import Foundation
+import FuzzTargets
+import Testing
+
+/// One input file of a fuzz target.
+struct FuzzInput: Sendable, Codable, CustomTestStringConvertible {
+    /// Target name (`glucose-profile`, `json`, ...), the folder the file sits in.
+    var target: String
+    /// Path relative to the repository root.
+    var path: String
+
+    var testDescription: String { self.path }
+
+    func bytes() throws -> [UInt8] {
+        [UInt8](try Data(contentsOf: FuzzInputs.repository.appendingPathComponent(self.path)))
+    }
+}
+
+enum FuzzInputs {
+    /// The repository root (this file is Tests/FuzzRegressionTests/FuzzRegressionTests.swift).
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// The target folders under `Fuzz/<kind>/`.
+    static func folders(_ kind: String) -> [String] {
+        let url = self.repository.appendingPathComponent("Fuzz/\(kind)")
+        return ((try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
+    }
+
+    /// Every file in `Fuzz/<kind>/<target>/`, for every target, sorted.
+    static func files(_ kind: String) -> [FuzzInput] {
+        self.folders(kind).flatMap { target in
+            let folder = self.repository.appendingPathComponent("Fuzz/\(kind)/\(target)")
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+            return names.filter { !$0.hasPrefix(".") }.sorted().map { FuzzInput(target: target, path: "Fuzz/\(kind)/\(target)/\($0)") }
+        }
+    }
+}
+
+/// Replays every input the fuzzers ever crashed on (`Fuzz/regressions/<target>/`) through the same entry
+/// logic as the fuzz executables, each in a child process so a trap fails only its own case. Dropping a
+/// reproducer file into that folder is all it takes to turn a fuzzer finding into a test.
+@Suite struct FuzzRegressionTests {
+    @Test("A regression input neither traps nor breaks a checked property", arguments: FuzzInputs.files("regressions"))
+    func regression(_ input: FuzzInput) async throws {
+        let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) { [input] in
+            let bytes: [UInt8]
+            do { bytes = try input.bytes() } catch {
+                FileHandle.standardError.write(Data("cannot read \(input.path): \(error)\n".utf8))
+                exit(2)
+            }
+            guard let body = FuzzTargets.target(named: input.target) else {
+                FileHandle.standardError.write(Data("no fuzz target named \(input.target)\n".utf8))
+                exit(3)
+            }
+            do {
+                try body(bytes)
+            } catch {
+                FileHandle.standardError.write(Data("\(error)\n".utf8))
+                exit(1)
+            }
+        }
+        if let result, result.exitStatus != .exitCode(0) {
+            Issue.record("\(input.path): \(String(decoding: result.standardErrorContent, as: UTF8.self))")
+        }
+    }
+
+    /// The seed corpora must pass too (they are known-good packets, documents and config files), and each
+    /// run checks far more than its decoder's unit tests: round trips, error offsets, JSON stability.
+    @Test("Every seed passes its target's checks", arguments: FuzzTargets.all.map(\.name))
+    func seeds(_ target: String) throws {
+        let body = try #require(FuzzTargets.target(named: target))
+        let seeds = FuzzInputs.files("corpus").filter { $0.target == target }
+        #expect(seeds.count >= 3, "Fuzz/corpus/\(target) needs seeds")
+        for seed in seeds {
+            #expect(throws: Never.self, "\(seed.path)") { try body(try seed.bytes()) }
+        }
+    }
+
+    @Test func everyFolderNamesATarget() {
+        let names = Set(FuzzTargets.all.map(\.name))
+        for kind in ["corpus", "regressions"] {
+            for folder in FuzzInputs.folders(kind) {
+                #expect(names.contains(folder), "Fuzz/\(kind)/\(folder) is not a fuzz target (known: \(names.sorted()))")
+            }
+        }
+        #expect(Set(FuzzInputs.folders("corpus")) == names, "every target needs a seed corpus")
+    }
+
+    /// The checks can fail: a measurement that re-encodes differently is impossible to build from real
+    /// decoders, so this uses inputs that must be rejected and documents that rejects are not failures.
+    @Test func rejectedInputsAreNotFailures() throws {
+        for name in FuzzTargets.all.map(\.name) {
+            let body = try #require(FuzzTargets.target(named: name))
+            try body([])
+            try body([0xFF, 0xFE, 0x00, 0x7B])
+            try body(Array(repeating: UInt8(ascii: "["), count: 10_000))
+        }
+    }
+}
