@@ -24,7 +24,12 @@ enum FuzzInputs {
     /// The target folders under `Fuzz/<kind>/`.
     static func folders(_ kind: String) -> [String] {
         let url = self.repository.appendingPathComponent("Fuzz/\(kind)")
-        return ((try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
+        return names.filter { name in
+            var isDirectory: ObjCBool = false
+            let exists = FileManager.default.fileExists(atPath: url.appendingPathComponent(name).path, isDirectory: &isDirectory)
+            return !name.hasPrefix(".") && exists && isDirectory.boolValue
+        }.sorted()
     }
 
     /// Every file in `Fuzz/<kind>/<target>/`, for every target, sorted.
@@ -41,9 +46,15 @@ enum FuzzInputs {
 /// logic as the fuzz executables, each in a child process so a trap fails only its own case. Dropping a
 /// reproducer file into that folder is all it takes to turn a fuzzer finding into a test.
 @Suite struct FuzzRegressionTests {
+    /// The child's exit code when the input passed. `.failure` matches any exit but 0 and any signal, so
+    /// the child reports a pass with this code and the expectation returns the result (with the child's
+    /// stderr: the trap message or the broken property) whatever happened; `.success` would return nil
+    /// on a failure and lose the message.
+    static let passed: Int32 = 42
+
     @Test("A regression input neither traps nor breaks a checked property", arguments: FuzzInputs.files("regressions"))
-    func regression(_ input: FuzzInput) async throws {
-        let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) { [input] in
+    func regression(_ input: FuzzInput) async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) { [input] in
             let bytes: [UInt8]
             do { bytes = try input.bytes() } catch {
                 FileHandle.standardError.write(Data("cannot read \(input.path): \(error)\n".utf8))
@@ -59,9 +70,13 @@ enum FuzzInputs {
                 FileHandle.standardError.write(Data("\(error)\n".utf8))
                 exit(1)
             }
+            exit(FuzzRegressionTests.passed)
         }
-        if let result, result.exitStatus != .exitCode(0) {
-            Issue.record("\(input.path): \(String(decoding: result.standardErrorContent, as: UTF8.self))")
+        guard let result else { return }  // the child could not run; #expect recorded why
+        if result.exitStatus != .exitCode(Self.passed) {
+            let stderr = String(decoding: result.standardErrorContent, as: UTF8.self)
+            let lines = stderr.split(separator: "\n").filter { !$0.isEmpty }.prefix(16).joined(separator: "\n")
+            Issue.record("\(input.path) (\(input.target)): \(result.exitStatus)\n\(lines)")
         }
     }
 
