@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "FuzzTargets", targets: ["FuzzTargets"]),
         .executable(name: "sugarctl", targets: ["sugarctl"]),
         .executable(name: "sugar-bench", targets: ["sugar-bench"]),
+        .library(name: "Varlink", targets: ["Varlink"]),
     ],
     targets: [
         // C libraries, one importer each (see README "Architecture").
@@ -26,6 +27,7 @@ let package = Package(
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
         // Counts malloc calls for sugar-bench (interposes the allocator; linked into sugar-bench only).
         .target(name: "CMallocCounter"),
+        .systemLibrary(name: "CLinuxIO"),  // epoll and eventfd headers (glibc, nothing to link)
 
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
@@ -36,7 +38,7 @@ let package = Package(
         .target(name: "SugarAPI", dependencies: ["GlucoseProfile", "HealthDataSync", "JSON"], swiftSettings: strict),
 
         // Composition: config, services, signals, sd_notify, logging.
-        .target(name: "SugarDaemon", dependencies: ["HealthDataSync", "JSON"], swiftSettings: strict),
+        .target(name: "SugarDaemon", dependencies: ["HealthDataSync", "JSON", "SugarAPI"], swiftSettings: strict),
 
         // One-input logic of each fuzz target, shared by Fuzz/ (libFuzzer) and FuzzRegressionTests.
         .target(
@@ -47,11 +49,15 @@ let package = Package(
         .executableTarget(
             name: "sugar-bench", dependencies: ["GlucoseProfile", "JSON", "CMallocCounter"], swiftSettings: strict),
 
+        // Generic Varlink over Unix sockets (stdlib, Glibc, Synchronization, JSON).
+        .target(name: "Varlink", dependencies: ["JSON", "CLinuxIO"], swiftSettings: strict),
+
+        .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "JSON", "CLinuxIO"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "GlucoseProfileTests", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
         .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync"], swiftSettings: strict),
         .testTarget(name: "SugarAPITests", dependencies: ["SugarAPI", "GlucoseProfile"], swiftSettings: strict),
-        .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon"], swiftSettings: strict),
+        .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets"], swiftSettings: strict),
     ]
 )

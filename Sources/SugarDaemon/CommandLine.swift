@@ -1,28 +1,6 @@
 import Glibc
 import HealthDataSync
-
-/// Where things live by default.
-public enum DefaultPaths {
-    public static let systemConfigFile = "/etc/sugard/sugard.conf"
-    public static let systemStateDirectory = "/var/lib/sugard"
-    public static let systemRuntimeDirectory = "/run/sugard"
-    public static let socketName = "io.sugard.HealthDataSync"
-    public static var systemSocket: String { systemRuntimeDirectory + "/" + socketName }
-
-    /// The demo's one folder: `$HOME/.local/state/sugard-demo` (database and socket).
-    public static func demoDirectory(environment: [String: String]) -> String {
-        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp/sugard-\(getuid())"
-        return home + "/.local/state/sugard-demo"
-    }
-
-    /// The socket `sugarctl` talks to when given none: `SUGARD_SOCKET`, else the system socket if
-    /// it exists, else the demo's.
-    public static func clientSocket(environment: [String: String]) -> String {
-        if let path = environment["SUGARD_SOCKET"], !path.isEmpty { return path }
-        if access(systemSocket, F_OK) == 0 { return systemSocket }
-        return demoDirectory(environment: environment) + "/" + socketName
-    }
-}
+import SugarAPI
 
 /// What `sugard`'s command line asked for.
 public enum DaemonCommand: Equatable, Sendable {

@@ -1,0 +1,569 @@
+internal import CLinuxIO
+import Glibc
+import JSON
+import Synchronization
+
+/// What the I/O thread and the handler side share about one connection. The I/O thread owns the socket
+/// and its buffers; this object only carries what other threads may read or must learn.
+final class ConnectionHandle: Sendable {
+    let id: UInt64
+    let peer: VarlinkPeer
+    /// Output bytes accepted from repliers and not yet written to the socket.
+    let pendingOutput = Atomic<Int>(0)
+    let closed = OneShotSignal()
+
+    init(id: UInt64, peer: VarlinkPeer) {
+        self.id = id
+        self.peer = peer
+    }
+}
+
+/// A complete message read from a connection, handed to the handler side.
+struct IncomingMessage: Sendable {
+    let connection: ConnectionHandle
+    let bytes: [UInt8]
+}
+
+/// Limits the I/O thread enforces, in bytes and nanoseconds.
+struct LoopLimits: Sendable {
+    var maxConnections: Int
+    var maxConnectionsPerUID: Int
+    var maxMessageBytes: Int
+    var maxPendingOutputBytes: Int
+    var slowClientTimeout: Int64
+    var idleTimeout: Int64
+}
+
+/// The server's I/O side: one thread runs an epoll loop over the listening socket, every connection and an
+/// eventfd. Other threads talk to it only through `submit`, which queues a command and writes the eventfd.
+///
+/// Fields under "I/O thread only" are touched by the loop thread alone; that is why the class can be
+/// `@unchecked Sendable`. The epoll fd and the eventfd live as long as this object, so a late `submit` from a
+/// handler never writes to a closed (and possibly reused) descriptor.
+final class EventLoop: @unchecked Sendable {
+    enum Command {
+        /// Append bytes to the connection's output buffer.
+        case output(ConnectionHandle, [UInt8])
+        /// The current call is over: read the next one.
+        case finish(ConnectionHandle)
+        /// Send these bytes (if possible), then close.
+        case fail(ConnectionHandle, [UInt8])
+        /// Close now, dropping unsent output.
+        case close(ConnectionHandle)
+        case stop
+    }
+
+    private struct Inbox {
+        var commands: [Command] = []
+        var wakePending = false
+        var stopped = false
+    }
+
+    private static let listenerToken: UInt64 = 0
+    private static let wakeToken: UInt64 = 1
+
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    private let inbox = Mutex(Inbox())
+    let limits: LoopLimits
+    let stopped = OneShotSignal()
+    /// Why the loop ended on its own, if it did (read after `stopped` fired).
+    let failure = Mutex<VarlinkSystemError?>(nil)
+
+    // I/O thread only.
+    private var listenFD: Int32
+    private let unlinkPath: String?
+    private var listenerInode: ino_t = 0
+    private var connections: [UInt64: Connection] = [:]
+    private var perUID: [UInt32: Int] = [:]
+    private var nextID: UInt64 = 2
+    private var scratch = [UInt8](repeating: 0, count: 65536)
+    private var nextTimerScan: Int64 = .max
+    private var acceptPausedUntil: Int64?
+    private var deliver: AsyncStream<IncomingMessage>.Continuation?
+    private var dirty: [Connection] = []
+
+    private final class Connection {
+        let handle: ConnectionHandle
+        let fd: Int32
+        var input: [UInt8] = []
+        var inputStart = 0
+        var scanFrom = 0
+        var output: [UInt8] = []
+        var outputStart = 0
+        var callInFlight = false
+        var readClosed = false
+        var closeAfterFlush = false
+        var registeredEvents: UInt32 = 0
+        var lastActivity: Int64
+        var congestedSince: Int64?
+        /// Set when the connection is to close once its output is flushed; it closes anyway at this time.
+        var closeDeadline: Int64?
+        var isDirty = false
+
+        init(handle: ConnectionHandle, fd: Int32, now: Int64) {
+            self.handle = handle
+            self.fd = fd
+            self.lastActivity = now
+        }
+
+        var unprocessedInput: Int { self.input.count - self.inputStart }
+        var unsentOutput: Int { self.output.count - self.outputStart }
+    }
+
+    /// Takes ownership of `listenFD` (already listening). `unlinkPath` is removed at shutdown when it still
+    /// names the socket we bound.
+    init(listenFD: Int32, unlinkPath: String?, limits: LoopLimits) throws(VarlinkSystemError) {
+        self.limits = limits
+        self.listenFD = listenFD
+        self.unlinkPath = unlinkPath
+        let epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard epollFD >= 0 else { throw VarlinkSystemError(call: "epoll_create1", subject: "server", errno: errno) }
+        let wakeFD = eventfd(0, Int32(EFD_CLOEXEC) | Int32(EFD_NONBLOCK))
+        guard wakeFD >= 0 else {
+            let code = errno
+            close(epollFD)
+            throw VarlinkSystemError(call: "eventfd", subject: "server", errno: code)
+        }
+        self.epollFD = epollFD
+        self.wakeFD = wakeFD
+        if let unlinkPath {
+            var info = stat()
+            if stat(unlinkPath, &info) == 0 { self.listenerInode = info.st_ino }
+        }
+        _ = Sys.setNonBlocking(listenFD)
+        guard self.control(EPOLL_CTL_ADD, listenFD, events: EPOLLIN.rawValue, token: Self.listenerToken),
+            self.control(EPOLL_CTL_ADD, wakeFD, events: EPOLLIN.rawValue, token: Self.wakeToken)
+        else {
+            throw VarlinkSystemError(call: "epoll_ctl", subject: "server", errno: errno)
+        }
+    }
+
+    deinit {
+        close(self.wakeFD)
+        close(self.epollFD)
+    }
+
+    // MARK: Any thread
+
+    /// Queues a command for the I/O thread and wakes it (one eventfd write per batch). Returns false once the
+    /// loop has stopped.
+    @discardableResult
+    func submit(_ command: Command) -> Bool {
+        let needsWake = self.inbox.withLock { inbox -> Bool? in
+            guard !inbox.stopped else { return nil }
+            inbox.commands.append(command)
+            defer { inbox.wakePending = true }
+            return !inbox.wakePending
+        }
+        guard let needsWake else { return false }
+        if needsWake {
+            var one: UInt64 = 1
+            _ = write(self.wakeFD, &one, 8)
+        }
+        return true
+    }
+
+    func requestStop() {
+        self.submit(.stop)
+    }
+
+    // MARK: I/O thread
+
+    /// Runs the loop until `.stop`; then closes every connection and the listening socket and fires `stopped`.
+    func run(deliver: AsyncStream<IncomingMessage>.Continuation) {
+        self.deliver = deliver
+        var events = [epoll_event](repeating: epoll_event(), count: 256)
+        var running = true
+        while running {
+            let timeout = self.timeoutMilliseconds()
+            let count = events.withUnsafeMutableBufferPointer {
+                epoll_wait(self.epollFD, $0.baseAddress, Int32($0.count), timeout)
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                let error = VarlinkSystemError(call: "epoll_wait", subject: "server", errno: errno)
+                self.failure.withLock { $0 = error }
+                break
+            }
+            for index in 0..<Int(count) {
+                let event = events[index]
+                switch event.data.u64 {
+                case Self.listenerToken:
+                    self.acceptConnections()
+                case Self.wakeToken:
+                    var value: UInt64 = 0
+                    _ = read(self.wakeFD, &value, 8)
+                    if !self.drainInbox() { running = false }
+                default:
+                    guard let connection = self.connections[event.data.u64] else { continue }
+                    self.handleEvents(event.events, on: connection)
+                }
+            }
+            if running, !self.drainInbox() { running = false }
+            self.flushDirty()
+            if running { self.runTimersIfDue() }
+        }
+        self.shutdown()
+    }
+
+    private func shutdown() {
+        self.inbox.withLock { inbox in
+            inbox.stopped = true
+            inbox.commands = []
+        }
+        for connection in Array(self.connections.values) { self.closeConnection(connection) }
+        close(self.listenFD)
+        if let path = self.unlinkPath {
+            var info = stat()
+            if stat(path, &info) == 0, info.st_ino == self.listenerInode { unlink(path) }
+        }
+        self.deliver?.finish()
+        self.deliver = nil
+        self.stopped.fire()
+    }
+
+    private func control(_ operation: Int32, _ fd: Int32, events: UInt32, token: UInt64) -> Bool {
+        var event = epoll_event()
+        event.events = events
+        event.data.u64 = token
+        return epoll_ctl(self.epollFD, operation, fd, &event) == 0
+    }
+
+    private func timeoutMilliseconds() -> Int32 {
+        var deadline = self.nextTimerScan
+        if let paused = self.acceptPausedUntil { deadline = min(deadline, paused) }
+        guard deadline != .max else { return -1 }
+        let remaining = deadline - Sys.now()
+        if remaining <= 0 { return 0 }
+        return Int32(clamping: (remaining + 999_999) / 1_000_000)
+    }
+
+    private func schedule(_ deadline: Int64) {
+        if deadline < self.nextTimerScan { self.nextTimerScan = deadline }
+    }
+
+    /// Returns false on `.stop`.
+    private func drainInbox() -> Bool {
+        let commands = self.inbox.withLock { inbox -> [Command] in
+            inbox.wakePending = false
+            defer { inbox.commands = [] }
+            return inbox.commands
+        }
+        for command in commands {
+            switch command {
+            case .stop:
+                return false
+            case .output(let handle, let bytes):
+                guard let connection = self.connections[handle.id] else { continue }
+                connection.output.append(contentsOf: bytes)
+                self.markDirty(connection)
+            case .finish(let handle):
+                guard let connection = self.connections[handle.id] else { continue }
+                connection.callInFlight = false
+                connection.lastActivity = Sys.now()
+                self.markDirty(connection)
+                if self.limits.idleTimeout > 0 { self.schedule(connection.lastActivity + self.limits.idleTimeout) }
+            case .close(let handle):
+                guard let connection = self.connections[handle.id] else { continue }
+                self.closeConnection(connection)
+            case .fail(let handle, let bytes):
+                guard let connection = self.connections[handle.id] else { continue }
+                connection.output.append(contentsOf: bytes)
+                self.closeAfterFlush(connection)
+            }
+        }
+        return true
+    }
+
+    /// Closes once the output is written, or after `slowClientTimeout` if the client does not read it.
+    private func closeAfterFlush(_ connection: Connection) {
+        guard !connection.closeAfterFlush else { return }
+        connection.closeAfterFlush = true
+        let deadline = Sys.now() + self.limits.slowClientTimeout
+        connection.closeDeadline = deadline
+        self.schedule(deadline)
+        self.markDirty(connection)
+    }
+
+    private func markDirty(_ connection: Connection) {
+        guard !connection.isDirty else { return }
+        connection.isDirty = true
+        self.dirty.append(connection)
+    }
+
+    /// Writes what replies queued, dispatches the next buffered call, and updates epoll interest.
+    private func flushDirty() {
+        while !self.dirty.isEmpty {
+            let batch = self.dirty
+            self.dirty = []
+            for connection in batch {
+                connection.isDirty = false
+                guard self.connections[connection.handle.id] === connection else { continue }
+                self.service(connection)
+            }
+        }
+    }
+
+    private func service(_ connection: Connection) {
+        if connection.unsentOutput > 0 {
+            guard self.flush(connection) else { return }
+        }
+        if connection.closeAfterFlush {
+            if connection.unsentOutput == 0 { self.closeConnection(connection) } else { self.updateInterest(connection) }
+            return
+        }
+        guard self.processInput(connection) else { return }
+        if connection.readClosed && !connection.callInFlight && connection.unsentOutput == 0 {
+            // The peer sent its last byte and got every reply: nothing more can happen here.
+            self.closeConnection(connection)
+            return
+        }
+        self.updateInterest(connection)
+    }
+
+    private func updateInterest(_ connection: Connection) {
+        var events: UInt32 = 0
+        if !connection.readClosed && !connection.closeAfterFlush
+            && connection.unprocessedInput <= self.limits.maxMessageBytes
+        {
+            events |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue
+        }
+        if connection.unsentOutput > 0 { events |= EPOLLOUT.rawValue }
+        if events != connection.registeredEvents {
+            connection.registeredEvents = events
+            _ = self.control(EPOLL_CTL_MOD, connection.fd, events: events, token: connection.handle.id)
+        }
+    }
+
+    private func acceptConnections() {
+        if self.acceptPausedUntil != nil { return }
+        while true {
+            let fd = accept4(self.listenFD, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+            if fd < 0 {
+                switch errno {
+                case EINTR, ECONNABORTED: continue
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                    // Out of descriptors: stop polling the listener for a moment instead of spinning on it.
+                    let until = Sys.now() + 100_000_000
+                    self.acceptPausedUntil = until
+                    _ = self.control(EPOLL_CTL_MOD, self.listenFD, events: 0, token: Self.listenerToken)
+                    return
+                default: return
+                }
+            }
+            guard let peer = Sys.peer(of: fd) else {
+                close(fd)
+                continue
+            }
+            let uidCount = self.perUID[peer.uid, default: 0]
+            if self.connections.count >= self.limits.maxConnections || uidCount >= self.limits.maxConnectionsPerUID {
+                let which = self.connections.count >= self.limits.maxConnections
+                    ? "the server's limit of \(self.limits.maxConnections) connections"
+                    : "the limit of \(self.limits.maxConnectionsPerUID) connections for uid \(peer.uid)"
+                var bytes = VarlinkWire.error(VarlinkError(
+                    VarlinkError.ProtocolError.tooManyConnections, ["reason": .string("too many connections: \(which)")]))
+                _ = bytes.withUnsafeMutableBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+                close(fd)
+                continue
+            }
+            let id = self.nextID
+            self.nextID += 1
+            let connection = Connection(handle: ConnectionHandle(id: id, peer: peer), fd: fd, now: Sys.now())
+            connection.registeredEvents = EPOLLIN.rawValue | EPOLLRDHUP.rawValue
+            guard self.control(EPOLL_CTL_ADD, fd, events: connection.registeredEvents, token: id) else {
+                close(fd)
+                continue
+            }
+            self.connections[id] = connection
+            self.perUID[peer.uid] = uidCount + 1
+            if self.limits.idleTimeout > 0 { self.schedule(connection.lastActivity + self.limits.idleTimeout) }
+        }
+    }
+
+    private func handleEvents(_ events: UInt32, on connection: Connection) {
+        if events & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 {
+            // Both directions are gone: no reply can be delivered any more.
+            self.closeConnection(connection)
+            return
+        }
+        if events & EPOLLOUT.rawValue != 0 {
+            guard self.flush(connection) else { return }
+            if connection.unsentOutput == 0 { self.markDirty(connection) }
+        }
+        if events & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 {
+            guard self.readAvailable(connection) else { return }
+            self.markDirty(connection)
+        }
+    }
+
+    /// Reads until the socket is drained, the peer half-closed, or the input cap is reached.
+    /// Returns false when the connection was closed.
+    private func readAvailable(_ connection: Connection) -> Bool {
+        var rounds = 0
+        while rounds < 16 && connection.unprocessedInput <= self.limits.maxMessageBytes {
+            rounds += 1
+            let n = self.scratch.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, $0.count, 0) }
+            if n > 0 {
+                if connection.inputStart > 0 && connection.inputStart == connection.input.count {
+                    connection.input.removeAll(keepingCapacity: connection.input.capacity <= 1 << 20)
+                    connection.inputStart = 0
+                    connection.scanFrom = 0
+                }
+                connection.input.append(contentsOf: self.scratch[0..<n])
+                continue
+            }
+            if n == 0 {
+                connection.readClosed = true
+                return true
+            }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK: return true
+            default:
+                self.closeConnection(connection)
+                return false
+            }
+        }
+        return true
+    }
+
+    /// Writes as much buffered output as the socket takes. Returns false when the connection was closed.
+    private func flush(_ connection: Connection) -> Bool {
+        var written = 0
+        while connection.outputStart < connection.output.count {
+            let n = connection.output.withUnsafeBytes { raw in
+                send(connection.fd, raw.baseAddress! + connection.outputStart, raw.count - connection.outputStart,
+                    Int32(MSG_NOSIGNAL))
+            }
+            if n > 0 {
+                connection.outputStart += n
+                written += n
+                continue
+            }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { break }
+            self.closeConnection(connection)
+            return false
+        }
+        if written > 0 { connection.handle.pendingOutput.subtract(written, ordering: .relaxed) }
+        if connection.outputStart == connection.output.count {
+            connection.output.removeAll(keepingCapacity: connection.output.capacity <= 1 << 20)
+            connection.outputStart = 0
+        } else if connection.outputStart >= 1 << 16 && connection.outputStart * 2 >= connection.output.count {
+            connection.output.removeSubrange(0..<connection.outputStart)
+            connection.outputStart = 0
+        }
+        let pending = connection.handle.pendingOutput.load(ordering: .relaxed)
+        if pending > self.limits.maxPendingOutputBytes {
+            if connection.congestedSince == nil {
+                let now = Sys.now()
+                connection.congestedSince = now
+                self.schedule(now + self.limits.slowClientTimeout)
+            }
+        } else {
+            connection.congestedSince = nil
+        }
+        self.updateInterest(connection)
+        return true
+    }
+
+    /// Hands the next complete message to the handler side when no call is in flight.
+    /// Returns false when the connection was closed.
+    private func processInput(_ connection: Connection) -> Bool {
+        guard !connection.callInFlight else { return true }
+        let end = connection.input.count
+        var nul: Int?
+        if connection.scanFrom < end {
+            nul = connection.input[connection.scanFrom..<end].firstIndex(of: 0)
+        }
+        guard let nul else {
+            connection.scanFrom = end
+            if connection.unprocessedInput > self.limits.maxMessageBytes {
+                self.failConnection(connection, VarlinkError(VarlinkError.ProtocolError.messageTooLarge, [
+                    "reason": .string("message exceeds the limit of \(self.limits.maxMessageBytes) bytes"),
+                ]))
+                return false
+            }
+            return true
+        }
+        if nul - connection.inputStart > self.limits.maxMessageBytes {
+            self.failConnection(connection, VarlinkError(VarlinkError.ProtocolError.messageTooLarge, [
+                "reason": .string("message exceeds the limit of \(self.limits.maxMessageBytes) bytes"),
+            ]))
+            return false
+        }
+        let message = Array(connection.input[connection.inputStart..<nul])
+        connection.inputStart = nul + 1
+        connection.scanFrom = connection.inputStart
+        if connection.inputStart >= 1 << 16 && connection.inputStart * 2 >= connection.input.count {
+            connection.input.removeSubrange(0..<connection.inputStart)
+            connection.inputStart = 0
+            connection.scanFrom = 0
+        }
+        connection.callInFlight = true
+        connection.lastActivity = Sys.now()
+        self.deliver?.yield(IncomingMessage(connection: connection.handle, bytes: message))
+        return true
+    }
+
+    /// Sends `error` if the socket takes it right away, then closes.
+    private func failConnection(_ connection: Connection, _ error: VarlinkError) {
+        let bytes = VarlinkWire.error(error)
+        connection.output.append(contentsOf: bytes)
+        connection.handle.pendingOutput.add(bytes.count, ordering: .relaxed)
+        connection.closeAfterFlush = true
+        _ = self.flush(connection)
+        if self.connections[connection.handle.id] === connection {
+            self.closeConnection(connection)
+        }
+    }
+
+    private func closeConnection(_ connection: Connection) {
+        guard self.connections.removeValue(forKey: connection.handle.id) != nil else { return }
+        _ = epoll_ctl(self.epollFD, EPOLL_CTL_DEL, connection.fd, nil)
+        close(connection.fd)
+        let uid = connection.handle.peer.uid
+        if let count = self.perUID[uid], count > 1 { self.perUID[uid] = count - 1 } else { self.perUID[uid] = nil }
+        connection.input = []
+        connection.output = []
+        connection.handle.closed.fire()
+    }
+
+    private func runTimersIfDue() {
+        let now = Sys.now()
+        if let paused = self.acceptPausedUntil, paused <= now {
+            self.acceptPausedUntil = nil
+            _ = self.control(EPOLL_CTL_MOD, self.listenFD, events: EPOLLIN.rawValue, token: Self.listenerToken)
+        }
+        guard self.nextTimerScan <= now else { return }
+        var next = Int64.max
+        for connection in Array(self.connections.values) {
+            if let deadline = connection.closeDeadline {
+                if deadline <= now {
+                    self.closeConnection(connection)
+                    continue
+                }
+                next = min(next, deadline)
+            }
+            if let since = connection.congestedSince {
+                let deadline = since + self.limits.slowClientTimeout
+                if deadline <= now {
+                    // The client has not read its replies for too long: drop it rather than buffer forever.
+                    self.closeConnection(connection)
+                    continue
+                }
+                next = min(next, deadline)
+            }
+            if self.limits.idleTimeout > 0 && !connection.callInFlight {
+                let deadline = connection.lastActivity + self.limits.idleTimeout
+                if deadline <= now {
+                    self.closeConnection(connection)
+                    continue
+                }
+                next = min(next, deadline)
+            }
+        }
+        self.nextTimerScan = next
+    }
+}

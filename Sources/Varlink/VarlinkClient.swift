@@ -1,0 +1,290 @@
+import Glibc
+public import JSON
+import Synchronization
+
+/// Why a client call failed.
+public enum VarlinkClientError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Nobody listens at the path (`ENOENT`, `ECONNREFUSED`, ...): the service is not running.
+    case cannotConnect(path: String, errno: Int32)
+    /// The socket exists but this user may not open it (`EACCES`, `EPERM`).
+    case permissionDenied(path: String)
+    /// The service answered with an error.
+    case remote(VarlinkError)
+    /// The connection closed before the reply arrived.
+    case disconnected
+    /// The service sent something that is not a Varlink reply.
+    case protocolViolation(String)
+    /// `close()` was called, or the waiting task was cancelled.
+    case closed
+
+    public var description: String {
+        switch self {
+        case .cannotConnect(let path, let code):
+            return "cannot connect to \(path): \(VarlinkSystemError.message(for: code))"
+        case .permissionDenied(let path): return "permission denied opening \(path)"
+        case .remote(let error): return "the service replied with error \(error)"
+        case .disconnected: return "the service closed the connection before replying"
+        case .protocolViolation(let reason): return "the service broke the Varlink protocol: \(reason)"
+        case .closed: return "the connection was closed by this client"
+        }
+    }
+}
+
+/// A connection to a Varlink service over a Unix socket.
+///
+/// Calls may be issued from several tasks; they are pipelined and answered in order. A reader thread (one per
+/// client) blocks in `recv` so no task of the cooperative pool ever does. Closing the client (or cancelling a
+/// waiting call or stream) closes the connection, which is how Varlink ends a `more` call.
+public final class VarlinkClient: Sendable {
+    private let core: ClientCore
+
+    /// Connects to `socketPath`.
+    ///
+    /// - Throws: `.cannotConnect` when nothing listens there, `.permissionDenied` when the socket may not be
+    ///   opened by this user.
+    public init(socketPath: String, maxMessageBytes: Int = 64 << 20) throws(VarlinkClientError) {
+        let fd: Int32
+        switch Sys.connectUnix(socketPath) {
+        case .success(let connected): fd = connected
+        case .failure(let error) where error.errno == EACCES || error.errno == EPERM:
+            throw .permissionDenied(path: socketPath)
+        case .failure(let error):
+            throw .cannotConnect(path: socketPath, errno: error.errno)
+        }
+        let core = ClientCore(fd: fd, maxMessageBytes: maxMessageBytes)
+        do {
+            try startThread { core.readLoop() }
+        } catch {
+            Glibc.close(fd)
+            throw .cannotConnect(path: socketPath, errno: error.errno)
+        }
+        self.core = core
+    }
+
+    deinit {
+        self.core.shutdown()
+    }
+
+    /// Calls `method` (fully qualified) and returns the reply parameters.
+    public func call(_ method: String, _ parameters: JSONObject = [:]) async throws(VarlinkClientError) -> JSONObject {
+        let bytes = VarlinkWire.call(method, parameters, more: false, oneway: false)
+        let core = self.core
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<JSONObject, VarlinkClientError>, Never>) in
+                core.send(bytes, expecting: .single(continuation))
+            }
+        } onCancel: {
+            core.shutdown()
+        }
+        return try result.get()
+    }
+
+    /// Calls `method` with `more: true`. The stream yields each reply's parameters and finishes after the
+    /// last one; it throws `VarlinkClientError`. Stopping the iteration closes the connection.
+    public func callMore(_ method: String, _ parameters: JSONObject = [:]) -> AsyncThrowingStream<JSONObject, any Error> {
+        let bytes = VarlinkWire.call(method, parameters, more: true, oneway: false)
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: JSONObject.self, throwing: (any Error).self)
+        let core = self.core
+        continuation.onTermination = { termination in
+            if case .cancelled = termination { core.shutdown() }
+        }
+        core.send(bytes, expecting: .stream(continuation))
+        return stream
+    }
+
+    /// Calls `method` with `oneway: true`: the service sends no reply.
+    public func callOneway(_ method: String, _ parameters: JSONObject = [:]) throws(VarlinkClientError) {
+        try self.core.sendOneway(VarlinkWire.call(method, parameters, more: false, oneway: true))
+    }
+
+    /// Closes the connection; pending calls fail with `.closed`.
+    public func close() {
+        self.core.shutdown()
+    }
+}
+
+/// The client's shared state, owned jointly by the client object and its reader thread.
+private final class ClientCore: Sendable {
+    enum Pending {
+        case single(CheckedContinuation<Result<JSONObject, VarlinkClientError>, Never>)
+        case stream(AsyncThrowingStream<JSONObject, any Error>.Continuation)
+
+        func fail(_ error: VarlinkClientError) {
+            switch self {
+            case .single(let continuation): continuation.resume(returning: .failure(error))
+            case .stream(let continuation): continuation.finish(throwing: error)
+            }
+        }
+    }
+
+    struct State {
+        var pending: [Pending] = []
+        /// Set once the connection is over; later calls fail with it.
+        var failure: VarlinkClientError?
+        /// An error the server sent before any call (e.g. the connection limit), reported to the next call.
+        var unsolicited: VarlinkError?
+        var shutdownRequested = false
+    }
+
+    /// The socket, guarded so that writers and the final close never race: -1 once closed.
+    private let fd: Mutex<Int32>
+    private let state = Mutex(State())
+    private let maxMessageBytes: Int
+
+    init(fd: Int32, maxMessageBytes: Int) {
+        self.fd = Mutex(fd)
+        self.maxMessageBytes = maxMessageBytes
+    }
+
+    func send(_ bytes: [UInt8], expecting pending: Pending) {
+        self.fd.withLock { fd in
+            let failure = self.state.withLock { state -> VarlinkClientError? in
+                if let failure = state.failure { return failure }
+                state.pending.append(pending)
+                return nil
+            }
+            if let failure {
+                pending.fail(failure)
+                return
+            }
+            // A failed write needs no handling here: the reader sees the connection end and fails the call.
+            _ = Self.writeAll(fd, bytes)
+        }
+    }
+
+    func sendOneway(_ bytes: [UInt8]) throws(VarlinkClientError) {
+        let ok = self.fd.withLock { fd -> Bool in
+            if self.state.withLock({ $0.failure }) != nil { return false }
+            return Self.writeAll(fd, bytes)
+        }
+        if !ok { throw self.state.withLock { $0.failure } ?? .disconnected }
+    }
+
+    private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        guard fd >= 0 else { return false }
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            if n > 0 {
+                offset += n
+            } else if n < 0 && errno == EINTR {
+                continue
+            } else {
+                return false
+            }
+        }
+        return true
+    }
+
+    /// Wakes the reader thread; it fails pending calls with `.closed` and closes the socket.
+    func shutdown() {
+        let first = self.state.withLock { state -> Bool in
+            defer { state.shutdownRequested = true }
+            return !state.shutdownRequested
+        }
+        guard first else { return }
+        // shutdown(2), not close(2): the reader is blocked in recv on this fd and must see it end.
+        self.fd.withLock { fd in
+            if fd >= 0 { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+        }
+    }
+
+    func readLoop() {
+        let fd = self.fd.withLock { $0 }
+        var buffer: [UInt8] = []
+        var start = 0
+        var scanFrom = 0
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        var ending: VarlinkClientError = .disconnected
+        reading: while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            buffer.append(contentsOf: chunk[0..<n])
+            while let nul = buffer[scanFrom...].firstIndex(of: 0) {
+                let message = buffer[start..<nul]
+                start = nul + 1
+                scanFrom = start
+                if let violation = self.deliver(message) {
+                    ending = violation
+                    break reading
+                }
+            }
+            scanFrom = buffer.count
+            if buffer.count - start > self.maxMessageBytes {
+                ending = .protocolViolation("a reply exceeds \(self.maxMessageBytes) bytes")
+                break
+            }
+            if start > 0 && start * 2 >= buffer.count {
+                buffer.removeSubrange(0..<start)
+                scanFrom -= start
+                start = 0
+            }
+        }
+        let pending = self.state.withLock { state -> [Pending] in
+            if state.shutdownRequested {
+                ending = .closed
+            } else if let unsolicited = state.unsolicited, case .disconnected = ending {
+                ending = .remote(unsolicited)
+            }
+            state.failure = ending
+            defer { state.pending = [] }
+            return state.pending
+        }
+        self.fd.withLock { fd in
+            Glibc.close(fd)
+            fd = -1
+        }
+        for call in pending { call.fail(ending) }
+    }
+
+    /// Hands one reply to the oldest pending call. Returns an error when the reply is malformed.
+    private func deliver(_ message: ArraySlice<UInt8>) -> VarlinkClientError? {
+        guard case .object(let reply)? = try? JSONValue(parsing: message) else {
+            return .protocolViolation("a reply is not a JSON object")
+        }
+        var parameters = JSONObject()
+        switch reply["parameters"] {
+        case nil, .null?: break
+        case .object(let given)?: parameters = given
+        default: return .protocolViolation("reply parameters are not an object")
+        }
+        var remoteError: VarlinkError?
+        switch reply["error"] {
+        case nil, .null?: break
+        case .string(let name)?: remoteError = VarlinkError(name, parameters)
+        default: return .protocolViolation("a reply's error is not a string")
+        }
+        let continues = reply["continues"]?.boolValue ?? false
+        let head = self.state.withLock { state -> Pending? in
+            guard let head = state.pending.first else {
+                if let remoteError { state.unsolicited = remoteError }
+                return nil
+            }
+            if remoteError != nil || !continues { state.pending.removeFirst() }
+            if case .single = head { if continues { state.pending.removeFirst() } }
+            return head
+        }
+        guard let head else {
+            return remoteError == nil ? .protocolViolation("a reply arrived with no call pending") : nil
+        }
+        switch head {
+        case .single(let continuation):
+            if let remoteError {
+                continuation.resume(returning: .failure(.remote(remoteError)))
+            } else if continues {
+                continuation.resume(returning: .failure(.protocolViolation("'continues' in the reply to a call without 'more'")))
+            } else {
+                continuation.resume(returning: .success(parameters))
+            }
+        case .stream(let continuation):
+            if let remoteError {
+                continuation.finish(throwing: VarlinkClientError.remote(remoteError))
+            } else {
+                continuation.yield(parameters)
+                if !continues { continuation.finish() }
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,103 @@
+public import JSON
+import Synchronization
+
+/// Sends the replies to one call. Safe to use from any task; replies are queued for the server's I/O thread,
+/// which writes them without ever blocking on the client.
+///
+/// A call ends with exactly one final reply: `reply(_:continues: false)` or `fail(_:)`. Calls made with
+/// `more: true` may send any number of `continues: true` replies before it. For `oneway` calls every reply is
+/// dropped.
+public final class VarlinkReplier: Sendable {
+    let connection: ConnectionHandle
+    let loop: EventLoop
+    /// The client set `more: true`, so `continues: true` replies are allowed.
+    public let more: Bool
+    /// The client set `oneway: true`, so nothing is sent.
+    public let oneway: Bool
+    private let hardOutputLimit: Int
+    private let finished = Mutex(false)
+
+    init(connection: ConnectionHandle, loop: EventLoop, more: Bool, oneway: Bool, hardOutputLimit: Int) {
+        self.connection = connection
+        self.loop = loop
+        self.more = more
+        self.oneway = oneway
+        self.hardOutputLimit = hardOutputLimit
+    }
+
+    /// Sends a reply. With `continues: true` (only when the call has `more`) further replies follow; without,
+    /// this is the final reply and the call is over.
+    ///
+    /// - Returns: false when the reply could not be queued: the connection is closed, the final reply was
+    ///   already sent, or the client has so much unread output that the server dropped it. A streaming handler
+    ///   should stop when this returns false.
+    @discardableResult
+    public func reply(_ parameters: JSONObject = [:], continues: Bool = false) -> Bool {
+        let isFinal = !(continues && self.more)
+        guard self.claim(final: isFinal) else { return false }
+        if self.oneway { return !self.isClosed }
+        return self.send(VarlinkWire.reply(parameters, continues: !isFinal))
+    }
+
+    /// Sends `error` as the final reply.
+    ///
+    /// - Returns: false when it could not be queued (closed connection or a final reply already sent).
+    @discardableResult
+    public func fail(_ error: VarlinkError) -> Bool {
+        guard self.claim(final: true) else { return false }
+        if self.oneway { return !self.isClosed }
+        return self.send(VarlinkWire.error(error))
+    }
+
+    /// True once the client disconnected or the server dropped the connection.
+    public var isClosed: Bool { self.connection.closed.hasFired }
+
+    /// True once the final reply (or error) was sent.
+    public var hasFinished: Bool { self.finished.withLock { $0 } }
+
+    /// Returns when the connection closes, or when the calling task is cancelled.
+    public func waitClosed() async {
+        await self.connection.closed.wait()
+    }
+
+    /// Bytes replied on this connection that the client has not read yet. A streaming handler can use it to
+    /// coalesce updates for a slow reader instead of queueing each one.
+    public var pendingOutputBytes: Int { self.connection.pendingOutput.load(ordering: .relaxed) }
+
+    /// The peer of the connection this call arrived on.
+    public var peer: VarlinkPeer { self.connection.peer }
+
+    private func claim(final isFinal: Bool) -> Bool {
+        self.finished.withLock { finished in
+            if finished { return false }
+            if isFinal { finished = true }
+            return true
+        }
+    }
+
+    private func send(_ bytes: [UInt8]) -> Bool {
+        guard !self.isClosed else { return false }
+        let pending = self.connection.pendingOutput.add(bytes.count, ordering: .relaxed).newValue
+        if pending > self.hardOutputLimit {
+            // Far past the soft limit: the client is not reading. Stop buffering and drop it now.
+            self.loop.submit(.close(self.connection))
+            return false
+        }
+        return self.loop.submit(.output(self.connection, bytes))
+    }
+
+    /// Ends the call from the server's side: sends `org.varlink.service.MethodNotImplemented` if the handler
+    /// returned without a final reply, then lets the I/O thread read the next call.
+    func complete(method: String) {
+        if !self.hasFinished { self.fail(.methodNotImplemented(method)) }
+        self.loop.submit(.finish(self.connection))
+    }
+
+    /// Rejects the message outright and closes the connection after sending `error`.
+    func abort(_ error: VarlinkError) {
+        _ = self.claim(final: true)
+        let bytes = VarlinkWire.error(error)
+        self.connection.pendingOutput.add(bytes.count, ordering: .relaxed)
+        self.loop.submit(.fail(self.connection, bytes))
+    }
+}
