@@ -42,7 +42,7 @@ let package = Package(
 
         // One-input logic of each fuzz target, shared by Fuzz/ (libFuzzer) and FuzzRegressionTests.
         .target(
-            name: "FuzzTargets", dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "SugarDaemon"],
+            name: "FuzzTargets", dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "SugarDaemon", "Varlink"],
             swiftSettings: strict),
 
         .executableTarget(name: "sugarctl", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
@@ -58,6 +58,6 @@ let package = Package(
         .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync"], swiftSettings: strict),
         .testTarget(name: "SugarAPITests", dependencies: ["SugarAPI", "GlucoseProfile"], swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
-        .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets"], swiftSettings: strict),
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON"], swiftSettings: strict),
     ]
 )

@@ -5,7 +5,7 @@
 // main package's FuzzTargets library so FuzzRegressionTests can replay findings.
 import PackageDescription
 
-let targets = ["glucose-profile", "json", "config"]
+let targets = ["glucose-profile", "json", "config", "varlink"]
 
 let package = Package(
     name: "sugard-fuzz",

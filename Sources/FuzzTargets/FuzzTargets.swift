@@ -2,6 +2,7 @@ import GlucoseProfile
 import HealthDataSync
 import JSON
 import SugarDaemon
+import Varlink
 
 /// A property a fuzz target checks did not hold for one input.
 ///
@@ -35,6 +36,7 @@ public enum FuzzTargets {
         ("glucose-profile", { bytes throws(FuzzFailure) in try glucoseProfile(bytes) }),
         ("json", { bytes throws(FuzzFailure) in try json(bytes) }),
         ("config", { bytes throws(FuzzFailure) in try config(bytes) }),
+        ("varlink", { bytes throws(FuzzFailure) in try varlink(bytes) }),
     ]
 
     /// The target called `name`, or nil.

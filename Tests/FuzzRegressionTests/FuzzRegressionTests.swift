@@ -1,5 +1,6 @@
 import Foundation
 import FuzzTargets
+import JSON
 import Testing
 
 /// One input file of a fuzz target.
@@ -42,6 +43,16 @@ enum FuzzInputs {
     }
 }
 
+/// Runs a fuzz target on a thread of its own. The varlink target blocks while the server it talks to runs
+/// on the cooperative pool, which has only as many threads as cores: two targets blocking pool threads at
+/// once on a 2-core machine would starve the server.
+func onOwnThread(_ body: @escaping FuzzTargets.Body, _ bytes: [UInt8]) async throws(FuzzFailure) {
+    let result: Result<Void, FuzzFailure> = await withCheckedContinuation { continuation in
+        Thread { continuation.resume(returning: Result { () throws(FuzzFailure) in try body(bytes) }) }.start()
+    }
+    try result.get()
+}
+
 /// Replays every input the fuzzers ever crashed on (`Fuzz/regressions/<target>/`) through the same entry
 /// logic as the fuzz executables, each in a child process so a trap fails only its own case. Dropping a
 /// reproducer file into that folder is all it takes to turn a fuzzer finding into a test.
@@ -65,7 +76,7 @@ enum FuzzInputs {
                 exit(3)
             }
             do {
-                try body(bytes)
+                try await onOwnThread(body, bytes)
             } catch {
                 FileHandle.standardError.write(Data("\(error)\n".utf8))
                 exit(1)
@@ -83,13 +94,32 @@ enum FuzzInputs {
     /// The seed corpora must pass too (they are known-good packets, documents and config files), and each
     /// run checks far more than its decoder's unit tests: round trips, error offsets, JSON stability.
     @Test("Every seed passes its target's checks", arguments: FuzzTargets.all.map(\.name))
-    func seeds(_ target: String) throws {
+    func seeds(_ target: String) async throws {
         let body = try #require(FuzzTargets.target(named: target))
         let seeds = FuzzInputs.files("corpus").filter { $0.target == target }
         #expect(seeds.count >= 3, "Fuzz/corpus/\(target) needs seeds")
         for seed in seeds {
-            #expect(throws: Never.self, "\(seed.path)") { try body(try seed.bytes()) }
+            let bytes = try seed.bytes()
+            await #expect(throws: Never.self, "\(seed.path)") { try await onOwnThread(body, bytes) }
         }
+    }
+
+    /// The varlink target's byte streams really reach a server: a pipelined Echo, a three-part Stream and
+    /// an unknown method come back in order, and a half-sent message is dropped when the client stops.
+    @Test func varlinkStreamsReachTheServer() async throws {
+        let stream = Array("""
+            {"method":"org.sugard.fuzz.Echo","parameters":{"n":7}}\u{0}\
+            {"method":"org.sugard.fuzz.Stream","parameters":{"count":3},"more":true}\u{0}\
+            {"method":"org.sugard.fuzz.Nope"}\u{0}{"method":
+            """.utf8)
+        let replies: [JSONValue] = try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try FuzzTargets.varlinkReplies(toStream: stream) }) }.start()
+        }
+        #expect(replies.count == 5)
+        #expect(replies.first?["parameters"]?["n"]?.intValue == 7)
+        #expect(replies.dropFirst().prefix(3).map { $0["parameters"]?["index"]?.intValue } == [0, 1, 2])
+        #expect(replies.dropFirst().prefix(3).map { $0["continues"]?.boolValue ?? false } == [true, true, false])
+        #expect(replies.last?["error"]?.stringValue == "org.varlink.service.MethodNotFound")
     }
 
     @Test func everyFolderNamesATarget() {
@@ -104,12 +134,13 @@ enum FuzzInputs {
 
     /// The checks can fail: a measurement that re-encodes differently is impossible to build from real
     /// decoders, so this uses inputs that must be rejected and documents that rejects are not failures.
-    @Test func rejectedInputsAreNotFailures() throws {
+    @Test func rejectedInputsAreNotFailures() async throws {
         for name in FuzzTargets.all.map(\.name) {
             let body = try #require(FuzzTargets.target(named: name))
-            try body([])
-            try body([0xFF, 0xFE, 0x00, 0x7B])
-            try body(Array(repeating: UInt8(ascii: "["), count: 10_000))
+            try await onOwnThread(body, [])
+            try await onOwnThread(body, [0xFF, 0xFE, 0x00, 0x7B])
+            try await onOwnThread(body, Array(repeating: UInt8(ascii: "["), count: 10_000))
+            try await onOwnThread(body, [0x00] + Array(repeating: UInt8(ascii: "["), count: 10_000) + [0x00])
         }
     }
 }

@@ -8,3 +8,8 @@
 #include <stdint.h>
 
 int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*UserCb)(const uint8_t *Data, size_t Size));
+
+// LeakSanitizer's interface (the fuzz build always links ASan). Allocations made between these calls on
+// the calling thread are never reported; see fuzz-varlink/main.swift for why it needs them.
+void __lsan_disable(void);
+void __lsan_enable(void);
