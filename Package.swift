@@ -12,52 +12,75 @@ let package = Package(
     products: [
         .library(name: "JSON", targets: ["JSON"]),
         .library(name: "GlucoseProfile", targets: ["GlucoseProfile"]),
+        .library(name: "PacketCapture", targets: ["PacketCapture"]),
         .library(name: "HealthDataSync", targets: ["HealthDataSync"]),
+        .library(name: "GlucoseStore", targets: ["GlucoseStore"]),
+        .library(name: "Varlink", targets: ["Varlink"]),
+        .library(name: "SugarAPI", targets: ["SugarAPI"]),
         .library(name: "SugarDaemon", targets: ["SugarDaemon"]),
         // The per-input logic of the fuzz targets, for the nested fuzz package in Fuzz/.
         .library(name: "FuzzTargets", targets: ["FuzzTargets"]),
         .executable(name: "sugarctl", targets: ["sugarctl"]),
         .executable(name: "sugar-bench", targets: ["sugar-bench"]),
-        .library(name: "Varlink", targets: ["Varlink"]),
     ],
     targets: [
         // C libraries, one importer each (see README "Architecture").
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
+        .systemLibrary(name: "CLinuxIO"),  // epoll and eventfd headers (glibc, nothing to link)
         // Counts malloc calls for sugar-bench (interposes the allocator; linked into sugar-bench only).
         .target(name: "CMallocCounter"),
-        .systemLibrary(name: "CLinuxIO"),  // epoll and eventfd headers (glibc, nothing to link)
 
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
         .target(name: "GlucoseProfile", dependencies: ["JSON"], swiftSettings: strict),
-        .target(name: "HealthDataSync", swiftSettings: strict),
+        .target(name: "HealthDataSync", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
+
+        // btsnoop / HCI / L2CAP / ATT / GATT capture reading (Glibc for streaming file I/O).
+        .target(name: "PacketCapture", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
+        // SQLite storage: the only importer of CSQLite.
+        .target(name: "GlucoseStore", dependencies: ["HealthDataSync", "CSQLite"], swiftSettings: strict),
+        // Generic Varlink over Unix sockets (stdlib, Glibc, Synchronization, JSON).
+        .target(name: "Varlink", dependencies: ["JSON", "CLinuxIO"], swiftSettings: strict),
 
         // The io.sugard.HealthDataSync interface: its description, types, handlers and exports.
-        .target(name: "SugarAPI", dependencies: ["GlucoseProfile", "HealthDataSync", "JSON"], swiftSettings: strict),
+        .target(name: "SugarAPI", dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "Varlink"], swiftSettings: strict),
 
         // Composition: config, services, signals, sd_notify, logging.
-        .target(name: "SugarDaemon", dependencies: ["HealthDataSync", "JSON", "SugarAPI"], swiftSettings: strict),
+        .target(name: "SugarDaemon", dependencies: ["HealthDataSync", "JSON", "SugarAPI", "GlucoseStore", "Varlink"], swiftSettings: strict),
+
+        // Benchmark bodies (Glibc for VmHWM only), run by sugar-bench.
+        .target(name: "ViewModelBenchmarks", dependencies: ["HealthDataSync", "JSON"], swiftSettings: strict),
 
         // One-input logic of each fuzz target, shared by Fuzz/ (libFuzzer) and FuzzRegressionTests.
         .target(
-            name: "FuzzTargets", dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "SugarDaemon", "Varlink"],
+            name: "FuzzTargets",
+            dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "PacketCapture", "SugarDaemon", "Varlink"],
             swiftSettings: strict),
 
         .executableTarget(name: "sugarctl", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
         .executableTarget(
-            name: "sugar-bench", dependencies: ["GlucoseProfile", "JSON", "CMallocCounter"], swiftSettings: strict),
+            name: "sugar-bench",
+            dependencies: [
+                "GlucoseProfile", "JSON", "CMallocCounter", "PacketCapture", "GlucoseStore", "ViewModelBenchmarks",
+            ],
+            swiftSettings: strict),
+        // Ingests into a DB file; the crash test SIGKILLs it at random points.
+        .executableTarget(
+            name: "store-killtest-writer", dependencies: ["GlucoseStore", "HealthDataSync"], swiftSettings: strict),
 
-        // Generic Varlink over Unix sockets (stdlib, Glibc, Synchronization, JSON).
-        .target(name: "Varlink", dependencies: ["JSON", "CLinuxIO"], swiftSettings: strict),
-
-        .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "JSON", "CLinuxIO"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "GlucoseProfileTests", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
-        .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync"], swiftSettings: strict),
+        .testTarget(
+            name: "PacketCaptureTests", dependencies: ["PacketCapture", "GlucoseProfile", "JSON"], swiftSettings: strict),
+        .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync", "GlucoseProfile"], swiftSettings: strict),
+        .testTarget(
+            name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "HealthDataSync", "store-killtest-writer"],
+            swiftSettings: strict),
+        .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "JSON", "CLinuxIO"], swiftSettings: strict),
         .testTarget(name: "SugarAPITests", dependencies: ["SugarAPI", "GlucoseProfile"], swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
-        .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON"], swiftSettings: strict),
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
     ]
 )

@@ -5,7 +5,7 @@
 // main package's FuzzTargets library so FuzzRegressionTests can replay findings.
 import PackageDescription
 
-let targets = ["glucose-profile", "json", "config", "varlink"]
+let targets = ["glucose-profile", "json", "config", "varlink", "btsnoop"]
 
 let package = Package(
     name: "sugard-fuzz",

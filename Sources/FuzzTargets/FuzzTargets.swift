@@ -1,6 +1,7 @@
 import GlucoseProfile
 import HealthDataSync
 import JSON
+import PacketCapture
 import SugarDaemon
 import Varlink
 
@@ -37,6 +38,7 @@ public enum FuzzTargets {
         ("json", { bytes throws(FuzzFailure) in try json(bytes) }),
         ("config", { bytes throws(FuzzFailure) in try config(bytes) }),
         ("varlink", { bytes throws(FuzzFailure) in try varlink(bytes) }),
+        ("btsnoop", { bytes throws(FuzzFailure) in try btsnoop(bytes) }),
     ]
 
     /// The target called `name`, or nil.

@@ -41,14 +41,27 @@ public struct LogRecord: Sendable {
 /// ever logged at ``LogLevel/debug``.
 public struct Logger: Sendable {
     public var label: String
-    public var level: LogLevel
+    private let fixedLevel: LogLevel
+    private let levelSource: (@Sendable () -> LogLevel)?
     private let sink: @Sendable (LogRecord) -> Void
 
     public init(label: String, level: LogLevel = .info, sink: @escaping @Sendable (LogRecord) -> Void) {
         self.label = label
-        self.level = level
+        self.fixedLevel = level
+        self.levelSource = nil
         self.sink = sink
     }
+
+    /// A logger whose minimum level is read at each call (the daemon changes it on reload).
+    public init(label: String, levelSource: @escaping @Sendable () -> LogLevel, sink: @escaping @Sendable (LogRecord) -> Void) {
+        self.label = label
+        self.fixedLevel = .info
+        self.levelSource = levelSource
+        self.sink = sink
+    }
+
+    /// The minimum level logged.
+    public var level: LogLevel { self.levelSource?() ?? self.fixedLevel }
 
     /// A logger that drops everything (tests, benchmarks).
     public static let disabled = Logger(label: "disabled", level: .error, sink: { _ in })

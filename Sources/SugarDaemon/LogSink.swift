@@ -7,14 +7,25 @@ import Synchronization
 public final class StderrLogSink: Sendable {
     private let journal: Bool
     private let lock = Mutex(())
+    private let minimum: Atomic<Int>
 
-    public init(environment: [String: String]) {
+    public init(environment: [String: String], level: LogLevel = .info) {
         self.journal = environment["JOURNAL_STREAM"].map { !$0.isEmpty } ?? false
+        self.minimum = Atomic(level.rawValue)
     }
 
-    /// A logger writing here.
-    public func logger(label: String, level: LogLevel) -> Logger {
-        Logger(label: label, level: level, sink: { record in self.write(record) })
+    /// The minimum level written; changing it affects every logger made here.
+    public var level: LogLevel {
+        get { LogLevel(rawValue: self.minimum.load(ordering: .relaxed)) ?? .info }
+        set { self.minimum.store(newValue.rawValue, ordering: .relaxed) }
+    }
+
+    /// Changes the minimum level (config reload).
+    public func setLevel(_ level: LogLevel) { self.minimum.store(level.rawValue, ordering: .relaxed) }
+
+    /// A logger writing here, at this sink's current level.
+    public func logger(label: String) -> Logger {
+        Logger(label: label, levelSource: { self.level }, sink: { record in self.write(record) })
     }
 
     public func write(_ record: LogRecord) {

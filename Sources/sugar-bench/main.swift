@@ -1,6 +1,14 @@
 // sugar-bench: parser benchmarks. Build with `swift build -c release --product sugar-bench`.
 //   sugar-bench parse FILE [--with-json]        decode every record of FILE as a Glucose Measurement
 //   sugar-bench make-corpus N FILE [--seed S]   write N valid measurements of mixed shapes
+//   sugar-bench capture FILE                    stream GATT events out of a btsnoop capture
+//   sugar-bench make-capture MEGABYTES FILE [--large]   write a synthetic btsnoop capture
+//   sugar-bench ingest N [--raw] [--dir DIR]    store N readings through the SQLite store
+//   sugar-bench fanout W E [--policy P]         W watchers over E view-model emissions
+import HealthDataSync
+import JSON
+import ViewModelBenchmarks
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -12,16 +20,37 @@ let usage = """
 
     USAGE: sugar-bench parse <file> [--with-json]
            sugar-bench make-corpus <count> <file> [--seed <seed>]
+           sugar-bench capture <file>
+           sugar-bench make-capture <megabytes> <file> [--large]
+           sugar-bench ingest <count> [--raw] [--dir <directory>]
+           sugar-bench fanout <watchers> <emissions> [--policy coalesced|immediate]
 
     SUBCOMMANDS:
       parse          Decode every record of <file> as a Glucose Measurement; print one JSON object with
                      packets, seconds, nsPerPacket, bytesPerSecond and allocationsPerPacket.
       make-corpus    Write <count> valid measurements (all flag combinations, both units, SFLOAT specials)
                      to <file>; the same seed gives the same file. Default seed 20190227.
+      capture        Read <file> (btsnoop) through the PacketCapture reader; print one JSON object with
+                     frames, events, seconds, bytesPerSecond, nsPerFrame, allocationsPerFrame and the bare
+                     record reader's speed.
+      make-capture   Write a synthetic H4 btsnoop capture of about <megabytes> MiB: glucose downloads
+                     amid classic ACL, vendor and flow-control noise (small frames), or with --large
+                     500-byte notifications at MTU 512 over 251-byte ACL buffers.
+      ingest         Store <count> readings (several meters, 10% duplicates, one sequence reset) through
+                     the store's public API in a fresh database under <directory> (default /tmp); print
+                     readings, seconds, readingsPerSecond, duplicatesDropped, peakRSSBytes. --raw does the
+                     same inserts with plain prepared statements in one transaction (the ceiling).
+      fanout         Run <watchers> view-model watchers (half on one field, half on all) over <emissions>
+                     writes shaped like a sync; print messagesDelivered, messagesNaive, reductionPercent,
+                     p99DeliveryMicros, peakRSSBytes.
 
     OPTIONS:
       --with-json    (parse) Also build each record's JSON value. It allocates, which shows the counter works.
       --seed <seed>  (make-corpus) Seed for the generator (decimal or 0x hex).
+      --large        (make-capture) Large-notification workload.
+      --raw          (ingest) Plain prepared statements in one transaction.
+      --dir <dir>    (ingest) Where the scratch database goes (default /tmp).
+      --policy <p>   (fanout) coalesced (default) or immediate.
       -h, --help     Show help information.
 
     FILE is a sequence of records, each a uint16 little-endian length followed by that many bytes.
@@ -34,7 +63,7 @@ func usageError(_ message: String) -> Never {
 }
 
 /// The process status of a benchmark run.
-func runMain(_ arguments: [String]) -> Int32 {
+func runMain(_ arguments: [String]) async -> Int32 {
     if arguments.contains("-h") || arguments.contains("--help") {
         writeStdout(usage)
         return 0
@@ -48,8 +77,8 @@ func runMain(_ arguments: [String]) -> Int32 {
         let argument = arguments[index]
         index += 1
         switch argument {
-        case "--with-json": flags.insert(argument)
-        case "--seed":
+        case "--with-json", "--large", "--raw": flags.insert(argument)
+        case "--seed", "--dir", "--policy":
             guard index < arguments.count else { usageError("Missing value for '--seed'") }
             options[argument] = arguments[index]
             index += 1
@@ -72,9 +101,32 @@ func runMain(_ arguments: [String]) -> Int32 {
             seed = parsed
         }
         return CorpusBenchmark(count: count, path: positionals[1], seed: seed).run()
+    case "capture":
+        guard positionals.count == 1, options.isEmpty, flags.isEmpty else { usageError("capture takes exactly one FILE") }
+        return CaptureBenchmark(path: positionals[0]).run()
+    case "make-capture":
+        guard positionals.count == 2, options.isEmpty, flags.subtracting(["--large"]).isEmpty else {
+            usageError("make-capture takes MEGABYTES and FILE")
+        }
+        guard let megabytes = Int(positionals[0]), megabytes > 0 else { usageError("MEGABYTES must be a positive integer") }
+        return MakeCaptureBenchmark(megabytes: megabytes, path: positionals[1], large: flags.contains("--large")).run()
+    case "ingest":
+        guard positionals.count == 1, let count = Int(positionals[0]), count > 0 else {
+            usageError("ingest takes a positive reading count")
+        }
+        return await IngestCommand.run(count: count, raw: flags.contains("--raw"), directory: options["--dir"] ?? "/tmp")
+    case "fanout":
+        guard positionals.count == 2, let watchers = Int(positionals[0]), let emissions = Int(positionals[1]),
+            watchers > 0, emissions > 0
+        else { usageError("fanout takes WATCHERS and EMISSIONS (positive integers)") }
+        guard let policy = WatchPolicy(rawValue: options["--policy"] ?? "coalesced") else {
+            usageError("--policy must be coalesced or immediate")
+        }
+        writeStdout(await FanoutBenchmark.run(watchers: watchers, emissions: emissions, policy: policy).serialized() + "\n")
+        return 0
     default:
         usageError("Unknown subcommand '\(command)'")
     }
 }
 
-exit(runMain(Array(CommandLine.arguments.dropFirst())))
+exit(await runMain(Array(CommandLine.arguments.dropFirst())))

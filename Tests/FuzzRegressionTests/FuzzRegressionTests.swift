@@ -1,6 +1,7 @@
 import Foundation
 import FuzzTargets
 import JSON
+import PacketCapture
 import Testing
 
 /// One input file of a fuzz target.
@@ -120,6 +121,16 @@ func onOwnThread(_ body: @escaping FuzzTargets.Body, _ bytes: [UInt8]) async thr
         #expect(replies.dropFirst().prefix(3).map { $0["parameters"]?["index"]?.intValue } == [0, 1, 2])
         #expect(replies.dropFirst().prefix(3).map { $0["continues"]?.boolValue ?? false } == [true, true, false])
         #expect(replies.last?["error"]?.stringValue == "org.varlink.service.MethodNotFound")
+    }
+
+    /// The btsnoop seeds are real captures: the session seed decodes to a GATT session with notifications,
+    /// so the fuzzer starts from inputs that reach the ATT and Glucose layers.
+    @Test func btsnoopSeedReachesTheGATTLayer() throws {
+        let seed = try FuzzInput(target: "btsnoop", path: "Fuzz/corpus/btsnoop/h4-glucose-session.btsnoop").bytes()
+        let summary = try GATTEventReader.readAll(bytes: seed)
+        #expect(summary.sessions.count == 1)
+        #expect(summary.events.count >= 5)
+        try FuzzTargets.btsnoop(seed)
     }
 
     @Test func everyFolderNamesATarget() {

@@ -10,16 +10,14 @@ import Varlink
             let chunk = [UInt8](repeating: UInt8(ascii: "a"), count: 1 << 16)
             let total = 100 << 20
             var sent = 0
-            let started = ContinuousClock.now
             while sent < total {
                 let n = await connection.send(chunk, deadline: .now + .seconds(5))
                 sent += n
                 if n < chunk.count { break }
             }
-            let elapsed = ContinuousClock.now - started
-            // The 1 MiB limit plus what the socket buffers hold: nowhere near the 100 MB offered.
+            // The 1 MiB limit plus what the socket buffers hold: nowhere near the 100 MB offered. (No
+            // wall-clock bound: a server that stalled instead of closing fails the error check below.)
             #expect(sent < 8 << 20, "sent \(sent) bytes before the server closed the connection")
-            #expect(elapsed < .seconds(5))
             let messages = try await connection.readUntilClosed()
             #expect(messages.map(\.errorName) == [VarlinkError.ProtocolError.messageTooLarge])
             let other = try RawConnection(path: path)

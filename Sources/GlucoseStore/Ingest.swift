@@ -1,0 +1,161 @@
+import HealthDataSync
+
+/// The body of one `commit`: runs inside the caller's transaction. The rules are documented at
+/// ``SQLiteReadingStore/commit(_:)``; this type applies them.
+struct Ingest {
+    let db: Connection
+    let now: Instant
+    /// Test hook: throw an I/O error after this many inserts.
+    let failAfterInserts: Int?
+
+    init(db: Connection, now: Instant, failAfterInserts: Int? = nil) {
+        self.db = db
+        self.now = now
+        self.failAfterInserts = failAfterInserts
+    }
+
+    /// How a received reading relates to what is stored for its meter.
+    enum Match {
+        /// Same seq, base time and raw value in the current epoch.
+        case currentEpochDuplicate
+        /// Same seq, base time, raw value and measurement bytes in an earlier epoch.
+        case earlierEpochDuplicate
+        /// The current epoch holds this seq with different content.
+        case conflict
+        /// Nothing stored matches.
+        case new
+    }
+
+    static let lookupSQL = """
+        SELECT epoch, base_time, concentration_raw, measurement_bytes FROM reading WHERE meter_id = ? AND seq = ?
+        """
+
+    /// Classifies `reading` against every stored reading of the meter with the same sequence
+    /// number (one indexed lookup on `reading_by_seq`; at most one row per epoch).
+    func classify(_ reading: Reading, baseTimeText: String, meterRowID: Int64, epoch: Int) throws(StoreError) -> Match {
+        try self.db.withStatement(Self.lookupSQL) { (s) throws(StoreError) -> Match in
+            try s.bind(meterRowID, at: 1)
+            try s.bind(Int64(reading.sequenceNumber), at: 2)
+            let raw = reading.concentrationRaw.map { Int64($0) }
+            var conflict = false
+            var earlierDuplicate = false
+            while try s.step("Looking up reading #\(reading.sequenceNumber) in \(self.db.path)") {
+                let sameKey = s.optionalInt64(2) == raw && s.optionalText(1) == baseTimeText
+                if Int(s.int64(0)) == epoch {
+                    if sameKey { return .currentEpochDuplicate }
+                    conflict = true
+                } else if sameKey && !earlierDuplicate && s.optionalBlob(3) == reading.measurementBytes {
+                    earlierDuplicate = true
+                }
+            }
+            if earlierDuplicate { return .earlierEpochDuplicate }
+            return conflict ? .conflict : .new
+        }
+    }
+
+    /// Opens a new epoch for the meter and records the event. Clears the high-water mark: it
+    /// belonged to the old epoch.
+    static func openEpoch(
+        _ meter: inout MeterRow, reason: SequenceResetEvent.Reason, sequenceNumber: UInt16?, sessionID: Int64?,
+        now: Instant, _ db: Connection
+    ) throws(StoreError) {
+        let old = meter.epoch
+        try EventRows.insert(
+            meterRowID: meter.rowID, oldEpoch: old, newEpoch: old + 1, at: now, reason: reason,
+            sequenceNumber: sequenceNumber, oldHighWater: meter.highWater, sessionID: sessionID, db)
+        meter.epoch = old + 1
+        meter.highWater = nil
+    }
+
+    mutating func commit(_ batch: SyncBatch) throws(StoreError) -> CommitResult {
+        let meterID = batch.meter.id
+        if let stray = batch.readings.first(where: { $0.meter != meterID }) {
+            throw StoreError(
+                .constraint, "A sync batch for meter \(meterID) contained a reading from meter \(stray.meter); nothing was stored.")
+        }
+        for reading in batch.readings {
+            let t = reading.baseTime
+            guard t.month >= 0, t.day >= 0, t.hour >= 0, t.minute >= 0, t.second >= 0 else {
+                throw StoreError(
+                    .constraint,
+                    "Reading #\(reading.sequenceNumber) of meter \(meterID) has a negative base-time field; nothing was stored.")
+            }
+        }
+
+        let seenAt = batch.session.ended ?? batch.session.started
+        var (meter, serialChanged) = try MeterRow.upsert(batch.meter, features: batch.features, seenAt: seenAt, self.db)
+        let sessionID = try SessionRows.insert(
+            batch.session, meterRowID: meter.rowID, epoch: meter.epoch, highWater: meter.highWater, now: self.now, self.db)
+
+        var resets = 0
+        if serialChanged {
+            try Self.openEpoch(&meter, reason: .serialNumberChanged, sequenceNumber: nil, sessionID: sessionID, now: self.now, self.db)
+            resets += 1
+        }
+
+        var inserted: [StoredReading] = []
+        var duplicates = 0
+        // Highest sequence number of this batch that is stored in the current epoch (inserted or
+        // already there); it caps the new high-water mark.
+        var topInCurrentEpoch: UInt16?
+        // Rule 4: armed when the batch ends below the stored mark; fires at the first new reading.
+        var highWaterRuleArmed = false
+        if let mark = meter.highWater, let batchMax = batch.readings.map(\.sequenceNumber).max(), batchMax < mark {
+            highWaterRuleArmed = true
+        }
+
+        for reading in batch.readings {
+            let baseTimeText = reading.baseTime.isoString
+            let match = try self.classify(reading, baseTimeText: baseTimeText, meterRowID: meter.rowID, epoch: meter.epoch)
+            switch match {
+            case .currentEpochDuplicate:
+                duplicates += 1
+                topInCurrentEpoch = max(topInCurrentEpoch ?? 0, reading.sequenceNumber)
+            case .earlierEpochDuplicate:
+                duplicates += 1
+            case .conflict, .new:
+                if match == .conflict || highWaterRuleArmed {
+                    try Self.openEpoch(
+                        &meter, reason: match == .conflict ? .sequenceConflict : .highWaterBackwards,
+                        sequenceNumber: reading.sequenceNumber, sessionID: sessionID, now: self.now, self.db)
+                    resets += 1
+                    highWaterRuleArmed = false
+                    topInCurrentEpoch = nil
+                }
+                if let limit = self.failAfterInserts, inserted.count >= limit {
+                    throw StoreError(.io, "Storing reading #\(reading.sequenceNumber) failed: injected test failure.")
+                }
+                let id = try ReadingRows.insert(
+                    reading, baseTimeText: baseTimeText, meterRowID: meter.rowID, epoch: meter.epoch, storedAt: self.now,
+                    sessionID: sessionID, self.db)
+                inserted.append(StoredReading(id: id, epoch: meter.epoch, storedAt: self.now, reading: reading))
+                topInCurrentEpoch = max(topInCurrentEpoch ?? 0, reading.sequenceNumber)
+            }
+        }
+
+        if let newMark = batch.newHighWater {
+            // An empty batch ("no records found") keeps or raises the mark. Otherwise the mark may not
+            // pass the highest record of this batch that sits in the current epoch; a batch of only
+            // earlier-epoch duplicates leaves it alone.
+            let candidate: UInt16? = batch.readings.isEmpty ? newMark : topInCurrentEpoch.map { min($0, newMark) }
+            if let candidate { meter.highWater = meter.highWater.map { max($0, candidate) } ?? candidate }
+        }
+        meter.lastSync = seenAt
+        meter.lastSyncResult = batch.session.result
+        try meter.saveSyncState(self.db)
+
+        let received = max(batch.session.received, batch.readings.count)
+        try SessionRows.finish(
+            id: sessionID, received: received, stored: inserted.count, duplicates: duplicates, resets: resets,
+            epoch: meter.epoch, highWater: meter.highWater, self.db)
+
+        var session = batch.session
+        session.id = sessionID
+        session.received = received
+        session.stored = inserted.count
+        session.duplicates = duplicates
+        return CommitResult(
+            inserted: inserted, duplicates: duplicates, sequenceResets: resets, meter: try meter.stored(self.db),
+            session: session)
+    }
+}

@@ -1,0 +1,49 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import HealthDataSync
+
+/// The wall clock as an ``Instant``.
+///
+/// The corresponding C function is `clock_gettime(CLOCK_REALTIME)`.
+@Sendable public func systemNow() -> Instant {
+    var spec = timespec()
+    _ = clock_gettime(CLOCK_REALTIME, &spec)
+    return Instant(epochMillis: Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000)
+}
+
+/// The process's peak resident set size in bytes (`VmHWM` in /proc/self/status), or nil where
+/// that file does not exist.
+public func peakResidentSetBytes() -> Int? {
+    guard let file = fopen("/proc/self/status", "r") else { return nil }
+    defer { fclose(file) }
+    var buffer = [CChar](repeating: 0, count: 512)
+    while fgets(&buffer, CInt(buffer.count), file) != nil {
+        let line = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard line.hasPrefix("VmHWM:") else { continue }
+        let digits = line.dropFirst(6).filter { $0.isNumber }
+        return Int(digits).map { $0 * 1024 }  // the value is in kB
+    }
+    return nil
+}
+
+/// Whether a file exists at `path`.
+func fileExists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+/// Flushes the directory holding `path`, so a newly created database file's directory entry
+/// survives power loss (SQLite syncs the directory for its journal and WAL, not for the main file
+/// it creates). Best effort: some file systems refuse fsync on directories.
+///
+/// The corresponding C functions are `open(O_RDONLY | O_DIRECTORY)` and `fsync`.
+func syncDirectory(containing path: String) {
+    let directory: String
+    if let slash = path.lastIndex(of: "/") {
+        directory = slash == path.startIndex ? "/" : String(path[..<slash])
+    } else {
+        directory = "."
+    }
+    let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard fd >= 0 else { return }
+    _ = fsync(fd)
+    _ = Glibc.close(fd)
+}

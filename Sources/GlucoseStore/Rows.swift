@@ -1,0 +1,455 @@
+import HealthDataSync
+
+// Row mapping between the schema (Schema.v1) and the domain types. All functions run on the
+// caller's connection, inside whatever transaction the caller holds.
+
+/// A `meter` row.
+struct MeterRow {
+    var rowID: Int64
+    var identity: MeterIdentity
+    var features: UInt16?
+    var firstSeen: Instant
+    var lastSeen: Instant
+    var epoch: Int
+    var highWater: UInt16?
+    var lastSync: Instant?
+    var lastSyncResult: SyncResult?
+    var forgotten: Instant?
+
+    static let columns = """
+        id, address, name, manufacturer, model, serial_number, firmware, features, first_seen_ms, last_seen_ms,
+        epoch, high_water, last_sync_ms, last_sync_result, forgotten_ms
+        """
+
+    init(_ s: Statement) {
+        self.rowID = s.int64(0)
+        self.identity = MeterIdentity(
+            id: MeterID(rawValue: s.optionalText(1) ?? ""), name: s.optionalText(2), manufacturer: s.optionalText(3),
+            model: s.optionalText(4), serialNumber: s.optionalText(5), firmware: s.optionalText(6))
+        self.features = s.optionalInt64(7).map { UInt16(truncatingIfNeeded: $0) }
+        self.firstSeen = Instant(epochMillis: s.int64(8))
+        self.lastSeen = Instant(epochMillis: s.int64(9))
+        self.epoch = Int(s.int64(10))
+        self.highWater = s.optionalInt64(11).map { UInt16(truncatingIfNeeded: $0) }
+        self.lastSync = s.optionalInt64(12).map { Instant(epochMillis: $0) }
+        self.lastSyncResult = s.optionalText(13).flatMap { SyncResult(rawValue: $0) }
+        self.forgotten = s.optionalInt64(14).map { Instant(epochMillis: $0) }
+    }
+
+    static func load(_ id: MeterID, _ db: Connection) throws(StoreError) -> MeterRow? {
+        try db.withStatement("SELECT \(Self.columns) FROM meter WHERE address = ?") {
+            (s) throws(StoreError) -> MeterRow? in
+            try s.bind(id.rawValue, at: 1)
+            return try s.step("Loading meter \(id) from \(db.path)") ? MeterRow(s) : nil
+        }
+    }
+
+    static func loadAll(_ db: Connection) throws(StoreError) -> [MeterRow] {
+        try db.withStatement("SELECT \(Self.columns) FROM meter ORDER BY address") {
+            (s) throws(StoreError) -> [MeterRow] in
+            var rows: [MeterRow] = []
+            while try s.step("Listing meters in \(db.path)") { rows.append(MeterRow(s)) }
+            return rows
+        }
+    }
+
+    /// Creates the meter or updates what is known about it: identity strings and features that are
+    /// given replace stored ones (nil keeps them), `last_seen` only moves forward, and a forgotten
+    /// meter comes back. Returns whether the serial number changed (both known and different),
+    /// which the caller treats as a sequence reset.
+    static func upsert(
+        _ identity: MeterIdentity, features: UInt16?, seenAt: Instant, _ db: Connection
+    ) throws(StoreError) -> (MeterRow, serialChanged: Bool) {
+        guard var row = try Self.load(identity.id, db) else {
+            try db.withStatement(
+                """
+                INSERT INTO meter (address, name, manufacturer, model, serial_number, firmware, features,
+                    first_seen_ms, last_seen_ms, epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
+                """
+            ) { (s) throws(StoreError) in
+                try s.bind(identity.id.rawValue, at: 1)
+                try s.bind(identity.name, at: 2)
+                try s.bind(identity.manufacturer, at: 3)
+                try s.bind(identity.model, at: 4)
+                try s.bind(identity.serialNumber, at: 5)
+                try s.bind(identity.firmware, at: 6)
+                try s.bind(features.map { Int64($0) }, at: 7)
+                try s.bind(seenAt.epochMillis, at: 8)
+                try s.bind(seenAt.epochMillis, at: 9)
+                try s.run("Adding meter \(identity.id) to \(db.path)")
+            }
+            guard let created = try Self.load(identity.id, db) else {
+                throw StoreError(.other, "Adding meter \(identity.id) to \(db.path) failed: the row is missing.")
+            }
+            return (created, false)
+        }
+        let oldSerial = row.identity.serialNumber ?? ""
+        let newSerial = identity.serialNumber ?? ""
+        let serialChanged = !oldSerial.isEmpty && !newSerial.isEmpty && oldSerial != newSerial
+        row.identity.name = identity.name ?? row.identity.name
+        row.identity.manufacturer = identity.manufacturer ?? row.identity.manufacturer
+        row.identity.model = identity.model ?? row.identity.model
+        row.identity.serialNumber = identity.serialNumber ?? row.identity.serialNumber
+        row.identity.firmware = identity.firmware ?? row.identity.firmware
+        row.features = features ?? row.features
+        row.lastSeen = max(row.lastSeen, seenAt)
+        row.forgotten = nil
+        try db.withStatement(
+            """
+            UPDATE meter SET name = ?, manufacturer = ?, model = ?, serial_number = ?, firmware = ?, features = ?,
+                last_seen_ms = ?, forgotten_ms = NULL WHERE id = ?
+            """
+        ) { (s) throws(StoreError) in
+            try s.bind(row.identity.name, at: 1)
+            try s.bind(row.identity.manufacturer, at: 2)
+            try s.bind(row.identity.model, at: 3)
+            try s.bind(row.identity.serialNumber, at: 4)
+            try s.bind(row.identity.firmware, at: 5)
+            try s.bind(row.features.map { Int64($0) }, at: 6)
+            try s.bind(row.lastSeen.epochMillis, at: 7)
+            try s.bind(row.rowID, at: 8)
+            try s.run("Updating meter \(identity.id) in \(db.path)")
+        }
+        return (row, serialChanged)
+    }
+
+    /// Writes epoch, high-water mark, last sync and last seen.
+    func saveSyncState(_ db: Connection) throws(StoreError) {
+        try db.withStatement(
+            "UPDATE meter SET epoch = ?, high_water = ?, last_sync_ms = ?, last_sync_result = ?, last_seen_ms = ? WHERE id = ?"
+        ) { (s) throws(StoreError) in
+            try s.bind(Int64(self.epoch), at: 1)
+            try s.bind(self.highWater.map { Int64($0) }, at: 2)
+            try s.bind(self.lastSync?.epochMillis, at: 3)
+            try s.bind(self.lastSyncResult?.rawValue, at: 4)
+            try s.bind(self.lastSeen.epochMillis, at: 5)
+            try s.bind(self.rowID, at: 6)
+            try s.run("Saving the sync state of meter \(self.identity.id) in \(db.path)")
+        }
+    }
+
+    func readingCount(_ db: Connection) throws(StoreError) -> Int {
+        try db.withStatement("SELECT count(*) FROM reading WHERE meter_id = ?") { (s) throws(StoreError) -> Int in
+            try s.bind(self.rowID, at: 1)
+            _ = try s.step("Counting readings of meter \(self.identity.id) in \(db.path)")
+            return Int(s.int64(0))
+        }
+    }
+
+    func stored(_ db: Connection) throws(StoreError) -> StoredMeter {
+        StoredMeter(
+            identity: self.identity, features: self.features, firstSeen: self.firstSeen, lastSeen: self.lastSeen,
+            highWater: self.highWater, epoch: self.epoch, lastSync: self.lastSync,
+            lastSyncResult: self.lastSyncResult, readingCount: try self.readingCount(db))
+    }
+
+    func summary(_ db: Connection) throws(StoreError) -> MeterSummary {
+        let control = Int64(ReadingFlags.controlSolution.rawValue)
+        let ketone = Int64(ReadingFlags.ketone.rawValue)
+        let counts = try db.withStatement(
+            """
+            SELECT count(*),
+                coalesce(sum(flags & \(control) = 0 AND flags & \(ketone) = 0 AND mgdl IS NOT NULL), 0),
+                coalesce(sum(flags & \(control) != 0), 0), coalesce(sum(flags & \(ketone) != 0), 0),
+                min(instant_ms), max(instant_ms)
+            FROM reading WHERE meter_id = ?
+            """
+        ) { (s) throws(StoreError) -> [Int64?] in
+            try s.bind(self.rowID, at: 1)
+            _ = try s.step("Summarising meter \(self.identity.id) in \(db.path)")
+            return (0..<6).map { s.optionalInt64(CInt($0)) }
+        }
+        let other = try db.withStatement(
+            """
+            SELECT (SELECT count(*) FROM sequence_reset WHERE meter_id = ?1),
+                (SELECT count(*) FROM sync_session WHERE meter_id = ?1),
+                (SELECT count(*) FROM sync_session WHERE meter_id = ?1 AND result IN ('failed', 'interrupted', 'aborted'))
+            """
+        ) { (s) throws(StoreError) -> [Int64] in
+            try s.bind(self.rowID, at: 1)
+            _ = try s.step("Summarising meter \(self.identity.id) in \(db.path)")
+            return [s.int64(0), s.int64(1), s.int64(2)]
+        }
+        var meter = try self.stored(db)
+        meter.readingCount = Int(counts[0] ?? 0)
+        return MeterSummary(
+            meter: meter, forgotten: self.forgotten != nil, glucoseReadings: Int(counts[1] ?? 0),
+            controlSolutionReadings: Int(counts[2] ?? 0), ketoneReadings: Int(counts[3] ?? 0),
+            firstReading: counts[4].map { Instant(epochMillis: $0) }, lastReading: counts[5].map { Instant(epochMillis: $0) },
+            sequenceResets: Int(other[0]), sessions: Int(other[1]), failedSessions: Int(other[2]))
+    }
+}
+
+/// Reading rows: insert, decode, query.
+enum ReadingRows {
+    static let insertSQL = """
+        INSERT INTO reading (meter_id, epoch, seq, measurement_bytes, context_bytes, base_time, time_offset_min,
+            concentration_raw, unit, sample_type, sample_location, sensor_status, meal, instant_ms, time_method,
+            time_zone, utc_offset_s, clock_skew_s, meter_local_time, quirks, mgdl, mmoll, ketone_mmoll, flags,
+            flag_names, stored_ms, session_id)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+
+    /// Separates quirk names in the `quirks` column (names are identifiers from the quirk table).
+    static let quirkSeparator: Character = ","
+
+    /// Inserts one reading and returns its row id. `baseTimeText` is `reading.baseTime.isoString`
+    /// (the caller has it already).
+    static func insert(
+        _ r: Reading, baseTimeText: String, meterRowID: Int64, epoch: Int, storedAt: Instant, sessionID: Int64?,
+        _ db: Connection
+    ) throws(StoreError) -> Int64 {
+        try db.withStatement(Self.insertSQL) { (s) throws(StoreError) -> Int64 in
+            try s.bind(meterRowID, at: 1)
+            try s.bind(Int64(epoch), at: 2)
+            try s.bind(Int64(r.sequenceNumber), at: 3)
+            try s.bind(blob: r.measurementBytes, at: 4)
+            try s.bind(blob: r.contextBytes, at: 5)
+            try s.bind(baseTimeText, at: 6)
+            try s.bind(r.timeOffsetMinutes, at: 7)
+            try s.bind(r.concentrationRaw.map { Int64($0) }, at: 8)
+            try s.bind(r.unit?.rawValue, at: 9)
+            try s.bind(r.sampleType.map { Int64($0) }, at: 10)
+            try s.bind(r.sampleLocation.map { Int64($0) }, at: 11)
+            try s.bind(r.sensorStatus.map { Int64($0) }, at: 12)
+            try s.bind(r.meal.map { Int64($0) }, at: 13)
+            try s.bind(r.instant.epochMillis, at: 14)
+            try s.bind(r.time.method.rawValue, at: 15)
+            try s.bind(r.time.zone, at: 16)
+            try s.bind(r.time.utcOffsetSeconds, at: 17)
+            try s.bind(r.time.meterClockSkewSeconds, at: 18)
+            try s.bind(r.time.meterLocalTime.isoString, at: 19)
+            try s.bind(r.time.quirks.joined(separator: String(Self.quirkSeparator)), at: 20)
+            try s.bind(r.mgdL, at: 21)
+            try s.bind(r.mmolL, at: 22)
+            try s.bind(r.ketoneMmolL, at: 23)
+            try s.bind(Int64(r.flags.rawValue), at: 24)
+            try s.bind(r.flags.names.joined(separator: ","), at: 25)
+            try s.bind(storedAt.epochMillis, at: 26)
+            try s.bind(sessionID, at: 27)
+            try s.run("Storing reading #\(r.sequenceNumber) of meter \(r.meter) in \(db.path)")
+            return db.lastInsertRowID
+        }
+    }
+
+    static let selectColumns = """
+        r.id, r.epoch, r.stored_ms, m.address, r.seq, r.measurement_bytes, r.context_bytes, r.base_time,
+        r.time_offset_min, r.concentration_raw, r.unit, r.sample_type, r.sample_location, r.sensor_status, r.meal,
+        r.instant_ms, r.time_method, r.time_zone, r.utc_offset_s, r.clock_skew_s, r.meter_local_time, r.quirks,
+        r.mgdl, r.mmoll, r.ketone_mmoll, r.flags
+        """
+
+    static func decode(_ s: Statement, _ db: Connection) throws(StoreError) -> StoredReading {
+        let id = s.int64(0)
+        func damaged(_ what: String) -> StoreError {
+            StoreError(.corrupt, "Reading row \(id) in \(db.path) has an unreadable \(what).")
+        }
+        guard let baseTime = parseLocalDateTime(s.optionalText(7) ?? "") else { throw damaged("base time") }
+        guard let localTime = parseLocalDateTime(s.optionalText(20) ?? "") else { throw damaged("meter local time") }
+        guard let method = TimeResolution.Method(rawValue: s.optionalText(16) ?? "") else {
+            throw damaged("time resolution method")
+        }
+        let quirkText = s.optionalText(21) ?? ""
+        let time = TimeResolution(
+            method: method, zone: s.optionalText(17) ?? "", utcOffsetSeconds: Int(s.int64(18)),
+            meterClockSkewSeconds: s.optionalInt64(19), meterLocalTime: localTime,
+            quirks: quirkText.isEmpty ? [] : quirkText.split(separator: Self.quirkSeparator).map(String.init))
+        let reading = Reading(
+            meter: MeterID(rawValue: s.optionalText(3) ?? ""), sequenceNumber: UInt16(truncatingIfNeeded: s.int64(4)),
+            measurementBytes: s.optionalBlob(5) ?? [], contextBytes: s.optionalBlob(6), baseTime: baseTime,
+            timeOffsetMinutes: s.optionalInt(8), concentrationRaw: s.optionalInt64(9).map { UInt16(truncatingIfNeeded: $0) },
+            unit: s.optionalText(10).flatMap { MeasurementUnit(rawValue: $0) },
+            sampleType: s.optionalInt64(11).map { UInt8(truncatingIfNeeded: $0) },
+            sampleLocation: s.optionalInt64(12).map { UInt8(truncatingIfNeeded: $0) },
+            sensorStatus: s.optionalInt64(13).map { UInt16(truncatingIfNeeded: $0) },
+            meal: s.optionalInt64(14).map { UInt8(truncatingIfNeeded: $0) },
+            instant: Instant(epochMillis: s.int64(15)), time: time, mgdL: s.optionalDouble(22),
+            mmolL: s.optionalDouble(23), ketoneMmolL: s.optionalDouble(24),
+            flags: ReadingFlags(rawValue: UInt32(truncatingIfNeeded: s.int64(25))))
+        return StoredReading(id: id, epoch: Int(s.int64(1)), storedAt: Instant(epochMillis: s.int64(2)), reading: reading)
+    }
+
+    static func query(_ q: ReadingQuery, _ db: Connection) throws(StoreError) -> [StoredReading] {
+        var conditions: [String] = []
+        if q.meter != nil { conditions.append("r.meter_id = (SELECT id FROM meter WHERE address = ?1)") }
+        if q.since != nil { conditions.append("r.instant_ms >= ?2") }
+        if q.until != nil { conditions.append("r.instant_ms < ?3") }
+        let direction = q.order == .ascending ? "ASC" : "DESC"
+        let sql = """
+            SELECT \(Self.selectColumns) FROM reading r JOIN meter m ON m.id = r.meter_id
+            \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
+            ORDER BY r.instant_ms \(direction), r.id \(direction) LIMIT ?4
+            """
+        return try db.withStatement(sql) { (s) throws(StoreError) -> [StoredReading] in
+            if let meter = q.meter { try s.bind(meter.rawValue, at: 1) }
+            if let since = q.since { try s.bind(since.epochMillis, at: 2) }
+            if let until = q.until { try s.bind(until.epochMillis, at: 3) }
+            try s.bind(Int64(q.limit.map { max(0, $0) } ?? -1), at: 4)
+            var out: [StoredReading] = []
+            while try s.step("Listing readings in \(db.path)") { out.append(try Self.decode(s, db)) }
+            return out
+        }
+    }
+
+    static func count(meter: MeterID?, _ db: Connection) throws(StoreError) -> Int {
+        let sql =
+            meter == nil
+            ? "SELECT count(*) FROM reading"
+            : "SELECT count(*) FROM reading WHERE meter_id = (SELECT id FROM meter WHERE address = ?)"
+        return try db.withStatement(sql) { (s) throws(StoreError) -> Int in
+            if let meter { try s.bind(meter.rawValue, at: 1) }
+            _ = try s.step("Counting readings in \(db.path)")
+            return Int(s.int64(0))
+        }
+    }
+}
+
+/// Sync session rows.
+enum SessionRows {
+    static func insert(_ session: SyncSessionRecord, meterRowID: Int64, epoch: Int, highWater: UInt16?, now: Instant,
+        _ db: Connection
+    ) throws(StoreError) -> Int64 {
+        try db.withStatement(
+            """
+            INSERT INTO sync_session (meter_id, started_ms, ended_ms, result, expected, received, stored, duplicates,
+                sequence_resets, epoch, high_water_before, high_water_after, error, committed_ms)
+            VALUES (?, ?, ?, ?, ?, ?, 0, 0, 0, ?, ?, ?, ?, ?)
+            """
+        ) { (s) throws(StoreError) -> Int64 in
+            try s.bind(meterRowID, at: 1)
+            try s.bind(session.started.epochMillis, at: 2)
+            try s.bind(session.ended?.epochMillis, at: 3)
+            try s.bind(session.result.rawValue, at: 4)
+            try s.bind(session.expected, at: 5)
+            try s.bind(session.received, at: 6)
+            try s.bind(Int64(epoch), at: 7)
+            try s.bind(highWater.map { Int64($0) }, at: 8)
+            try s.bind(highWater.map { Int64($0) }, at: 9)
+            try s.bind(session.error, at: 10)
+            try s.bind(now.epochMillis, at: 11)
+            try s.run("Recording a sync session of meter \(session.meter) in \(db.path)")
+            return db.lastInsertRowID
+        }
+    }
+
+    static func finish(
+        id: Int64, received: Int, stored: Int, duplicates: Int, resets: Int, epoch: Int, highWater: UInt16?,
+        _ db: Connection
+    ) throws(StoreError) {
+        try db.withStatement(
+            """
+            UPDATE sync_session SET received = ?, stored = ?, duplicates = ?, sequence_resets = ?, epoch = ?,
+                high_water_after = ? WHERE id = ?
+            """
+        ) { (s) throws(StoreError) in
+            try s.bind(received, at: 1)
+            try s.bind(stored, at: 2)
+            try s.bind(duplicates, at: 3)
+            try s.bind(resets, at: 4)
+            try s.bind(Int64(epoch), at: 5)
+            try s.bind(highWater.map { Int64($0) }, at: 6)
+            try s.bind(id, at: 7)
+            try s.run("Recording a sync session in \(db.path)")
+        }
+    }
+
+    static func query(meter: MeterID?, limit: Int, _ db: Connection) throws(StoreError) -> [SyncSessionRecord] {
+        let sql = """
+            SELECT s.id, m.address, s.started_ms, s.ended_ms, s.result, s.expected, s.received, s.stored,
+                s.duplicates, s.error
+            FROM sync_session s JOIN meter m ON m.id = s.meter_id
+            \(meter == nil ? "" : "WHERE s.meter_id = (SELECT id FROM meter WHERE address = ?1)")
+            ORDER BY s.started_ms DESC, s.id DESC LIMIT ?2
+            """
+        return try db.withStatement(sql) { (s) throws(StoreError) -> [SyncSessionRecord] in
+            if let meter { try s.bind(meter.rawValue, at: 1) }
+            try s.bind(Int64(max(0, limit)), at: 2)
+            var out: [SyncSessionRecord] = []
+            while try s.step("Listing sync sessions in \(db.path)") {
+                guard let result = SyncResult(rawValue: s.optionalText(4) ?? "") else {
+                    throw StoreError(.corrupt, "Sync session row \(s.int64(0)) in \(db.path) has an unknown result.")
+                }
+                out.append(
+                    SyncSessionRecord(
+                        id: s.int64(0), meter: MeterID(rawValue: s.optionalText(1) ?? ""),
+                        started: Instant(epochMillis: s.int64(2)), ended: s.optionalInt64(3).map { Instant(epochMillis: $0) },
+                        result: result, expected: s.optionalInt(5), received: Int(s.int64(6)), stored: Int(s.int64(7)),
+                        duplicates: Int(s.int64(8)), error: s.optionalText(9)))
+            }
+            return out
+        }
+    }
+}
+
+/// Sequence-reset event rows.
+enum EventRows {
+    static func insert(
+        meterRowID: Int64, oldEpoch: Int, newEpoch: Int, at: Instant, reason: SequenceResetEvent.Reason,
+        sequenceNumber: UInt16?, oldHighWater: UInt16?, sessionID: Int64?, _ db: Connection
+    ) throws(StoreError) {
+        try db.withStatement(
+            """
+            INSERT INTO sequence_reset (meter_id, old_epoch, new_epoch, at_ms, reason, sequence_number,
+                old_high_water, session_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """
+        ) { (s) throws(StoreError) in
+            try s.bind(meterRowID, at: 1)
+            try s.bind(Int64(oldEpoch), at: 2)
+            try s.bind(Int64(newEpoch), at: 3)
+            try s.bind(at.epochMillis, at: 4)
+            try s.bind(reason.rawValue, at: 5)
+            try s.bind(sequenceNumber.map { Int64($0) }, at: 6)
+            try s.bind(oldHighWater.map { Int64($0) }, at: 7)
+            try s.bind(sessionID, at: 8)
+            try s.run("Recording a sequence reset in \(db.path)")
+        }
+    }
+
+    static func query(meter: MeterID?, limit: Int, _ db: Connection) throws(StoreError) -> [SequenceResetEvent] {
+        let sql = """
+            SELECT e.id, m.address, e.old_epoch, e.new_epoch, e.at_ms, e.reason, e.sequence_number,
+                e.old_high_water, e.session_id
+            FROM sequence_reset e JOIN meter m ON m.id = e.meter_id
+            \(meter == nil ? "" : "WHERE e.meter_id = (SELECT id FROM meter WHERE address = ?1)")
+            ORDER BY e.at_ms DESC, e.id DESC LIMIT ?2
+            """
+        return try db.withStatement(sql) { (s) throws(StoreError) -> [SequenceResetEvent] in
+            if let meter { try s.bind(meter.rawValue, at: 1) }
+            try s.bind(Int64(max(0, limit)), at: 2)
+            var out: [SequenceResetEvent] = []
+            while try s.step("Listing sequence resets in \(db.path)") {
+                guard let reason = SequenceResetEvent.Reason(rawValue: s.optionalText(5) ?? "") else {
+                    throw StoreError(.corrupt, "Sequence reset row \(s.int64(0)) in \(db.path) has an unknown reason.")
+                }
+                out.append(
+                    SequenceResetEvent(
+                        id: s.int64(0), meter: MeterID(rawValue: s.optionalText(1) ?? ""), oldEpoch: Int(s.int64(2)),
+                        newEpoch: Int(s.int64(3)), at: Instant(epochMillis: s.int64(4)), reason: reason,
+                        sequenceNumber: s.optionalInt64(6).map { UInt16(truncatingIfNeeded: $0) },
+                        oldHighWater: s.optionalInt64(7).map { UInt16(truncatingIfNeeded: $0) },
+                        sessionID: s.optionalInt64(8)))
+            }
+            return out
+        }
+    }
+}
+
+/// Parses what `LocalDateTime.isoString` writes (`2019-13-05T11:10:30`; fields may be out of range
+/// because base times are stored as the meter sent them; the year may carry a leading `-`).
+func parseLocalDateTime(_ text: String) -> LocalDateTime? {
+    var body = Substring(text)
+    var sign = 1
+    if body.first == "-" {
+        sign = -1
+        body = body.dropFirst()
+    }
+    let parts = body.split(omittingEmptySubsequences: false) { $0 == "-" || $0 == "T" || $0 == ":" }
+    guard parts.count == 6 else { return nil }
+    var fields: [Int] = []
+    for part in parts {
+        guard let value = Int(part) else { return nil }
+        fields.append(value)
+    }
+    return LocalDateTime(
+        year: sign * fields[0], month: fields[1], day: fields[2], hour: fields[3], minute: fields[4], second: fields[5])
+}

@@ -1,0 +1,309 @@
+import HealthDataSync
+
+/// The SQLite implementation of ``ReadingStore``: one database file in WAL mode with
+/// `synchronous=FULL`, foreign keys on and a busy timeout.
+///
+/// All work runs on this actor, which owns the single connection. Failures never stop the store:
+/// each throws a ``StoreError`` whose code says what went wrong (disk full, read-only, busy,
+/// corrupt, cannot open, I/O); ``health()`` turns `degraded` after a failed write and `ok` again
+/// after the next successful one. After a read-only, I/O, corruption or open error the connection
+/// is reopened before the next operation, so a file that became writable again (or a database
+/// restored from backup) is picked up without restarting the daemon.
+///
+/// Deduplication and sequence resets are described at ``commit(_:)``.
+public actor SQLiteReadingStore: ReadingStore {
+    /// The database file.
+    public nonisolated let path: String
+    private let options: StoreOptions
+    private var connection: Connection?
+    private var needsReopen = false
+    private var closed = false
+    private var healthState: StorageHealth
+
+    // Test hooks (internal; reached with `@testable import`).
+    /// Open every (re)opened connection read-only, as if the file were not writable.
+    var forceReadOnlyOpenForTesting = false
+    /// Throw an I/O error after this many reading inserts within one commit.
+    var failAfterInsertsForTesting: Int?
+
+    /// Opens the database at `path`, creating it when missing, and migrates it to the current
+    /// schema. Throws when the file cannot be opened, is not a database, fails its quick check,
+    /// or has a schema newer than this build.
+    public init(path: String, options: StoreOptions = StoreOptions()) throws(StoreError) {
+        self.path = path
+        self.options = options
+        let (connection, health) = try Self.open(path: path, options: options, readOnly: false)
+        self.connection = connection
+        self.healthState = health
+    }
+
+    /// Like ``init(path:options:)`` but never throws: when the database cannot be opened now, the
+    /// store starts with ``StorageHealth/Status/failed`` and tries again on every operation, so the
+    /// daemon keeps running and recovers once the condition clears.
+    public init(retryingOpenAt path: String, options: StoreOptions = StoreOptions()) {
+        self.path = path
+        self.options = options
+        do throws(StoreError) {
+            let (connection, health) = try Self.open(path: path, options: options, readOnly: false)
+            self.connection = connection
+            self.healthState = health
+        } catch {
+            self.connection = nil
+            self.healthState = StorageHealth(status: .failed, path: path, error: error)
+        }
+    }
+
+    /// Closes the database. Later calls throw ``StoreError/Code/cannotOpen``. Safe to call twice.
+    public func close() {
+        self.connection?.close()
+        self.connection = nil
+        self.closed = true
+    }
+
+    /// The schema version this build writes.
+    public static var schemaVersion: Int { Int(Schema.latestVersion) }
+
+    // MARK: Opening and health
+
+    static func open(path: String, options: StoreOptions, readOnly: Bool) throws(StoreError) -> (
+        Connection, StorageHealth
+    ) {
+        let isNew = !readOnly && !fileExists(path)
+        // On any throw below, `db` is released and its deinit closes the handle.
+        let db = try Connection(path: path, readOnly: readOnly, busyTimeoutMilliseconds: options.busyTimeoutMilliseconds)
+        if !db.isReadOnly {
+            // WAL: readers never block the writer; FULL: the WAL is fsynced on every commit, so a
+            // committed sync survives power loss (ecosystem notes §5.1).
+            let mode = try db.textColumn("PRAGMA journal_mode = WAL", "Switching \(path) to WAL mode")
+            guard mode.first?.lowercased() == "wal" else {
+                throw StoreError(.io, "Switching \(path) to WAL mode failed: SQLite kept journal mode \(mode).")
+            }
+        }
+        try db.execute("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;", "Configuring \(path)")
+        if options.quickCheckOnOpen {
+            let result = try db.textColumn("PRAGMA quick_check", "Checking the integrity of \(path)")
+            guard result == ["ok"] else {
+                throw StoreError(.corrupt, "The database \(path) is damaged: quick_check reported \(result.count) problem(s).")
+            }
+        }
+        if db.isReadOnly {
+            let version = try Schema.userVersion(db)
+            guard version == Schema.latestVersion else {
+                throw StoreError(
+                    .readOnly,
+                    "The database \(path) is read-only and at schema version \(version), not \(Schema.latestVersion)."
+                )
+            }
+            let error = StoreError(.readOnly, "The database \(path) is read-only: readings can be listed but not stored.")
+            return (db, StorageHealth(status: .degraded, path: path, error: error))
+        }
+        try Schema.migrate(db)
+        if isNew { syncDirectory(containing: path) }
+        return (db, StorageHealth(status: .ok, path: path))
+    }
+
+    /// The open connection, reopening it first when an earlier failure asked for that.
+    private func usableConnection() throws(StoreError) -> Connection {
+        if self.closed { throw StoreError(.cannotOpen, "The store for \(self.path) is closed.") }
+        if let connection = self.connection, !self.needsReopen { return connection }
+        self.connection?.close()
+        self.connection = nil
+        do throws(StoreError) {
+            let (db, health) = try Self.open(path: self.path, options: self.options, readOnly: self.forceReadOnlyOpenForTesting)
+            self.connection = db
+            self.needsReopen = false
+            if health.status != .ok {
+                self.healthState = health
+            } else if self.healthState.status == .failed {
+                self.healthState = health
+            }
+            return db
+        } catch {
+            self.healthState = StorageHealth(status: .failed, path: self.path, error: error)
+            throw error
+        }
+    }
+
+    /// Runs `body` on the connection and keeps ``health()`` in step with the outcome.
+    private func withDatabase<T>(
+        writing: Bool, _ body: (Connection) throws(StoreError) -> T
+    ) throws(StoreError) -> T {
+        let db = try self.usableConnection()
+        do throws(StoreError) {
+            let result = try body(db)
+            if writing { self.healthState = StorageHealth(status: .ok, path: self.path) }
+            return result
+        } catch {
+            switch error.code {
+            case .readOnly, .io, .corrupt, .cannotOpen: self.needsReopen = true
+            case .diskFull, .busy, .constraint, .other: break
+            }
+            switch error.code {
+            case .corrupt, .cannotOpen:
+                self.healthState = StorageHealth(status: .failed, path: self.path, error: error)
+            case .constraint:
+                break  // the caller's batch was malformed; storage itself is fine
+            case .diskFull, .readOnly, .busy, .io, .other:
+                if writing { self.healthState = StorageHealth(status: .degraded, path: self.path, error: error) }
+            }
+            throw error
+        }
+    }
+
+    public func health() -> StorageHealth { self.healthState }
+
+    /// Runs `PRAGMA integrity_check`; `["ok"]` when the file is sound, else one line per problem.
+    public func integrityCheck() throws(StoreError) -> [String] {
+        try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [String] in
+            try db.textColumn("PRAGMA integrity_check", "Checking the integrity of \(db.path)")
+        }
+    }
+
+    // MARK: Meters
+
+    public func meter(_ id: MeterID) throws(StoreError) -> StoredMeter? {
+        try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> StoredMeter? in
+            guard let row = try MeterRow.load(id, db), row.forgotten == nil else { return nil }
+            return try row.stored(db)
+        }
+    }
+
+    public func meters() throws(StoreError) -> [StoredMeter] {
+        try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [StoredMeter] in
+            try MeterRow.loadAll(db).filter { $0.forgotten == nil }.map { (row) throws(StoreError) in try row.stored(db) }
+        }
+    }
+
+    public func noteMeterSeen(_ identity: MeterIdentity, at: Instant) throws(StoreError) {
+        let now = self.options.now()
+        try self.withDatabase(writing: true) { (db: Connection) throws(StoreError) in
+            try db.transaction("Recording that meter \(identity.id) was seen") { () throws(StoreError) in
+                let (row, serialChanged) = try MeterRow.upsert(identity, features: nil, seenAt: at, db)
+                if serialChanged {
+                    var row = row
+                    try Ingest.openEpoch(
+                        &row, reason: .serialNumberChanged, sequenceNumber: nil, sessionID: nil, now: now, db)
+                    try row.saveSyncState(db)
+                }
+            }
+        }
+    }
+
+    public func forget(_ meter: MeterID) throws(StoreError) {
+        let now = self.options.now()
+        try self.withDatabase(writing: true) { (db: Connection) throws(StoreError) in
+            try db.withStatement(
+                "UPDATE meter SET forgotten_ms = ?, high_water = NULL WHERE address = ?"
+            ) { (statement) throws(StoreError) in
+                try statement.bind(now.epochMillis, at: 1)
+                try statement.bind(meter.rawValue, at: 2)
+                try statement.run("Forgetting meter \(meter) in \(db.path)")
+            }
+        }
+    }
+
+    // MARK: Commit
+
+    /// Commits a sync attempt in ONE transaction: meter identity, readings, high-water mark, session
+    /// and any sequence-reset events. On any error nothing of it becomes visible.
+    ///
+    /// Rules, applied to the readings in arrival order, each against everything stored before it
+    /// (including earlier readings of the same batch):
+    /// 1. **Duplicate (current epoch)**: a stored reading of this meter in the current epoch has the
+    ///    same sequence number, base time and raw concentration. Dropped and counted.
+    /// 2. **Duplicate (earlier epoch)**: a stored reading of this meter in an earlier epoch has the
+    ///    same sequence number, base time, raw concentration AND identical measurement bytes (a
+    ///    replayed capture or a re-sent old record after a reset). Dropped and counted.
+    /// 3. **Sequence conflict**: the current epoch holds this sequence number with other content.
+    ///    The meter's counter restarted: a new epoch opens (a `sequenceConflict` event), and the
+    ///    reading is stored in it.
+    /// 4. **High water backwards**: the batch's highest sequence number is below the stored
+    ///    high-water mark and this is the first reading of the batch that is not a duplicate. A new
+    ///    epoch opens (`highWaterBackwards`) before it is stored. A batch of nothing but duplicates
+    ///    never opens an epoch (a meter that re-sends everything is not a reset).
+    /// 5. Otherwise the reading is new and is stored in the current epoch.
+    ///
+    /// The same content at a different sequence number is a different record (stored). A meter is
+    /// its Bluetooth address, so re-pairing keeps its epochs and high-water mark; a different
+    /// Device Information serial number under the same address opens an epoch (`serialNumberChanged`).
+    ///
+    /// High-water mark (per epoch): left unchanged when `batch.newHighWater` is nil (failed or
+    /// interrupted attempts). Otherwise it becomes max(stored mark, candidate), where the candidate
+    /// is `newHighWater` for an empty batch ("no records found"), and for a non-empty batch
+    /// min(newHighWater, highest sequence number of this batch stored in the current epoch), so
+    /// the mark never claims a record the current epoch does not hold. A batch made only of
+    /// earlier-epoch duplicates (an old capture replayed) does not move it. A reset clears the old
+    /// epoch's mark, even in a failed attempt, so the next sync reads the meter from the start
+    /// (dedup keeps that safe).
+    ///
+    /// The session is stored with the store's counts: `stored` and `duplicates` as found here,
+    /// `received` = max(session.received, readings in the batch).
+    public func commit(_ batch: SyncBatch) throws(StoreError) -> CommitResult {
+        let now = self.options.now()
+        let failAfter = self.failAfterInsertsForTesting
+        return try self.withDatabase(writing: true) { (db: Connection) throws(StoreError) -> CommitResult in
+            try db.transaction("Committing a sync batch for meter \(batch.meter.id)") {
+                () throws(StoreError) -> CommitResult in
+                var ingest = Ingest(db: db, now: now, failAfterInserts: failAfter)
+                return try ingest.commit(batch)
+            }
+        }
+    }
+
+    // MARK: Queries
+
+    public func readings(_ query: ReadingQuery) throws(StoreError) -> [StoredReading] {
+        try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [StoredReading] in
+            try ReadingRows.query(query, db)
+        }
+    }
+
+    public func readingCount(meter: MeterID?) throws(StoreError) -> Int {
+        try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> Int in
+            try ReadingRows.count(meter: meter, db)
+        }
+    }
+
+    public func sessions(meter: MeterID?, limit: Int) throws(StoreError) -> [SyncSessionRecord] {
+        try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [SyncSessionRecord] in
+            try SessionRows.query(meter: meter, limit: limit, db)
+        }
+    }
+
+    /// Detected sequence resets, newest first (all meters when `meter` is nil).
+    public func events(meter: MeterID?, limit: Int) throws(StoreError) -> [SequenceResetEvent] {
+        try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [SequenceResetEvent] in
+            try EventRows.query(meter: meter, limit: limit, db)
+        }
+    }
+
+    /// Per-meter figures for every meter ever seen (forgotten ones too), ordered by address.
+    public func summaries() throws(StoreError) -> [MeterSummary] {
+        try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [MeterSummary] in
+            try MeterRow.loadAll(db).map { (row) throws(StoreError) -> MeterSummary in try row.summary(db) }
+        }
+    }
+
+    // MARK: Test hooks
+
+    /// Runs SQL on the store's own connection (e.g. `PRAGMA max_page_count` to simulate a full disk).
+    func executeForTesting(_ sql: String) throws(StoreError) {
+        try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) in
+            try db.execute(sql, "Test SQL")
+        }
+    }
+
+    /// The first column of each row of `sql` as text, on the store's own connection.
+    func textForTesting(_ sql: String, column: Int = 0) throws(StoreError) -> [String] {
+        try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [String] in
+            try db.textColumn(sql, column: CInt(column), "Test SQL")
+        }
+    }
+
+    func setForceReadOnlyOpenForTesting(_ value: Bool) {
+        self.forceReadOnlyOpenForTesting = value
+        self.needsReopen = true
+    }
+
+    func setFailAfterInsertsForTesting(_ value: Int?) { self.failAfterInsertsForTesting = value }
+}

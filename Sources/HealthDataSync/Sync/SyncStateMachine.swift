@@ -1,0 +1,745 @@
+import GlucoseProfile
+
+/// The Glucose Profile sync procedure for one meter and one attempt, as a state machine.
+///
+/// It performs no I/O: each ``SyncEvent`` goes in through ``handle(_:at:)`` and the
+/// ``SyncAction``s that come out are carried out, in order, by a driver (``SyncEngine``, or a test).
+/// Starting a timer replaces the running timer of the same kind.
+///
+/// Procedure: connect → (pair when the meter demands it) → read Glucose Feature and Device
+/// Information → read the meter clock (Date Time 0x2A08 first for Roche, else Current Time 0x2A2B,
+/// else 0x2A08) → notify 0x2A18 (and 0x2A34 when present), indicate 0x2A52 → RACP count
+/// (`04 03 01 <hw+1>`, or `04 01`) → RACP report (`01 03 01 <hw+1>`, or `01 01`) → collect records,
+/// joining contexts by sequence number → RACP response → commit batch and high-water mark in one
+/// call → disconnect.
+///
+/// Error handling:
+/// - A timeout retries the operation once (a RACP one after writing abort `03 00` and a pause);
+///   a second count timeout skips counting, any other second timeout fails with `timeout`.
+/// - Count "op code not supported" (or any other count error) skips counting; the report goes ahead.
+/// - Report "op code not supported" fails with `reportNotSupported`; "no records found" is success
+///   with nothing new. A filtered report the meter rejects as invalid/unsupported operator or
+///   operand is repeated once as "all records".
+/// - ATT 0x80/0xFE (procedure already in progress) on a RACP write: abort, pause, retry once.
+/// - ATT 0x81/0xFD (CCCD improperly configured): re-enable RACP indications, retry once.
+/// - Authentication errors (``TransportError/Code/authenticationRequired``, ATT 0x05/0x08/0x0F):
+///   pair once, then redo the operation.
+/// - The meter disconnecting before the RACP response ends the attempt as `interrupted`.
+/// - ``SyncEvent/abort(reason:)`` writes `03 00` when a RACP procedure is in flight.
+///
+/// However an attempt ends, the records received so far are committed (with the session record);
+/// the high-water mark is set only after RACP success or "no records found". Deduplication in the
+/// store makes that safe to repeat. Packets that do not decode are ``SyncAnomaly``s, never a reason
+/// to stop.
+public struct SyncStateMachine: Sendable {
+    /// What the machine needs to know before it starts.
+    public struct Context: Sendable {
+        public var meter: MeterID
+        /// The advertised name (used by the quirk table when DIS strings are placeholders).
+        public var advertisedName: String?
+        /// The stored high-water sequence number; nil for a new meter.
+        public var highWater: UInt16?
+        /// Ask for all records even when a high-water mark is stored.
+        public var fullDownload: Bool
+        public var zone: TimeZoneRules
+        public var quirks: QuirkTable
+        public var configuration: SyncConfiguration
+
+        public init(
+            meter: MeterID, advertisedName: String? = nil, highWater: UInt16?, fullDownload: Bool = false,
+            zone: TimeZoneRules, quirks: QuirkTable = .builtIn, configuration: SyncConfiguration = SyncConfiguration()
+        ) {
+            self.meter = meter
+            self.advertisedName = advertisedName
+            self.highWater = highWater
+            self.fullDownload = fullDownload
+            self.zone = zone
+            self.quirks = quirks
+            self.configuration = configuration
+        }
+    }
+
+    private enum Operation: Hashable {
+        case connect
+        case pair
+        case read(BluetoothUUID)
+        case enable(BluetoothUUID)
+        case racp(RACPWritePurpose)
+    }
+
+    private struct Record: Sendable {
+        var bytes: [UInt8]
+        var measurement: GlucoseMeasurement
+        var contextBytes: [UInt8]?
+        var context: MeasurementContext?
+    }
+
+    public let context: Context
+    public private(set) var phase: SyncPhase = .idle
+    /// What the meter said about itself (DIS); the address only until it is read.
+    public private(set) var identity: MeterIdentity
+    /// The quirk-table row for the meter (the standard row until DIS is read).
+    public private(set) var profile: MeterProfile
+    public private(set) var anomalies: [SyncAnomaly] = []
+    /// The RACP count, when the meter answered it.
+    public private(set) var expected: Int?
+    /// The meter clock as read, if it was.
+    public private(set) var clock: MeterClockSample?
+    /// Glucose Feature bits, if read.
+    public private(set) var features: UInt16?
+    /// The batch handed to the store (after the attempt ended).
+    public private(set) var batch: SyncBatch?
+    /// The session as finally recorded (after ``SyncAction/finished(_:)``).
+    public private(set) var session: SyncSessionRecord?
+
+    private var started = Instant(epochMillis: 0)
+    private var services = MeterServices(characteristics: [])
+    private var pending: Operation?
+    private var retried: Set<Operation> = []
+    private var pairingUsed = false
+    private var resumeAfterPairing: Operation?
+    private var resumeAfterReenable: Operation?
+    private var retryOperation: Operation?
+    private var readQueue: [BluetoothUUID] = []
+    private var subscribeQueue: [BluetoothUUID] = []
+    private var clockUUID: BluetoothUUID?
+    private var records: [Record] = []
+    private var recordIndex: [UInt16: Int] = [:]
+    private var orphanContexts: [UInt16: ([UInt8], MeasurementContext)] = [:]
+    private var lastMeasurementSequence: UInt16?
+    private var racpInFlight = false
+    private var reportFilterDropped = false
+    private var connected = false
+    private var ending: (result: SyncResult, failure: SyncFailure?)?
+
+    public init(_ context: Context) {
+        self.context = context
+        self.identity = MeterIdentity(id: context.meter, name: context.advertisedName)
+        self.profile = context.quirks.profile(for: self.identity)
+    }
+
+    /// Records received and kept so far (repeats excluded).
+    public var received: Int { self.records.count }
+
+    /// Whether the machine is between ``SyncEvent/start`` and its final phase.
+    public var isActive: Bool {
+        switch self.phase {
+        case .idle, .done, .failed: false
+        default: true
+        }
+    }
+
+    /// Feeds one event; returns what to do, in order.
+    /// - Parameters:
+    ///   - event: what happened.
+    ///   - now: the host clock (session times, and the host side of the meter clock skew).
+    public mutating func handle(_ event: SyncEvent, at now: Instant) -> [SyncAction] {
+        var out: [SyncAction] = []
+        switch event {
+        case .start:
+            guard self.phase == .idle else { break }
+            self.started = now
+            self.setPhase(.connecting, &out)
+            self.issue(.connect, &out)
+
+        case .connected(let services):
+            guard self.pending == .connect else { break }
+            self.pending = nil
+            self.connected = true
+            self.services = services
+            guard services.has(.glucoseMeasurement), services.has(.recordAccessControlPoint) else {
+                self.end(SyncFailure(.notAGlucoseMeter, "\(self.context.meter) has no Glucose Measurement and RACP characteristics; it is not a Glucose Profile meter."), now, &out)
+                break
+            }
+            let wanted: [BluetoothUUID] = [.glucoseFeature, .manufacturerName, .modelNumber, .serialNumber, .firmwareRevision]
+            self.readQueue = wanted.filter { services.has($0) }
+            self.setPhase(.readingDeviceInfo, &out)
+            self.nextRead(now, &out)
+
+        case .connectFailed(let error):
+            guard self.pending == .connect else { break }
+            self.operationFailed(.connect, error, now, &out)
+
+        case .paired:
+            guard self.pending == .pair else { break }
+            self.pending = nil
+            let resume = self.resumeAfterPairing ?? .connect
+            self.resumeAfterPairing = nil
+            self.setPhase(self.phase(for: resume), &out)
+            self.issue(resume, &out)
+
+        case .pairingFailed(let error):
+            guard self.pending == .pair else { break }
+            if error.code == .disconnected || error.code == .notConnected {
+                self.operationFailed(.pair, error, now, &out)
+            } else {
+                self.end(SyncFailure(.pairingFailed, "Pairing with \(self.context.meter) failed: \(error.message)"), now, &out)
+            }
+
+        case .readCompleted(let uuid, let bytes):
+            guard self.pending == .read(uuid) else { break }
+            self.pending = nil
+            self.store(read: uuid, bytes: bytes, now: now)
+            self.nextRead(now, &out)
+
+        case .readFailed(let uuid, let error):
+            guard self.pending == .read(uuid) else { break }
+            self.operationFailed(.read(uuid), error, now, &out)
+
+        case .notificationsEnabled(let uuid):
+            guard self.pending == .enable(uuid) else { break }
+            self.pending = nil
+            if let resume = self.resumeAfterReenable {
+                self.resumeAfterReenable = nil
+                self.setPhase(self.phase(for: resume), &out)
+                self.issue(resume, &out)
+            } else {
+                self.nextSubscription(now, &out)
+            }
+
+        case .notificationsFailed(let uuid, let error):
+            guard self.pending == .enable(uuid) else { break }
+            self.operationFailed(.enable(uuid), error, now, &out)
+
+        case .writeCompleted:
+            // The answer (an indication) may come before or after this; the answer completes the step.
+            break
+
+        case .writeFailed(let purpose, let error):
+            guard self.pending == .racp(purpose) else { break }
+            self.racpInFlight = false
+            self.operationFailed(.racp(purpose), error, now, &out)
+
+        case .value(let uuid, let bytes):
+            if uuid == .glucoseMeasurement {
+                self.receiveMeasurement(bytes, &out)
+            } else if uuid == .glucoseMeasurementContext {
+                self.receiveContext(bytes)
+            } else if uuid == .recordAccessControlPoint {
+                self.receiveRACP(bytes, now, &out)
+            }
+
+        case .disconnected(let reason):
+            let wasConnected = self.connected
+            self.connected = false
+            switch self.phase {
+            case .disconnecting:
+                self.finalize(&out)
+            case .idle, .done, .failed, .committing:
+                break
+            default:
+                guard wasConnected || self.pending != .connect else { break }
+                let why = reason.map { " (\($0))" } ?? ""
+                self.end(SyncFailure(.meterDisconnected, "\(self.context.meter) disconnected before the transfer finished\(why)."), now, &out)
+            }
+
+        case .timerFired(.operation):
+            guard let op = self.pending, self.isActive else { break }
+            self.timedOut(op, now, &out)
+
+        case .timerFired(.retry):
+            guard self.phase == .waitingToRetry, let op = self.retryOperation else { break }
+            self.retryOperation = nil
+            self.setPhase(self.phase(for: op), &out)
+            self.issue(op, &out)
+
+        case .committed(let result):
+            guard self.phase == .committing else { break }
+            out.append(.publish(.committed(self.context.meter, result)))
+            self.session = result.session
+            self.afterCommit(&out)
+
+        case .commitFailed(let error):
+            guard self.phase == .committing, let ending = self.ending else { break }
+            let failure = SyncFailure(.storeError, "Readings from \(self.context.meter) could not be stored: \(error.message)")
+            self.ending = (.failed, failure)
+            var record = self.batch?.session ?? SyncSessionRecord(meter: self.context.meter, started: self.started, result: .failed)
+            record.result = .failed
+            record.error = failure.message + (ending.failure.map { " (after: \($0.message))" } ?? "")
+            self.session = record
+            self.afterCommit(&out)
+
+        case .disconnectCompleted:
+            guard self.phase == .disconnecting else { break }
+            self.finalize(&out)
+
+        case .abort(let reason):
+            switch self.phase {
+            case .idle, .done, .failed, .committing, .disconnecting: break
+            default: self.end(SyncFailure(.aborted, "Sync of \(self.context.meter) was stopped: \(reason)."), now, &out)
+            }
+        }
+        return out
+    }
+
+    // MARK: - Steps
+
+    private func phase(for op: Operation) -> SyncPhase {
+        switch op {
+        case .connect: .connecting
+        case .pair: .pairing
+        case .read(let uuid): uuid == self.clockUUID ? .readingClock : .readingDeviceInfo
+        case .enable: .subscribing
+        case .racp(.count): .counting
+        case .racp: .receiving
+        }
+    }
+
+    private mutating func setPhase(_ phase: SyncPhase, _ out: inout [SyncAction]) {
+        guard phase != self.phase else { return }
+        self.phase = phase
+        out.append(.publish(.phaseChanged(self.context.meter, phase)))
+    }
+
+    private var usesHighWaterFilter: Bool {
+        self.profile.requestPolicy == .fromHighWater && !self.context.fullDownload && !self.reportFilterDropped
+            && (self.context.highWater.map { $0 < UInt16.max } ?? false)
+    }
+
+    private func racpBytes(_ purpose: RACPWritePurpose) -> [UInt8] {
+        let from = (self.context.highWater ?? 0) &+ 1
+        switch purpose {
+        case .count:
+            return (self.usesHighWaterFilter ? RACPMessage.countGreaterOrEqual(sequenceNumber: from) : .countAll).encoded()
+        case .report:
+            return (self.usesHighWaterFilter ? RACPMessage.reportGreaterOrEqual(sequenceNumber: from) : .reportAll).encoded()
+        case .abort:
+            return RACPMessage.abort.encoded()
+        }
+    }
+
+    private mutating func issue(_ op: Operation, _ out: inout [SyncAction]) {
+        self.pending = op
+        let config = self.context.configuration
+        let seconds: Double
+        switch op {
+        case .connect:
+            out.append(.connect)
+            seconds = config.connectTimeout
+        case .pair:
+            out.append(.pair)
+            seconds = config.pairingTimeout
+        case .read(let uuid):
+            out.append(.read(uuid))
+            seconds = config.operationTimeout
+        case .enable(let uuid):
+            out.append(.enableNotifications(uuid))
+            seconds = config.operationTimeout
+        case .racp(let purpose):
+            self.racpInFlight = true
+            out.append(.writeRACP(self.racpBytes(purpose), purpose: purpose))
+            seconds = config.racpTimeout
+        }
+        out.append(.startTimer(.operation, seconds: seconds))
+    }
+
+    private mutating func nextRead(_ now: Instant, _ out: inout [SyncAction]) {
+        if !self.readQueue.isEmpty {
+            self.issue(.read(self.readQueue.removeFirst()), &out)
+            return
+        }
+        if self.phase == .readingDeviceInfo {
+            self.profile = self.context.quirks.profile(for: self.identity)
+            out.append(.publish(.identified(self.identity)))
+            let candidates: [BluetoothUUID] =
+                self.profile.has(.dateTimeClock) ? [.dateTime, .currentTime] : [.currentTime, .dateTime]
+            if let clock = candidates.first(where: { self.services.has($0) }) {
+                self.clockUUID = clock
+                self.setPhase(.readingClock, &out)
+                self.issue(.read(clock), &out)
+                return
+            }
+        }
+        self.subscribeQueue = [.glucoseMeasurement]
+        if self.services.has(.glucoseMeasurementContext) { self.subscribeQueue.append(.glucoseMeasurementContext) }
+        self.subscribeQueue.append(.recordAccessControlPoint)
+        self.setPhase(.subscribing, &out)
+        self.nextSubscription(now, &out)
+    }
+
+    private mutating func nextSubscription(_ now: Instant, _ out: inout [SyncAction]) {
+        if !self.subscribeQueue.isEmpty {
+            self.issue(.enable(self.subscribeQueue.removeFirst()), &out)
+            return
+        }
+        self.setPhase(.counting, &out)
+        self.issue(.racp(.count), &out)
+    }
+
+    private mutating func startReport(_ out: inout [SyncAction]) {
+        self.setPhase(.receiving, &out)
+        self.issue(.racp(.report), &out)
+    }
+
+    private static func text(_ bytes: [UInt8]) -> String? {
+        let trimmed = bytes.prefix(while: { $0 != 0 })
+        let s = String(decoding: trimmed, as: UTF8.self)
+        let cleaned = String(s.unicodeScalars.filter { !$0.properties.isWhitespace || $0 == " " })
+        let result = cleaned.drop(while: { $0 == " " }).reversed().drop(while: { $0 == " " }).reversed()
+        return result.isEmpty ? nil : String(result)
+    }
+
+    private mutating func store(read uuid: BluetoothUUID, bytes: [UInt8], now: Instant) {
+        switch uuid {
+        case .glucoseFeature:
+            do throws(GlucoseProfileError) {
+                self.features = try GlucoseFeature(bytes: bytes).rawValue
+            } catch {
+                self.anomalies.append(SyncAnomaly(.deviceInfoUnreadable, "Glucose Feature did not decode: \(error)."))
+            }
+        case .manufacturerName: self.identity.manufacturer = Self.text(bytes)
+        case .modelNumber: self.identity.model = Self.text(bytes)
+        case .serialNumber: self.identity.serialNumber = Self.text(bytes)
+        case .firmwareRevision: self.identity.firmware = Self.text(bytes)
+        case self.clockUUID:
+            do throws(GlucoseProfileError) {
+                let dt = uuid == .currentTime ? try CurrentTime(bytes: bytes).dateTime : try DateTime(bytes: bytes)
+                guard dt.isDateKnown else {
+                    self.anomalies.append(SyncAnomaly(.clockUnreadable, "The meter clock (\(uuid)) reports an unknown date."))
+                    return
+                }
+                let local = LocalDateTime(
+                    year: Int(dt.year), month: Int(dt.month), day: Int(dt.day), hour: Int(dt.hours),
+                    minute: Int(dt.minutes), second: Int(dt.seconds))
+                self.clock = MeterClockSample(meterTime: local, hostTime: now)
+            } catch {
+                self.anomalies.append(SyncAnomaly(.clockUnreadable, "The meter clock (\(uuid)) did not decode: \(error)."))
+            }
+        default: break
+        }
+    }
+
+    // MARK: - Records
+
+    private var acceptsRecords: Bool {
+        switch self.phase {
+        case .subscribing, .counting, .receiving, .waitingToRetry: true
+        default: false
+        }
+    }
+
+    private mutating func receiveMeasurement(_ bytes: [UInt8], _ out: inout [SyncAction]) {
+        guard self.acceptsRecords else { return }
+        let m: GlucoseMeasurement
+        do throws(GlucoseProfileError) {
+            var reader = ByteReader(bytes)
+            m = try GlucoseMeasurement(parsing: &reader, options: .lenientDateTime)
+            if reader.readableBytes > 0 {
+                self.anomalies.append(SyncAnomaly(
+                    .malformedMeasurement, sequenceNumber: m.sequenceNumber,
+                    "Record \(m.sequenceNumber) has \(reader.readableBytes) trailing bytes; they were ignored."))
+            }
+        } catch {
+            self.anomalies.append(SyncAnomaly(.malformedMeasurement, "A Glucose Measurement packet was skipped: \(error)."))
+            self.keepWaiting(&out)
+            return
+        }
+        let seq = m.sequenceNumber
+        defer { self.lastMeasurementSequence = seq }
+        if seq == self.lastMeasurementSequence {
+            self.anomalies.append(SyncAnomaly(.repeatedRecord, sequenceNumber: seq, "Record \(seq) was sent twice in a row; the repeat was skipped."))
+            self.keepWaiting(&out)
+            return
+        }
+        if let i = self.recordIndex[seq] {
+            if self.records[i].bytes != bytes {
+                self.anomalies.append(SyncAnomaly(.conflictingRecord, sequenceNumber: seq, "Record \(seq) came again with other content; the first was kept."))
+            }
+            self.keepWaiting(&out)
+            return
+        }
+        var record = Record(bytes: bytes, measurement: m)
+        if let (contextBytes, context) = self.orphanContexts.removeValue(forKey: seq) {
+            record.contextBytes = contextBytes
+            record.context = context
+        }
+        self.recordIndex[seq] = self.records.count
+        self.records.append(record)
+        out.append(.publish(.progress(self.context.meter, received: self.records.count, expected: self.expected)))
+        self.keepWaiting(&out)
+    }
+
+    private mutating func receiveContext(_ bytes: [UInt8]) {
+        guard self.acceptsRecords else { return }
+        let context: MeasurementContext
+        do throws(GlucoseProfileError) {
+            context = try MeasurementContext(bytes: bytes)
+        } catch {
+            self.anomalies.append(SyncAnomaly(.malformedContext, "A Measurement Context packet was skipped: \(error)."))
+            return
+        }
+        let seq = context.sequenceNumber
+        if let i = self.recordIndex[seq] {
+            if self.records[i].context != nil {
+                self.anomalies.append(SyncAnomaly(.duplicateContext, sequenceNumber: seq, "Record \(seq) got a second context; the first was kept."))
+            } else {
+                self.records[i].context = context
+                self.records[i].contextBytes = bytes
+            }
+        } else if self.orphanContexts[seq] != nil {
+            self.anomalies.append(SyncAnomaly(.duplicateContext, sequenceNumber: seq, "Record \(seq) got a second context; the first was kept."))
+        } else {
+            self.orphanContexts[seq] = (bytes, context)
+        }
+    }
+
+    /// A record arrived while a RACP answer is awaited: the gap timer starts over.
+    private mutating func keepWaiting(_ out: inout [SyncAction]) {
+        if case .racp = self.pending {
+            out.append(.startTimer(.operation, seconds: self.context.configuration.racpTimeout))
+        }
+    }
+
+    private mutating func receiveRACP(_ bytes: [UInt8], _ now: Instant, _ out: inout [SyncAction]) {
+        guard self.isActive else { return }
+        let message: RACPMessage
+        do throws(GlucoseProfileError) {
+            message = try RACPMessage(bytes: bytes)
+        } catch {
+            self.anomalies.append(SyncAnomaly(.malformedRACP, "A RACP indication was ignored: \(error)."))
+            return
+        }
+        if let count = message.numberOfRecords {
+            guard self.pending == .racp(.count) else {
+                self.anomalies.append(SyncAnomaly(.unexpectedRACP, "The meter sent a record count nobody asked for."))
+                return
+            }
+            self.racpInFlight = false
+            self.pending = nil
+            self.expected = Int(count)
+            out.append(.publish(.progress(self.context.meter, received: self.records.count, expected: self.expected)))
+            self.startReport(&out)
+            return
+        }
+        guard let (request, code) = message.response else {
+            self.anomalies.append(SyncAnomaly(.unexpectedRACP, "The meter sent a RACP request (op code \(message.opCode.rawValue)) instead of a response."))
+            return
+        }
+        switch (request, self.pending) {
+        case (.reportNumberOfStoredRecords, .racp(.count)?):
+            self.racpInFlight = false
+            self.pending = nil
+            self.anomalies.append(SyncAnomaly(.countUnavailable, "The meter answered the record count with \(code.name); downloading without a count."))
+            self.startReport(&out)
+        case (.reportStoredRecords, .racp(.report)?):
+            self.racpInFlight = false
+            self.pending = nil
+            switch code {
+            case .success:
+                self.end(result: .success, now, &out)
+            case .noRecordsFound:
+                self.end(result: .noNewRecords, now, &out)
+            case .opCodeNotSupported:
+                self.end(SyncFailure(.reportNotSupported, "\(self.context.meter) does not support the RACP record report (op code not supported).", racpResponseCode: code.rawValue), now, &out)
+            case let c where self.usesHighWaterFilter
+                && [RACPResponseCode.invalidOperator, .operatorNotSupported, .invalidOperand, .operandNotSupported].contains(c):
+                // The meter cannot filter by sequence number: ask for everything once; dedup keeps it safe.
+                self.reportFilterDropped = true
+                self.issue(.racp(.report), &out)
+            default:
+                self.end(SyncFailure(.racpError, "\(self.context.meter) ended the record report with RACP \(code.name) (0x\(String(code.rawValue, radix: 16))).", racpResponseCode: code.rawValue), now, &out)
+            }
+        case (.abortOperation, _):
+            break  // The answer to our own abort; nothing waits for it.
+        default:
+            self.anomalies.append(SyncAnomaly(.unexpectedRACP, "The meter sent a RACP response to op code \(request.rawValue) that nothing was waiting for."))
+        }
+    }
+
+    // MARK: - Errors and retries
+
+    private static func needsPairing(_ error: TransportError) -> Bool {
+        if error.code == .authenticationRequired { return true }
+        // Insufficient Authentication, Insufficient Authorization, Insufficient Encryption.
+        if let att = error.attError, [0x05, 0x08, 0x0F].contains(att) { return true }
+        return false
+    }
+
+    private mutating func operationFailed(_ op: Operation, _ error: TransportError, _ now: Instant, _ out: inout [SyncAction]) {
+        self.pending = nil
+        if error.code == .disconnected || error.code == .notConnected {
+            self.connected = false
+            self.end(SyncFailure(.meterDisconnected, "\(self.context.meter) disconnected during \(self.phase.name): \(error.message)"), now, &out)
+            return
+        }
+        if error.code == .cancelled {
+            self.end(SyncFailure(.aborted, "Sync of \(self.context.meter) was cancelled during \(self.phase.name)."), now, &out)
+            return
+        }
+        if error.code == .authenticationFailed {
+            self.end(SyncFailure(.pairingFailed, "\(self.context.meter) rejected the bond: \(error.message)"), now, &out)
+            return
+        }
+        if Self.needsPairing(error) {
+            guard !self.pairingUsed, op != .pair else {
+                self.end(SyncFailure(.pairingRequired, "\(self.context.meter) still requires pairing: \(error.message)", attError: error.attError), now, &out)
+                return
+            }
+            self.pairingUsed = true
+            self.resumeAfterPairing = op
+            self.setPhase(.pairing, &out)
+            self.issue(.pair, &out)
+            return
+        }
+        if error.code == .timeout {
+            self.timedOut(op, now, &out)
+            return
+        }
+        if case .racp(let purpose) = op, let att = error.attError {
+            if att == 0x80 || att == 0xFE {
+                guard !self.retried.contains(op) else {
+                    self.end(SyncFailure(.procedureAlreadyInProgress, "\(self.context.meter) kept answering \"procedure already in progress\" (ATT 0x\(String(att, radix: 16))) after abort and a retry.", attError: att), now, &out)
+                    return
+                }
+                self.retried.insert(op)
+                out.append(.writeRACP(self.racpBytes(.abort), purpose: .abort))
+                self.scheduleRetry(op, &out)
+                return
+            }
+            if att == 0x81 || att == 0xFD {
+                guard !self.retried.contains(op) else {
+                    self.end(SyncFailure(.cccdImproperlyConfigured, "\(self.context.meter) reports RACP indications not enabled (ATT 0x\(String(att, radix: 16))) even after re-enabling them.", attError: att), now, &out)
+                    return
+                }
+                self.retried.insert(op)
+                self.resumeAfterReenable = .racp(purpose)
+                self.setPhase(.subscribing, &out)
+                self.issue(.enable(.recordAccessControlPoint), &out)
+                return
+            }
+        }
+        switch op {
+        case .read(let uuid):
+            let kind: SyncAnomaly.Kind = uuid == self.clockUUID ? .clockUnreadable : .deviceInfoUnreadable
+            self.anomalies.append(SyncAnomaly(kind, "Reading \(uuid) failed: \(error.message)"))
+            self.nextRead(now, &out)
+        case .enable(let uuid) where uuid == .glucoseMeasurementContext:
+            self.anomalies.append(SyncAnomaly(.missingContext, "Context notifications could not be enabled: \(error.message)"))
+            self.nextSubscription(now, &out)
+        case .racp(.count):
+            self.racpInFlight = false
+            self.anomalies.append(SyncAnomaly(.countUnavailable, "The record count failed: \(error.message)"))
+            self.startReport(&out)
+        case .connect where !self.retried.contains(.connect) && error.code == .connectFailed:
+            self.retried.insert(.connect)
+            self.scheduleRetry(.connect, &out)
+        default:
+            let code: SyncFailure.Code = error.code == .attError ? .attError : .transportError
+            let what = error.attError.map { "ATT error 0x\(String($0, radix: 16))" } ?? error.code.rawValue
+            self.end(SyncFailure(code, "\(self.context.meter) failed during \(self.phase.name) (\(what)): \(error.message)", attError: error.attError), now, &out)
+        }
+    }
+
+    private mutating func timedOut(_ op: Operation, _ now: Instant, _ out: inout [SyncAction]) {
+        self.pending = nil
+        if op == .pair {
+            self.end(SyncFailure(.pairingRequired, "Pairing with \(self.context.meter) timed out; was the passkey entered?"), now, &out)
+            return
+        }
+        if self.retried.contains(op) {
+            if op == .racp(.count) {
+                self.racpInFlight = false
+                self.anomalies.append(SyncAnomaly(.countUnavailable, "The record count timed out twice; downloading without a count."))
+                out.append(.writeRACP(self.racpBytes(.abort), purpose: .abort))
+                self.startReport(&out)
+                return
+            }
+            self.end(SyncFailure(.timeout, "\(self.context.meter) stopped answering during \(self.phase.name) (timed out twice)."), now, &out)
+            return
+        }
+        self.retried.insert(op)
+        if case .racp = op {
+            // The meter may still be inside the procedure: stop it before asking again.
+            self.racpInFlight = false
+            out.append(.writeRACP(self.racpBytes(.abort), purpose: .abort))
+            self.scheduleRetry(op, &out)
+        } else {
+            self.issue(op, &out)
+        }
+    }
+
+    private mutating func scheduleRetry(_ op: Operation, _ out: inout [SyncAction]) {
+        self.pending = nil
+        self.retryOperation = op
+        self.setPhase(.waitingToRetry, &out)
+        out.append(.cancelTimer(.operation))
+        out.append(.startTimer(.retry, seconds: self.context.configuration.retryDelay))
+    }
+
+    // MARK: - Ending
+
+    private mutating func end(result: SyncResult, _ now: Instant, _ out: inout [SyncAction]) {
+        self.finish(result, nil, now, &out)
+    }
+
+    private mutating func end(_ failure: SyncFailure, _ now: Instant, _ out: inout [SyncAction]) {
+        self.finish(failure.result, failure, now, &out)
+    }
+
+    private mutating func finish(_ result: SyncResult, _ failure: SyncFailure?, _ now: Instant, _ out: inout [SyncAction]) {
+        out.append(.cancelTimer(.operation))
+        out.append(.cancelTimer(.retry))
+        if result == .aborted && self.racpInFlight && self.connected {
+            out.append(.writeRACP(self.racpBytes(.abort), purpose: .abort))
+        }
+        self.pending = nil
+        self.racpInFlight = false
+        self.retryOperation = nil
+        self.ending = (result, failure)
+        for (seq, _) in self.orphanContexts.sorted(by: { $0.key < $1.key }) {
+            self.anomalies.append(SyncAnomaly(.orphanContext, sequenceNumber: seq, "A context for record \(seq) came without its measurement."))
+        }
+        self.orphanContexts = [:]
+        for r in self.records where r.measurement.contextFollows && r.context == nil {
+            let seq = r.measurement.sequenceNumber
+            self.anomalies.append(SyncAnomaly(.missingContext, sequenceNumber: seq, "Record \(seq) announced a context that never came; kept without it."))
+        }
+        let builder = ReadingBuilder(
+            meter: self.context.meter, profile: self.profile,
+            resolver: TimeResolver(zone: self.context.zone, clock: self.clock), recordCount: self.expected)
+        let readings = self.records.map {
+            builder.reading(measurementBytes: $0.bytes, measurement: $0.measurement, contextBytes: $0.contextBytes, context: $0.context)
+        }
+        var highWater: UInt16?
+        if result == .success || result == .noNewRecords, !self.profile.has(.reversedSequence) {
+            let maxReceived = self.records.map(\.measurement.sequenceNumber).max()
+            if self.usesHighWaterFilter {
+                highWater = [self.context.highWater, maxReceived].compactMap { $0 }.max()
+            } else {
+                highWater = maxReceived ?? self.context.highWater
+            }
+        }
+        let session = SyncSessionRecord(
+            meter: self.context.meter, started: self.started, ended: now, result: result, expected: self.expected,
+            received: self.records.count, error: failure?.message)
+        let batch = SyncBatch(meter: self.identity, features: self.features, readings: readings, newHighWater: highWater, session: session)
+        self.batch = batch
+        self.session = session
+        self.setPhase(.committing, &out)
+        out.append(.commit(batch))
+    }
+
+    private mutating func afterCommit(_ out: inout [SyncAction]) {
+        if self.connected {
+            self.setPhase(.disconnecting, &out)
+            out.append(.disconnect)
+        } else {
+            self.finalize(&out)
+        }
+    }
+
+    private mutating func finalize(_ out: inout [SyncAction]) {
+        guard let ending = self.ending, !self.phase.isFinal else { return }
+        self.connected = false
+        if let failure = ending.failure {
+            self.setPhase(.failed(failure), &out)
+            out.append(.publish(.failed(self.context.meter, failure)))
+        } else {
+            self.setPhase(.done(ending.result), &out)
+        }
+        if !self.anomalies.isEmpty { out.append(.publish(.anomalies(self.context.meter, self.anomalies))) }
+        let record = self.session ?? SyncSessionRecord(meter: self.context.meter, started: self.started, result: ending.result)
+        out.append(.publish(.finished(self.context.meter, record)))
+        out.append(.finished(record))
+    }
+}

@@ -1,0 +1,319 @@
+/// Where a meter's sync is, as a stable name for the view model and `sugarctl`.
+public enum SyncPhase: Hashable, Sendable, CustomStringConvertible {
+    /// No sync running.
+    case idle
+    /// Connecting and resolving GATT services.
+    case connecting
+    /// Bonding with the meter (a passkey may be requested).
+    case pairing
+    /// Reading Glucose Feature and Device Information.
+    case readingDeviceInfo
+    /// Reading the meter clock (Current Time 0x2A2B or Date Time 0x2A08).
+    case readingClock
+    /// Enabling notifications on 0x2A18/0x2A34 and indications on RACP.
+    case subscribing
+    /// RACP "report number of stored records".
+    case counting
+    /// RACP "report stored records": records are arriving.
+    case receiving
+    /// Waiting before the one retry (after a timeout or "procedure already in progress").
+    case waitingToRetry
+    /// Handing the batch to the store.
+    case committing
+    /// Disconnecting from the meter.
+    case disconnecting
+    /// Ended; the batch is committed.
+    case done(SyncResult)
+    /// Ended by an error (readings received before it were still committed).
+    case failed(SyncFailure)
+
+    /// `idle`, `connecting`, … `done`, `failed`.
+    public var name: String {
+        switch self {
+        case .idle: "idle"
+        case .connecting: "connecting"
+        case .pairing: "pairing"
+        case .readingDeviceInfo: "readingDeviceInfo"
+        case .readingClock: "readingClock"
+        case .subscribing: "subscribing"
+        case .counting: "counting"
+        case .receiving: "receiving"
+        case .waitingToRetry: "waitingToRetry"
+        case .committing: "committing"
+        case .disconnecting: "disconnecting"
+        case .done: "done"
+        case .failed: "failed"
+        }
+    }
+
+    /// Whether the sync has ended.
+    public var isFinal: Bool {
+        switch self {
+        case .done, .failed: true
+        default: false
+        }
+    }
+
+    public var description: String { self.name }
+}
+
+/// Why a sync failed, as a code the view model can name and one sentence for people.
+public struct SyncFailure: Error, Hashable, Sendable, CustomStringConvertible {
+    public enum Code: String, Hashable, Sendable {
+        /// The meter stopped answering (after the one retry).
+        case timeout
+        /// The link dropped before the RACP response.
+        case meterDisconnected
+        /// The meter needs a bond (pair it: `sugarctl pair`).
+        case pairingRequired
+        /// Pairing was refused or the passkey was wrong.
+        case pairingFailed
+        /// The device lacks the Glucose service characteristics (0x2A18 and 0x2A52).
+        case notAGlucoseMeter
+        /// The meter answered "op code not supported" to the record report.
+        case reportNotSupported
+        /// Another RACP response code ended the report (see ``SyncFailure/racpResponseCode``).
+        case racpError
+        /// "Procedure already in progress" (ATT 0x80/0xFE) persisted after abort and one retry.
+        case procedureAlreadyInProgress
+        /// "CCCD improperly configured" (ATT 0x81/0xFD) persisted after re-enabling indications.
+        case cccdImproperlyConfigured
+        /// Another ATT error (see ``SyncFailure/attError``).
+        case attError
+        /// The transport failed in another way (adapter gone, connect failed).
+        case transportError
+        /// The store could not commit.
+        case storeError
+        /// The sync was stopped on purpose (shutdown, forget).
+        case aborted
+        /// A sync of this meter is already running.
+        case syncInProgress
+        /// An automatic sync was skipped: the meter synced less than the cooldown ago.
+        case cooldown
+    }
+
+    public var code: Code
+    /// One sentence for people; never contains reading values.
+    public var message: String
+    /// The RACP response code, for ``Code/racpError`` and ``Code/reportNotSupported``.
+    public var racpResponseCode: UInt8?
+    /// The ATT error code, when one caused the failure.
+    public var attError: UInt8?
+
+    public init(_ code: Code, _ message: String, racpResponseCode: UInt8? = nil, attError: UInt8? = nil) {
+        self.code = code
+        self.message = message
+        self.racpResponseCode = racpResponseCode
+        self.attError = attError
+    }
+
+    /// How a session that ended with this failure is recorded.
+    public var result: SyncResult {
+        switch self.code {
+        case .meterDisconnected: .interrupted
+        case .aborted: .aborted
+        default: .failed
+        }
+    }
+
+    public var description: String { self.message }
+}
+
+/// Something odd in one sync that did not stop it: counted, logged, reported.
+public struct SyncAnomaly: Hashable, Sendable, CustomStringConvertible {
+    public enum Kind: String, Hashable, Sendable {
+        /// A 0x2A18 packet could not be decoded; the record is skipped.
+        case malformedMeasurement
+        /// A 0x2A34 packet could not be decoded.
+        case malformedContext
+        /// A RACP indication could not be decoded.
+        case malformedRACP
+        /// A context whose measurement never came.
+        case orphanContext
+        /// A measurement announced a context that never came; kept without it.
+        case missingContext
+        /// A measurement sent twice in a row; the repeat is skipped.
+        case repeatedRecord
+        /// A sequence number seen earlier in this sync with other content; the first is kept.
+        case conflictingRecord
+        /// A second context for the same record; the first is kept.
+        case duplicateContext
+        /// A Device Information or Feature read failed; the sync goes on without it.
+        case deviceInfoUnreadable
+        /// The meter clock could not be read or decoded; times are assumed correct.
+        case clockUnreadable
+        /// A RACP indication that fits no request in flight.
+        case unexpectedRACP
+        /// The RACP count could not be obtained; the report goes ahead without it.
+        case countUnavailable
+    }
+
+    public var kind: Kind
+    public var sequenceNumber: UInt16?
+    /// One sentence; never contains reading values.
+    public var message: String
+
+    public init(_ kind: Kind, sequenceNumber: UInt16? = nil, _ message: String) {
+        self.kind = kind
+        self.sequenceNumber = sequenceNumber
+        self.message = message
+    }
+
+    public var description: String { self.message }
+}
+
+/// Timers a sync runs (at most one of each at a time).
+public enum SyncTimer: String, Hashable, Sendable {
+    /// The operation in flight (connect, read, CCCD write, RACP answer or the gap between records).
+    case operation
+    /// The pause before the one retry.
+    case retry
+}
+
+/// What a RACP write is for, so its completion can be matched to it.
+public enum RACPWritePurpose: String, Hashable, Sendable {
+    case count
+    case report
+    case abort
+}
+
+/// Something that happened, fed into ``SyncStateMachine``.
+public enum SyncEvent: Hashable, Sendable {
+    /// Begin the sync.
+    case start
+    case connected(MeterServices)
+    case connectFailed(TransportError)
+    case paired
+    case pairingFailed(TransportError)
+    case readCompleted(BluetoothUUID, [UInt8])
+    case readFailed(BluetoothUUID, TransportError)
+    case notificationsEnabled(BluetoothUUID)
+    case notificationsFailed(BluetoothUUID, TransportError)
+    case writeCompleted(RACPWritePurpose)
+    case writeFailed(RACPWritePurpose, TransportError)
+    /// A notification or indication value.
+    case value(BluetoothUUID, [UInt8])
+    /// The link dropped.
+    case disconnected(reason: String?)
+    case timerFired(SyncTimer)
+    /// The store committed the batch.
+    case committed(CommitResult)
+    case commitFailed(StoreError)
+    /// The engine's disconnect returned.
+    case disconnectCompleted
+    /// Stop now (shutdown, forget): abort RACP, commit what arrived, disconnect.
+    case abort(reason: String)
+}
+
+/// Something the driver must do for ``SyncStateMachine``, in order.
+public enum SyncAction: Sendable, CustomStringConvertible {
+    case connect
+    case pair
+    case read(BluetoothUUID)
+    /// Enable notifications (indications for RACP).
+    case enableNotifications(BluetoothUUID)
+    /// Write with response to RACP; report completion as ``SyncEvent/writeCompleted(_:)``.
+    case writeRACP([UInt8], purpose: RACPWritePurpose)
+    case startTimer(SyncTimer, seconds: Double)
+    case cancelTimer(SyncTimer)
+    /// Commit in one transaction; answer with ``SyncEvent/committed(_:)`` or ``SyncEvent/commitFailed(_:)``.
+    case commit(SyncBatch)
+    /// Disconnect; answer with ``SyncEvent/disconnectCompleted``.
+    case disconnect
+    /// Tell observers.
+    case publish(SyncProgressEvent)
+    /// The sync has ended; the record is final.
+    case finished(SyncSessionRecord)
+
+    /// A short form for logs and tests: `write(04 03 01 05 00 count)`, `commit(3, hw 7)`.
+    public var description: String {
+        switch self {
+        case .connect: return "connect"
+        case .pair: return "pair"
+        case .read(let uuid): return "read(\(uuid))"
+        case .enableNotifications(let uuid): return "notify(\(uuid))"
+        case .writeRACP(let bytes, let purpose): return "write(\(hexString(bytes)) \(purpose.rawValue))"
+        case .startTimer(let timer, let seconds): return "startTimer(\(timer.rawValue), \(seconds))"
+        case .cancelTimer(let timer): return "cancelTimer(\(timer.rawValue))"
+        case .commit(let batch):
+            return "commit(\(batch.readings.count), hw \(batch.newHighWater.map { String($0) } ?? "nil"), \(batch.session.result.rawValue))"
+        case .disconnect: return "disconnect"
+        case .publish(let event): return "publish(\(event))"
+        case .finished(let record): return "finished(\(record.result.rawValue))"
+        }
+    }
+}
+
+/// `01 03 01 05 00`.
+func hexString(_ bytes: [UInt8]) -> String {
+    bytes.map { b in
+        let h = String(b, radix: 16)
+        return h.count == 1 ? "0" + h : h
+    }.joined(separator: " ")
+}
+
+/// Timeouts and retry pacing for a sync.
+public struct SyncConfiguration: Hashable, Sendable {
+    /// Connect plus service resolution.
+    public var connectTimeout: Double
+    /// Waiting for the user to enter a passkey and the bond to complete.
+    public var pairingTimeout: Double
+    /// A GATT read or CCCD write.
+    public var operationTimeout: Double
+    /// A RACP answer, and the longest gap between two records.
+    public var racpTimeout: Double
+    /// The pause before the one retry (Tidepool waits 1–5 s).
+    public var retryDelay: Double
+
+    public init(
+        connectTimeout: Double = 30, pairingTimeout: Double = 120, operationTimeout: Double = 10,
+        racpTimeout: Double = 20, retryDelay: Double = 2
+    ) {
+        self.connectTimeout = connectTimeout
+        self.pairingTimeout = pairingTimeout
+        self.operationTimeout = operationTimeout
+        self.racpTimeout = racpTimeout
+        self.retryDelay = retryDelay
+    }
+}
+
+/// What observers (the view model) hear about syncs.
+public enum SyncProgressEvent: Hashable, Sendable {
+    /// The transport saw a meter.
+    case meterAppeared(MeterAdvertisement)
+    case meterDisappeared(MeterID)
+    case adapterChanged(AdapterState)
+    /// The meter's identity became known (Device Information read).
+    case identified(MeterIdentity)
+    case phaseChanged(MeterID, SyncPhase)
+    /// Records received so far and the RACP count when the meter gave one.
+    case progress(MeterID, received: Int, expected: Int?)
+    /// The store committed a batch.
+    case committed(MeterID, CommitResult)
+    case failed(MeterID, SyncFailure)
+    /// Odd packets that did not stop the sync.
+    case anomalies(MeterID, [SyncAnomaly])
+    /// The sync ended; the session as recorded.
+    case finished(MeterID, SyncSessionRecord)
+    /// An automatic sync was not started (cooldown).
+    case skipped(MeterID, SyncFailure)
+    /// Pairing waits for the passkey the meter shows (answer with `SyncEngine.submitPasskey`).
+    case passkeyRequested(MeterID)
+}
+
+/// Receives ``SyncProgressEvent``s from the ``SyncEngine``, in order per meter.
+///
+/// Called on the engine's executor: implementations must return quickly (hand the event to the
+/// view model's owner and return).
+public protocol SyncObserver: Sendable {
+    func syncEvent(_ event: SyncProgressEvent)
+}
+
+/// A ``SyncObserver`` from a closure.
+public struct ClosureSyncObserver: SyncObserver {
+    private let body: @Sendable (SyncProgressEvent) -> Void
+
+    public init(_ body: @escaping @Sendable (SyncProgressEvent) -> Void) { self.body = body }
+
+    public func syncEvent(_ event: SyncProgressEvent) { self.body(event) }
+}

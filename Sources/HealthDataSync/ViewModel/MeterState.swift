@@ -1,0 +1,149 @@
+/// The state of the radio link to a meter.
+public enum LinkPhase: String, Hashable, Sendable, CaseIterable {
+    case disconnected
+    case connecting
+    case connected
+    case disconnecting
+}
+
+/// Whether the daemon holds a bond with a meter, and where pairing is.
+public enum PairingState: String, Hashable, Sendable, CaseIterable {
+    case unknown
+    case notPaired
+    case pairing
+    /// The meter shows a passkey; the user must enter it (`sugarctl pair --passkey`).
+    case waitingForPasskey
+    case paired
+    case failed
+}
+
+/// Records received in the current attempt, and how many the meter announced.
+public struct SyncProgress: Hashable, Sendable {
+    public var received: Int
+    /// The RACP count, when the meter answered it.
+    public var expected: Int?
+
+    public init(received: Int = 0, expected: Int? = nil) {
+        self.received = received
+        self.expected = expected
+    }
+
+    public static let none = SyncProgress()
+}
+
+/// How the last finished sync attempt of a meter ended.
+public struct LastSync: Hashable, Sendable {
+    public var meter: MeterID
+    /// When the attempt ended.
+    public var at: Instant
+    public var result: SyncResult
+    /// New readings stored.
+    public var stored: Int
+    /// Received records that were already stored.
+    public var duplicates: Int
+
+    public init(meter: MeterID, at: Instant, result: SyncResult, stored: Int = 0, duplicates: Int = 0) {
+        self.meter = meter
+        self.at = at
+        self.result = result
+        self.stored = stored
+        self.duplicates = duplicates
+    }
+}
+
+/// An error as people and clients see it: a stable code, one sentence, and what to do.
+public struct ReportedError: Hashable, Sendable {
+    /// Stable machine name, e.g. `timeout`, `attError`, `authenticationRequired`, `storage.diskFull`.
+    public var code: String
+    /// One sentence; never contains reading values.
+    public var message: String
+    /// What the user can do about it, when there is something.
+    public var hint: String?
+    public var at: Instant
+    /// The meter it concerns, if any.
+    public var meter: MeterID?
+    /// The spec code where one exists (ATT / RACP error code).
+    public var specCode: Int?
+
+    public init(
+        code: String, message: String, hint: String? = nil, at: Instant, meter: MeterID? = nil, specCode: Int? = nil
+    ) {
+        self.code = code
+        self.message = message
+        self.hint = hint
+        self.at = at
+        self.meter = meter
+        self.specCode = specCode
+    }
+}
+
+/// The names of a meter model's fields (also the JSON keys of a meter object).
+public enum MeterField: String, Hashable, CaseIterable, Sendable {
+    case identity
+    case link
+    case sync
+    case progress
+    case lastSync
+    case highWater
+    case pairing
+    case lastError
+}
+
+/// One meter as the daemon sees it right now. A value: copying it never shares anything live.
+public struct MeterState: Hashable, Sendable {
+    public var identity: MeterIdentity
+    public var link: LinkPhase
+    public var sync: SyncPhase
+    public var progress: SyncProgress
+    public var lastSync: LastSync?
+    /// Highest committed sequence number in the current epoch.
+    public var highWater: UInt16?
+    public var pairing: PairingState
+    public var lastError: ReportedError?
+
+    public var id: MeterID { self.identity.id }
+
+    public init(
+        identity: MeterIdentity, link: LinkPhase = .disconnected, sync: SyncPhase = .idle,
+        progress: SyncProgress = .none, lastSync: LastSync? = nil, highWater: UInt16? = nil,
+        pairing: PairingState = .unknown, lastError: ReportedError? = nil
+    ) {
+        self.identity = identity
+        self.link = link
+        self.sync = sync
+        self.progress = progress
+        self.lastSync = lastSync
+        self.highWater = highWater
+        self.pairing = pairing
+        self.lastError = lastError
+    }
+
+    /// A typed field value of a meter model.
+    public enum Value: Hashable, Sendable {
+        case identity(MeterIdentity)
+        case link(LinkPhase)
+        case sync(SyncPhase)
+        case progress(SyncProgress)
+        case lastSync(LastSync?)
+        case highWater(UInt16?)
+        case pairing(PairingState)
+        case lastError(ReportedError?)
+    }
+}
+
+extension MeterState: ObservableState {
+    public typealias Field = MeterField
+
+    public func value(of field: MeterField) -> Value {
+        switch field {
+        case .identity: return .identity(self.identity)
+        case .link: return .link(self.link)
+        case .sync: return .sync(self.sync)
+        case .progress: return .progress(self.progress)
+        case .lastSync: return .lastSync(self.lastSync)
+        case .highWater: return .highWater(self.highWater)
+        case .pairing: return .pairing(self.pairing)
+        case .lastError: return .lastError(self.lastError)
+        }
+    }
+}

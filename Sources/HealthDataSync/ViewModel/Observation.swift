@@ -1,0 +1,184 @@
+public import JSON
+
+/// A value that renders itself as JSON with the project's bridge conventions (instants as ISO 8601
+/// plus epoch milliseconds, enums as stable names, glucose in mg/dL and mmol/L).
+public protocol JSONRepresentable {
+    var json: JSONValue { get }
+}
+
+/// A state value with named fields that can be observed field by field.
+public protocol ObservableState: Hashable, Sendable, JSONRepresentable {
+    /// The field names; `rawValue` is the stable wire name.
+    associatedtype Field: RawRepresentable, Hashable, CaseIterable, Sendable where Field.RawValue == String
+    /// A typed value of one field.
+    associatedtype Value: Hashable, Sendable, JSONRepresentable
+
+    func value(of field: Field) -> Value
+    /// Whether a field differs between two states (change detection; defaults to comparing values).
+    func differs(from other: Self, in field: Field) -> Bool
+}
+
+extension ObservableState {
+    public func differs(from other: Self, in field: Field) -> Bool {
+        self.value(of: field) != other.value(of: field)
+    }
+}
+
+/// How a watcher receives changes.
+public enum WatchPolicy: String, Hashable, Sendable {
+    /// Changes within and across owner turns are unioned per field; each delivery carries every
+    /// changed watched field once, with its latest value. Memory is bounded by the number of fields.
+    case coalesced
+    /// Every accepted emission, in order, each with the values of that turn; bounded by the cap.
+    case immediate
+
+    /// Default output cap: queued messages (immediate) or unread owner turns (coalesced).
+    public static let defaultOutputCap = 4096
+}
+
+/// A field's value at a revision.
+public struct FieldUpdate<Value: Hashable & Sendable>: Hashable, Sendable {
+    /// The global revision at which the field last changed.
+    public var revision: UInt64
+    public var value: Value
+
+    public init(revision: UInt64, value: Value) {
+        self.revision = revision
+        self.value = value
+    }
+}
+
+/// One message to a watcher: first a snapshot of the watched fields, then changes only.
+public struct WatchMessage<State: ObservableState>: Sendable {
+    /// The watcher's binding generation; advances on every ``Watcher/rebind(to:)``.
+    public var generation: UInt64
+    /// The model's global revision the values were read at.
+    public var globalRevision: UInt64
+    /// True for the first message after a watch or a rebind: every watched field is present.
+    public var isSnapshot: Bool
+    public var fields: [State.Field: FieldUpdate<State.Value>]
+    /// When the oldest write carried by this message happened (nil for snapshots); for latency.
+    public var changedAt: ContinuousClock.Instant?
+
+    public init(
+        generation: UInt64, globalRevision: UInt64, isSnapshot: Bool,
+        fields: [State.Field: FieldUpdate<State.Value>], changedAt: ContinuousClock.Instant? = nil
+    ) {
+        self.generation = generation
+        self.globalRevision = globalRevision
+        self.isSnapshot = isSnapshot
+        self.fields = fields
+        self.changedAt = changedAt
+    }
+
+    public subscript(field: State.Field) -> State.Value? { self.fields[field]?.value }
+
+    /// `{"generation": 1, "revision": 42, "snapshot": true, "fields": {"name": value, …},
+    /// "revisions": {"name": 7, …}}`; field keys in declaration order.
+    public var json: JSONValue {
+        var values = JSONObject()
+        var revisions = JSONObject()
+        for field in State.Field.allCases {
+            guard let update = self.fields[field] else { continue }
+            values[field.rawValue] = update.value.json
+            revisions[field.rawValue] = .int(Int64(truncatingIfNeeded: update.revision))
+        }
+        return .object([
+            "generation": .int(Int64(truncatingIfNeeded: self.generation)),
+            "revision": .int(Int64(truncatingIfNeeded: self.globalRevision)),
+            "snapshot": .bool(self.isSnapshot),
+            "fields": .object(values),
+            "revisions": .object(revisions),
+        ])
+    }
+}
+
+/// Why a watcher's sequence ended.
+public enum WatchEnd: String, Hashable, Sendable {
+    /// ``Watcher/cancel()``, the consuming task was cancelled, or the watcher was released.
+    case cancelled
+    /// It stayed over its output cap; re-watch to get a fresh snapshot.
+    case droppedSlowConsumer
+    /// The model was removed (meter forgotten) or the daemon shut down.
+    case modelClosed
+
+    /// One phrase for people and for the socket layer's final reply.
+    public var reason: String {
+        switch self {
+        case .cancelled: return "cancelled"
+        case .droppedSlowConsumer: return "dropped: slow consumer"
+        case .modelClosed: return "model closed"
+        }
+    }
+}
+
+/// One owner turn as the collector sees it: the changed fields with their values of that turn.
+struct Emission<State: ObservableState>: Sendable {
+    var revision: UInt64
+    var fields: [State.Field: FieldUpdate<State.Value>]
+    var at: ContinuousClock.Instant
+}
+
+/// What the collector drained in one wake-up: the turns in order (for immediate watchers) and a
+/// summary computed once (for coalesced watchers), so fan-out costs O(watchers × distinct field
+/// sets) rather than O(watchers × turns).
+struct Batch<State: ObservableState>: Sendable {
+    struct Group: Sendable {
+        var fields: Set<State.Field>
+        var turns: Int
+        var firstAt: ContinuousClock.Instant
+    }
+
+    var emissions: [Emission<State>]
+    /// The newest revision of each field changed in the batch.
+    var latest: [State.Field: UInt64] = [:]
+    /// Turns grouped by the set of fields they changed.
+    var groups: [Group] = []
+
+    init(_ emissions: [Emission<State>]) {
+        self.emissions = emissions
+        var index: [Set<State.Field>: Int] = [:]
+        for emission in emissions {
+            var fields = Set<State.Field>()
+            for (field, update) in emission.fields {
+                fields.insert(field)
+                if update.revision > self.latest[field, default: 0] { self.latest[field] = update.revision }
+            }
+            if let i = index[fields] {
+                self.groups[i].turns += 1
+            } else {
+                index[fields] = self.groups.count
+                self.groups.append(Group(fields: fields, turns: 1, firstAt: emission.at))
+            }
+        }
+    }
+}
+
+/// A FIFO with amortised O(1) pop, for immediate watchers.
+struct MessageQueue<Element> {
+    private var items: [Element] = []
+    private var head = 0
+
+    var count: Int { self.items.count - self.head }
+
+    mutating func append(_ element: Element) { self.items.append(element) }
+
+    mutating func popFirst() -> Element? {
+        guard self.head < self.items.count else { return nil }
+        let element = self.items[self.head]
+        self.head += 1
+        if self.head == self.items.count {
+            self.items.removeAll(keepingCapacity: true)
+            self.head = 0
+        } else if self.head >= 64 && self.head * 2 >= self.items.count {
+            self.items.removeFirst(self.head)
+            self.head = 0
+        }
+        return element
+    }
+
+    mutating func removeAll() {
+        self.items = []
+        self.head = 0
+    }
+}

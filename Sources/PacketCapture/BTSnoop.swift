@@ -1,0 +1,352 @@
+internal import Glibc
+
+/// The datalink types PacketCapture reads and writes (btsnoop header field 3).
+public enum BTSnoopDatalink: UInt32, Sendable, Hashable, CustomStringConvertible {
+    /// Raw HCI without the H4 type byte; the record flags tell command/event from data.
+    case hciUnencapsulated = 1001
+    /// HCI UART (H4): each record starts with the H4 packet type byte. Android's `btsnoop_hci.log`.
+    case hciUART = 1002
+    /// Linux monitor format (`btmon -w`): flags carry `controllerIndex << 16 | opcode`.
+    case monitor = 2001
+
+    public var description: String {
+        switch self {
+        case .hciUnencapsulated: "HCI (1001)"
+        case .hciUART: "HCI UART/H4 (1002)"
+        case .monitor: "Linux monitor (2001)"
+        }
+    }
+}
+
+/// Opcodes of the Linux monitor format (BlueZ `src/shared/btsnoop.h`), the low 16 bits of a 2001 record's flags.
+public struct MonitorOpcode: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt16
+    public init(rawValue: UInt16) { self.rawValue = rawValue }
+
+    public static let newIndex = MonitorOpcode(rawValue: 0)
+    public static let deleteIndex = MonitorOpcode(rawValue: 1)
+    public static let commandPacket = MonitorOpcode(rawValue: 2)
+    public static let eventPacket = MonitorOpcode(rawValue: 3)
+    public static let aclTX = MonitorOpcode(rawValue: 4)
+    public static let aclRX = MonitorOpcode(rawValue: 5)
+    public static let scoTX = MonitorOpcode(rawValue: 6)
+    public static let scoRX = MonitorOpcode(rawValue: 7)
+    public static let openIndex = MonitorOpcode(rawValue: 8)
+    public static let closeIndex = MonitorOpcode(rawValue: 9)
+    public static let indexInfo = MonitorOpcode(rawValue: 10)
+    public static let vendorDiagnostic = MonitorOpcode(rawValue: 11)
+    public static let systemNote = MonitorOpcode(rawValue: 12)
+    public static let userLogging = MonitorOpcode(rawValue: 13)
+    public static let controlOpen = MonitorOpcode(rawValue: 14)
+    public static let controlClose = MonitorOpcode(rawValue: 15)
+    public static let controlCommand = MonitorOpcode(rawValue: 16)
+    public static let controlEvent = MonitorOpcode(rawValue: 17)
+    public static let isoTX = MonitorOpcode(rawValue: 18)
+    public static let isoRX = MonitorOpcode(rawValue: 19)
+
+    public var description: String { "monitor opcode \(self.rawValue)" }
+}
+
+/// The H4 packet type byte (first byte of a 1002 record).
+public enum H4PacketType: UInt8, Sendable, Hashable {
+    case command = 0x01
+    case acl = 0x02
+    case sco = 0x03
+    case event = 0x04
+    case iso = 0x05
+}
+
+/// Builders for the 32-bit record flags field.
+public enum BTSnoopFlags {
+    /// 1001/1002 flags: bit 0 = received (controller to host), bit 1 = command or event (not data).
+    public static func hci(direction: Direction, commandOrEvent: Bool) -> UInt32 {
+        (direction == .received ? 1 : 0) | (commandOrEvent ? 2 : 0)
+    }
+
+    /// 2001 flags: controller index in the high 16 bits, monitor opcode in the low 16.
+    public static func monitor(index: UInt16, opcode: MonitorOpcode) -> UInt32 {
+        UInt32(index) << 16 | UInt32(opcode.rawValue)
+    }
+}
+
+/// The header of one btsnoop record. All fields are big-endian on disk.
+public struct BTSnoopRecord: Sendable, Hashable {
+    /// 1-based position of the record in the file.
+    public var frame: Int
+    /// Length of the packet as it was on the wire.
+    public var originalLength: Int
+    /// Bytes of it stored in the file; less than `originalLength` when the capture cut the packet.
+    public var includedLength: Int
+    public var flags: UInt32
+    /// Packets the capturing tool lost since the capture began (cumulative).
+    public var cumulativeDrops: UInt32
+    public var timestamp: CaptureTimestamp
+
+    public init(
+        frame: Int, originalLength: Int, includedLength: Int, flags: UInt32, cumulativeDrops: UInt32,
+        timestamp: CaptureTimestamp
+    ) {
+        self.frame = frame
+        self.originalLength = originalLength
+        self.includedLength = includedLength
+        self.flags = flags
+        self.cumulativeDrops = cumulativeDrops
+        self.timestamp = timestamp
+    }
+
+    /// True when the stored bytes are fewer than the packet had.
+    public var isSnapped: Bool { self.includedLength < self.originalLength }
+}
+
+/// A record with a copy of its bytes (convenience; the hot path uses `BTSnoopReader.withNextRecord`).
+public struct BTSnoopFrame: Sendable, Hashable {
+    public var record: BTSnoopRecord
+    public var payload: [UInt8]
+}
+
+/// The file ended inside a record: its header or its data is incomplete.
+public struct TruncatedRecord: Sendable, Hashable, CustomStringConvertible {
+    /// The frame number the incomplete record would have had.
+    public var frame: Int
+    /// Bytes the record needs (24-byte header plus included length, when the header is complete).
+    public var expectedBytes: Int
+    /// Bytes the file still had.
+    public var availableBytes: Int
+
+    public var description: String {
+        "The capture ends inside frame \(self.frame): \(self.availableBytes) of \(self.expectedBytes) bytes are present."
+    }
+}
+
+/// Streaming btsnoop reader. Reads the file in 1 MiB chunks into one reused buffer, so memory stays
+/// flat however large the capture is.
+///
+/// Not thread-safe: one reader, one owner.
+public final class BTSnoopReader {
+    /// The datalink type from the file header.
+    public let datalink: BTSnoopDatalink
+    /// The format version from the file header (always 1).
+    public let version: UInt32
+    /// Set when the file ended inside a record; `withNextRecord` then returns nil.
+    public var truncatedTail: TruncatedRecord? { self.cursor.truncatedTail }
+    /// Records returned so far (also the frame number of the last one).
+    public var framesRead: Int { self.cursor.framesRead }
+    /// Bytes consumed from the input, header included.
+    public var bytesRead: Int { self.cursor.bytesRead }
+
+    // All mutable state sits in one struct so the hot path pays one exclusivity check per record.
+    private var cursor: RecordCursor
+
+    /// Default ceiling on a record's included length: the largest H4 ACL packet (1 + 4 + 65535) with room
+    /// for monitor metadata. Longer records mean a corrupt file.
+    public static let defaultMaxRecordLength = 65_600
+
+    /// Opens a btsnoop file and checks its header.
+    /// - Parameters:
+    ///   - path: The file to read.
+    ///   - maxRecordLength: Included lengths above this are treated as corruption.
+    /// - Throws: `CaptureError` (`.io`, `.notBTSnoop`, `.unsupportedVersion`, `.unsupportedDatalink`).
+    public convenience init(path: String, maxRecordLength: Int = BTSnoopReader.defaultMaxRecordLength)
+        throws(CaptureError)
+    {
+        try self.init(path: path, bytes: [], maxRecordLength: maxRecordLength)
+    }
+
+    /// Reads a btsnoop image held in memory (tests, fuzzing).
+    /// - Throws: `CaptureError` (`.notBTSnoop`, `.unsupportedVersion`, `.unsupportedDatalink`).
+    public convenience init(bytes: [UInt8], maxRecordLength: Int = BTSnoopReader.defaultMaxRecordLength)
+        throws(CaptureError)
+    {
+        try self.init(path: nil, bytes: bytes, maxRecordLength: maxRecordLength)
+    }
+
+    private init(path: String?, bytes: [UInt8], maxRecordLength: Int) throws(CaptureError) {
+        (self.cursor, self.datalink) = try RecordCursor.open(path: path, bytes: bytes, maxRecordLength: maxRecordLength)
+        self.version = 1  // `open` accepts no other version.
+    }
+
+    /// Reads the next record and lends its bytes to `body`; the bytes are valid only inside `body`.
+    /// - Returns: `body`'s result, or nil at the end of the file (check `truncatedTail` afterwards).
+    /// - Throws: `CaptureError` `.corruptRecord` for an absurd length (the frame number is set), `.io`.
+    public func withNextRecord<R>(_ body: (BTSnoopRecord, UnsafeRawBufferPointer) -> R) throws(CaptureError) -> R? {
+        guard let (record, payload) = try self.cursor.next() else { return nil }
+        return body(record, payload)
+    }
+
+    /// The next record; its bytes stay valid until the next call (internal hot path).
+    func nextRecord() throws(CaptureError) -> (BTSnoopRecord, UnsafeRawBufferPointer)? {
+        try self.cursor.next()
+    }
+
+    /// Reads the next record and copies its bytes. Allocates; prefer `withNextRecord` in loops.
+    public func next() throws(CaptureError) -> BTSnoopFrame? {
+        try self.withNextRecord { record, payload in BTSnoopFrame(record: record, payload: Array(payload)) }
+    }
+}
+
+/// Owns the read buffer and the file descriptor.
+final class InputStorage {
+    let fd: Int32?
+    let name: String
+    let buffer: UnsafeMutableRawBufferPointer
+
+    init(fd: Int32?, name: String, capacity: Int) {
+        self.fd = fd
+        self.name = name
+        self.buffer = .allocate(byteCount: capacity, alignment: 16)
+    }
+
+    deinit {
+        if let fd = self.fd { _ = close(fd) }
+        self.buffer.deallocate()
+    }
+}
+
+/// Record framing over a reusable buffer refilled from a file or an in-memory image.
+struct RecordCursor {
+    let storage: InputStorage
+    private let memory: [UInt8]
+    private var memoryPosition = 0
+    private let maxRecordLength: Int
+    private var start = 0
+    private var end = 0
+    private var atEOF = false
+    private(set) var truncatedTail: TruncatedRecord?
+    private(set) var framesRead = 0
+    private(set) var bytesRead = 0
+
+    init(storage: InputStorage, memory: [UInt8], maxRecordLength: Int) {
+        self.storage = storage
+        self.memory = memory
+        self.maxRecordLength = maxRecordLength
+    }
+
+    /// Opens a file (path) or image (bytes) and reads its header.
+    static func open(path: String?, bytes: [UInt8], maxRecordLength: Int) throws(CaptureError)
+        -> (RecordCursor, BTSnoopDatalink)
+    {
+        let storage: InputStorage
+        if let path {
+            let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else {
+                throw CaptureError(.io, "Cannot open \(path): \(String(cString: strerror(errno))).")
+            }
+            storage = InputStorage(fd: fd, name: "file \(path)", capacity: max(1 << 20, maxRecordLength + 64))
+        } else {
+            storage = InputStorage(fd: nil, name: "capture image", capacity: max(1 << 16, maxRecordLength + 64))
+        }
+        var cursor = RecordCursor(storage: storage, memory: bytes, maxRecordLength: maxRecordLength)
+        let (_, datalink) = try cursor.readFileHeader()
+        return (cursor, datalink)
+    }
+
+    /// Checks and consumes the 16-byte file header.
+    mutating func readFileHeader() throws(CaptureError) -> (version: UInt32, datalink: BTSnoopDatalink) {
+        let name = self.storage.name
+        let available = try self.ensure(16)
+        guard available >= 16 else {
+            throw CaptureError(.notBTSnoop, "The \(name) is \(available) bytes, too short for a btsnoop header.")
+        }
+        let header = self.window(16)
+        let magic: [UInt8] = Array("btsnoop".utf8) + [0]
+        guard header.prefix(8).elementsEqual(magic) else {
+            throw CaptureError(.notBTSnoop, "The \(name) is not a btsnoop capture (no “btsnoop” magic).")
+        }
+        let version = header.loadBE32(at: 8)
+        guard version == 1 else {
+            throw CaptureError(.unsupportedVersion, "The \(name) has btsnoop version \(version); only 1 exists.")
+        }
+        let link = header.loadBE32(at: 12)
+        guard let datalink = BTSnoopDatalink(rawValue: link) else {
+            throw CaptureError(
+                .unsupportedDatalink,
+                "The \(name) has datalink type \(link); supported are 1001, 1002 (H4) and 2001 (btmon).")
+        }
+        self.consume(16)
+        return (version, datalink)
+    }
+
+    /// The next record and a view of its bytes, valid until the next call.
+    mutating func next() throws(CaptureError) -> (BTSnoopRecord, UnsafeRawBufferPointer)? {
+        guard self.truncatedTail == nil else { return nil }
+        let frame = self.framesRead + 1
+        let headerBytes = try self.ensure(24)
+        if headerBytes < 24 {
+            if headerBytes > 0 {
+                self.truncatedTail = TruncatedRecord(frame: frame, expectedBytes: 24, availableBytes: headerBytes)
+            }
+            return nil
+        }
+        let header = self.window(24)
+        let originalLength = header.loadBE32(at: 0)
+        let includedLength = header.loadBE32(at: 4)
+        guard includedLength <= self.maxRecordLength else {
+            throw CaptureError(
+                .corruptRecord, frame: frame,
+                "Frame \(frame) claims \(includedLength) bytes (limit \(self.maxRecordLength)); the capture is corrupt from there on.")
+        }
+        let total = 24 + Int(includedLength)
+        let available = try self.ensure(total)
+        guard available >= total else {
+            self.truncatedTail = TruncatedRecord(frame: frame, expectedBytes: total, availableBytes: available)
+            return nil
+        }
+        let window = self.window(total)
+        let record = BTSnoopRecord(
+            frame: frame, originalLength: Int(originalLength), includedLength: Int(includedLength),
+            flags: window.loadBE32(at: 8), cumulativeDrops: window.loadBE32(at: 12),
+            timestamp: CaptureTimestamp(microsecondsSinceYear0: Int64(bitPattern: window.loadBE64(at: 16))))
+        // The bytes stay in place until the next `ensure`, which only happens on the next call.
+        self.consume(total)
+        self.framesRead = frame
+        return (record, UnsafeRawBufferPointer(rebasing: window[24..<total]))
+    }
+
+    /// Makes at least `count` bytes available if the input has them; returns how many are available.
+    mutating func ensure(_ count: Int) throws(CaptureError) -> Int {
+        if self.end - self.start >= count || self.atEOF { return self.end - self.start }
+        let buffer = self.storage.buffer
+        precondition(count <= buffer.count, "Internal inconsistency: record larger than the read buffer")
+        if self.start > 0 {
+            let pending = self.end - self.start
+            if pending > 0 { buffer.baseAddress!.copyMemory(from: buffer.baseAddress! + self.start, byteCount: pending) }
+            self.start = 0
+            self.end = pending
+        }
+        while self.end < count && !self.atEOF {
+            let got = try self.fill(UnsafeMutableRawBufferPointer(rebasing: buffer[self.end...]))
+            if got == 0 { self.atEOF = true } else { self.end += got }
+        }
+        return self.end - self.start
+    }
+
+    private mutating func fill(_ target: UnsafeMutableRawBufferPointer) throws(CaptureError) -> Int {
+        guard let fd = self.storage.fd else {
+            let count = min(target.count, self.memory.count - self.memoryPosition)
+            if count > 0 {
+                let position = self.memoryPosition
+                self.memory.withUnsafeBytes { source in
+                    target.baseAddress!.copyMemory(from: source.baseAddress! + position, byteCount: count)
+                }
+                self.memoryPosition += count
+            }
+            return count
+        }
+        while true {
+            let got = read(fd, target.baseAddress, target.count)
+            if got >= 0 { return got }
+            if errno == EINTR { continue }
+            throw CaptureError(.io, "Reading the \(self.storage.name) failed: \(String(cString: strerror(errno))).")
+        }
+    }
+
+    /// The first `count` available bytes; valid until the next `ensure`.
+    func window(_ count: Int) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: self.storage.buffer.baseAddress! + self.start, count: count)
+    }
+
+    mutating func consume(_ count: Int) {
+        self.start += count
+        self.bytesRead += count
+    }
+}

@@ -1,0 +1,300 @@
+/// A 48-bit Bluetooth device address (BD_ADDR).
+///
+/// On the wire an address is 6 bytes, least significant byte first; it is written most significant
+/// byte first, `AA:BB:CC:DD:EE:FF`.
+public struct BluetoothAddress: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// The address in the low 48 bits.
+    public let rawValue: UInt64
+
+    /// Creates an address from its 48-bit value; higher bits are dropped.
+    public init(rawValue: UInt64) {
+        self.rawValue = rawValue & 0xFFFF_FFFF_FFFF
+    }
+
+    /// Creates an address from its 6 wire bytes (least significant first).
+    /// - Precondition: `littleEndianBytes` holds exactly 6 bytes.
+    public init(littleEndianBytes: [UInt8]) {
+        precondition(littleEndianBytes.count == 6, "a Bluetooth address has 6 bytes")
+        var value: UInt64 = 0
+        for (index, byte) in littleEndianBytes.enumerated() { value |= UInt64(byte) << (8 * UInt64(index)) }
+        self.init(rawValue: value)
+    }
+
+    /// Parses `AA:BB:CC:DD:EE:FF` (also with `-` separators or none).
+    /// - Throws: `CaptureError` with code `.invalidArgument` when the text is not an address.
+    public init(parsing text: String) throws(CaptureError) {
+        let digits = text.filter { $0 != ":" && $0 != "-" }
+        guard digits.count == 12, let value = UInt64(digits, radix: 16) else {
+            throw CaptureError(.invalidArgument, "“\(text)” is not a Bluetooth address (expected AA:BB:CC:DD:EE:FF).")
+        }
+        self.init(rawValue: value)
+    }
+
+    /// The 6 wire bytes, least significant first.
+    public var littleEndianBytes: [UInt8] {
+        (0..<6).map { UInt8(truncatingIfNeeded: self.rawValue >> (8 * UInt64($0))) }
+    }
+
+    public var description: String {
+        var text = ""
+        text.reserveCapacity(17)
+        for index in stride(from: 5, through: 0, by: -1) {
+            let byte = UInt8(truncatingIfNeeded: self.rawValue >> (8 * UInt64(index)))
+            text += hexByte(byte)
+            if index != 0 { text += ":" }
+        }
+        return text
+    }
+
+    public static func < (lhs: BluetoothAddress, rhs: BluetoothAddress) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// How an LE peer address was given in the connection event (Core Vol 4 Part E 7.7.65.1).
+public struct AddressType: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    public static let `public` = AddressType(rawValue: 0x00)
+    public static let random = AddressType(rawValue: 0x01)
+    /// A public identity address resolved by the controller from a resolvable private address.
+    public static let publicIdentity = AddressType(rawValue: 0x02)
+    /// A random (static) identity address resolved by the controller.
+    public static let randomIdentity = AddressType(rawValue: 0x03)
+
+    public var description: String {
+        switch self.rawValue {
+        case 0: "public"
+        case 1: "random"
+        case 2: "public-identity"
+        case 3: "random-identity"
+        default: "type-\(self.rawValue)"
+        }
+    }
+}
+
+/// A Bluetooth UUID. 16- and 32-bit UUIDs are aliases inside the Bluetooth base UUID
+/// `0000xxxx-0000-1000-8000-00805F9B34FB`, so `BluetoothUUID(0x2A18)` equals its 128-bit spelling.
+public struct BluetoothUUID: Hashable, Sendable, CustomStringConvertible {
+    /// The most significant 64 bits of the 128-bit value.
+    public let high: UInt64
+    /// The least significant 64 bits of the 128-bit value.
+    public let low: UInt64
+
+    private static let baseHighLow: UInt64 = 0x0000_1000
+    private static let baseLow: UInt64 = 0x8000_0080_5F9B_34FB
+
+    /// Creates a UUID from its 128-bit value.
+    public init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// Creates the 128-bit alias of a 16-bit UUID.
+    public init(_ short: UInt16) {
+        self.init(high: UInt64(short) << 32 | Self.baseHighLow, low: Self.baseLow)
+    }
+
+    /// Creates the 128-bit alias of a 32-bit UUID.
+    public init(uuid32: UInt32) {
+        self.init(high: UInt64(uuid32) << 32 | Self.baseHighLow, low: Self.baseLow)
+    }
+
+    /// Creates a UUID from its wire form: 2, 4 or 16 bytes, least significant byte first.
+    /// - Throws: `CaptureError` with code `.invalidArgument` for any other length.
+    public init(littleEndianBytes bytes: [UInt8]) throws(CaptureError) {
+        guard let uuid = bytes.withUnsafeBytes({ BluetoothUUID(wire: $0) }) else {
+            throw CaptureError(.invalidArgument, "A UUID has 2, 4 or 16 bytes, not \(bytes.count).")
+        }
+        self = uuid
+    }
+
+    /// Parses `2a18`, `0x2A18`, `0000fff1` or `00002a18-0000-1000-8000-00805f9b34fb`.
+    /// - Throws: `CaptureError` with code `.invalidArgument` when the text is not a UUID.
+    public init(parsing text: String) throws(CaptureError) {
+        var digits = Substring(text)
+        if digits.hasPrefix("0x") || digits.hasPrefix("0X") { digits = digits.dropFirst(2) }
+        let hex = digits.filter { $0 != "-" }
+        let failure = CaptureError(.invalidArgument, "“\(text)” is not a Bluetooth UUID (expected 2a18 or a 128-bit UUID).")
+        switch hex.count {
+        case 4:
+            guard let value = UInt16(hex, radix: 16) else { throw failure }
+            self.init(value)
+        case 8:
+            guard let value = UInt32(hex, radix: 16) else { throw failure }
+            self.init(uuid32: value)
+        case 32:
+            guard let high = UInt64(hex.prefix(16), radix: 16), let low = UInt64(hex.suffix(16), radix: 16) else {
+                throw failure
+            }
+            self.init(high: high, low: low)
+        default:
+            throw failure
+        }
+    }
+
+    /// Reads a wire UUID of 2, 4 or 16 bytes; nil for any other length.
+    init?(wire bytes: UnsafeRawBufferPointer) {
+        switch bytes.count {
+        case 2: self.init(bytes.loadLE16(at: 0))
+        case 4: self.init(uuid32: bytes.loadLE32(at: 0))
+        case 16:
+            self.init(high: bytes.loadLE64(at: 8), low: bytes.loadLE64(at: 0))
+        default: return nil
+        }
+    }
+
+    /// The 16-bit value when this UUID is a 16-bit alias of the base UUID, else nil.
+    public var uuid16: UInt16? {
+        guard self.low == Self.baseLow, self.high & 0xFFFF_FFFF == Self.baseHighLow, self.high >> 48 == 0 else {
+            return nil
+        }
+        return UInt16(truncatingIfNeeded: self.high >> 32)
+    }
+
+    /// The shortest wire form: 2 bytes for a 16-bit alias, else 16 bytes, least significant first.
+    public var littleEndianBytes: [UInt8] {
+        if let short = self.uuid16 { return [UInt8(truncatingIfNeeded: short), UInt8(truncatingIfNeeded: short >> 8)] }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(16)
+        for index in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: self.low >> (8 * UInt64(index)))) }
+        for index in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: self.high >> (8 * UInt64(index)))) }
+        return bytes
+    }
+
+    /// `2A18` for a 16-bit alias, else the lower-case 128-bit form with dashes.
+    public var description: String {
+        if let short = self.uuid16 { return hexByte(UInt8(short >> 8), upper: true) + hexByte(UInt8(short & 0xFF), upper: true) }
+        var text = ""
+        for index in stride(from: 7, through: 0, by: -1) {
+            text += hexByte(UInt8(truncatingIfNeeded: self.high >> (8 * UInt64(index))))
+            if index == 4 || index == 2 { text += "-" }
+        }
+        text += "-"
+        for index in stride(from: 7, through: 0, by: -1) {
+            text += hexByte(UInt8(truncatingIfNeeded: self.low >> (8 * UInt64(index))))
+            if index == 6 { text += "-" }
+        }
+        return text
+    }
+
+    /// Primary Service declaration (0x2800).
+    public static let primaryService = BluetoothUUID(0x2800)
+    /// Secondary Service declaration (0x2801).
+    public static let secondaryService = BluetoothUUID(0x2801)
+    /// Include declaration (0x2802).
+    public static let include = BluetoothUUID(0x2802)
+    /// Characteristic declaration (0x2803).
+    public static let characteristic = BluetoothUUID(0x2803)
+    /// Client Characteristic Configuration descriptor (0x2902).
+    public static let clientCharacteristicConfiguration = BluetoothUUID(0x2902)
+}
+
+/// Which way a packet travelled, seen from the host that made the capture.
+public enum Direction: UInt8, Hashable, Sendable, CustomStringConvertible {
+    /// Host to controller: the capturing device sent it to the peer.
+    case sent = 0
+    /// Controller to host: the capturing device received it.
+    case received = 1
+
+    /// The other direction.
+    public var reversed: Direction { self == .sent ? .received : .sent }
+
+    public var description: String { self == .sent ? "sent" : "received" }
+}
+
+/// A btsnoop record timestamp: microseconds since midnight, 1 January 0 AD (nominal Gregorian).
+public struct CaptureTimestamp: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// The btsnoop field as stored (BlueZ and Android both use 2000-01-01 = 0x00E03AB44A676000).
+    public let microsecondsSinceYear0: Int64
+
+    /// Microseconds between 0 AD and the Unix epoch in the btsnoop convention.
+    public static let unixEpochOffset: Int64 = 0x00DC_DDB3_0F2F_8000
+
+    public init(microsecondsSinceYear0: Int64) {
+        self.microsecondsSinceYear0 = microsecondsSinceYear0
+    }
+
+    public init(unixMicroseconds: Int64) {
+        self.microsecondsSinceYear0 = unixMicroseconds &+ Self.unixEpochOffset
+    }
+
+    /// Microseconds since 1970-01-01T00:00:00Z.
+    public var unixMicroseconds: Int64 { self.microsecondsSinceYear0 &- Self.unixEpochOffset }
+
+    public static func < (lhs: CaptureTimestamp, rhs: CaptureTimestamp) -> Bool {
+        lhs.microsecondsSinceYear0 < rhs.microsecondsSinceYear0
+    }
+
+    /// ISO 8601 UTC with microseconds, e.g. `2026-11-30T10:39:17.123456Z`.
+    public var description: String {
+        let micros = self.unixMicroseconds
+        var seconds = micros / 1_000_000
+        var fraction = micros % 1_000_000
+        if fraction < 0 {
+            fraction += 1_000_000
+            seconds -= 1
+        }
+        var days = seconds / 86_400
+        var secondOfDay = seconds % 86_400
+        if secondOfDay < 0 {
+            secondOfDay += 86_400
+            days -= 1
+        }
+        // Civil-from-days (Howard Hinnant's algorithm).
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        func pad(_ value: Int64, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondOfDay / 3600, 2)):"
+            + "\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2)).\(pad(fraction, 6))Z"
+    }
+}
+
+func hexByte(_ byte: UInt8, upper: Bool = false) -> String {
+    let digits: StaticString = upper ? "0123456789ABCDEF" : "0123456789abcdef"
+    return digits.withUTF8Buffer { table in
+        String(decoding: [table[Int(byte >> 4)], table[Int(byte & 0x0F)]], as: UTF8.self)
+    }
+}
+
+/// `0x0012` style for handles in messages.
+func hex16(_ value: UInt16) -> String {
+    "0x" + hexByte(UInt8(value >> 8)) + hexByte(UInt8(value & 0xFF))
+}
+
+func hexBytes(_ bytes: some Sequence<UInt8>) -> String {
+    bytes.map { hexByte($0) }.joined(separator: " ")
+}
+
+// Unaligned little/big-endian loads; callers check bounds first.
+extension UnsafeRawBufferPointer {
+    func loadLE16(at offset: Int) -> UInt16 {
+        UInt16(littleEndian: self.loadUnaligned(fromByteOffset: offset, as: UInt16.self))
+    }
+    func loadLE32(at offset: Int) -> UInt32 {
+        UInt32(littleEndian: self.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+    }
+    func loadLE64(at offset: Int) -> UInt64 {
+        UInt64(littleEndian: self.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+    }
+    func loadBE32(at offset: Int) -> UInt32 {
+        UInt32(bigEndian: self.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+    }
+    func loadBE64(at offset: Int) -> UInt64 {
+        UInt64(bigEndian: self.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+    }
+    func address(at offset: Int) -> BluetoothAddress {
+        var value: UInt64 = 0
+        for index in 0..<6 { value |= UInt64(self[offset + index]) << (8 * UInt64(index)) }
+        return BluetoothAddress(rawValue: value)
+    }
+}

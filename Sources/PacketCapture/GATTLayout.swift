@@ -1,0 +1,97 @@
+/// A GATT server's handle layout, for building captures and for simulators.
+public struct GATTLayout: Hashable, Sendable {
+    /// What a characteristic should look like; handles are assigned by `GATTLayout.init`.
+    public struct CharacteristicSpec: Hashable, Sendable {
+        public var uuid: BluetoothUUID
+        public var properties: CharacteristicProperties
+        /// Descriptors besides the CCCD (which is added for notify/indicate).
+        public var extraDescriptors: [BluetoothUUID]
+
+        public init(_ uuid: BluetoothUUID, _ properties: CharacteristicProperties, extraDescriptors: [BluetoothUUID] = []) {
+            self.uuid = uuid
+            self.properties = properties
+            self.extraDescriptors = extraDescriptors
+        }
+    }
+
+    /// What a service should look like.
+    public struct ServiceSpec: Hashable, Sendable {
+        public var uuid: BluetoothUUID
+        public var characteristics: [CharacteristicSpec]
+        /// Unused handles left before this service starts (meters have gaps).
+        public var gapBefore: UInt16
+
+        public init(_ uuid: BluetoothUUID, gapBefore: UInt16 = 0, _ characteristics: [CharacteristicSpec]) {
+            self.uuid = uuid
+            self.characteristics = characteristics
+            self.gapBefore = gapBefore
+        }
+    }
+
+    public private(set) var services: [GATTService] = []
+    /// Characteristics with handles and descriptors, in handle order.
+    public private(set) var characteristics: [GATTCharacteristic] = []
+
+    /// Lays out services from `startHandle` on: service declaration, then per characteristic its declaration,
+    /// value, CCCD (when it can notify or indicate) and extra descriptors.
+    public init(startHandle: UInt16 = 1, services: [ServiceSpec]) {
+        var handle = startHandle
+        for spec in services {
+            handle += spec.gapBefore
+            let start = handle
+            handle += 1
+            for item in spec.characteristics {
+                let declaration = handle
+                let value = handle + 1
+                handle += 2
+                var descriptors: [GATTDescriptor] = []
+                if !item.properties.isDisjoint(with: [.notify, .indicate]) {
+                    descriptors.append(GATTDescriptor(handle: handle, uuid: .clientCharacteristicConfiguration))
+                    handle += 1
+                }
+                for uuid in item.extraDescriptors {
+                    descriptors.append(GATTDescriptor(handle: handle, uuid: uuid))
+                    handle += 1
+                }
+                self.characteristics.append(GATTCharacteristic(
+                    uuid: item.uuid, declarationHandle: declaration, valueHandle: value, properties: item.properties,
+                    service: spec.uuid, descriptors: descriptors))
+            }
+            self.services.append(GATTService(uuid: spec.uuid, startHandle: start, endHandle: handle - 1))
+        }
+    }
+
+    /// A typical Bluetooth glucose meter: GAP (0x1800), Glucose (0x1808: 0x2A18, 0x2A34, 0x2A51, 0x2A52) and
+    /// Device Information (0x180A), starting at `startHandle` so tests can vary the layout.
+    public static func glucoseMeter(startHandle: UInt16 = 1, withContext: Bool = true) -> GATTLayout {
+        var glucose: [CharacteristicSpec] = [.init(.glucoseMeasurement, .notify)]
+        if withContext { glucose.append(.init(.glucoseMeasurementContext, .notify)) }
+        glucose += [.init(.glucoseFeature, .read), .init(.recordAccessControlPoint, [.write, .indicate])]
+        return GATTLayout(startHandle: startHandle, services: [
+            ServiceSpec(BluetoothUUID(0x1800), [.init(BluetoothUUID(0x2A00), .read), .init(BluetoothUUID(0x2A01), .read)]),
+            ServiceSpec(.glucoseService, gapBefore: 3, glucose),
+            ServiceSpec(.deviceInformationService, [.init(BluetoothUUID(0x2A29), .read), .init(BluetoothUUID(0x2A24), .read)]),
+        ])
+    }
+
+    /// The value handle of the first characteristic with `uuid`.
+    public func valueHandle(_ uuid: BluetoothUUID) -> UInt16? {
+        self.characteristics.first { $0.uuid == uuid }?.valueHandle
+    }
+
+    /// The CCCD handle of the first characteristic with `uuid`.
+    public func cccdHandle(_ uuid: BluetoothUUID) -> UInt16? {
+        self.characteristics.first { $0.uuid == uuid }?.cccdHandle
+    }
+
+    /// The last handle of the characteristic at `index` (before the next declaration or the service end).
+    func characteristicEnd(_ index: Int) -> UInt16 {
+        let item = self.characteristics[index]
+        let serviceEnd = self.services.first { $0.startHandle <= item.declarationHandle && item.declarationHandle <= $0.endHandle }?
+            .endHandle ?? 0xFFFF
+        if index + 1 < self.characteristics.count {
+            return min(serviceEnd, self.characteristics[index + 1].declarationHandle - 1)
+        }
+        return serviceEnd
+    }
+}

@@ -1,0 +1,57 @@
+import HealthDataSync
+
+/// Why a backend operation failed; the interface maps each code to its Varlink error.
+public struct SugarAPIError: Error, Hashable, Sendable, CustomStringConvertible {
+    public enum Code: String, Hashable, Sendable {
+        /// `io.sugard.HealthDataSync.MeterNotFound`
+        case meterNotFound
+        /// `io.sugard.HealthDataSync.AdapterUnavailable`
+        case adapterUnavailable
+        /// `io.sugard.HealthDataSync.SyncInProgress`
+        case syncInProgress
+        /// `io.sugard.HealthDataSync.StorageError`
+        case storageError
+        /// `io.sugard.HealthDataSync.InvalidParameter`
+        case invalidParameter
+        /// `io.sugard.HealthDataSync.PermissionDenied`
+        case permissionDenied
+        /// `io.sugard.HealthDataSync.PairingFailed`
+        case pairingFailed
+        /// `io.sugard.HealthDataSync.SyncFailed`
+        case syncFailed
+    }
+
+    public var code: Code
+    /// One sentence for people (never contains reading values).
+    public var message: String
+    /// The meter concerned, or the parameter name for `invalidParameter`.
+    public var subject: String?
+
+    public init(_ code: Code, _ message: String, subject: String? = nil) {
+        self.code = code
+        self.message = message
+        self.subject = subject
+    }
+
+    public var description: String { self.message }
+}
+
+/// What the daemon offers the `io.sugard.HealthDataSync` interface. The daemon implements it;
+/// the interface layer only validates, authorises and translates.
+public protocol SugarBackend: Sendable {
+    /// The view model and the per-meter models (the only source of truth for live state).
+    var models: ModelStore { get }
+    /// Stored readings, meters and sync sessions.
+    var store: any ReadingStore { get }
+    /// Runs a sync of one meter, or of every known meter when `meter` is nil, and returns the
+    /// sessions as they ended. An unforced sync within the cooldown is skipped (not an error:
+    /// no session is returned for it).
+    func sync(meter: MeterID?, force: Bool) async throws(SugarAPIError) -> [SyncSessionRecord]
+    /// Forgets a meter (its readings stay).
+    func forget(meter: MeterID) async throws(SugarAPIError)
+    /// Pairs with a meter; returns when pairing ended. Passkey requests show up in the meter
+    /// model's `pairing` field (`waitingForPasskey`) meanwhile.
+    func pair(meter: MeterID) async throws(SugarAPIError)
+    /// Answers a passkey request.
+    func submitPasskey(_ passkey: UInt32, meter: MeterID) async throws(SugarAPIError)
+}

@@ -1,0 +1,292 @@
+import Glibc
+import Synchronization
+import GlucoseStore
+import HealthDataSync
+import SugarAPI
+
+/// The daemon's version, shown by `sugard --version` and in the status.
+public let sugardVersion = "0.1.0"
+
+/// Something the daemon runs until its task is cancelled (the socket server).
+public protocol DaemonService: Sendable {
+    func run() async throws
+}
+
+/// What the daemon was built from: the parts that differ between the demo, replay and BlueZ.
+public struct DaemonParts: Sendable {
+    /// Where meters come from.
+    public var transport: any MeterTransport
+    /// Called once per new reading cycle in the demo; nil otherwise.
+    public var background: (@Sendable () async -> Void)?
+
+    public init(transport: any MeterTransport, background: (@Sendable () async -> Void)? = nil) {
+        self.transport = transport
+        self.background = background
+    }
+}
+
+/// Builds the transport for a configuration (demo, replay captures, or BlueZ).
+public typealias TransportFactory = @Sendable (DaemonConfig, Logger) async throws -> DaemonParts
+/// Builds the socket server for the backend (binds the socket before returning).
+public typealias ServerFactory = @Sendable (DaemonConfig, any SugarBackend, Logger) throws -> any DaemonService
+
+/// Why the daemon could not start.
+public struct DaemonError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { self.message }
+}
+
+/// Composition root: opens the store, builds the models, the engine and the socket, and runs
+/// them under one task group until SIGTERM/SIGINT. The order of shutdown is the reverse of
+/// start: stop syncing (RACP abort, commit or roll back the open batch), close the socket,
+/// clear the models, close the database last.
+public final class Daemon: Sendable {
+    let config: Mutex<DaemonConfig>
+    let configFile: String?
+    let environment: [String: String]
+    let sink: StderrLogSink
+    let notifier: SystemdNotifier
+
+    public init(config: DaemonConfig, configFile: String?, environment: [String: String]) {
+        self.config = Mutex(config)
+        self.configFile = configFile
+        self.environment = environment
+        self.sink = StderrLogSink(environment: environment, level: config.logLevel)
+        self.notifier = SystemdNotifier(environment: environment)
+    }
+
+    /// Runs until a stop signal; returns normally after a clean shutdown.
+    public func run(transportFactory: TransportFactory, serverFactory: ServerFactory) async throws {
+        let config = self.config.withLock { $0 }
+        let logger = self.sink.logger(label: "sugard")
+
+        try Self.makeDirectory(config.stateDirectory)
+        let socketDirectory = String(config.socketPath.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/"))
+        if !socketDirectory.isEmpty { try Self.makeDirectory(socketDirectory) }
+
+        // Store first: everything else reports into or reads from it.
+        let store = SQLiteReadingStore(retryingOpenAt: config.databasePath)
+        let health = await store.health()
+        if health.status != .ok {
+            logger.error("storage: \(health.error?.message ?? health.status.rawValue)")
+        }
+
+        let zone = Self.loadZone(config.timeZone, environment: self.environment, logger: logger)
+        let startedAt = systemNow()
+        let viewModel = ViewModel(ViewState(daemon: DaemonInfo(version: sugardVersion, startedAt: startedAt, storage: health)))
+        let models = ModelStore(viewModel: viewModel)
+        await Self.restore(models: models, from: store, logger: logger)
+        viewModel.activate()
+
+        let bridge = ModelBridge(models: models, logger: logger.named("sync"), now: { systemNow() })
+        let parts = try await transportFactory(config, logger)
+        let engine = SyncEngine(
+            transport: parts.transport, store: store, zone: zone, cooldownSeconds: Double(config.cooldownSeconds),
+            observer: bridge, logger: logger.named("sync"), now: { systemNow() })
+        let backend = DaemonBackend(models: models, store: store, engine: engine)
+        let server = try serverFactory(config, backend, logger.named("socket"))
+
+        logger.notice(
+            "sugard \(sugardVersion) ready", [("socket", config.socketPath), ("database", config.databasePath), ("zone", zone.identifier)])
+        self.notifier.ready(status: Self.statusLine(viewModel.state))
+
+        let signals = unixSignals([.terminate, .interrupt, .hangup])
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await engine.run() }
+            group.addTask {
+                do {
+                    try await server.run()
+                } catch {
+                    logger.error("socket server stopped: \(error)")
+                }
+            }
+            group.addTask { await self.followState(viewModel: viewModel, store: store) }
+            if let interval = self.notifier.watchdogInterval {
+                group.addTask { await self.watchdog(every: interval / 2) }
+            }
+            if let background = parts.background {
+                group.addTask { await background() }
+            }
+            for await signal in signals {
+                if signal == .hangup {
+                    self.reload(logger: logger)
+                    continue
+                }
+                logger.notice("\(signal.name): shutting down")
+                self.notifier.stopping(status: "stopping")
+                break
+            }
+            // Stop syncing first: aborts RACP in flight and commits or discards the open batch.
+            await engine.shutdown(deadlineSeconds: 10)
+            group.cancelAll()
+        }
+        models.shutdown()
+        await store.close()
+        logger.notice("stopped")
+    }
+
+    /// Re-reads the config file on SIGHUP. The log level applies at once; other changes need a
+    /// restart and are named in the log.
+    func reload(logger: Logger) {
+        self.notifier.reloading()
+        defer { self.notifier.notify("READY=1") }
+        guard let file = self.configFile else {
+            logger.notice("SIGHUP: no config file to reload")
+            return
+        }
+        do {
+            guard let text = try readTextFile(file) else { throw ConfigError(file: file, "no such file") }
+            let current = self.config.withLock { $0 }
+            var fresh = DaemonConfig(stateDirectory: current.stateDirectory, socketPath: current.socketPath)
+            try fresh.apply(fileText: text, file: file)
+            self.sink.setLevel(fresh.logLevel)
+            var needsRestart: [String] = []
+            if fresh.stateDirectory != current.stateDirectory { needsRestart.append("state_dir") }
+            if fresh.socketPath != current.socketPath { needsRestart.append("socket") }
+            if fresh.cooldownSeconds != current.cooldownSeconds { needsRestart.append("cooldown_seconds") }
+            if fresh.timeZone != current.timeZone { needsRestart.append("timezone") }
+            if fresh.replay != current.replay { needsRestart.append("replay") }
+            if fresh.adapter != current.adapter { needsRestart.append("adapter") }
+            self.config.withLock { $0.logLevel = fresh.logLevel }
+            logger.notice(
+                "SIGHUP: reloaded \(file): log_level=\(fresh.logLevel.name)"
+                    + (needsRestart.isEmpty ? "" : "; restart to apply \(needsRestart.joined(separator: ", "))"))
+        } catch {
+            logger.error("SIGHUP: keeping the running configuration: \(error)")
+        }
+    }
+
+    /// Keeps the STATUS= line and the storage health in step with the view model.
+    func followState(viewModel: ViewModel, store: SQLiteReadingStore) async {
+        let watcher = viewModel.watch(fields: [.meters, .sync, .lastReading, .adapter], policy: .coalesced)
+        defer { watcher.cancel() }
+        var lastStatus = ""
+        while let message = await watcher.next() {
+            if message.fields[.sync] != nil || message.fields[.meters] != nil {
+                let health = await store.health()
+                if viewModel.state.daemon.storage != health {
+                    viewModel.update { $0.daemon.storage = health }
+                }
+            }
+            let status = Self.statusLine(viewModel.state)
+            if status != lastStatus {
+                self.notifier.status(status)
+                lastStatus = status
+            }
+        }
+    }
+
+    func watchdog(every interval: Duration) async {
+        while !Task.isCancelled {
+            self.notifier.watchdog()
+            try? await Task.sleep(for: interval)
+        }
+    }
+
+    /// One line a person can read in `systemctl status`: `syncing Accu-Chek Guide 12/40`.
+    public static func statusLine(_ state: ViewState) -> String {
+        let syncing = state.meterList.filter { !$0.sync.isFinal && $0.sync != .idle }
+        if let meter = syncing.first {
+            var text = "syncing \(meter.identity.displayName)"
+            if meter.progress.received > 0 || meter.progress.expected != nil {
+                text += " \(meter.progress.received)/\(meter.progress.expected.map(String.init) ?? "?")"
+            }
+            if syncing.count > 1 { text += " (+\(syncing.count - 1) more)" }
+            return text
+        }
+        if state.daemon.storage.status != .ok {
+            return "storage \(state.daemon.storage.status.rawValue): \(state.daemon.storage.error?.message ?? "")"
+        }
+        if !state.adapter.present { return "waiting for a Bluetooth adapter" }
+        let meters = state.meters.count
+        var text = "\(meters) meter\(meters == 1 ? "" : "s"), \(state.readingCount) readings"
+        if let last = state.sync.lastResult {
+            text += ", last sync \(last.at.isoString) \(last.result.rawValue)"
+        }
+        return text
+    }
+
+    /// Meters and counts known from earlier runs, so status is right before the first sync.
+    static func restore(models: ModelStore, from store: SQLiteReadingStore, logger: Logger) async {
+        do {
+            let count = try await store.readingCount(meter: nil)
+            let latest = try await store.readings(ReadingQuery(limit: 1, order: .descending)).first
+            models.viewModel.update { state in
+                state.readingCount = count
+                state.lastReading = latest.map { ReadingSummary($0) }
+            }
+            for meter in try await store.meters() {
+                let model = models.model(
+                    for: meter.identity,
+                    initial: MeterState(
+                        identity: meter.identity, highWater: meter.highWater,
+                        pairing: .unknown))
+                if let at = meter.lastSync, let result = meter.lastSyncResult {
+                    model.update { $0.lastSync = LastSync(meter: meter.identity.id, at: at, result: result) }
+                }
+                model.activate()
+            }
+        } catch {
+            logger.error("could not read the stored state: \(error.message)")
+        }
+    }
+
+    /// The meters' zone: the configured one, else `TZ`, else /etc/localtime, else UTC.
+    static func loadZone(_ configured: String?, environment: [String: String], logger: Logger) -> TimeZoneRules {
+        var candidates: [(path: String, name: String)] = []
+        if let configured { candidates.append(("/usr/share/zoneinfo/" + configured, configured)) }
+        if configured == nil, let tz = environment["TZ"], !tz.isEmpty {
+            let name = tz.hasPrefix(":") ? String(tz.dropFirst()) : tz
+            candidates.append((name.hasPrefix("/") ? name : "/usr/share/zoneinfo/" + name, name))
+        }
+        if configured == nil {
+            candidates.append(("/etc/localtime", Self.localZoneName() ?? "localtime"))
+        }
+        for candidate in candidates {
+            if let bytes = readBinaryFile(candidate.path),
+                let rules = try? TimeZoneRules(tzif: bytes, identifier: candidate.name)
+            {
+                return rules
+            }
+            logger.warning("time zone \(candidate.name) could not be read from \(candidate.path)")
+        }
+        logger.warning("using UTC for the meters' clocks; set `timezone` in the config file")
+        return .utc
+    }
+
+    /// `Europe/Berlin` from the /etc/localtime symlink, when it is one.
+    static func localZoneName() -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/etc/localtime", &buffer, buffer.count - 1)
+        guard n > 0 else { return nil }
+        let target = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard let range = target.firstRange(of: "zoneinfo/") else { return nil }
+        return String(target[range.upperBound...])
+    }
+
+    static func makeDirectory(_ path: String) throws {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for part in path.split(separator: "/") {
+            prefix += "/" + part
+            if mkdir(prefix, 0o750) != 0 && errno != EEXIST {
+                throw DaemonError("cannot create \(prefix): \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+}
+
+/// Reads a whole binary file (zone files); nil when unreadable.
+func readBinaryFile(_ path: String) -> [UInt8]? {
+    guard let fp = fopen(path, "rb") else { return nil }
+    defer { fclose(fp) }
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let n = fread(&buffer, 1, buffer.count, fp)
+        if n > 0 { bytes.append(contentsOf: buffer[0..<n]) }
+        if n < buffer.count { break }
+        if bytes.count > 4 << 20 { return nil }
+    }
+    return bytes
+}

@@ -1,0 +1,117 @@
+import HealthDataSync
+import SugarAPI
+
+/// The daemon's side of the `io.sugard.HealthDataSync` interface: sync, forget and pair through
+/// the engine, state from the model store, history from the store.
+public struct DaemonBackend: SugarBackend {
+    public let models: ModelStore
+    public let store: any ReadingStore
+    let engine: SyncEngine
+
+    public init(models: ModelStore, store: any ReadingStore, engine: SyncEngine) {
+        self.models = models
+        self.store = store
+        self.engine = engine
+    }
+
+    public func sync(meter: MeterID?, force: Bool) async throws(SugarAPIError) -> [SyncSessionRecord] {
+        let targets: [MeterID]
+        if let meter {
+            guard try await self.isKnown(meter) else {
+                throw SugarAPIError(.meterNotFound, "no meter \(meter) is known", subject: meter.rawValue)
+            }
+            targets = [meter]
+        } else {
+            targets = self.models.meterIDs
+            guard !targets.isEmpty else {
+                throw SugarAPIError(.meterNotFound, "no meter is known yet: wake a meter near the adapter", subject: nil)
+            }
+        }
+        let adapter = self.models.viewModel.state.adapter
+        guard adapter.present, adapter.powered else {
+            throw SugarAPIError(.adapterUnavailable, "no powered Bluetooth adapter is available")
+        }
+        do {
+            return try await self.syncAll(targets, force: force)
+        } catch let error as SugarAPIError {
+            throw error
+        } catch {
+            throw SugarAPIError(.syncFailed, "sync failed: \(error)")
+        }
+    }
+
+    private func syncAll(_ targets: [MeterID], force: Bool) async throws -> [SyncSessionRecord] {
+        try await withThrowingTaskGroup(of: SyncSessionRecord?.self) { group in
+            for id in targets {
+                group.addTask {
+                    do throws(SyncFailure) {
+                        return try await self.engine.sync(meter: id, force: force)
+                    } catch {
+                        switch error.code {
+                        case .cooldown: return nil
+                        case .syncInProgress:
+                            throw SugarAPIError(.syncInProgress, "a sync of \(id) is already running", subject: id.rawValue)
+                        case .storeError: throw SugarAPIError(.storageError, error.message, subject: id.rawValue)
+                        default: throw SugarAPIError(.syncFailed, error.message, subject: id.rawValue)
+                        }
+                    }
+                }
+            }
+            var sessions: [SyncSessionRecord] = []
+            for try await session in group { if let session { sessions.append(session) } }
+            return sessions.sorted { $0.meter < $1.meter }
+        }
+    }
+
+    public func forget(meter: MeterID) async throws(SugarAPIError) {
+        guard try await self.isKnown(meter) else {
+            throw SugarAPIError(.meterNotFound, "no meter \(meter) is known", subject: meter.rawValue)
+        }
+        await self.engine.abort(meter: meter, reason: "meter forgotten")
+        do {
+            try await self.store.forget(meter)
+        } catch {
+            throw SugarAPIError(.storageError, error.message)
+        }
+        self.models.remove(meter)
+    }
+
+    public func pair(meter: MeterID) async throws(SugarAPIError) {
+        guard try await self.isKnown(meter) else {
+            throw SugarAPIError(.meterNotFound, "no meter \(meter) is known", subject: meter.rawValue)
+        }
+        self.models.model(for: meter)?.update { $0.pairing = .pairing }
+        do {
+            try await self.engine.pair(meter: meter)
+            self.models.model(for: meter)?.update { $0.pairing = .paired }
+        } catch {
+            self.models.model(for: meter)?.update { $0.pairing = .failed }
+            switch error.code {
+            case .adapterUnavailable: throw SugarAPIError(.adapterUnavailable, error.message)
+            case .meterNotFound: throw SugarAPIError(.meterNotFound, error.message, subject: meter.rawValue)
+            default: throw SugarAPIError(.pairingFailed, error.message, subject: meter.rawValue)
+            }
+        }
+    }
+
+    public func submitPasskey(_ passkey: UInt32, meter: MeterID) async throws(SugarAPIError) {
+        guard self.models.model(for: meter) != nil else {
+            throw SugarAPIError(.meterNotFound, "no meter \(meter) is known", subject: meter.rawValue)
+        }
+        do {
+            try await self.engine.submitPasskey(passkey, for: meter)
+            self.models.model(for: meter)?.update { $0.pairing = .pairing }
+        } catch {
+            throw SugarAPIError(.pairingFailed, error.message, subject: meter.rawValue)
+        }
+    }
+
+    private func isKnown(_ meter: MeterID) async throws(SugarAPIError) -> Bool {
+        if self.models.model(for: meter) != nil { return true }
+        do {
+            return try await self.store.meter(meter) != nil
+        } catch {
+            throw SugarAPIError(.storageError, error.message)
+        }
+    }
+}
