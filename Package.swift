@@ -16,6 +16,8 @@ let package = Package(
         .library(name: "HealthDataSync", targets: ["HealthDataSync"]),
         .library(name: "GlucoseStore", targets: ["GlucoseStore"]),
         .library(name: "Varlink", targets: ["Varlink"]),
+        .library(name: "DBus", targets: ["DBus"]),
+        .library(name: "BlueZTransport", targets: ["BlueZTransport"]),
         .library(name: "SugarAPI", targets: ["SugarAPI"]),
         .library(name: "SugarDaemon", targets: ["SugarDaemon"]),
         // The per-input logic of the fuzz targets, for the nested fuzz package in Fuzz/.
@@ -43,6 +45,11 @@ let package = Package(
         .target(name: "GlucoseStore", dependencies: ["HealthDataSync", "CSQLite"], swiftSettings: strict),
         // Generic Varlink over Unix sockets (stdlib, Glibc, Synchronization, JSON).
         .target(name: "Varlink", dependencies: ["JSON", "CLinuxIO"], swiftSettings: strict),
+
+        // libdbus wrapper: the only importer of CDBus (Glibc allowed, no Foundation).
+        .target(name: "DBus", dependencies: ["CDBus"], swiftSettings: strict),
+        // MeterTransport over BlueZ: object manager mirror, GATT, pairing agent, bluetoothd restarts.
+        .target(name: "BlueZTransport", dependencies: ["DBus", "HealthDataSync"], swiftSettings: strict),
 
         // The io.sugard.HealthDataSync interface: its description, types, handlers and exports.
         .target(name: "SugarAPI", dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "Varlink"], swiftSettings: strict),
@@ -79,6 +86,7 @@ let package = Package(
             name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "HealthDataSync", "store-killtest-writer"],
             swiftSettings: strict),
         .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "JSON", "CLinuxIO"], swiftSettings: strict),
+        .testTarget(name: "DBusTests", dependencies: ["DBus", "BlueZTransport", "HealthDataSync"], swiftSettings: strict),
         .testTarget(name: "SugarAPITests", dependencies: ["SugarAPI", "GlucoseProfile"], swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),

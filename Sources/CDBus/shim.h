@@ -1,6 +1,14 @@
 #ifndef SUGARD_CDBUS_SHIM_H
 #define SUGARD_CDBUS_SHIM_H
 #include <dbus/dbus.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+
+// The event loop's wake-up descriptor (eventfd's flag constants do not import into Swift).
+static inline int cdbus_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
+
+// Names the calling thread (pthread_setname_np needs _GNU_SOURCE, which Swift's Glibc module lacks).
+static inline void cdbus_name_current_thread(const char *name) { prctl(PR_SET_NAME, name, 0, 0, 0); }
 
 // DBUS_TYPE_* are `((int) 'x')` macros that Swift cannot import; re-export them as typed constants.
 static const int CDBUS_TYPE_INVALID = DBUS_TYPE_INVALID;
@@ -22,4 +30,5 @@ static const int CDBUS_TYPE_VARIANT = DBUS_TYPE_VARIANT;
 static const int CDBUS_TYPE_STRUCT = DBUS_TYPE_STRUCT;
 static const int CDBUS_TYPE_DICT_ENTRY = DBUS_TYPE_DICT_ENTRY;
 static const int CDBUS_TIMEOUT_USE_DEFAULT = DBUS_TIMEOUT_USE_DEFAULT;
+static const int CDBUS_TIMEOUT_INFINITE = DBUS_TIMEOUT_INFINITE;
 #endif
