@@ -22,6 +22,8 @@ let package = Package(
         .library(name: "SugarAPI", targets: ["SugarAPI"]),
         .library(name: "SugarDaemon", targets: ["SugarDaemon"]),
         .executable(name: "sugard", targets: ["sugard"]),
+        // The per-input logic of the fuzz targets, for the nested fuzz package in Fuzz/.
+        .library(name: "FuzzTargets", targets: ["FuzzTargets"]),
         .executable(name: "sugarctl", targets: ["sugarctl"]),
         .executable(name: "sugar-bench", targets: ["sugar-bench"]),
     ],
@@ -71,6 +73,11 @@ let package = Package(
         // Benchmark bodies (Glibc for VmHWM only), run by sugar-bench.
         .target(name: "ViewModelBenchmarks", dependencies: ["HealthDataSync", "JSON"], swiftSettings: strict),
 
+        // One-input logic of each fuzz target, shared by Fuzz/ (libFuzzer) and FuzzRegressionTests.
+        .target(
+            name: "FuzzTargets",
+            dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "PacketCapture", "SugarDaemon", "Varlink"],
+            swiftSettings: strict),
         .executableTarget(name: "sugard", dependencies: ["SugarDaemon"], swiftSettings: strict),
         .executableTarget(
             name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarAPI", "PacketCapture"],
@@ -109,5 +116,6 @@ let package = Package(
             dependencies: ["SugarAPI", "GlucoseProfile", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "sugarctl"],
             swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
     ]
 )
