@@ -116,6 +116,13 @@ let package = Package(
             dependencies: ["SugarAPI", "GlucoseProfile", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "sugarctl"],
             swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
+        // The built sugard and sugarctl against the BlueZ stand-in on a private bus.
+        .testTarget(
+            name: "BlueZDaemonTests",
+            dependencies: [
+                "sugard", "sugarctl", "DBus", "Varlink", "JSON", "GlucoseProfile", "GlucoseStore", "HealthDataSync",
+            ],
+            swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
     ]
 )

@@ -54,6 +54,10 @@ public final class BlueZTransport: MeterTransport {
         var pendingPasskeys: [MeterID: DBusIncomingCall] = [:]
         var nextWaiter: UInt64 = 0
         var resolvedWaiters: [String: [UInt64: CheckedContinuation<Bool, Never>]] = [:]
+        /// Device paths with a `Device1.Pair` in flight, with the callers waiting for its outcome.
+        var pairings: [String: [UInt64: CheckedContinuation<TransportError?, Never>]] = [:]
+        /// Wakes the session's discovery task (the adapter appeared, powered on or stopped discovering).
+        var discoveryKick: AsyncStream<Void>.Continuation?
     }
 
     private let configuration: BlueZTransportConfiguration
@@ -106,9 +110,24 @@ public final class BlueZTransport: MeterTransport {
             self.logger.warning("Subscribing to BlueZ failed: \(error.message)")
             return
         }
-        self.state.withLock { $0.connection = connection }
+        let (kicks, kick) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        self.state.withLock {
+            $0.connection = connection
+            $0.discoveryKick = kick
+        }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await connection.waitUntilDisconnected() }
+            group.addTask {
+                // Discovery follows the adapter: started when it appears or powers on while wanted.
+                for await _ in kicks {
+                    guard self.state.withLock({ $0.discoveryWanted && $0.bluezPresent }) else { continue }
+                    do throws(TransportError) {
+                        try await self.applyDiscovery(true)
+                    } catch {
+                        self.logger.warning("Starting discovery failed: \(error.message)")
+                    }
+                }
+            }
             group.addTask { for await signal in signals { self.apply(signal) } }
             group.addTask { for await call in agent.calls { self.agentCall(call) } }
             group.addTask {
@@ -121,8 +140,12 @@ public final class BlueZTransport: MeterTransport {
             _ = await group.next()
             group.cancelAll()
         }
+        kick.finish()
         agent.unexport()
-        self.state.withLock { $0.connection = nil }
+        self.state.withLock {
+            $0.connection = nil
+            $0.discoveryKick = nil
+        }
     }
 
     /// org.bluez appeared (bluetoothd started or restarted): reload everything and register again.
@@ -158,11 +181,9 @@ public final class BlueZTransport: MeterTransport {
                 destination: "org.bluez", path: "/org/bluez", interface: "org.bluez.AgentManager1",
                 method: "RequestDefaultAgent", arguments: [.objectPath(self.configuration.agentPath)],
                 timeout: self.configuration.callTimeout)
+            self.logger.info("Pairing agent registered at \(self.configuration.agentPath) (KeyboardDisplay).")
         } catch {
             self.logger.warning("Registering the pairing agent failed: \(error.message)")
-        }
-        if self.state.withLock({ $0.discoveryWanted && $0.generation == generation }) {
-            try? await self.applyDiscovery(true)
         }
     }
 
@@ -205,6 +226,9 @@ public final class BlueZTransport: MeterTransport {
         if adapter != state.adapterState {
             state.adapterState = adapter
             events.append(.adapter(adapter))
+            if adapter.present, adapter.powered, !adapter.discovering, state.discoveryWanted {
+                state.discoveryKick?.yield()
+            }
         }
         let adapterPath = state.mirror.adapterPath(preferred: self.configuration.adapter)
         let meters = adapterPath == nil ? [] : state.mirror.meterPaths(adapter: adapterPath)
@@ -286,7 +310,20 @@ public final class BlueZTransport: MeterTransport {
                         state.resolvedWaiters.removeValue(forKey: path)
                         waiters = Array(pending.values)
                     }
-                    events += self.refresh(&state)
+                    let refreshed = self.refresh(&state)
+                    events += refreshed
+                    // An advertisement received (RSSI or advertising data updated) from a known meter that
+                    // is not connected: the meter woke up, so announce it again (the engine's cooldown
+                    // keeps this from syncing more often than it should).
+                    let advertised = ["RSSI", "ManufacturerData", "ServiceData"].contains { changed[$0] != nil }
+                    if advertised, state.announced[path] != nil,
+                        state.mirror.properties(path, ObjectMirror.deviceInterface)?["Connected"]?.bool != true,
+                        let advertisement = state.mirror.advertisement(path),
+                        !refreshed.contains(.meterAppeared(advertisement))
+                    {
+                        state.announced[path] = advertisement.rssi
+                        events.append(.meterAppeared(advertisement))
+                    }
                 default:
                     events = self.refresh(&state)
                 }
@@ -420,14 +457,70 @@ public final class BlueZTransport: MeterTransport {
         }
     }
 
+    /// Pairs with the meter and marks it trusted. A second call while a pairing of the same meter is
+    /// in flight (an automatic sync paired first, then `sugarctl pair`) waits for that pairing's
+    /// outcome instead of starting another one.
     public func pair(_ meter: MeterID) async throws(TransportError) {
         let device = try self.devicePath(meter)
+        let id = self.state.withLock { state -> UInt64? in
+            guard state.pairings[device] != nil else {
+                state.pairings[device] = [:]
+                return nil
+            }
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
+        if let id {
+            self.logger.info("Pairing with \(meter) is already in progress; waiting for it.")
+            if let error = await self.joinPairing(device, id: id) { throw error }
+            return
+        }
+        var failure: TransportError?
         do {
             _ = try await self.call(
                 device, ObjectMirror.deviceInterface, "Pair", timeout: self.configuration.pairTimeout,
                 what: "Pairing with \(meter)")
         } catch let error where error.message.contains("org.bluez.Error.AlreadyExists") {
-            return
+            // Bonded already.
+        } catch {
+            failure = error
+        }
+        if failure == nil {
+            // Trusted lets the meter reconnect without the agent being asked for authorization.
+            do {
+                _ = try await self.call(
+                    device, "org.freedesktop.DBus.Properties", "Set",
+                    [.string(ObjectMirror.deviceInterface), .string("Trusted"), .variant(.bool(true))],
+                    what: "Marking \(meter) trusted")
+            } catch {
+                self.logger.warning(error.message)
+            }
+            self.logger.notice("Paired with \(meter).")
+        }
+        let waiters = self.state.withLock { $0.pairings.removeValue(forKey: device) ?? [:] }
+        for waiter in waiters.values { waiter.resume(returning: failure) }
+        if let failure { throw failure }
+    }
+
+    /// Waits for the pairing in flight on `device`; its error, or nil when it paired.
+    private func joinPairing(_ device: String, id: UInt64) async -> TransportError? {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<TransportError?, Never>) in
+                let outcome = self.state.withLock { state -> TransportError?? in
+                    guard !Task.isCancelled else { return .some(TransportError(.cancelled, "Pairing was cancelled.")) }
+                    guard state.pairings[device] != nil else {
+                        // It ended between the check and now: the bond tells how.
+                        let paired = state.mirror.properties(device, ObjectMirror.deviceInterface)?["Paired"]?.bool
+                        return .some(paired == true ? nil : TransportError(.authenticationFailed, "The pairing in progress failed."))
+                    }
+                    state.pairings[device]?[id] = continuation
+                    return .none
+                }
+                if case .some(let outcome) = outcome { continuation.resume(returning: outcome) }
+            }
+        } onCancel: {
+            let waiter = self.state.withLock { $0.pairings[device]?.removeValue(forKey: id) }
+            waiter?.resume(returning: TransportError(.cancelled, "Pairing was cancelled."))
         }
     }
 
@@ -461,6 +554,16 @@ public final class BlueZTransport: MeterTransport {
         async throws(TransportError)
     {
         let path = try self.characteristicPath(characteristic, meter)
+        let notifying = self.state.withLock {
+            $0.mirror.properties(path, ObjectMirror.characteristicInterface)?["Notifying"]?.bool == true
+        }
+        if enabled, notifying {
+            // Enabling again (the meter answered ATT 0x81 "CCCD improperly configured"): BlueZ only writes
+            // the CCCD when the first subscriber starts, so stop and start to make it write it again.
+            _ = try? await self.call(
+                path, ObjectMirror.characteristicInterface, "StopNotify",
+                what: "Disabling notifications of \(characteristic) on \(meter)")
+        }
         _ = try await self.call(
             path, ObjectMirror.characteristicInterface, enabled ? "StartNotify" : "StopNotify",
             what: "\(enabled ? "Enabling" : "Disabling") notifications of \(characteristic) on \(meter)")

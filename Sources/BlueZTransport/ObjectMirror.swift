@@ -53,13 +53,15 @@ struct ObjectMirror {
 
     // MARK: Adapters
 
-    /// The adapter to use: the configured one (`hci0`), else the first in path order.
+    /// The adapter to use: the configured one (`hci0`), else the first powered one in path order,
+    /// else the first one.
     func adapterPath(preferred name: String?) -> String? {
         if let name {
             let path = "/org/bluez/" + name
             return self.objects[path]?[Self.adapterInterface] != nil ? path : nil
         }
-        return self.objects.keys.filter { self.objects[$0]?[Self.adapterInterface] != nil }.sorted().first
+        let adapters = self.objects.keys.filter { self.objects[$0]?[Self.adapterInterface] != nil }.sorted()
+        return adapters.first { self.objects[$0]?[Self.adapterInterface]?["Powered"]?.bool == true } ?? adapters.first
     }
 
     func adapterState(preferred name: String?) -> AdapterState {

@@ -475,7 +475,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                     last = state.pairing
                     first = false
                 }
-                if first || state.pairing == last { continue }
+                // The snapshot counts when the meter already waits for its passkey (a sync started pairing).
+                if state.pairing == last || (first && state.pairing != .waitingForPasskey) { continue }
                 switch state.pairing {
                 case .pairing, .waitingForPasskey, .failed:
                     var reply: JSONObject = ["meter": .string(meter.rawValue), "state": .string(state.pairing.rawValue)]

@@ -33,7 +33,21 @@ public enum DaemonAssembly {
         }
         let transport = BlueZTransport(
             configuration: BlueZTransportConfiguration(adapter: config.adapter), logger: logger)
-        return DaemonParts(transport: transport, background: { _ in await transport.run() })
+        let background: @Sendable (DaemonRuntime) async -> Void = { runtime in
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await transport.run() }
+                group.addTask {
+                    // Meters are expected all the time: LE discovery filtered on the Glucose service stays
+                    // on. When BlueZ or the adapter is not there yet, the transport starts it when they are.
+                    do throws(TransportError) {
+                        try await transport.setDiscovery(true)
+                    } catch {
+                        runtime.logger.notice("discovery starts when the adapter is available: \(error.message)")
+                    }
+                }
+            }
+        }
+        return DaemonParts(transport: transport, background: background)
     }
 
     static func demo(config: DaemonConfig, logger: Logger) -> DaemonParts {

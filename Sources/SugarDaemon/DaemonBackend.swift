@@ -1,3 +1,4 @@
+import GlucoseStore
 import HealthDataSync
 import SugarAPI
 
@@ -80,12 +81,25 @@ public struct DaemonBackend: SugarBackend {
         guard try await self.isKnown(meter) else {
             throw SugarAPIError(.meterNotFound, "no meter \(meter) is known", subject: meter.rawValue)
         }
-        self.models.model(for: meter)?.update { $0.pairing = .pairing }
+        // A sync may already be pairing and waiting for the passkey: keep that state visible, the
+        // transport joins the pairing in flight.
+        self.models.model(for: meter)?.update { if $0.pairing != .waitingForPasskey { $0.pairing = .pairing } }
         do {
             try await self.engine.pair(meter: meter)
-            self.models.model(for: meter)?.update { $0.pairing = .paired }
+            self.models.model(for: meter)?.update { state in
+                state.pairing = .paired
+                if let code = state.lastError?.code, Self.pairingErrorCodes.contains(code) { state.lastError = nil }
+            }
         } catch {
-            self.models.model(for: meter)?.update { $0.pairing = .failed }
+            let code: SyncFailure.Code = error.code == .authenticationFailed ? .pairingFailed : .pairingRequired
+            let failure = SyncFailure(code, "Pairing with \(meter) failed: \(error.message)")
+            let reported = ReportedError(
+                code: code.rawValue, message: failure.message, hint: ModelBridge.hint(for: failure, meter: meter),
+                at: systemNow(), meter: meter)
+            self.models.model(for: meter)?.update { state in
+                state.pairing = .failed
+                state.lastError = reported
+            }
             switch error.code {
             case .adapterUnavailable: throw SugarAPIError(.adapterUnavailable, error.message)
             case .meterNotFound: throw SugarAPIError(.meterNotFound, error.message, subject: meter.rawValue)
@@ -105,6 +119,10 @@ public struct DaemonBackend: SugarBackend {
             throw SugarAPIError(.pairingFailed, error.message, subject: meter.rawValue)
         }
     }
+
+    private static let pairingErrorCodes: Set<String> = [
+        SyncFailure.Code.pairingFailed.rawValue, SyncFailure.Code.pairingRequired.rawValue,
+    ]
 
     private func isKnown(_ meter: MeterID) async throws(SugarAPIError) -> Bool {
         if self.models.model(for: meter) != nil { return true }

@@ -22,8 +22,8 @@ import GlucoseProfile
 ///   operand is repeated once as "all records".
 /// - ATT 0x80/0xFE (procedure already in progress) on a RACP write: abort, pause, retry once.
 /// - ATT 0x81/0xFD (CCCD improperly configured): re-enable RACP indications, retry once.
-/// - Authentication errors (``TransportError/Code/authenticationRequired``, ATT 0x05/0x08/0x0F):
-///   pair once, then redo the operation.
+/// - Authentication errors (``TransportError/Code/authenticationRequired``, ATT 0x05/0x08/0x0F, and
+///   ``TransportError/Code/authenticationFailed`` outside pairing): pair once, then redo the operation.
 /// - The meter disconnecting before the RACP response ends the attempt as `interrupted`.
 /// - ``SyncEvent/abort(reason:)`` writes `03 00` when a RACP procedure is in flight.
 ///
@@ -566,11 +566,13 @@ public struct SyncStateMachine: Sendable {
             self.end(SyncFailure(.aborted, "Sync of \(self.context.meter) was cancelled during \(self.phase.name)."), now, &out)
             return
         }
-        if error.code == .authenticationFailed {
+        if error.code == .authenticationFailed, op == .pair {
             self.end(SyncFailure(.pairingFailed, "\(self.context.meter) rejected the bond: \(error.message)"), now, &out)
             return
         }
-        if Self.needsPairing(error) {
+        // AuthenticationFailed outside Pair (a connect or read with a bond the meter no longer has)
+        // means the meter has to be paired again.
+        if Self.needsPairing(error) || error.code == .authenticationFailed {
             guard !self.pairingUsed, op != .pair else {
                 self.end(SyncFailure(.pairingRequired, "\(self.context.meter) still requires pairing: \(error.message)", attError: error.attError), now, &out)
                 return

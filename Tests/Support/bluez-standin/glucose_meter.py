@@ -21,6 +21,8 @@ Control methods on org.bluez.Mock at / (besides bluez5's AddAdapter, AddDevice, 
     SetGlucoseMeterInRange(s address, b in_range)   out of range: Connect fails, RSSI removed
     SetGlucoseMeterOptions(s address, s options_json)  merge options into the meter's options
     GetGlucoseMeterState(s address) -> s json       counters and flags for assertions
+    GetAgentState() -> s json                       agent registrations: {"registrations": [[path, capability,
+                                                    sender], ...], "default_agent": path or null}
 
 Meter options (JSON object):
     records: [[measurement_hex, context_hex_or_null], ...]  stored records, oldest first
@@ -34,6 +36,7 @@ Meter options (JSON object):
     pin: "123456"            the passkey the agent must return from RequestPasskey
     enforce_cccd: true       RACP write before StartNotify on 0x2A52 fails with ATT error 0x81
     racp_att_error: null     every RACP write fails with this ATT error code (e.g. 129 = 0x81)
+    racp_att_error_count: null  only the first N RACP writes fail with racp_att_error (null: all of them)
     busy_writes: 0           the first N RACP writes fail with ATT error 0x80 (procedure already in progress)
     disconnect_after_records: null  the meter drops the link after sending K records of a report
     record_interval_ms: 0    0: records are notified inside WriteValue, before its reply (as dbusmock does);
@@ -81,6 +84,7 @@ DEFAULT_OPTIONS = {
     'pin': '123456',
     'enforce_cccd': True,
     'racp_att_error': None,
+    'racp_att_error_count': None,
     'busy_writes': 0,
     'disconnect_after_records': None,
     'record_interval_ms': 0,
@@ -125,6 +129,7 @@ class Meter:
         self.report_sent = 0          # records sent in the current report
         self.transfer = None          # pending asynchronous report (GLib source id), if any
         self.busy_left = int(self.options.get('busy_writes') or 0)
+        self.att_errors_sent = 0      # RACP writes failed with racp_att_error so far
         self.counters = {'racp_writes': 0, 'records_sent': 0, 'pair_attempts': 0, 'passkeys': [],
                          'connects': 0, 'start_notify': {}, 'aborts': 0}
 
@@ -325,7 +330,10 @@ def racp_write(meter, obj, request):
     opts = meter.options
     meter.counters['racp_writes'] += 1
     if opts.get('racp_att_error') is not None:
-        raise att_error(int(opts['racp_att_error']))
+        limit = opts.get('racp_att_error_count')
+        if limit is None or meter.att_errors_sent < int(limit):
+            meter.att_errors_sent += 1
+            raise att_error(int(opts['racp_att_error']))
     if meter.busy_left > 0:
         meter.busy_left -= 1
         raise att_error(0x80)
@@ -583,12 +591,23 @@ def SetGlucoseMeterOptions(self, address, options_json):
         meter.records = [Meter._record(r) for r in options['records']]
     if 'busy_writes' in options:
         meter.busy_left = int(options['busy_writes'] or 0)
+    if 'racp_att_error' in options or 'racp_att_error_count' in options:
+        meter.att_errors_sent = 0
 
 
 @dbus.service.method(MOCK_IFACE, in_signature='s', out_signature='s')
 def GetGlucoseMeterState(self, address):
     '''JSON with the meter's flags and counters (racp_writes, records_sent, passkeys, start_notify, ...).'''
     return json.dumps(find_meter(address).state())
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='', out_signature='s')
+def GetAgentState(self):
+    '''JSON with every RegisterAgent call since start ([path, capability, sender]) and the default agent.'''
+    manager = mockobject.objects['/org/bluez']
+    agent = getattr(manager, 'default_agent', None)
+    return json.dumps({'registrations': getattr(manager, 'agent_registrations', []),
+                       'default_agent': str(agent) if agent else None})
 
 
 def load(mock, parameters):
@@ -603,9 +622,11 @@ def load(mock, parameters):
     def RegisterAgent(manager, agent_path, capability, sender=None):
         bluez5.RegisterAgent(manager, agent_path, capability)
         manager.agent_senders[str(agent_path)] = str(sender)
+        manager.agent_registrations.append([str(agent_path), str(capability), str(sender)])
 
     manager = mockobject.objects['/org/bluez']
     manager.agent_senders = {}
+    manager.agent_registrations = []
     # dbusmock dispatches through each object's `methods` table (entry 3 is the callable dbus-python runs).
     manager.methods[AGENT_MANAGER_IFACE]['RegisterAgent'] = ('os', '', '', RegisterAgent)
 
