@@ -29,8 +29,13 @@ struct DaemonOverBlueZTests {
 
             // LE discovery, filtered on the Glucose service, runs while meters are expected.
             let filters = try await rig.methodCalls("/org/bluez/hci0", "SetDiscoveryFilter")
-            let uuids = filters.compactMap { $0.array?.last?.array?.first?.dictionary?["UUIDs"]?.strings }
-            #expect(uuids.contains { $0.contains(glucoseService) }, "SetDiscoveryFilter calls: \(filters)")
+            // Each logged call is (timestamp, [filter]); the filter a{sv} holds UUIDs and Transport.
+            let arguments = filters.compactMap { call -> [String: DBusValue]? in
+                guard case .structure(let fields) = call, fields.count == 2 else { return nil }
+                return fields[1].array?.first?.dictionary
+            }
+            #expect(arguments.contains { $0["UUIDs"]?.strings == [glucoseService] }, "SetDiscoveryFilter calls: \(filters)")
+            #expect(arguments.contains { $0["Transport"]?.string == "le" })
             #expect(try await rig.methodCalls("/org/bluez/hci0", "StartDiscovery").count >= 1)
             try await rig.waitUntil("the adapter shows discovering") {
                 try await rig.state()["adapter"]?["discovering"]?.boolValue == true
@@ -296,6 +301,7 @@ struct DaemonOverBlueZTests {
                 try await rig.state()["adapter"]?["present"]?.boolValue == false
             }
             #expect(rig.daemonRunning)
+            try await Task.sleep(for: .milliseconds(1200))  // past the 1 s cooldown of the last sync
             // Plug back: discovery restarts and the meter syncs its new reading.
             try await rig.mock("AddAdapter", [.string("hci0"), .string("sugard-test")])
             try await rig.mock(
