@@ -280,6 +280,28 @@ struct DaemonOverBlueZTests {
         }
     }
 
+    @Test("without an adapter setting the first powered adapter is used")
+    func firstPoweredAdapter() async throws {
+        let stored = records(1...2)
+        try await withRig(standIn: standIn([]), daemon: false) { rig in
+            // hci0 is off; the meter is near hci1.
+            _ = try await rig.bluez(
+                "/org/bluez/hci0", "org.freedesktop.DBus.Mock", "UpdateProperties",
+                [.string("org.bluez.Adapter1"), .vardict(["Powered": .bool(false)])])
+            try await rig.mock("AddAdapter", [.string("hci1"), .string("second")])
+            try await rig.mock(
+                "AddGlucoseMeter",
+                [.string("hci1"), .string(meterA), .string("Test Meter"), .string(#"{"records": \#(recordsJSON(stored))}"#)])
+            try await rig.startDaemon()
+            expectStored(try await rig.waitForReadings(meterA, count: 2), match: stored, meter: meterA)
+            let adapter = try await rig.state()["adapter"]
+            #expect(adapter?["name"]?.stringValue == "hci1")
+            #expect(adapter?["powered"]?.boolValue == true)
+            #expect(try await rig.methodCalls("/org/bluez/hci1", "StartDiscovery").count >= 1)
+            #expect(try await rig.methodCalls("/org/bluez/hci0", "StartDiscovery").isEmpty)
+        }
+    }
+
     @Test("a meter that advertises again syncs again; an adapter unplugged and plugged back works")
     func advertisingAndAdapterReplug() async throws {
         let first = records(1...2)

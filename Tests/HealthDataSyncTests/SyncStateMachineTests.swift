@@ -320,6 +320,20 @@ struct Harness {
         #expect(failure.code == .pairingFailed)
     }
 
+    @Test func authenticationFailedOutsidePairingMeansPairAgain() {
+        // A bond the meter no longer has: BlueZ answers Connect (or a read) with AuthenticationFailed.
+        var h = Harness(highWater: nil)
+        h.send(.start)
+        #expect(h.send(.connectFailed(TransportError(.authenticationFailed, "bond lost"))) == ["pair", "startTimer(operation, 120.0)"])
+        #expect(h.sm.phase == .pairing)
+        // Failing again after pairing: "pairing needed", not a wrong PIN.
+        h.send(.paired)
+        _ = h.send(.connectFailed(TransportError(.authenticationFailed, "still")))
+        _ = h.close()
+        guard case .failed(let failure) = h.sm.phase else { Issue.record("not failed"); return }
+        #expect(failure.code == .pairingRequired)
+    }
+
     @Test func contextsJoinBySequenceNumberInEitherOrder() throws {
         var h = Harness(highWater: nil)
         h.toCounting()

@@ -297,9 +297,11 @@ def char_start_notify(self):
     if 'notify' not in flags and 'indicate' not in flags:
         raise dbus.exceptions.DBusException('Operation is not supported', name=ERR + 'NotSupported')
     key = f'{self.gatt_uuid:04x}'
+    if self.props[CHAR_IFACE]['Notifying']:
+        # Like bluetoothd: the same client subscribing again is refused and the CCCD is not rewritten.
+        raise dbus.exceptions.DBusException('Operation already in progress', name=ERR + 'InProgress')
     meter.counters['start_notify'][key] = meter.counters['start_notify'].get(key, 0) + 1
-    if not self.props[CHAR_IFACE]['Notifying']:
-        self.UpdateProperties(CHAR_IFACE, {'Notifying': dbus.Boolean(True)})
+    self.UpdateProperties(CHAR_IFACE, {'Notifying': dbus.Boolean(True)})
 
 
 def char_stop_notify(self):
