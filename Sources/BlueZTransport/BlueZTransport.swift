@@ -58,6 +58,11 @@ public final class BlueZTransport: MeterTransport {
         var pairings: [String: [UInt64: CheckedContinuation<TransportError?, Never>]] = [:]
         /// Wakes the session's discovery task (the adapter appeared, powered on or stopped discovering).
         var discoveryKick: AsyncStream<Void>.Continuation?
+        /// While the GetManagedObjects reply is awaited, signals wait here and are applied on top of
+        /// the loaded tree: the reply is consumed by another task than the signals, so applying them
+        /// directly could let an older snapshot overwrite newer signals (a meter's GATT objects).
+        var loading = false
+        var deferredSignals: [DBusSignal] = []
     }
 
     private let configuration: BlueZTransportConfiguration
@@ -153,23 +158,31 @@ public final class BlueZTransport: MeterTransport {
         let generation = self.state.withLock { state -> UInt64 in
             state.generation += 1
             state.bluezPresent = true
+            state.loading = true
+            state.deferredSignals = []
             return state.generation
         }
         self.logger.info("BlueZ is on the bus as \(owner).")
-        let objects: [DBusValue]
+        var objects: [DBusValue] = []
         do {
             objects = try await connection.call(
                 destination: "org.bluez", path: "/", interface: "org.freedesktop.DBus.ObjectManager",
                 method: "GetManagedObjects", timeout: self.configuration.callTimeout)
         } catch {
             self.logger.warning("GetManagedObjects failed: \(error.message)")
-            return
         }
+        var waiters: [CheckedContinuation<Bool, Never>] = []
         let events = self.state.withLock { state -> [TransportEvent] in
-            guard state.generation == generation, let tree = objects.first else { return [] }
-            state.mirror.load(tree)
-            return self.refresh(&state)
+            guard state.generation == generation else { return [] }
+            if let tree = objects.first { state.mirror.load(tree) }
+            state.loading = false
+            var events = self.refresh(&state)
+            let deferred = state.deferredSignals
+            state.deferredSignals = []
+            for signal in deferred { events += self.applyLocked(signal, &state, &waiters) }
+            return events
         }
+        for waiter in waiters { waiter.resume(returning: true) }
         self.emit(events)
         do {
             _ = try await connection.call(
@@ -203,6 +216,8 @@ public final class BlueZTransport: MeterTransport {
             }
             state.mirror.removeAll()
             state.announced = [:]
+            state.loading = false
+            state.deferredSignals = []
             if wasPresent || state.adapterState != .absent {
                 state.adapterState = .absent
                 events.append(.adapter(.absent))
@@ -273,67 +288,79 @@ public final class BlueZTransport: MeterTransport {
         var waiters: [CheckedContinuation<Bool, Never>] = []
         let events = self.state.withLock { state -> [TransportEvent] in
             guard state.bluezPresent else { return [] }
-            var events: [TransportEvent] = []
-            switch (signal.interface, signal.member) {
-            case ("org.freedesktop.DBus.ObjectManager", "InterfacesAdded"):
-                guard signal.arguments.count == 2, let path = signal.arguments[0].string else { return [] }
-                state.mirror.add(path: path, interfaces: signal.arguments[1])
-                events = self.refresh(&state)
-            case ("org.freedesktop.DBus.ObjectManager", "InterfacesRemoved"):
-                guard signal.arguments.count == 2, let path = signal.arguments[0].string,
-                    let interfaces = signal.arguments[1].strings
-                else { return [] }
-                state.mirror.remove(path: path, interfaces: interfaces)
-                events = self.refresh(&state)
-            case ("org.freedesktop.DBus.Properties", "PropertiesChanged"):
-                guard signal.arguments.count >= 2, let interface = signal.arguments[0].string,
-                    let changed = signal.arguments[1].dictionary
-                else { return [] }
-                let invalidated = signal.arguments.count > 2 ? signal.arguments[2].strings ?? [] : []
-                let path = signal.path
-                let wasConnected = state.mirror.properties(path, ObjectMirror.deviceInterface)?["Connected"]?.bool
-                guard state.mirror.update(path: path, interface: interface, changed: changed, invalidated: invalidated)
-                else { return [] }
-                switch interface {
-                case ObjectMirror.characteristicInterface:
-                    if let value = changed["Value"]?.bytes, let owner = state.mirror.owner(ofCharacteristic: path),
-                        state.announced[owner.device] != nil
-                    {
-                        events.append(.value(MeterID(rawValue: owner.device), owner.uuid, value))
-                    }
-                case ObjectMirror.deviceInterface:
-                    let meter = MeterID(rawValue: path)
-                    if changed["Connected"]?.bool == false, wasConnected == true, state.announced[path] != nil {
-                        events.append(.disconnected(meter, reason: nil))
-                    }
-                    if changed["ServicesResolved"]?.bool == true, let pending = state.resolvedWaiters[path] {
-                        state.resolvedWaiters.removeValue(forKey: path)
-                        waiters = Array(pending.values)
-                    }
-                    let refreshed = self.refresh(&state)
-                    events += refreshed
-                    // An advertisement received (RSSI or advertising data updated) from a known meter that
-                    // is not connected: the meter woke up, so announce it again (the engine's cooldown
-                    // keeps this from syncing more often than it should).
-                    let advertised = ["RSSI", "ManufacturerData", "ServiceData"].contains { changed[$0] != nil }
-                    if advertised, state.announced[path] != nil,
-                        state.mirror.properties(path, ObjectMirror.deviceInterface)?["Connected"]?.bool != true,
-                        let advertisement = state.mirror.advertisement(path),
-                        !refreshed.contains(.meterAppeared(advertisement))
-                    {
-                        state.announced[path] = advertisement.rssi
-                        events.append(.meterAppeared(advertisement))
-                    }
-                default:
-                    events = self.refresh(&state)
-                }
-            default:
-                break
+            if state.loading {
+                state.deferredSignals.append(signal)
+                return []
             }
-            return events
+            return self.applyLocked(signal, &state, &waiters)
         }
         for waiter in waiters { waiter.resume(returning: true) }
         self.emit(events)
+    }
+
+    /// Applies one BlueZ signal to the mirror (the caller holds the lock); the events it causes.
+    /// ServicesResolved waiters to resume (with true) are added to `waiters`.
+    private func applyLocked(
+        _ signal: DBusSignal, _ state: inout State, _ waiters: inout [CheckedContinuation<Bool, Never>]
+    ) -> [TransportEvent] {
+        var events: [TransportEvent] = []
+        switch (signal.interface, signal.member) {
+        case ("org.freedesktop.DBus.ObjectManager", "InterfacesAdded"):
+            guard signal.arguments.count == 2, let path = signal.arguments[0].string else { return [] }
+            state.mirror.add(path: path, interfaces: signal.arguments[1])
+            events = self.refresh(&state)
+        case ("org.freedesktop.DBus.ObjectManager", "InterfacesRemoved"):
+            guard signal.arguments.count == 2, let path = signal.arguments[0].string,
+                let interfaces = signal.arguments[1].strings
+            else { return [] }
+            state.mirror.remove(path: path, interfaces: interfaces)
+            events = self.refresh(&state)
+        case ("org.freedesktop.DBus.Properties", "PropertiesChanged"):
+            guard signal.arguments.count >= 2, let interface = signal.arguments[0].string,
+                let changed = signal.arguments[1].dictionary
+            else { return [] }
+            let invalidated = signal.arguments.count > 2 ? signal.arguments[2].strings ?? [] : []
+            let path = signal.path
+            let wasConnected = state.mirror.properties(path, ObjectMirror.deviceInterface)?["Connected"]?.bool
+            guard state.mirror.update(path: path, interface: interface, changed: changed, invalidated: invalidated)
+            else { return [] }
+            switch interface {
+            case ObjectMirror.characteristicInterface:
+                if let value = changed["Value"]?.bytes, let owner = state.mirror.owner(ofCharacteristic: path),
+                    state.announced[owner.device] != nil
+                {
+                    events.append(.value(MeterID(rawValue: owner.device), owner.uuid, value))
+                }
+            case ObjectMirror.deviceInterface:
+                let meter = MeterID(rawValue: path)
+                if changed["Connected"]?.bool == false, wasConnected == true, state.announced[path] != nil {
+                    events.append(.disconnected(meter, reason: nil))
+                }
+                if changed["ServicesResolved"]?.bool == true, let pending = state.resolvedWaiters[path] {
+                    state.resolvedWaiters.removeValue(forKey: path)
+                    waiters += pending.values
+                }
+                let refreshed = self.refresh(&state)
+                events += refreshed
+                // An advertisement received (RSSI or advertising data updated) from a known meter that
+                // is not connected: the meter woke up, so announce it again (the engine's cooldown
+                // keeps this from syncing more often than it should).
+                let advertised = ["RSSI", "ManufacturerData", "ServiceData"].contains { changed[$0] != nil }
+                if advertised, state.announced[path] != nil,
+                    state.mirror.properties(path, ObjectMirror.deviceInterface)?["Connected"]?.bool != true,
+                    let advertisement = state.mirror.advertisement(path),
+                    !refreshed.contains(.meterAppeared(advertisement))
+                {
+                    state.announced[path] = advertisement.rssi
+                    events.append(.meterAppeared(advertisement))
+                }
+            default:
+                events = self.refresh(&state)
+            }
+        default:
+            break
+        }
+        return events
     }
 
     // MARK: The pairing agent (org.bluez.Agent1)

@@ -84,6 +84,8 @@ public struct DaemonBackend: SugarBackend {
         // A sync may already be pairing and waiting for the passkey: keep that state visible, the
         // transport joins the pairing in flight.
         self.models.model(for: meter)?.update { if $0.pairing != .waitingForPasskey { $0.pairing = .pairing } }
+        // When a sync is pairing, its failure reports the error (once); this call only follows it.
+        let duringSync = await self.engine.isSyncing(meter)
         do {
             try await self.engine.pair(meter: meter)
             self.models.model(for: meter)?.update { state in
@@ -92,13 +94,13 @@ public struct DaemonBackend: SugarBackend {
             }
         } catch {
             let code: SyncFailure.Code = error.code == .authenticationFailed ? .pairingFailed : .pairingRequired
-            let failure = SyncFailure(code, "Pairing with \(meter) failed: \(error.message)")
+            let failure = SyncFailure(code, error.message)
             let reported = ReportedError(
                 code: code.rawValue, message: failure.message, hint: ModelBridge.hint(for: failure, meter: meter),
                 at: systemNow(), meter: meter)
             self.models.model(for: meter)?.update { state in
                 state.pairing = .failed
-                state.lastError = reported
+                if !duringSync { state.lastError = reported }
             }
             switch error.code {
             case .adapterUnavailable: throw SugarAPIError(.adapterUnavailable, error.message)

@@ -95,13 +95,22 @@ struct DaemonOverBlueZTests {
             #expect(model?["lastError"]?["hint"]?.stringValue?.contains("sugarctl pair \(meterA)") == true)
             #expect(try await rig.readings(meterA).isEmpty)
 
+            // Wrong again, now outside a sync: the pairing call itself reports the failure and the hint.
+            let again = try await rig.sugarctl(["pair", meterA, "--pin", "111111"])
+            #expect(again.status == 1, "wrong PIN again: \(again.stdout) \(again.stderr)")
+            #expect(again.stderr.contains("AuthenticationFailed"))
+            let failedAgain = try await rig.meter(meterA)
+            #expect(failedAgain?["pairing"]?.stringValue == "failed")
+            #expect(failedAgain?["lastError"]?["message"]?.stringValue?.contains("AuthenticationFailed") == true)
+            #expect(failedAgain?["lastError"]?["hint"]?.stringValue?.contains("sugarctl pair \(meterA)") == true)
+
             // Retry with the right PIN.
             let right = try await rig.sugarctl(["pair", meterA, "--pin", "123456"])
             #expect(right.status == 0, "right PIN: \(right.stdout) \(right.stderr)\n\(rig.daemonLog)")
             #expect(right.stdout.contains("Paired with"))
             let state = try await rig.meterState(meterA)
             #expect(state["paired"]?.boolValue == true)
-            #expect(state["passkeys"] == [0, 123_456])
+            #expect(state["passkeys"] == [0, 111_111, 123_456])
             #expect(try await rig.deviceProperty(meterA, "Trusted")?.bool == true)
             try await rig.waitUntil("the model says paired") {
                 try await rig.meter(meterA)?["pairing"]?.stringValue == "paired"

@@ -173,7 +173,9 @@ public struct SyncStateMachine: Sendable {
             if error.code == .disconnected || error.code == .notConnected {
                 self.operationFailed(.pair, error, now, &out)
             } else {
-                self.end(SyncFailure(.pairingFailed, "Pairing with \(self.context.meter) failed: \(error.message)"), now, &out)
+                // BlueZ's errors already say "Pairing with <meter> failed: ..."; don't say it twice.
+                let message = error.message.hasPrefix("Pairing") ? error.message : "Pairing with \(self.context.meter) failed: \(error.message)"
+                self.end(SyncFailure(.pairingFailed, message), now, &out)
             }
 
         case .readCompleted(let uuid, let bytes):
