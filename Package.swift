@@ -36,42 +36,45 @@ let package = Package(
         // Counts malloc calls for sugar-bench (interposes the allocator; linked into sugar-bench only).
         .target(name: "CMallocCounter"),
 
+        // A pthread-backed lock ThreadSanitizer can see (Synchronization.Mutex is invisible to it on Linux).
+        .target(name: "Locking", swiftSettings: strict),
+
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
         .target(name: "GlucoseProfile", dependencies: ["JSON"], swiftSettings: strict),
-        .target(name: "HealthDataSync", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
+        .target(name: "HealthDataSync", dependencies: ["Locking", "GlucoseProfile", "JSON"], swiftSettings: strict),
 
         // btsnoop / HCI / L2CAP / ATT / GATT capture reading (Glibc for streaming file I/O).
         .target(name: "PacketCapture", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
         // Meter simulator and the MeterTransport that plays captures or simulators as live meters.
         .target(
-            name: "ReplayTransport", dependencies: ["PacketCapture", "HealthDataSync", "GlucoseProfile", "JSON"],
+            name: "ReplayTransport", dependencies: ["Locking", "PacketCapture", "HealthDataSync", "GlucoseProfile", "JSON"],
             swiftSettings: strict),
         // SQLite storage: the only importer of CSQLite.
         .target(name: "GlucoseStore", dependencies: ["HealthDataSync", "CSQLite"], swiftSettings: strict),
         // Generic Varlink over Unix sockets (stdlib, Glibc, Synchronization, JSON).
-        .target(name: "Varlink", dependencies: ["JSON", "CLinuxIO"], swiftSettings: strict),
+        .target(name: "Varlink", dependencies: ["Locking", "JSON", "CLinuxIO"], swiftSettings: strict),
 
         // libdbus wrapper: the only importer of CDBus (Glibc allowed, no Foundation).
-        .target(name: "DBus", dependencies: ["CDBus"], swiftSettings: strict),
+        .target(name: "DBus", dependencies: ["Locking", "CDBus"], swiftSettings: strict),
         // MeterTransport over BlueZ: object manager mirror, GATT, pairing agent, bluetoothd restarts.
-        .target(name: "BlueZTransport", dependencies: ["DBus", "HealthDataSync"], swiftSettings: strict),
+        .target(name: "BlueZTransport", dependencies: ["Locking", "DBus", "HealthDataSync"], swiftSettings: strict),
 
         // The io.sugard.HealthDataSync interface: its description, types, handlers and exports.
         .target(
-            name: "SugarAPI", dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "Varlink"],
+            name: "SugarAPI", dependencies: ["Locking", "GlucoseProfile", "HealthDataSync", "JSON", "Varlink"],
             exclude: ["io.sugard.HealthDataSync.varlink"], swiftSettings: strict),
 
         // Composition: config, services, signals, sd_notify, logging.
         .target(
             name: "SugarDaemon",
-            dependencies: [
+            dependencies: ["Locking", 
                 "HealthDataSync", "JSON", "SugarAPI", "GlucoseStore", "Varlink", "ReplayTransport", "BlueZTransport",
                 "GlucoseProfile", "PacketCapture",
             ], swiftSettings: strict),
 
         // Benchmark bodies (Glibc for VmHWM only), run by sugar-bench.
-        .target(name: "ViewModelBenchmarks", dependencies: ["HealthDataSync", "JSON"], swiftSettings: strict),
+        .target(name: "ViewModelBenchmarks", dependencies: ["Locking", "HealthDataSync", "JSON"], swiftSettings: strict),
 
         // One-input logic of each fuzz target, shared by Fuzz/ (libFuzzer) and FuzzRegressionTests.
         .target(
@@ -103,17 +106,17 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["ReplayTransport", "GlucoseStore", "HealthDataSync", "PacketCapture", "GlucoseProfile", "JSON"],
+            dependencies: ["Locking", "ReplayTransport", "GlucoseStore", "HealthDataSync", "PacketCapture", "GlucoseProfile", "JSON"],
             swiftSettings: strict),
-        .testTarget(name: "HealthDataSyncTests", dependencies: ["HealthDataSync", "GlucoseProfile"], swiftSettings: strict),
+        .testTarget(name: "HealthDataSyncTests", dependencies: ["Locking", "HealthDataSync", "GlucoseProfile"], swiftSettings: strict),
         .testTarget(
             name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "HealthDataSync", "store-killtest-writer"],
             swiftSettings: strict),
-        .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "JSON", "CLinuxIO"], swiftSettings: strict),
+        .testTarget(name: "VarlinkTests", dependencies: ["Locking", "Varlink", "JSON", "CLinuxIO"], swiftSettings: strict),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "BlueZTransport", "HealthDataSync"], swiftSettings: strict),
         .testTarget(
             name: "SugarAPITests",
-            dependencies: ["SugarAPI", "GlucoseProfile", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "sugarctl"],
+            dependencies: ["Locking", "SugarAPI", "GlucoseProfile", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "sugarctl"],
             swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
         // The built sugard and sugarctl against the BlueZ stand-in on a private bus.

@@ -1,6 +1,6 @@
 import DBus
 import HealthDataSync
-import Synchronization
+import Locking
 
 /// Settings of the BlueZ transport.
 public struct BlueZTransportConfiguration: Sendable {
@@ -67,7 +67,7 @@ public final class BlueZTransport: MeterTransport {
 
     private let configuration: BlueZTransportConfiguration
     private let logger: Logger
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let stream: AsyncStream<TransportEvent>
     private let continuation: AsyncStream<TransportEvent>.Continuation
 

@@ -1,6 +1,6 @@
 internal import CDBus
 import Glibc
-import Synchronization
+import Locking
 
 /// Work for the event-loop thread. It receives the loop's state, or nil when the connection is
 /// already closed (then it must fail whatever it was going to do, on the calling thread).
@@ -13,7 +13,7 @@ final class LoopHandle: Sendable {
         var closed = false
     }
 
-    private let queue = Mutex(Queue())
+    private let queue = Lock(Queue())
     /// Written (under the queue lock) only while the queue is open; the loop closes it after closing the queue.
     let wakeFD: Int32
 
@@ -76,7 +76,7 @@ final class ConnectionState: Sendable {
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     var isConnected: Bool { self.state.withLock { $0.connected } }
     var uniqueName: String { self.state.withLock { $0.uniqueName } }
@@ -132,7 +132,7 @@ final class CallState: @unchecked Sendable {
         var outcome: Outcome?
     }
 
-    private let slot = Mutex(Slot())
+    private let slot = Lock(Slot())
     /// The libdbus pending call (one reference, owned here) while the call is in flight.
     var pending: OpaquePointer?
     weak var core: LoopCore?

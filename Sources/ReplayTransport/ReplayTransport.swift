@@ -2,7 +2,7 @@ import Glibc
 import GlucoseProfile
 import HealthDataSync
 import PacketCapture
-import Synchronization
+import Locking
 
 /// A ``MeterTransport`` whose meters are simulators: built from a personality, or from a btsnoop capture
 /// (``meter(fromCapture:handleOverrides:passkey:)``), which then plays back its recorded records byte for
@@ -64,7 +64,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
     }
 
     public let options: Options
-    private let state: Mutex<State>
+    private let state: Lock<State>
     private let stream: AsyncStream<TransportEvent>
 
     /// - Parameters:
@@ -73,7 +73,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
         self.options = options
         let (stream, continuation) = AsyncStream.makeStream(of: TransportEvent.self, bufferingPolicy: .unbounded)
         self.stream = stream
-        self.state = Mutex(State(continuation: continuation))
+        self.state = Lock(State(continuation: continuation))
         continuation.yield(.adapter(self.adapterState(discovering: false)))
         for meter in meters { self.addMeter(meter) }
     }

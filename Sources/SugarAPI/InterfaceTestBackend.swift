@@ -1,5 +1,6 @@
 public import HealthDataSync
 import Synchronization
+import Locking
 
 /// THE INTERFACE'S TEST BACKEND, not the daemon: a ``SugarBackend`` for the interface's tests and
 /// `sugar-bench socket`. It holds a real ``ModelStore`` and a real ``ReadingStore`` (the caller
@@ -21,7 +22,7 @@ public final class InterfaceTestBackend: SugarBackend {
         var failSync: String?
     }
 
-    private let meters = Mutex<[MeterID: Meter]>([:])
+    private let meters = Lock<[MeterID: Meter]>([:])
     private let adapterDown = Atomic<Bool>(false)
     /// Pause between sync steps (each phase and each received record), so progress can be watched.
     public let stepDelay: Duration

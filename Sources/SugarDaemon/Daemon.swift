@@ -1,8 +1,8 @@
 import Glibc
-import Synchronization
 import GlucoseStore
 import HealthDataSync
 import SugarAPI
+import Locking
 
 /// The daemon's version, shown by `sugard --version` and in the status.
 public let sugardVersion = "0.1.0"
@@ -56,14 +56,14 @@ public struct DaemonError: Error, CustomStringConvertible, Sendable {
 /// start: stop syncing (RACP abort, commit or roll back the open batch), close the socket,
 /// clear the models, close the database last.
 public final class Daemon: Sendable {
-    let config: Mutex<DaemonConfig>
+    let config: Lock<DaemonConfig>
     let configFile: String?
     let environment: [String: String]
     let sink: StderrLogSink
     let notifier: SystemdNotifier
 
     public init(config: DaemonConfig, configFile: String?, environment: [String: String]) {
-        self.config = Mutex(config)
+        self.config = Lock(config)
         self.configFile = configFile
         self.environment = environment
         self.sink = StderrLogSink(environment: environment, level: config.logLevel)

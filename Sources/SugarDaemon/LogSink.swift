@@ -1,12 +1,13 @@
 import Glibc
 import HealthDataSync
 import Synchronization
+import Locking
 
 /// Writes log lines to stderr: with journald's `<N>` priority prefixes when stderr goes to the
 /// journal (systemd sets `JOURNAL_STREAM`), as plain timestamped lines otherwise.
 public final class StderrLogSink: Sendable {
     private let journal: Bool
-    private let lock = Mutex(())
+    private let lock = Lock(())
     private let minimum: Atomic<Int>
 
     public init(environment: [String: String], level: LogLevel = .info) {

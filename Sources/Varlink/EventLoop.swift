@@ -2,6 +2,7 @@ internal import CLinuxIO
 import Glibc
 import JSON
 import Synchronization
+import Locking
 
 /// What the I/O thread and the handler side share about one connection. The I/O thread owns the socket
 /// and its buffers; this object only carries what other threads may read or must learn.
@@ -64,11 +65,11 @@ final class EventLoop: @unchecked Sendable {
 
     private let epollFD: Int32
     private let wakeFD: Int32
-    private let inbox = Mutex(Inbox())
+    private let inbox = Lock(Inbox())
     let limits: LoopLimits
     let stopped = OneShotSignal()
     /// Why the loop ended on its own, if it did (read after `stopped` fired).
-    let failure = Mutex<VarlinkSystemError?>(nil)
+    let failure = Lock<VarlinkSystemError?>(nil)
 
     // I/O thread only.
     private var listenFD: Int32

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// A one-shot event that any number of tasks can wait for, fired from any thread.
 final class OneShotSignal: Sendable {
@@ -8,7 +8,7 @@ final class OneShotSignal: Sendable {
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     var hasFired: Bool { self.state.withLock { $0.fired } }
 

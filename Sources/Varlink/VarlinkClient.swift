@@ -1,6 +1,6 @@
 import Glibc
 public import JSON
-import Synchronization
+import Locking
 
 /// Why a client call failed.
 public enum VarlinkClientError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -127,12 +127,12 @@ private final class ClientCore: Sendable {
     }
 
     /// The socket, guarded so that writers and the final close never race: -1 once closed.
-    private let fd: Mutex<Int32>
-    private let state = Mutex(State())
+    private let fd: Lock<Int32>
+    private let state = Lock(State())
     private let maxMessageBytes: Int
 
     init(fd: Int32, maxMessageBytes: Int) {
-        self.fd = Mutex(fd)
+        self.fd = Lock(fd)
         self.maxMessageBytes = maxMessageBytes
     }
 

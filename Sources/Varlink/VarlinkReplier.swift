@@ -1,5 +1,6 @@
 public import JSON
 import Synchronization
+import Locking
 
 /// Sends the replies to one call. Safe to use from any task; replies are queued for the server's I/O thread,
 /// which writes them without ever blocking on the client.
@@ -15,7 +16,7 @@ public final class VarlinkReplier: Sendable {
     /// The client set `oneway: true`, so nothing is sent.
     public let oneway: Bool
     private let hardOutputLimit: Int
-    private let finished = Mutex(false)
+    private let finished = Lock(false)
 
     init(connection: ConnectionHandle, loop: EventLoop, more: Bool, oneway: Bool, hardOutputLimit: Int) {
         self.connection = connection

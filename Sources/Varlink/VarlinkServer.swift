@@ -1,6 +1,6 @@
 import Glibc
 import JSON
-import Synchronization
+import Locking
 
 /// One interface a server offers: its description and the code behind its methods.
 public protocol VarlinkInterfaceHandler: Sendable {
@@ -137,7 +137,7 @@ public final class VarlinkServer: Sendable {
     private let handlers: [String: any VarlinkInterfaceHandler]
     private let interfaceNames: [String]
     private let service: VarlinkInterfaceDefinition
-    private let listener: Mutex<ListenerState>
+    private let listener: Lock<ListenerState>
     private let createdPath: String?
 
     /// The path clients connect to, when the server bound one.
@@ -173,11 +173,11 @@ public final class VarlinkServer: Sendable {
         }
         switch configuration.listen {
         case .fileDescriptor(let fd):
-            self.listener = Mutex(.ready(fd: fd))
+            self.listener = Lock(.ready(fd: fd))
             self.createdPath = nil
         case .path(let path):
             let fd = try Self.bind(path: path, mode: configuration.socketMode, group: configuration.socketGroup)
-            self.listener = Mutex(.ready(fd: fd))
+            self.listener = Lock(.ready(fd: fd))
             self.createdPath = path
         }
     }

@@ -4,6 +4,7 @@ import Glibc
 import HealthDataSync
 public import JSON
 import Synchronization
+import Locking
 
 /// `sugar-bench fanout W E`: W watchers of the view model (half on `lastReading`, half on every
 /// field) while E owner turns shaped like a real sync are written (progress ticks, then readings,
@@ -18,7 +19,7 @@ public enum FanoutBenchmark {
         let watcher: Watcher<ViewState>
         let mark = Atomic<UInt64>(0)
         let delivered = Atomic<Int>(0)
-        let latencies = Mutex<[Int64]>([])
+        let latencies = Lock<[Int64]>([])
 
         init(allFields: Bool, watcher: Watcher<ViewState>) {
             self.allFields = allFields

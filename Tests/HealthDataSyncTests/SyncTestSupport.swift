@@ -1,5 +1,5 @@
 import HealthDataSync
-import Synchronization
+import Locking
 
 // Test doubles for the sync engine: a scripted GATT meter that answers RACP from a list of
 // records, and an in-memory store that follows the ReadingStore deduplication rules.
@@ -101,7 +101,7 @@ final class ScriptedTransport: MeterTransport, Sendable {
         var continuation: AsyncStream<TransportEvent>.Continuation?
     }
 
-    let state = Mutex(State())
+    let state = Lock(State())
     let stream: AsyncStream<TransportEvent>
 
     init(_ scripts: [MeterScript]) {
@@ -368,7 +368,7 @@ actor MemoryStore: ReadingStore {
 
 /// Collects observer events.
 final class EventLog: SyncObserver, Sendable {
-    let events = Mutex<[SyncProgressEvent]>([])
+    let events = Lock<[SyncProgressEvent]>([])
     func syncEvent(_ event: SyncProgressEvent) { self.events.withLock { $0.append(event) } }
     var all: [SyncProgressEvent] { self.events.withLock { $0 } }
     var phases: [String] {
@@ -378,7 +378,7 @@ final class EventLog: SyncObserver, Sendable {
 
 /// A settable clock.
 final class TestClock: Sendable {
-    let value = Mutex<Int64>(1_718_445_600_000)  // 2024-06-15T10:00:00Z
+    let value = Lock<Int64>(1_718_445_600_000)  // 2024-06-15T10:00:00Z
     var now: Instant { Instant(epochMillis: self.value.withLock { $0 }) }
     func advance(seconds: Int64) { self.value.withLock { $0 += seconds * 1000 } }
 }

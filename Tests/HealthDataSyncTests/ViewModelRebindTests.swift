@@ -1,4 +1,5 @@
 @testable import HealthDataSync
+import Locking
 import Synchronization
 import Testing
 

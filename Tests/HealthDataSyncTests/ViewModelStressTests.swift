@@ -1,6 +1,6 @@
 import HealthDataSync
-import Synchronization
 import Testing
+import Locking
 
 /// Churn, scale and randomized convergence tests for the observation hub.
 @Suite struct ViewModelStressTests {
@@ -18,14 +18,14 @@ import Testing
         let policy: WatchPolicy
         let cap: Int
         let slow: Bool
-        let seen: Mutex<Seen>
+        let seen: Lock<Seen>
 
         init(model: ViewModel, fields: Set<StateField>?, policy: WatchPolicy, cap: Int, slow: Bool) {
             self.fields = fields
             self.policy = policy
             self.cap = cap
             self.slow = slow
-            self.seen = Mutex(Seen(watcher: model.watch(fields: fields, policy: policy, outputCap: cap)))
+            self.seen = Lock(Seen(watcher: model.watch(fields: fields, policy: policy, outputCap: cap)))
         }
 
         func run(model: ViewModel) async {

@@ -3,8 +3,8 @@ import GlucoseStore
 import HealthDataSync
 import JSON
 import ReplayTransport
-import Synchronization
 import Testing
+import Locking
 
 /// The repository's `fixtures/` directory.
 let fixturesDirectory: String = {
@@ -41,7 +41,7 @@ final class TempDirectory: Sendable {
 
 /// Collects engine events and answers passkey requests with the next PIN in line.
 final class Observer: SyncObserver, Sendable {
-    let events = Mutex<[SyncProgressEvent]>([])
+    let events = Lock<[SyncProgressEvent]>([])
     let requests: AsyncStream<MeterID>
     private let input: AsyncStream<MeterID>.Continuation
 

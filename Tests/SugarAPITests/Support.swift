@@ -4,9 +4,9 @@ import GlucoseStore
 import HealthDataSync
 import JSON
 import SugarAPI
-import Synchronization
 import Testing
 import Varlink
+import Locking
 
 struct TestError: Error, CustomStringConvertible {
     var description: String
@@ -303,7 +303,7 @@ func runProcess(
             }
             if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
             try? input.fileHandleForWriting.close()
-            let stderrData = Mutex(Data())
+            let stderrData = Lock(Data())
             let done = DispatchSemaphore(value: 0)
             let reader = Thread {
                 let data = err.fileHandleForReading.readDataToEndOfFile()

@@ -1,9 +1,9 @@
 import Foundation
 import Glibc
 import JSON
-import Synchronization
 import Testing
 import Varlink
+import Locking
 
 /// The interface every server test serves.
 let pingDescription = """
@@ -58,7 +58,7 @@ final class Recorder: Sendable {
         var hangCancelled = false
     }
 
-    let state = Mutex(State())
+    let state = Lock(State())
 
     func with<R>(_ body: (inout State) -> R) -> R { self.state.withLock { body(&$0) } }
 }

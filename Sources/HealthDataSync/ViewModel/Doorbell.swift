@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// A one-slot wake-up signal between one producer side (any thread) and one waiting task.
 ///
@@ -12,7 +12,7 @@ final class Doorbell: Sendable {
         case closed
     }
 
-    private let state = Mutex<State>(.idle)
+    private let state = Lock<State>(.idle)
 
     init() {}
 

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Holds the per-meter models and keeps the view model's `meters`, `sync` and `errors` fields in
 /// step with them.
@@ -9,7 +9,7 @@ import Synchronization
 /// it: its watchers end and every task it started is cancelled.
 public final class ModelStore: Sendable {
     public let viewModel: ViewModel
-    private let models = Mutex<[MeterID: MeterModel]>([:])
+    private let models = Lock<[MeterID: MeterModel]>([:])
     private let onActivate: (@Sendable (MeterModel) async -> Void)?
 
     /// - Parameters:

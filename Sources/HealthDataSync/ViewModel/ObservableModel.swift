@@ -1,10 +1,10 @@
-import Synchronization
+import Locking
 
 /// The fan-out point of one model: an inbox of owner turns and the collector task that delivers
 /// them. Exists only while the model has watchers; the collector holds the hub, so the hub cannot
 /// outlive its task.
 final class Hub<State: ObservableState>: Sendable {
-    let inbox = Mutex<[Emission<State>]>([])
+    let inbox = Lock<[Emission<State>]>([])
     let bell = Doorbell()
     private let stats: ObservationStats
 
@@ -69,7 +69,7 @@ public final class ObservableModel<State: ObservableState>: Sendable {
         var nextTaskID: UInt64 = 0
     }
 
-    let core: Mutex<Core>
+    let core: Lock<Core>
     /// Counters shared with the models created with the same instance.
     public let stats: ObservationStats
     private let onActivate: (@Sendable (ObservableModel<State>) async -> Void)?
@@ -93,7 +93,7 @@ public final class ObservableModel<State: ObservableState>: Sendable {
         onActivate: (@Sendable (ObservableModel<State>) async -> Void)?,
         onChange: (@Sendable (State, Set<State.Field>) -> Void)?
     ) {
-        self.core = Mutex(Core(state: state))
+        self.core = Lock(Core(state: state))
         self.stats = stats
         self.onActivate = onActivate
         self.onChange = onChange

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// A subscription to some fields of one model: an `AsyncSequence` of ``WatchMessage``s.
 ///
@@ -44,10 +44,10 @@ public final class Watcher<State: ObservableState>: AsyncSequence, Sendable {
         }
     }
 
-    private let inner = Mutex(Inner())
+    private let inner = Lock(Inner())
     /// Test seam: runs between a coalesced delivery's read of the model and its bookkeeping,
     /// i.e. while a delivery is in flight.
-    let afterRead = Mutex<(@Sendable () -> Void)?>(nil)
+    let afterRead = Lock<(@Sendable () -> Void)?>(nil)
 
     private enum AttachOutcome {
         case attached(old: (ObservableModel<State>, UInt64)?)
