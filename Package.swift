@@ -124,6 +124,7 @@ let package = Package(
             name: "BlueZDaemonTests",
             dependencies: [
                 "sugard", "sugarctl", "DBus", "Varlink", "JSON", "GlucoseProfile", "GlucoseStore", "HealthDataSync",
+                "Locking",
             ],
             swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),

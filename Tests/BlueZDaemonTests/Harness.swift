@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import Glibc
 import JSON
-import Synchronization
+import Locking
 import Testing
 import Varlink
 
@@ -348,7 +348,7 @@ private func pipe2(_ fds: UnsafeMutablePointer<Int32>, _ flags: Int32) -> Int32
 final class Child: @unchecked Sendable {
     // @unchecked: the reaped flag sits behind a mutex; the pid never changes.
     let pid: pid_t
-    private let status = Mutex<Int32?>(nil)
+    private let status = Lock<Int32?>(nil)
 
     init(_ path: String, _ arguments: [String], environment: [String: String], stdout: Int32?, stderr: Int32?) throws {
         var actions = posix_spawn_file_actions_t()
