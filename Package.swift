@@ -116,6 +116,14 @@ let package = Package(
             dependencies: ["SugarAPI", "GlucoseProfile", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "sugarctl"],
             swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
+        // Runs the built sugard (and sugarctl) as child processes: sd_notify, signals, reload, logs, idleness.
+        .testTarget(
+            name: "DaemonTests",
+            dependencies: [
+                "sugard", "sugarctl", "Varlink", "JSON", "GlucoseStore", "HealthDataSync", "ReplayTransport",
+                "PacketCapture", "GlucoseProfile",
+            ],
+            swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
     ]
 )
