@@ -97,6 +97,35 @@ import Varlink
         #expect(await elsewhere.stop() == .exited(0))
     }
 
+    @Test func aSupervisorThatDoesNotReadCannotWedgeTheDaemon() async throws {
+        // The kernel queues 10 unread datagrams; a blocking sendto would then stall the daemon.
+        let dir = try TempDirectory()
+        try dir.write("many.btsnoop", Self.manyRecordCapture(count: 40))
+        try dir.write("sugard.conf", "replay_delay_ms = 2\n")
+        let deaf = dir.file("deaf.notify")
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(deaf.utf8)) }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        try #require(bound == 0)
+
+        let run = try SugardRun(
+            in: dir, arguments: ["--config", dir.file("sugard.conf"), "--replay", dir.file("many.btsnoop")],
+            environment: ["NOTIFY_SOCKET": deaf, "WATCHDOG_USEC": "100000"])
+        let synced = await eventually(within: 30) { run.stderr.contains("sync ended") }
+        #expect(synced, "stderr:\n\(run.stderr)")
+        let client = try VarlinkClient(socketPath: run.socketPath)
+        let readings = await withTimeout(seconds: 20) { try? await Self.readings(client) } ?? nil
+        #expect(readings?.count == 40, "the daemon did not answer ListReadings")
+        client.close()
+        let end = await run.stop()
+        #expect(end == .exited(0), "\(end.map { "\($0)" } ?? "still running"); stderr:\n\(run.stderr)")
+    }
+
     // MARK: - SIGTERM during a sync
 
     @Test func sigtermDuringASyncLosesNothing() async throws {
@@ -162,7 +191,8 @@ import Varlink
         let sequences = readings.compactMap { $0["sequenceNumber"]?.intValue }
         #expect(sequences.sorted() == (1...Int64(total)).map { $0 })
         client.close()
-        #expect(await second.stop() == .exited(0))
+        let secondEnd = await second.stop()
+        #expect(secondEnd == .exited(0), "\(secondEnd.map { "\($0)" } ?? "still running"); stderr:\n\(second.stderr)")
 
         let store = try SQLiteReadingStore(path: second.databasePath)
         #expect(try await store.integrityCheck() == ["ok"])
@@ -280,8 +310,9 @@ import Varlink
         }
 
         // Plain lines (timestamp, level) at debug: the values appear.
+        let plainDirectory = try TempDirectory()
         let plain = try SugardRun(
-            in: try TempDirectory(), name: "plain", arguments: ["--replay", Self.accuChek, "--log-level", "debug"])
+            in: plainDirectory, name: "plain", arguments: ["--replay", Self.accuChek, "--log-level", "debug"])
         try await plain.waitUntilReady()
         #expect(await eventually(within: 30) { plain.stderr.contains("sync ended") })
         #expect(await plain.stop() == .exited(0))

@@ -112,6 +112,20 @@ func eventually(within seconds: Double, _ condition: () async throws -> Bool) as
     }
 }
 
+/// Runs `body`, cancelling it after `seconds`; nil when it did not finish in time.
+func withTimeout<T: Sendable>(seconds: Double, _ body: @escaping @Sendable () async -> T) async -> T? {
+    await withTaskGroup(of: T?.self) { group in
+        group.addTask { await body() }
+        group.addTask {
+            try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
+    }
+}
+
 /// How a child ended.
 enum Termination: Equatable, CustomStringConvertible {
     case exited(Int32)
@@ -217,45 +231,46 @@ final class ChildProcess: Sendable {
     }
 }
 
-/// The supervisor's end of sd_notify: an `AF_UNIX` datagram socket bound to a path, collecting
-/// every message the daemon sends.
+/// The supervisor's end of sd_notify: an `AF_UNIX` datagram socket bound to a path, read by its
+/// own thread the way systemd reads it (the kernel queues only 10 unread datagrams).
 final class NotifyListener: Sendable {
     let path: String
-    private let fd: Int32
-    private let received = Mutex<[String]>([])
+    private let reader: NotifyReader
+    private let thread: pthread_t
 
     init(path: String) throws {
         self.path = path
-        self.fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        try #require(self.fd >= 0)
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        try #require(fd >= 0)
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
         try #require(bytes.count < MemoryLayout.size(ofValue: address.sun_path), "socket path too long: \(path)")
         withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(self.fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
+        if bound != 0 { close(fd) }
         try #require(bound == 0, "bind \(path): errno \(errno)")
+        self.reader = NotifyReader(fd: fd)
+        var thread = pthread_t()
+        let started = pthread_create(&thread, nil, { argument in
+            Unmanaged<NotifyReader>.fromOpaque(argument!).takeRetainedValue().run()
+            return nil
+        }, Unmanaged.passRetained(self.reader).toOpaque())
+        try #require(started == 0, "pthread_create: \(started)")
+        self.thread = thread
     }
 
     deinit {
-        close(self.fd)
+        self.reader.stop.store(true, ordering: .relaxed)
+        pthread_join(self.thread, nil)
+        close(self.reader.fd)
         unlink(self.path)
     }
 
     /// Every message so far, in arrival order.
-    var messages: [String] {
-        self.received.withLock { received in
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let n = recv(self.fd, &buffer, buffer.count, 0)
-                if n <= 0 { break }
-                received.append(String(decoding: buffer[0..<n], as: UTF8.self))
-            }
-            return received
-        }
-    }
+    var messages: [String] { self.reader.received.withLock { $0 } }
 
     /// All `KEY=value` lines so far, in order.
     var lines: [String] { self.messages.flatMap { $0.split(separator: "\n").map(String.init) } }
@@ -362,4 +377,27 @@ struct ThreadActivity: CustomStringConvertible {
     }
 
     var description: String { "\(self.switchesByThread.count) threads \(self.switchesByThread.sorted { $0.key < $1.key }), cpu \(self.cpuTicks)" }
+}
+
+/// The listener's reading loop (one thread, until `stop`).
+private final class NotifyReader: Sendable {
+    let fd: Int32
+    let received = Mutex<[String]>([])
+    let stop = Atomic<Bool>(false)
+
+    init(fd: Int32) { self.fd = fd }
+
+    func run() {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while !self.stop.load(ordering: .relaxed) {
+            var pollFD = pollfd(fd: self.fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pollFD, 1, 50) > 0 else { continue }
+            while true {
+                let n = recv(self.fd, &buffer, buffer.count, 0)
+                if n <= 0 { break }
+                let message = String(decoding: buffer[0..<n], as: UTF8.self)
+                self.received.withLock { $0.append(message) }
+            }
+        }
+    }
 }
