@@ -247,6 +247,25 @@ import Varlink
         #expect(await run.stop() == .exited(0))
     }
 
+    @Test func sighupKeepsFlagsAboveTheFile() async throws {
+        // Flags (here --replay) win over the file at start-up and still after a reload, so a
+        // reload neither drops them nor asks for a restart because of them.
+        let dir = try TempDirectory()
+        try dir.write("sugard.conf", "log_level = info\n")
+        let run = try SugardRun(in: dir, arguments: ["--config", dir.file("sugard.conf"), "--replay", Self.wrap])
+        try await run.waitUntilReady()
+        try dir.write("sugard.conf", "log_level = debug\ncooldown_seconds = 5\n")
+        run.process.signal(SIGHUP)
+        try await run.waitUntilReady(count: 2)
+        let reloaded = await eventually(within: 10) { run.stderr.contains("SIGHUP: reloaded") }
+        #expect(reloaded, "stderr:\n\(run.stderr)")
+        let line = run.stderr.split(separator: "\n").first { $0.contains("SIGHUP: reloaded") } ?? ""
+        #expect(line.contains("log_level=debug"))
+        #expect(line.contains("restart to apply cooldown_seconds"), "\(line)")
+        #expect(!line.contains("replay"), "\(line)")
+        #expect(await run.stop() == .exited(0))
+    }
+
     // MARK: - Start-up errors
 
     @Test(arguments: [
