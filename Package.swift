@@ -127,6 +127,14 @@ let package = Package(
                 "Locking",
             ],
             swiftSettings: strict),
+        // Runs the built sugard (and sugarctl) as child processes: sd_notify, signals, reload, logs, idleness.
+        .testTarget(
+            name: "DaemonTests",
+            dependencies: [
+                "sugard", "sugarctl", "Varlink", "JSON", "GlucoseStore", "HealthDataSync", "ReplayTransport",
+                "PacketCapture", "GlucoseProfile", "Locking",
+            ],
+            swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
     ]
 )

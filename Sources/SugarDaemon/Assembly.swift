@@ -27,7 +27,8 @@ public enum DaemonAssembly {
                     throw DaemonError("cannot replay \(path): \(error)")
                 }
             }
-            let transport = ReplayTransport(meters: meters)
+            let transport = ReplayTransport(
+                meters: meters, options: ReplayTransport.Options(operationDelay: .milliseconds(config.replayDelayMilliseconds)))
             logger.notice("replaying \(meters.count) capture(s) as meters instead of BlueZ")
             return DaemonParts(transport: transport, shutdown: { await transport.shutdown() })
         }

@@ -42,6 +42,8 @@ public struct DaemonConfig: Equatable, Sendable {
     public var logLevel: LogLevel = .info
     /// Captures to replay as meters instead of BlueZ.
     public var replay: [String] = []
+    /// How long replayed meters wait before each operation and between records (slow-meter tests).
+    public var replayDelayMilliseconds: Int = 0
     /// Run the built-in demo meter (replay transport, no BlueZ).
     public var demo: Bool = false
     /// Seconds between demo readings.
@@ -74,6 +76,7 @@ public struct DaemonConfig: Equatable, Sendable {
         ("admin_group", nil, "group whose members may sync, forget and pair meters"),
         ("log_level", "--log-level", "error, warning, notice, info or debug (readings are logged only at debug)"),
         ("replay", "--replay", "a btsnoop capture to play as a meter instead of BlueZ (repeatable)"),
+        ("replay_delay_ms", nil, "milliseconds a replayed meter takes per operation and per record (default 0)"),
         ("demo", "--demo", "run the built-in simulated meter (true/false)"),
         ("demo_interval", nil, "seconds between new demo readings (default 40)"),
         ("adapter", nil, "BlueZ adapter name such as hci0 (default: the first powered one)"),
@@ -121,6 +124,7 @@ public struct DaemonConfig: Equatable, Sendable {
             }
             self.logLevel = level
         case "replay": self.replay.append(try nonEmpty())
+        case "replay_delay_ms": self.replayDelayMilliseconds = try int(0...60_000)
         case "demo": self.demo = try bool()
         case "demo_interval": self.demoInterval = try int(1...86_400)
         case "adapter": self.adapter = value.isEmpty ? nil : value

@@ -44,6 +44,9 @@ public typealias TransportFactory = @Sendable (DaemonConfig, Logger) async throw
 /// Builds the socket server for the backend (binds the socket before returning).
 public typealias ServerFactory = @Sendable (DaemonConfig, any SugarBackend, Logger) throws -> any DaemonService
 
+/// Re-reads the configuration on SIGHUP the way start-up read it (file, then flags).
+public typealias ConfigReloader = @Sendable () throws(ConfigError) -> DaemonConfig
+
 /// Why the daemon could not start.
 public struct DaemonError: Error, CustomStringConvertible, Sendable {
     public var message: String
@@ -59,13 +62,20 @@ public final class Daemon: Sendable {
     let config: Lock<DaemonConfig>
     let configFile: String?
     let environment: [String: String]
+    let reloadConfig: ConfigReloader?
     let sink: StderrLogSink
     let notifier: SystemdNotifier
 
-    public init(config: DaemonConfig, configFile: String?, environment: [String: String]) {
+    /// - Parameter reloadConfig: how SIGHUP re-reads the configuration (normally the command line
+    ///   parsed again, so flags keep winning over the file); nil reads `configFile` over the
+    ///   running paths.
+    public init(
+        config: DaemonConfig, configFile: String?, environment: [String: String], reloadConfig: ConfigReloader? = nil
+    ) {
         self.config = Lock(config)
         self.configFile = configFile
         self.environment = environment
+        self.reloadConfig = reloadConfig
         self.sink = StderrLogSink(environment: environment, level: config.logLevel)
         self.notifier = SystemdNotifier(environment: environment)
     }
@@ -152,18 +162,36 @@ public final class Daemon: Sendable {
             return
         }
         do {
-            guard let text = try readTextFile(file) else { throw ConfigError(file: file, "no such file") }
             let current = self.config.withLock { $0 }
-            var fresh = DaemonConfig(stateDirectory: current.stateDirectory, socketPath: current.socketPath)
-            try fresh.apply(fileText: text, file: file)
+            let fresh: DaemonConfig
+            if let reloadConfig = self.reloadConfig {
+                fresh = try reloadConfig()
+            } else {
+                guard let text = try readTextFile(file) else { throw ConfigError(file: file, "no such file") }
+                var parsed = DaemonConfig(stateDirectory: current.stateDirectory, socketPath: current.socketPath)
+                parsed.demo = current.demo
+                parsed.replay = current.replay
+                try parsed.apply(fileText: text, file: file)
+                fresh = parsed
+            }
             self.sink.setLevel(fresh.logLevel)
             var needsRestart: [String] = []
             if fresh.stateDirectory != current.stateDirectory { needsRestart.append("state_dir") }
             if fresh.socketPath != current.socketPath { needsRestart.append("socket") }
+            if fresh.socketMode != current.socketMode { needsRestart.append("socket_mode") }
+            if fresh.socketGroup != current.socketGroup { needsRestart.append("socket_group") }
+            if fresh.adminGroup != current.adminGroup { needsRestart.append("admin_group") }
             if fresh.cooldownSeconds != current.cooldownSeconds { needsRestart.append("cooldown_seconds") }
             if fresh.timeZone != current.timeZone { needsRestart.append("timezone") }
+            if fresh.unit != current.unit { needsRestart.append("unit") }
             if fresh.replay != current.replay { needsRestart.append("replay") }
+            if fresh.replayDelayMilliseconds != current.replayDelayMilliseconds { needsRestart.append("replay_delay_ms") }
+            if fresh.demo != current.demo { needsRestart.append("demo") }
+            if fresh.demoInterval != current.demoInterval { needsRestart.append("demo_interval") }
             if fresh.adapter != current.adapter { needsRestart.append("adapter") }
+            if fresh.maxConnections != current.maxConnections || fresh.maxConnectionsPerUID != current.maxConnectionsPerUID {
+                needsRestart.append("max_connections")
+            }
             self.config.withLock { $0.logLevel = fresh.logLevel }
             logger.notice(
                 "SIGHUP: reloaded \(file): log_level=\(fresh.logLevel.name)"

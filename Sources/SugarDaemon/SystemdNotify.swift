@@ -25,8 +25,14 @@ public struct SystemdNotifier: Sendable {
 
     /// Sends one notification; returns false when it could not be delivered (never throws: a
     /// missing supervisor must not stop the daemon).
+    ///
+    /// Never blocks for long: a supervisor that does not read (the kernel queues only
+    /// `net.unix.max_dgram_qlen` datagrams, 10 by default) would otherwise wedge the calling thread,
+    /// and with it the daemon, in `sendto`. A full queue drops `STATUS=` and `WATCHDOG=1` at once
+    /// (the next one replaces them); state changes (`READY=1`, `STOPPING=1`, `RELOADING=1`) wait up
+    /// to `patience` for room.
     @discardableResult
-    public func notify(_ state: String) -> Bool {
+    public func notify(_ state: String, patience: Duration? = nil) -> Bool {
         guard let path = self.socketPath else { return false }
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return false }
@@ -42,15 +48,33 @@ public struct SystemdNotifier: Sendable {
             raw.copyBytes(from: pathBytes)
         }
         let length = socklen_t(MemoryLayout<sa_family_t>.size + pathBytes.count + (abstract ? 0 : 1))
-        let payload = Array(state.utf8)
-        let sent = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
-                payload.withUnsafeBytes { bytes in
-                    sendto(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), sa, length)
-                }
-            }
+        // Connected, so poll(POLLOUT) can wait for room in the supervisor's queue.
+        let connected = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) }
         }
-        return sent == payload.count
+        guard connected == 0 else { return false }
+        let payload = Array(state.utf8)
+        let wait = patience ?? (Self.isStateChange(state) ? .seconds(2) : .zero)
+        var waitedMilliseconds: Int64 = 0
+        let allowedMilliseconds = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000
+        while true {
+            let sent = payload.withUnsafeBytes { bytes in
+                send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+            }
+            if sent == payload.count { return true }
+            guard sent < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR else { return false }
+            if errno == EINTR { continue }
+            guard waitedMilliseconds < allowedMilliseconds else { return false }
+            var pollFD = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            let slice = Int32(min(100, allowedMilliseconds - waitedMilliseconds))
+            _ = poll(&pollFD, 1, slice)
+            waitedMilliseconds += Int64(slice)
+        }
+    }
+
+    /// Whether a message changes the service state (worth waiting for room in the queue).
+    static func isStateChange(_ state: String) -> Bool {
+        state.split(separator: "\n").contains { $0 == "READY=1" || $0 == "STOPPING=1" || $0 == "RELOADING=1" }
     }
 
     public func ready(status: String) { self.notify("READY=1\nSTATUS=\(status)\nMAINPID=\(getpid())") }

@@ -33,7 +33,15 @@ case .help:
 case .version:
     print("sugard \(sugardVersion)")
 case .run(let config, let configFile):
-    let daemon = Daemon(config: config, configFile: configFile, environment: environment)
+    // SIGHUP parses the same command line again, so flags keep winning over the file.
+    let arguments = Array(CommandLine.arguments.dropFirst())
+    let reparse: ConfigReloader = { [environment] () throws(ConfigError) -> DaemonConfig in
+        guard case .run(let fresh, _) = try DaemonCommandLine.parse(arguments, environment: environment) else {
+            throw ConfigError("the command line no longer asks to run the daemon")
+        }
+        return fresh
+    }
+    let daemon = Daemon(config: config, configFile: configFile, environment: environment, reloadConfig: reparse)
     do {
         try await daemon.run(transportFactory: DaemonAssembly.transports, serverFactory: DaemonAssembly.server)
     } catch {
