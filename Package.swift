@@ -86,7 +86,7 @@ let package = Package(
             name: "sugar-bench",
             dependencies: [
                 "GlucoseProfile", "JSON", "CMallocCounter", "PacketCapture", "GlucoseStore", "ViewModelBenchmarks",
-                "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport",
+                "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport", "SugarDaemon",
             ],
             swiftSettings: strict),
         // Ingests into a DB file; the crash test SIGKILLs it at random points.
