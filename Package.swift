@@ -116,6 +116,11 @@ let package = Package(
             dependencies: ["SugarAPI", "GlucoseProfile", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "sugarctl"],
             swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
+        // Runs the built sugard under random kills and client churn (SUGARD_SOAK_SECONDS, default 150).
+        .testTarget(
+            name: "SoakTests",
+            dependencies: ["SugarDaemon", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "sugard"],
+            swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
     ]
 )

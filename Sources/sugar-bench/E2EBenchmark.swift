@@ -16,9 +16,11 @@ import Glibc
 /// Varlink server, as `sugard` composes them) in this process on the replay transport, with W
 /// socket watchers following `readingCount`.
 ///
-/// 1. Bulk: a generated meter holding N records appears; `recordsPerSecond` is N over the time
-///    from its first RACP report write (the packets start flowing) to the view model counting N
-///    committed rows.
+/// 1. Bulk: generated meters holding N records in all appear; `recordsPerSecond` is N over the
+///    time from the first RACP report write (the packets start flowing) to the view model counting
+///    N committed rows. A meter numbers its records with 16 bits and the engine keeps one record
+///    per sequence number per download, so one meter can deliver at most 65 536 records in a
+///    sync: N is split over ⌈N / 50 000⌉ meters (two for 100 000) that sync at the same time.
 /// 2. Latency: a second meter takes `--samples` new readings one at a time (`addReading`, 150 ms
 ///    apart); for each, from the RACP report write that makes the meter notify it to each
 ///    watcher's reply showing the new count: `firstReadingLatencyMillis` p50/p99 over all
@@ -28,7 +30,8 @@ import Glibc
 ///    `idleWakeupsPerSecond`. The benchmark's own sleeping task is one wake-up in that window.
 /// `peakRSSBytes` is VmHWM of the whole process (daemon and the watchers' client side).
 enum E2EBenchmark {
-    static let bulkAddress = BluetoothAddress(rawValue: 0xD4_A0_E2_E0_00_01)
+    static func bulkAddress(_ k: Int) -> BluetoothAddress { BluetoothAddress(rawValue: 0xD4_A0_E2_E0_01_00 | UInt64(k)) }
+    static let recordsPerBulkMeter = 50_000
     static let liveAddress = BluetoothAddress(rawValue: 0xD4_A0_E2_E0_00_02)
 
     static func run(records: Int, watchers: Int, samples: Int, idleSeconds: Int) async -> Int32 {
@@ -45,7 +48,8 @@ enum E2EBenchmark {
             rmdir(directory)
         }
         var config = DaemonConfig(stateDirectory: directory, socketPath: directory + "/io.sugard.HealthDataSync")
-        config.logLevel = .warning
+        // SUGAR_BENCH_LOG_LEVEL=info shows the daemon's log on stderr.
+        config.logLevel = getenv("SUGAR_BENCH_LOG_LEVEL").flatMap { LogLevel(name: String(cString: $0)) } ?? .warning
         config.cooldownSeconds = 0
         config.timeZone = "UTC"
         config.maxConnectionsPerUID = max(1024, watchers + 16)
@@ -119,20 +123,28 @@ enum E2EBenchmark {
 
             // 1. Bulk sync.
             let model = runtime.models.viewModel
-            let watch = model.watch(fields: [.readingCount], policy: .immediate, outputCap: 1 << 20)
-            defer { watch.cancel() }
-            replay.addMeter(Self.bulkMeter(records: records))
-            var finishedAt: UInt64 = 0
-            let bulkDeadline = monotonicNanos() + 900 * 1_000_000_000
-            while model.state.readingCount < records {
-                guard monotonicNanos() < bulkDeadline, await watch.next() != nil else {
-                    throw DaemonError("the bulk sync stored \(model.state.readingCount) of \(records) readings")
-                }
+            let bulkMeters = (records + Self.recordsPerBulkMeter - 1) / Self.recordsPerBulkMeter
+            let bulkIDs = (0..<bulkMeters).map { MeterID(Self.bulkAddress($0).description) }
+            let simulators = (0..<bulkMeters).map { k in
+                Self.bulkMeter(k, records: records / bulkMeters + (k < records % bulkMeters ? 1 : 0))
             }
-            finishedAt = monotonicNanos()
-            watch.cancel()
-            guard let firstPacket = timed.reportWrites(MeterID(Self.bulkAddress.description)).first else {
-                throw DaemonError("no RACP report was written to the bulk meter")
+            for simulator in simulators { replay.addMeter(simulator) }
+            // Polled every millisecond: a watcher would add its own turn to the measured path.
+            var lastCount = 0
+            var lastProgress = monotonicNanos()
+            while model.state.readingCount < records {
+                let count = model.state.readingCount
+                if count != lastCount {
+                    lastCount = count
+                    lastProgress = monotonicNanos()
+                } else if monotonicNanos() - lastProgress > 60 * 1_000_000_000 {
+                    throw DaemonError("the bulk sync stalled at \(count) of \(records) readings")
+                }
+                try await Task.sleep(for: .milliseconds(1))
+            }
+            let finishedAt = monotonicNanos()
+            guard let firstPacket = bulkIDs.compactMap({ timed.reportWrites($0).first }).min() else {
+                throw DaemonError("no RACP report was written to the bulk meters")
             }
             let bulkSeconds = Double(finishedAt - firstPacket) / 1e9
             try await arrivals.waitUntil(timeoutSeconds: 60) { $0 >= records }
@@ -185,6 +197,7 @@ enum E2EBenchmark {
                 "benchmark": "e2e",
                 "records": .int(Int64(records)),
                 "watchers": .int(Int64(watchers)),
+                "bulkMeters": .int(Int64(bulkMeters)),
                 "storedRows": .int(Int64(stored)),
                 "bulkSeconds": .double((bulkSeconds * 1000).rounded() / 1000),
                 "recordsPerSecond": .int(Int64(Double(records) / bulkSeconds)),
@@ -210,9 +223,9 @@ enum E2EBenchmark {
             clock: .currentTime(DateTime(year: 2026, month: 1, day: 1, hours: 0, minutes: 0, seconds: 0)), mtu: 185)
     }
 
-    /// N records a minute apart from 2026-01-01 (past 65535 the sequence numbers wrap as a meter's do).
-    static func bulkMeter(records: Int) -> MeterSimulator {
-        var simulator = MeterSimulator(personality: Self.personality(Self.bulkAddress, name: "BULK-1"))
+    /// Bulk meter k: `records` records a minute apart from 2026-01-01, sequence numbers from 1.
+    static func bulkMeter(_ k: Int, records: Int) -> MeterSimulator {
+        var simulator = MeterSimulator(personality: Self.personality(Self.bulkAddress(k), name: "BULK-\(k)"))
         let start = LocalDateTime(year: 2026, month: 1, day: 1).secondsSinceEpoch * 1000
         for i in 0..<records {
             simulator.addRecord(
