@@ -100,8 +100,10 @@ public enum SimulatedFleet {
         }
         let transport = ReplayTransport(
             meters: simulators,
+            // 20 ms per GATT operation and report packet: a sync takes a few hundred milliseconds,
+            // long enough for a kill to land in the middle of one.
             options: ReplayTransport.Options(
-                adapterName: "simulated", clock: { Self.baseTime(unixMillis: Self.nowMillis()) }))
+                operationDelay: .milliseconds(20), adapterName: "simulated", clock: { Self.baseTime(unixMillis: Self.nowMillis()) }))
         logger.notice("simulating \(meters) meter(s), a reading each every \(interval) s; no Bluetooth used")
         let background: @Sendable (DaemonRuntime) async -> Void = { runtime in
             await withTaskGroup(of: Void.self) { group in

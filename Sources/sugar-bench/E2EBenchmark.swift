@@ -26,8 +26,11 @@ import Glibc
 ///    watcher's reply showing the new count: `firstReadingLatencyMillis` p50/p99 over all
 ///    (reading, watcher) pairs.
 /// 3. Idle: with the watchers still connected and nothing happening, the context switches
-///    (voluntary + involuntary) of every thread of the process over 10 s:
-///    `idleWakeupsPerSecond`. The benchmark's own sleeping task is one wake-up in that window.
+///    (voluntary + involuntary) of every thread of the process over 10 s from 1 s after the last
+///    sync: `idleWakeupsPerSecond`; and again from 32 s after it: `idleAfter32sWakeupsPerSecond`.
+///    The first window holds the syncs' cancelled timeout timers: a cancelled `Task.sleep` on
+///    Linux resumes at once but its Dispatch timer still fires at the original deadline (up to
+///    the 30 s connect timeout). The benchmark's own sleeping task is one wake-up per window.
 /// `peakRSSBytes` is VmHWM of the whole process (daemon and the watchers' client side).
 enum E2EBenchmark {
     static func bulkAddress(_ k: Int) -> BluetoothAddress { BluetoothAddress(rawValue: 0xD4_A0_E2_E0_01_00 | UInt64(k)) }
@@ -176,19 +179,13 @@ enum E2EBenchmark {
                 latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int((Double(latencies.count - 1) * p).rounded()))]
             }
 
-            // 3. Idle: nothing happens; count the process's context switches.
-            try await Task.sleep(for: .seconds(1))
-            let before = threadSwitches()
-            try await Task.sleep(for: .seconds(idleSeconds))
-            let after = threadSwitches()
-            var perThread: [(name: String, count: Int)] = []
-            var total = 0
-            for (tid, entry) in after {
-                let delta = entry.switches - (before[tid]?.switches ?? 0)
-                total += delta
-                if delta > 0 { perThread.append((entry.name, delta)) }
-            }
-            perThread.sort { $0.count > $1.count }
+            // 3. Idle: nothing happens; count the process's context switches, first from 1 s after
+            // the last sync, then again once the syncs' cancelled timeout timers (up to 30 s) ran out.
+            let lastSync = ContinuousClock.now
+            try await Task.sleep(until: lastSync + .seconds(1))
+            let early = try await Self.idleWindow(seconds: idleSeconds)
+            try await Task.sleep(until: lastSync + .seconds(32))
+            let late = try await Self.idleWindow(seconds: idleSeconds)
             let stored = runtime.models.viewModel.state.readingCount
 
             for client in clients { client.close() }
@@ -208,12 +205,31 @@ enum E2EBenchmark {
                 ],
                 "peakRSSBytes": .from(FanoutBenchmark.peakRSSBytes()),
                 "idleWindowSeconds": .int(Int64(idleSeconds)),
-                "idleContextSwitches": .int(Int64(total)),
-                "idleWakeupsPerSecond": .double((Double(total) / Double(idleSeconds) * 10).rounded() / 10),
-                "idleThreads": .int(Int64(after.count)),
-                "idleBusiestThreads": .array(perThread.prefix(5).map { .string("\($0.name):\($0.count)") }),
+                "idleContextSwitches": .int(Int64(early.total)),
+                "idleWakeupsPerSecond": .double((Double(early.total) / Double(idleSeconds) * 10).rounded() / 10),
+                "idleBusiestThreads": .array(early.busiest.map { .string($0) }),
+                "idleAfter32sContextSwitches": .int(Int64(late.total)),
+                "idleAfter32sWakeupsPerSecond": .double((Double(late.total) / Double(idleSeconds) * 10).rounded() / 10),
+                "idleAfter32sBusiestThreads": .array(late.busiest.map { .string($0) }),
+                "threads": .int(Int64(late.threads)),
             ]
         }
+    }
+
+    /// Context switches of every thread over `seconds` (threads born in the window count whole).
+    static func idleWindow(seconds: Int) async throws -> (total: Int, threads: Int, busiest: [String]) {
+        let before = threadSwitches()
+        try await Task.sleep(for: .seconds(seconds))
+        let after = threadSwitches()
+        var perThread: [(name: String, count: Int)] = []
+        var total = 0
+        for (tid, entry) in after {
+            let delta = entry.switches - (before[tid]?.switches ?? 0)
+            total += delta
+            if delta > 0 { perThread.append((entry.name + (before[tid] == nil ? "(new)" : ""), delta)) }
+        }
+        perThread.sort { $0.count > $1.count }
+        return (total, after.count, perThread.prefix(4).map { "\($0.name):\($0.count)" })
     }
 
     static func personality(_ address: BluetoothAddress, name: String) -> MeterPersonality {
