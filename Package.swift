@@ -87,9 +87,9 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "sugar-bench",
-            dependencies: [
+            dependencies: ["Locking", 
                 "GlucoseProfile", "JSON", "CMallocCounter", "PacketCapture", "GlucoseStore", "ViewModelBenchmarks",
-                "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport",
+                "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport", "SugarDaemon",
             ],
             swiftSettings: strict),
         // Ingests into a DB file; the crash test SIGKILLs it at random points.
@@ -134,6 +134,11 @@ let package = Package(
                 "sugard", "sugarctl", "Varlink", "JSON", "GlucoseStore", "HealthDataSync", "ReplayTransport",
                 "PacketCapture", "GlucoseProfile", "Locking",
             ],
+            swiftSettings: strict),
+        // Runs the built sugard under random kills and client churn (SUGARD_SOAK_SECONDS, default 150).
+        .testTarget(
+            name: "SoakTests",
+            dependencies: ["SugarDaemon", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "sugard", "Locking"],
             swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
     ]

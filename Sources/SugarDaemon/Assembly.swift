@@ -15,6 +15,9 @@ public enum DaemonAssembly {
     /// reading every `demo_interval` seconds. Replay: each capture plays as a meter. Otherwise
     /// BlueZ on the system bus.
     public static let transports: TransportFactory = { config, logger in
+        if config.simulateMeters > 0 {
+            return SimulatedFleet.parts(config: config, logger: logger)
+        }
         if config.demo {
             return DaemonAssembly.demo(config: config, logger: logger)
         }

@@ -56,6 +56,13 @@ public struct DaemonConfig: Equatable, Sendable {
     public var timeZone: String?
     /// Default display unit for clients that ask.
     public var unit: GlucoseUnit = .mgdL
+    /// Testing aid: run this many simulated meters (replay transport, no BlueZ) that gain a
+    /// reading every `demo_interval` seconds; see ``SimulatedFleet``. 0: off.
+    public var simulateMeters: Int = 0
+    /// Testing aid: Unix time (seconds) the simulated meters' record clock starts at (default: start-up).
+    public var simulateStart: Int64?
+    /// Testing aid: Unix time (seconds) after which the simulated meters take no more readings.
+    public var simulateStop: Int64?
     public var maxConnections: Int = 4096
     public var maxConnectionsPerUID: Int = 1024
 
@@ -84,6 +91,9 @@ public struct DaemonConfig: Equatable, Sendable {
         ("timezone", nil, "IANA zone the meters' clocks are set to (default: the host's zone)"),
         ("unit", nil, "default display unit: mgdl or mmol"),
         ("max_connections", nil, "socket connection cap (default 4096)"),
+        ("simulate_meters", nil, "testing aid: run this many simulated meters instead of BlueZ (default 0)"),
+        ("simulate_start", nil, "testing aid: Unix time the simulated meters' readings start from"),
+        ("simulate_stop", nil, "testing aid: Unix time after which simulated meters take no readings"),
         ("max_connections_per_uid", nil, "socket connection cap per user (default 1024)"),
     ]
 
@@ -137,6 +147,9 @@ public struct DaemonConfig: Equatable, Sendable {
             default: throw ConfigError("unit must be mgdl or mmol, not \"\(value)\"")
             }
         case "max_connections": self.maxConnections = try int(1...65_536)
+        case "simulate_meters": self.simulateMeters = try int(0...64)
+        case "simulate_start": self.simulateStart = value.isEmpty ? nil : Int64(try int(0...4_102_444_800))
+        case "simulate_stop": self.simulateStop = value.isEmpty ? nil : Int64(try int(0...4_102_444_800))
         case "max_connections_per_uid": self.maxConnectionsPerUID = try int(1...65_536)
         default:
             throw ConfigError("unknown key \"\(key)\" (known keys: \(DaemonConfig.keys.map(\.key).joined(separator: ", ")))")

@@ -65,6 +65,9 @@ public final class Daemon: Sendable {
     let reloadConfig: ConfigReloader?
     let sink: StderrLogSink
     let notifier: SystemdNotifier
+    /// Stop requests from ``stop()`` (nil before `run` starts and after it returns).
+    let stopRequests = Lock<AsyncStream<UnixSignal?>.Continuation?>(nil)
+    let stopRequested = Lock(false)
 
     /// - Parameter reloadConfig: how SIGHUP re-reads the configuration (normally the command line
     ///   parsed again, so flags keep winning over the file); nil reads `configFile` over the
@@ -80,8 +83,18 @@ public final class Daemon: Sendable {
         self.notifier = SystemdNotifier(environment: environment)
     }
 
-    /// Runs until a stop signal; returns normally after a clean shutdown.
-    public func run(transportFactory: TransportFactory, serverFactory: ServerFactory) async throws {
+    /// Asks a running ``run(transportFactory:serverFactory:handleSignals:)`` to shut down as SIGTERM
+    /// would (for benchmarks and tests that host the daemon in-process). Before `run` starts, the
+    /// request is kept and `run` stops right after start-up.
+    public func stop() {
+        self.stopRequested.withLock { $0 = true }
+        _ = self.stopRequests.withLock { $0?.yield(nil) }
+    }
+
+    /// Runs until a stop signal (or ``stop()``); returns normally after a clean shutdown.
+    /// - Parameter handleSignals: take over SIGTERM/SIGINT/SIGHUP (the executable); off when the
+    ///   daemon is hosted in another program, which then stops it with ``stop()``.
+    public func run(transportFactory: TransportFactory, serverFactory: ServerFactory, handleSignals: Bool = true) async throws {
         let config = self.config.withLock { $0 }
         let logger = self.sink.logger(label: "sugard")
 
@@ -115,8 +128,18 @@ public final class Daemon: Sendable {
             "sugard \(sugardVersion) ready", [("socket", config.socketPath), ("database", config.databasePath), ("zone", zone.identifier)])
         self.notifier.ready(status: Self.statusLine(viewModel.state))
 
-        let signals = unixSignals([.terminate, .interrupt, .hangup])
+        // Signals and stop() requests (nil) arrive on one stream.
+        let (requests, requestInput) = AsyncStream.makeStream(of: UnixSignal?.self, bufferingPolicy: .bufferingNewest(16))
+        self.stopRequests.withLock { $0 = requestInput }
+        if self.stopRequested.withLock({ $0 }) { requestInput.yield(nil) }
+        defer { self.stopRequests.withLock { $0 = nil } }
         await withTaskGroup(of: Void.self) { group in
+            if handleSignals {
+                let signals = unixSignals([.terminate, .interrupt, .hangup])
+                group.addTask {
+                    for await signal in signals { requestInput.yield(signal) }
+                }
+            }
             group.addTask { await engine.run() }
             group.addTask {
                 do {
@@ -133,12 +156,12 @@ public final class Daemon: Sendable {
                 let runtime = DaemonRuntime(models: models, engine: engine, logger: logger)
                 group.addTask { await background(runtime) }
             }
-            for await signal in signals {
-                if signal == .hangup {
+            for await request in requests {
+                if request == .hangup {
                     self.reload(logger: logger)
                     continue
                 }
-                logger.notice("\(signal.name): shutting down")
+                logger.notice("\(request?.name ?? "stop requested"): shutting down")
                 self.notifier.stopping(status: "stopping")
                 break
             }

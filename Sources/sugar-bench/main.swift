@@ -7,6 +7,7 @@
 //   sugar-bench ingest N [--raw] [--dir DIR]    store N readings through the SQLite store
 //   sugar-bench fanout W E [--policy P]         W watchers over E view-model emissions
 //   sugar-bench socket C [--seconds S]          C GetStatus callers and C watchers on a live Varlink server
+//   sugar-bench e2e [--records N] [--watchers W] the real daemon in-process: bulk sync, latency, idle
 import HealthDataSync
 import JSON
 import ViewModelBenchmarks
@@ -28,6 +29,7 @@ let usage = """
            sugar-bench ingest <count> [--raw] [--dir <directory>]
            sugar-bench fanout <watchers> <emissions> [--policy coalesced|immediate]
            sugar-bench socket <clients> [--seconds <seconds>]
+           sugar-bench e2e [--records <n>] [--watchers <w>] [--samples <s>] [--idle-seconds <s>]
 
     SUBCOMMANDS:
       parse          Decode every record of <file> as a Glucose Measurement; print one JSON object with
@@ -54,6 +56,13 @@ let usage = """
       socket         Serve io.sugard.HealthDataSync (test backend over SQLite) on a scratch socket; run <clients>
                      connections calling GetStatus in a loop and <clients> watchers while the view model changes
                      every 10 ms; print callsPerSecond, p50Micros, p99Micros, watcherMessages, peakRSSBytes.
+      e2e            Run the daemon in this process (SQLite store, models, sync engine, Varlink server) on
+                     the replay transport with <w> socket watchers (default 100): a generated meter of <n>
+                     records (default 100000) syncs (recordsPerSecond: first RACP report to N committed
+                     rows); a second meter takes <s> new readings one by one (default 50)
+                     (firstReadingLatencyMillis p50/p99: report write to each watcher's reply); then
+                     nothing happens for --idle-seconds (default 10): idleWakeupsPerSecond counts the
+                     context switches of every thread of the process. Also peakRSSBytes.
 
     OPTIONS:
       --with-json    (parse) Also build each record's JSON value. It allocates, which shows the counter works.
@@ -91,7 +100,7 @@ func runMain(_ arguments: [String]) async -> Int32 {
         index += 1
         switch argument {
         case "--with-json", "--large", "--raw", "--dense": flags.insert(argument)
-        case "--seed", "--dir", "--policy", "--seconds":
+        case "--seed", "--dir", "--policy", "--seconds", "--records", "--watchers", "--samples", "--idle-seconds":
             guard index < arguments.count else { usageError("Missing value for '--seed'") }
             options[argument] = arguments[index]
             index += 1
@@ -150,6 +159,16 @@ func runMain(_ arguments: [String]) async -> Int32 {
         }
         guard let seconds = Int(options["--seconds"] ?? "5"), seconds > 0 else { usageError("--seconds must be positive") }
         return await SocketBenchmark.run(clients: clients, seconds: seconds)
+    case "e2e":
+        guard positionals.isEmpty, flags.isEmpty else { usageError("e2e takes only options") }
+        func positive(_ name: String, _ fallback: Int) -> Int {
+            guard let text = options[name] else { return fallback }
+            guard let value = Int(text), value > 0 else { usageError("\(name) must be a positive integer") }
+            return value
+        }
+        return await E2EBenchmark.run(
+            records: positive("--records", 100_000), watchers: positive("--watchers", 100),
+            samples: positive("--samples", 50), idleSeconds: positive("--idle-seconds", 10))
     default:
         usageError("Unknown subcommand '\(command)'")
     }
