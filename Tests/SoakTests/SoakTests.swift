@@ -22,9 +22,24 @@ import Varlink
 @Suite(.serialized) struct SoakTests {
     static let meters = 4
 
-    @Test(.timeLimit(.minutes(60))) func soakWithKillsAndClientChurn() async throws {
+    @Test func soakWithKillsAndClientChurn() async throws {
+        let seconds = Int(Soak.environment()["SUGARD_SOAK_SECONDS"] ?? "") ?? 150
+        // A soak that wedges must fail, not hold CI: race it against a generous budget; whichever
+        // ends first cancels the other (the clients and the restart loop stop on cancellation).
+        let budget = seconds * 3 + 240
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await self.soak(seconds: seconds) }
+            group.addTask {
+                try await Task.sleep(for: .seconds(budget))
+                throw SoakError("the soak did not finish within \(budget) s")
+            }
+            defer { group.cancelAll() }
+            try await group.next()
+        }
+    }
+
+    func soak(seconds: Int) async throws {
         let environment = Soak.environment()
-        let seconds = Int(environment["SUGARD_SOAK_SECONDS"] ?? "") ?? 150
         let seed = UInt64(environment["SUGARD_SOAK_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64(UInt32.max))
         print("soak: \(seconds) s, seed \(seed) (SUGARD_SOAK_SEED=\(seed) replays the random choices)")
         let sugard = try Soak.sugardPath()
@@ -61,6 +76,8 @@ import Varlink
         var runs = 0
         var kills = 0
         let clientSeeds = (0..<6).map { _ in random.next() }
+        // Whatever ends this block (a thrown error included) stops the clients.
+        defer { stats.running.store(false, ordering: .relaxed) }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for clientSeed in clientSeeds {
                 group.addTask { await Soak.client(socket: socket, seed: clientSeed, stats: stats) }
@@ -207,7 +224,9 @@ enum Soak {
     /// a Sync, then disconnect (or stay for another step); repeat until told to stop.
     static func client(socket: String, seed: UInt64, stats: ClientStats) async {
         var random = SplitMix(seed: seed)
-        while stats.running.load(ordering: .relaxed) {
+        // Also stop when cancelled (the test failed and its task group is unwinding): a cancelled
+        // Task.sleep returns at once, so a loop that only watched `running` would spin forever.
+        while stats.running.load(ordering: .relaxed), !Task.isCancelled {
             let pause = Int(random.next() % 300)
             try? await Task.sleep(for: .milliseconds(pause))
             guard let client = try? VarlinkClient(socketPath: socket) else {
