@@ -359,7 +359,7 @@ final class Child: @unchecked Sendable {
         if let stderr { posix_spawn_file_actions_adddup2(&actions, stderr, 2) }
         _ = spawnActionsAddCloseFrom(&actions, 3)
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        let envp = environment.merging(sanitizerEnvironment()) { own, _ in own }.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
             for pointer in argv { free(pointer) }
             for pointer in envp { free(pointer) }
@@ -433,4 +433,14 @@ func within<T: Sendable>(
         }
         return value
     }
+}
+
+/// The sanitizer settings of this test process (`scripts/sanitize` exports them), handed to child
+/// processes so a sanitized child uses the same suppressions and exit codes.
+func sanitizerEnvironment() -> [String: String] {
+    var found: [String: String] = [:]
+    for name in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS", "UBSAN_OPTIONS", "SWIFT_BACKTRACE"] {
+        if let value = getenv(name) { found[name] = String(cString: value) }
+    }
+    return found
 }

@@ -174,7 +174,7 @@ final class ChildProcess: Sendable {
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
 
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        let envp = environment.merging(sanitizerEnvironment()) { own, _ in own }.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
             for pointer in argv { free(pointer) }
             for pointer in envp { free(pointer) }
@@ -401,4 +401,14 @@ private final class NotifyReader: Sendable {
             }
         }
     }
+}
+
+/// The sanitizer settings of this test process (`scripts/sanitize` exports them), handed to child
+/// processes so a sanitized child uses the same suppressions and exit codes.
+func sanitizerEnvironment() -> [String: String] {
+    var found: [String: String] = [:]
+    for name in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS", "UBSAN_OPTIONS", "SWIFT_BACKTRACE"] {
+        if let value = getenv(name) { found[name] = String(cString: value) }
+    }
+    return found
 }

@@ -353,7 +353,7 @@ enum Soak {
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
-        let variables: [String] = ["PATH=/usr/bin:/bin", "TZ=UTC"]
+        let variables: [String] = ["PATH=/usr/bin:/bin", "TZ=UTC"] + sanitizerEnvironment().map { "\($0.key)=\($0.value)" }
         var env: [UnsafeMutablePointer<CChar>?] = variables.map { strdup($0) } + [nil]
         defer { for pointer in env { free(pointer) } }
         var pid = pid_t()
@@ -421,4 +421,14 @@ enum Soak {
 struct SoakError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
+}
+
+/// The sanitizer settings of this test process (`scripts/sanitize` exports them), handed to child
+/// processes so a sanitized child uses the same suppressions and exit codes.
+func sanitizerEnvironment() -> [String: String] {
+    var found: [String: String] = [:]
+    for name in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS", "UBSAN_OPTIONS", "SWIFT_BACKTRACE"] {
+        if let value = getenv(name) { found[name] = String(cString: value) }
+    }
+    return found
 }
