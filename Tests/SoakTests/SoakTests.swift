@@ -153,7 +153,11 @@ import Varlink
                 """)
             #expect(status == 0, "the last sugard run exited with status \(status) on SIGTERM (see \(log))")
             #expect(fdStart > 0 && fdEnd <= fdStart, "file descriptors grew from \(fdStart) to \(fdEnd)")
-            #expect(rssStart > 0 && rssEnd <= rssStart + rssStart / 4 + 8 << 20, "RSS grew from \(rssStart) to \(rssEnd) bytes")
+            // Under a sanitizer RSS says nothing about the daemon (ASan keeps freed memory in
+            // quarantine, TSan keeps shadow state): the figures are printed, not bounded, there.
+            if sanitizerEnvironment().isEmpty {
+                #expect(rssStart > 0 && rssEnd <= rssStart + rssStart / 4 + 8 << 20, "RSS grew from \(rssStart) to \(rssEnd) bytes")
+            }
             #expect(calls.successes > 0, "no client step ever succeeded")
         }
 
