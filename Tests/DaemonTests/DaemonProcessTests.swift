@@ -362,8 +362,10 @@ import Varlink
         let cpu = after.cpuTicks - before.cpuTicks
         // libdispatch's worker-pool monitor wakes once a second on Linux (not ours to change); a
         // periodic task of the daemon would add a wake-up per tick and usually a thread.
-        #expect(switches < 30, "\(switches) context switches in 3 s while idle: \(before) → \(after)")
-        #expect(cpu <= 10, "\(cpu) ticks of CPU in 3 s while idle")
+        // Sanitizer runtimes add their own background threads and wake-ups: looser bounds there.
+        let sanitized = !sanitizerEnvironment().isEmpty
+        #expect(switches < (sanitized ? 120 : 30), "\(switches) context switches in 3 s while idle: \(before) → \(after)")
+        #expect(cpu <= (sanitized ? 40 : 10), "\(cpu) ticks of CPU in 3 s while idle")
         #expect(run.notify.messages.count == messagesBefore, "notifications while idle: \(run.notify.messages.dropFirst(messagesBefore))")
         #expect(run.notify.count("WATCHDOG=1") == 0)
         #expect(await run.stop() == .exited(0))

@@ -323,7 +323,7 @@ final class SugardRun: Sendable {
     var stderr: String { self.process.stderr }
 
     /// Waits for `READY=1` (fails the test with the daemon's stderr when it does not come).
-    func waitUntilReady(count: Int = 1, within seconds: Double = 30) async throws {
+    func waitUntilReady(count: Int = 1, within seconds: Double = 90) async throws {
         let ready = await self.notify.waitFor("READY=1", count: count, within: seconds)
         try #require(ready, "no READY=1 (#\(count)) within \(seconds) s; \(self.process.poll().map { "\($0)" } ?? "running"); stderr:\n\(self.stderr)")
     }
