@@ -124,6 +124,9 @@ public final class Daemon: Sendable {
         let backend = DaemonBackend(models: models, store: store, engine: engine)
         let server = try serverFactory(config, backend, logger.named("socket"))
 
+        // Take over the signals before READY=1: a supervisor may send SIGHUP or SIGTERM the moment
+        // it sees READY, and a signal in between would find the default action (or be ignored).
+        let signals = handleSignals ? unixSignals([.terminate, .interrupt, .hangup]) : nil
         logger.notice(
             "sugard \(sugardVersion) ready", [("socket", config.socketPath), ("database", config.databasePath), ("zone", zone.identifier)])
         self.notifier.ready(status: Self.statusLine(viewModel.state))
@@ -134,8 +137,7 @@ public final class Daemon: Sendable {
         if self.stopRequested.withLock({ $0 }) { requestInput.yield(nil) }
         defer { self.stopRequests.withLock { $0 = nil } }
         await withTaskGroup(of: Void.self) { group in
-            if handleSignals {
-                let signals = unixSignals([.terminate, .interrupt, .hangup])
+            if let signals {
                 group.addTask {
                     for await signal in signals { requestInput.yield(signal) }
                 }
