@@ -33,7 +33,10 @@ extension FuzzTargets {
                     throw fail("accepted settings rendered as \(rendered.debugDescription) read back differently")
                 }
             } catch let error as ConfigError {
-                let lines = text.split(separator: "\n", omittingEmptySubsequences: false).count
+                // Count lines as the parser does: "\r\n" is one Character in Swift, so name it.
+                let lines = text.split(
+                    omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }
+                ).count
                 guard error.file == "fuzz.conf", let line = error.line, (1...lines).contains(line) else {
                     throw fail("file error \(error) does not name fuzz.conf and a line from 1 to \(lines)")
                 }
