@@ -96,6 +96,14 @@ let package = Package(
         .executableTarget(
             name: "store-killtest-writer", dependencies: ["GlucoseStore", "HealthDataSync"], swiftSettings: strict),
 
+        // What the tests that run the built programs share: child processes, the BlueZ stand-in rig,
+        // random Varlink clients. Tests only (nothing in Sources depends on it).
+        .target(
+            name: "TestSupport",
+            dependencies: ["Locking", "DBus", "Varlink", "JSON", "GlucoseProfile"],
+            path: "Tests/TestSupport",
+            swiftSettings: strict),
+
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "GlucoseProfileTests", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
         .testTarget(
@@ -124,7 +132,7 @@ let package = Package(
             name: "BlueZDaemonTests",
             dependencies: [
                 "sugard", "sugarctl", "DBus", "Varlink", "JSON", "GlucoseProfile", "GlucoseStore", "HealthDataSync",
-                "Locking",
+                "Locking", "TestSupport",
             ],
             swiftSettings: strict),
         // Runs the built sugard (and sugarctl) as child processes: sd_notify, signals, reload, logs, idleness.
@@ -135,10 +143,14 @@ let package = Package(
                 "PacketCapture", "GlucoseProfile", "Locking",
             ],
             swiftSettings: strict),
-        // Runs the built sugard under random kills and client churn (SUGARD_SOAK_SECONDS, default 150).
+        // The soaks: the built sugard under random kills and client churn, on simulated meters (default
+        // 150 s) and over the BlueZ stand-in with bluetoothd restarts (default 90 s); SUGARD_SOAK_SECONDS.
         .testTarget(
             name: "SoakTests",
-            dependencies: ["SugarDaemon", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "sugard", "Locking"],
+            dependencies: [
+                "SugarDaemon", "GlucoseProfile", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "DBus", "sugard",
+                "TestSupport",
+            ],
             swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
     ]

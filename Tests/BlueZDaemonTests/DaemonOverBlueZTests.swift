@@ -5,6 +5,7 @@ import GlucoseStore
 import HealthDataSync
 import JSON
 import Testing
+import TestSupport
 import Varlink
 
 private let meterA = "C0:26:DA:01:02:03"
