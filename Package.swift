@@ -121,7 +121,8 @@ let package = Package(
             name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "HealthDataSync", "store-killtest-writer"],
             swiftSettings: strict),
         .testTarget(name: "VarlinkTests", dependencies: ["Locking", "Varlink", "JSON", "CLinuxIO"], swiftSettings: strict),
-        .testTarget(name: "DBusTests", dependencies: ["DBus", "BlueZTransport", "HealthDataSync"], swiftSettings: strict),
+        .testTarget(
+            name: "DBusTests", dependencies: ["DBus", "BlueZTransport", "HealthDataSync", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "SugarAPITests",
             dependencies: ["Locking", "SugarAPI", "GlucoseProfile", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "sugarctl"],

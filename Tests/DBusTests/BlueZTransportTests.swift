@@ -3,6 +3,7 @@ import DBus
 import Foundation
 import HealthDataSync
 import Testing
+import TestSupport
 
 private let meter = MeterID("C0:26:DA:01:02:03")
 private let records: [(String, String?)] = [

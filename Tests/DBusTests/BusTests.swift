@@ -1,6 +1,7 @@
 import DBus
 import Foundation
 import Testing
+import TestSupport
 
 private let busName = "org.freedesktop.DBus"
 private let busPath = "/org/freedesktop/DBus"

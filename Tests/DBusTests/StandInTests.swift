@@ -1,6 +1,7 @@
 import DBus
 import Foundation
 import Testing
+import TestSupport
 
 private let meterAddress = "C0:26:DA:01:02:03"
 private let devicePath = "/org/bluez/hci0/dev_C0_26_DA_01_02_03"

@@ -11,19 +11,10 @@ import Varlink
 package final class Rig: @unchecked Sendable {
     // @unchecked: the mutable process handles are only touched by the one test that owns the rig,
     // one step at a time (start, use, stop).
-    package static let supportDir: String = {
-        let here = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        return here.deletingLastPathComponent().appendingPathComponent("Support/bluez-standin").path
-    }()
-
     package static let varlinkInterface = "io.sugard.HealthDataSync."
 
     package let dir: String
-    package private(set) var busAddress = ""
-    private var bus: Child?
-    private var standIn: Child?
     private var daemon: Child?
-    package private(set) var standInParameters = "{}"
     private var probe: DBusConnection?
 
     package var socketPath: String { self.dir + "/s.sock" }
@@ -37,75 +28,28 @@ package final class Rig: @unchecked Sendable {
         var template = Array("/tmp/sbz-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw RigError("mkdtemp failed") }
         self.dir = String(cString: made)
+        self.bus = PrivateBus(dir: self.dir)
     }
 
     // MARK: Bus and stand-in
 
+    /// The private bus and the stand-in on it.
+    package let bus: PrivateBus
+    package var busAddress: String { self.bus.address }
+    package var standInParameters: String { self.bus.standInParameters }
+
     package func startBus() async throws {
-        let config = try String(contentsOfFile: Self.supportDir + "/bus.conf.in", encoding: .utf8)
-            .replacingOccurrences(of: "@SOCKET@", with: self.dir + "/bus.sock")
-        try config.write(toFile: self.dir + "/bus.conf", atomically: true, encoding: .utf8)
-        var fds: [Int32] = [-1, -1]
-        guard pipe2(&fds, O_CLOEXEC) == 0 else { throw RigError("pipe2 failed") }
-        defer { close(fds[0]) }
-        let child: Child
-        do {
-            child = try Child(
-                "/usr/bin/dbus-daemon", ["--config-file=\(self.dir)/bus.conf", "--nofork", "--print-address=1"],
-                environment: ["PATH": "/usr/bin:/bin"], stdout: fds[1], stderr: nil)
-        } catch {
-            close(fds[1])
-            throw error
-        }
-        close(fds[1])
-        self.bus = child
-        var line: [UInt8] = []
-        var byte: UInt8 = 0
-        while byte != UInt8(ascii: "\n") {
-            guard read(fds[0], &byte, 1) == 1 else { throw RigError("dbus-daemon exited before printing its address") }
-            line.append(byte)
-        }
-        self.busAddress = String(decoding: line.dropLast(), as: UTF8.self)
-        self.probe = try await DBusConnection.connect(to: .address(self.busAddress))
+        try self.bus.start()
+        self.probe = try await self.bus.connect()
     }
 
     /// Starts the stand-in and waits until it serves org.bluez.
-    package func startStandIn(_ parameters: String) async throws {
-        self.standInParameters = parameters
-        let log = open(self.dir + "/standin.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-        guard log >= 0 else { throw RigError("cannot open the stand-in log") }
-        defer { close(log) }
-        let process = try Child(
-            "/usr/bin/python3",
-            ["-m", "dbusmock", "--system", "--template", Self.supportDir + "/glucose_meter.py", "-p", parameters],
-            environment: ["PATH": "/usr/bin:/bin", "DBUS_SYSTEM_BUS_ADDRESS": self.busAddress], stdout: log, stderr: log)
-        self.standIn = process
-        let probe = try self.bluezProbe()
-        for _ in 0..<1500 {
-            let owned = try await probe.call(
-                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-                method: "NameHasOwner", arguments: [.string("org.bluez")])
-            // The name is taken before the template has loaded; an answered call means it is serving.
-            if owned.first?.bool == true,
-                (try? await probe.call(
-                    destination: "org.bluez", path: "/", interface: "org.freedesktop.DBus.ObjectManager",
-                    method: "GetManagedObjects", timeout: .seconds(5))) != nil
-            {
-                return
-            }
-            if !process.isRunning { break }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        throw RigError("the stand-in did not take org.bluez; log:\n\(self.standInLog)")
-    }
+    package func startStandIn(_ parameters: String) async throws { try await self.bus.startStandIn(parameters) }
 
     /// SIGKILL, like bluetoothd crashing.
-    package func killStandIn() {
-        self.standIn?.kill()
-        self.standIn = nil
-    }
+    package func killStandIn() { self.bus.killStandIn() }
 
-    package var standInLog: String { Self.tail(self.dir + "/standin.log") }
+    package var standInLog: String { self.bus.standInLog }
 
     private func bluezProbe() throws -> DBusConnection {
         guard let probe = self.probe else { throw RigError("the bus is not running") }
@@ -191,7 +135,7 @@ package final class Rig: @unchecked Sendable {
     }
 
     /// Whether the stand-in (bluetoothd) process is running.
-    package var standInRunning: Bool { self.standIn?.isRunning ?? false }
+    package var standInRunning: Bool { self.bus.standInRunning }
 
     /// SIGTERM and wait for the exit status (SIGKILL after `seconds`).
     package func stopDaemon(seconds: Int = 20) async -> Int32? {
@@ -200,7 +144,7 @@ package final class Rig: @unchecked Sendable {
         return await daemon.terminate(graceSeconds: seconds)
     }
 
-    package var daemonLog: String { Self.tail(self.dir + "/sugard.log") }
+    package var daemonLog: String { tail(self.dir + "/sugard.log") }
 
     /// Runs the built sugarctl against the daemon's socket.
     package func sugarctl(_ arguments: [String], seconds: Int = 60) async throws -> ProcessResult {
@@ -270,17 +214,10 @@ package final class Rig: @unchecked Sendable {
             self.daemon = nil
             _ = await daemon.terminate(graceSeconds: 10)
         }
-        self.killStandIn()
         self.probe?.close()
         self.probe = nil
-        self.bus?.kill()
-        self.bus = nil
+        self.bus.stop()
         if !self.keepDirectory { try? FileManager.default.removeItem(atPath: self.dir) }
-    }
-
-    static func tail(_ path: String, bytes: Int = 12_000) -> String {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return "(no log)" }
-        return String(text.suffix(bytes))
     }
 }
 

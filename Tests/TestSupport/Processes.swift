@@ -169,7 +169,7 @@ package struct RigError: Error, CustomStringConvertible {
 
 /// Fails instead of hanging when `operation` takes longer than `seconds`.
 package func within<T: Sendable>(
-    _ seconds: Int, _ what: String, _ operation: @escaping @Sendable () async throws -> T
+    _ seconds: Int = 10, _ what: String, _ operation: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     try await withThrowingTaskGroup(of: T?.self) { group in
         group.addTask { try await operation() }
