@@ -141,7 +141,7 @@ let package = Package(
             name: "DaemonTests",
             dependencies: [
                 "sugard", "sugarctl", "Varlink", "JSON", "GlucoseStore", "HealthDataSync", "ReplayTransport",
-                "PacketCapture", "GlucoseProfile", "Locking",
+                "PacketCapture", "GlucoseProfile", "Locking", "TestSupport",
             ],
             swiftSettings: strict),
         // The soaks: the built sugard under random kills and client churn, on simulated meters (default

@@ -6,6 +6,7 @@ import JSON
 import PacketCapture
 import ReplayTransport
 import Testing
+import TestSupport
 import Varlink
 
 /// The "sugard: the daemon" contract, checked against the built `sugard` binary: sd_notify (READY,
@@ -379,7 +380,7 @@ import Varlink
         let run = try SugardRun(in: dir, arguments: ["--demo"], environment: ["HOME": home], placeFiles: false)
         try await run.waitUntilReady()
         #expect(access(home + "/.local/state/sugard-demo/io.sugard.HealthDataSync", F_OK) == 0)
-        let sugarctl = try Binaries.path("sugarctl")
+        let sugarctl = try builtProduct("sugarctl")
         var last: (Termination?, String, String) = (nil, "", "")
         let shown = await eventually(within: 30) {
             guard let child = try? ChildProcess(

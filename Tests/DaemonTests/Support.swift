@@ -2,33 +2,11 @@ import Locking
 import Glibc
 import Synchronization
 import Testing
+import TestSupport
 
 // Helpers to run the built `sugard`/`sugarctl` as child processes. posix_spawn instead of Foundation's
 // Process (which misbehaves when several tests spawn at once); every wait is a poll with
 // `Task.sleep` in between, so no test blocks a thread of the cooperative pool.
-
-enum Binaries {
-    /// A built executable of this package: next to the test bundle (same build directory), else in
-    /// the package's .build/debug.
-    static func path(_ name: String) throws -> String {
-        var candidates: [String] = []
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        if n > 0 {
-            let exe = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            var parts = exe.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-            // …/debug/sugardPackageTests.xctest (a file on Linux), or a bundle directory deeper down.
-            while parts.count > 1 {
-                parts.removeLast()
-                candidates.append(parts.joined(separator: "/") + "/" + name)
-            }
-        }
-        let root = String(#filePath.split(separator: "/", omittingEmptySubsequences: false).dropLast(3).joined(separator: "/"))
-        candidates.append(root + "/.build/debug/" + name)
-        let found = candidates.first { access($0, X_OK) == 0 }
-        return try #require(found, "\(name) not built; run `swift build --product \(name)` (looked in \(candidates.prefix(3)))")
-    }
-}
 
 /// A short directory under /tmp (socket paths must stay under 108 bytes), removed on deinit.
 final class TempDirectory: Sendable {
@@ -317,7 +295,7 @@ final class SugardRun: Sendable {
         env.merge(environment) { $1 }
         let files = placeFiles ? ["--state-dir", directory.file("state"), "--socket", self.socketPath] : []
         self.process = try ChildProcess(
-            try Binaries.path("sugard"), files + arguments, environment: env, outputPrefix: directory.file(name))
+            try builtProduct("sugard"), files + arguments, environment: env, outputPrefix: directory.file(name))
     }
 
     var stderr: String { self.process.stderr }
@@ -401,14 +379,4 @@ private final class NotifyReader: Sendable {
             }
         }
     }
-}
-
-/// The sanitizer settings of this test process (`scripts/sanitize` exports them), handed to child
-/// processes so a sanitized child uses the same suppressions and exit codes.
-func sanitizerEnvironment() -> [String: String] {
-    var found: [String: String] = [:]
-    for name in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS", "UBSAN_OPTIONS", "SWIFT_BACKTRACE"] {
-        if let value = getenv(name) { found[name] = String(cString: value) }
-    }
-    return found
 }
