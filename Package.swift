@@ -120,12 +120,16 @@ let package = Package(
         .testTarget(
             name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "HealthDataSync", "store-killtest-writer"],
             swiftSettings: strict),
-        .testTarget(name: "VarlinkTests", dependencies: ["Locking", "Varlink", "JSON", "CLinuxIO"], swiftSettings: strict),
+        .testTarget(
+            name: "VarlinkTests", dependencies: ["Locking", "Varlink", "JSON", "CLinuxIO", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "DBusTests", dependencies: ["DBus", "BlueZTransport", "HealthDataSync", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "SugarAPITests",
-            dependencies: ["Locking", "SugarAPI", "GlucoseProfile", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "sugarctl"],
+            dependencies: [
+                "Locking", "SugarAPI", "GlucoseProfile", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "sugarctl",
+                "TestSupport",
+            ],
             swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
         // The built sugard and sugarctl against the BlueZ stand-in on a private bus.

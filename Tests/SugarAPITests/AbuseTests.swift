@@ -4,6 +4,7 @@ import HealthDataSync
 import JSON
 import SugarAPI
 import Testing
+import TestSupport
 import Varlink
 
 /// Hostile and broken clients against io.sugard.HealthDataSync: the daemon keeps serving everyone else.

@@ -4,6 +4,7 @@ import HealthDataSync
 import JSON
 import SugarAPI
 import Testing
+import TestSupport
 import Varlink
 
 /// Watch over the socket: the view-model semantics as a client sees them.

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import JSON
 import Testing
+import TestSupport
 import Varlink
 
 /// Binds a plain listening socket at `path`, as systemd would for socket activation.

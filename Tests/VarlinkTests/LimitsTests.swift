@@ -1,6 +1,7 @@
 import Glibc
 import JSON
 import Testing
+import TestSupport
 import Varlink
 
 @Suite(.serialized) struct ServerLimitTests {

@@ -2,6 +2,7 @@ import Glibc
 import JSON
 import Synchronization
 import Testing
+import TestSupport
 import Varlink
 
 @Suite(.serialized) struct ServerProtocolTests {
