@@ -185,10 +185,7 @@ import TestSupport
                 \(rssStart) B end \(rssEnd) B; fds start \(fdStart) end \(fdEnd)
                 """)
             #expect(status == 0, "the last sugard run exited with \(String(describing: status)) on SIGTERM\n\(rig.daemonLog)")
-            #expect(fdStart > 0 && fdEnd <= fdStart, "file descriptors grew from \(fdStart) to \(fdEnd)")
-            if sanitizerEnvironment().isEmpty {
-                #expect(rssStart > 0 && rssEnd <= rssStart + rssStart / 4 + 8 << 20, "RSS grew from \(rssStart) to \(rssEnd) bytes")
-            }
+            Soak.expectFlat(fds: (fdStart, fdEnd), rss: (rssStart, rssEnd))
             #expect(calls.successes > 0, "no client step ever succeeded")
             #expect(counts.bluetoothdRestarts > 0 && counts.readings > 0, "the soak was too short to restart bluetoothd")
         }

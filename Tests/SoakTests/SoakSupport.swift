@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import JSON
+import Testing
 import TestSupport
 import Varlink
 
@@ -72,5 +73,15 @@ enum Soak {
             }
         }
         return []
+    }
+
+    /// The last run's descriptors must not grow (counted with no client connected); its RSS may grow
+    /// by at most 25% + 8 MiB. Under a sanitizer RSS says nothing about the daemon (ASan keeps freed
+    /// memory in quarantine, TSan keeps shadow state): there it is printed, not bounded.
+    static func expectFlat(fds: (start: Int, end: Int), rss: (start: Int, end: Int)) {
+        #expect(fds.start > 0 && fds.end <= fds.start, "file descriptors grew from \(fds.start) to \(fds.end)")
+        if sanitizerEnvironment().isEmpty {
+            #expect(rss.start > 0 && rss.end <= rss.start + rss.start / 4 + 8 << 20, "RSS grew from \(rss.start) to \(rss.end) bytes")
+        }
     }
 }
