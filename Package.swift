@@ -105,9 +105,10 @@ let package = Package(
             swiftSettings: strict),
 
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
-        .testTarget(name: "GlucoseProfileTests", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
+        .testTarget(name: "GlucoseProfileTests", dependencies: ["GlucoseProfile", "JSON", "TestSupport"], swiftSettings: strict),
         .testTarget(
-            name: "PacketCaptureTests", dependencies: ["PacketCapture", "GlucoseProfile", "JSON"], swiftSettings: strict),
+            name: "PacketCaptureTests", dependencies: ["PacketCapture", "GlucoseProfile", "JSON", "TestSupport"],
+            swiftSettings: strict),
         .testTarget(
             name: "ReplayTransportTests",
             dependencies: ["ReplayTransport", "PacketCapture", "HealthDataSync", "GlucoseProfile", "JSON"],
@@ -116,7 +117,9 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: ["Locking", "ReplayTransport", "GlucoseStore", "HealthDataSync", "PacketCapture", "GlucoseProfile", "JSON"],
             swiftSettings: strict),
-        .testTarget(name: "HealthDataSyncTests", dependencies: ["Locking", "HealthDataSync", "GlucoseProfile"], swiftSettings: strict),
+        .testTarget(
+            name: "HealthDataSyncTests", dependencies: ["Locking", "HealthDataSync", "GlucoseProfile", "TestSupport"],
+            swiftSettings: strict),
         .testTarget(
             name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "HealthDataSync", "store-killtest-writer"],
             swiftSettings: strict),

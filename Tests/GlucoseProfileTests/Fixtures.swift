@@ -1,4 +1,5 @@
 import GlucoseProfile
+import TestSupport
 
 /// Bytes from a hex string; spaces are ignored. Test-only, traps on bad input.
 func hex(_ text: String) -> [UInt8] {
@@ -15,17 +16,7 @@ func hex(_ text: String) -> [UInt8] {
 }
 
 /// SplitMix64: a seeded generator so a failing fuzz run can be replayed from its printed seed.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { self.state = seed }
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+typealias SplitMix64 = SplitMix
 
 /// Packets from the spec tables and public test suites (glucose-profile.md, parser-anchors.md).
 enum SpecExamples {

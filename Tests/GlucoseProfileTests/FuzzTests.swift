@@ -1,6 +1,7 @@
 import Foundation
 import GlucoseProfile
 import Testing
+import TestSupport
 
 /// Random bytes never trap any decoder; whatever decodes re-encodes to the same bytes; errors point inside
 /// the input. The seed is printed so a failure can be replayed (set GLUCOSE_FUZZ_SEED=<hex> to reuse one).

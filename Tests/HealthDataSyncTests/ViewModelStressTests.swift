@@ -1,5 +1,6 @@
 import HealthDataSync
 import Testing
+import TestSupport
 import Locking
 
 /// Churn, scale and randomized convergence tests for the observation hub.

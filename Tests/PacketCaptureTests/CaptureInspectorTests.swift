@@ -2,6 +2,7 @@ import Glibc
 import GlucoseProfile
 import JSON
 import Testing
+import TestSupport
 @testable import PacketCapture
 
 /// The repository's `fixtures/` directory.
