@@ -307,9 +307,15 @@ final class SugardRun: Sendable {
     }
 
     /// SIGTERM, then waits for the exit.
+    /// SIGTERM and wait; when the daemon does not exit 0, its stderr is printed (a sanitizer
+    /// report in the child, for one, shows up only there).
     func stop(within seconds: Double = 30) async -> Termination? {
         self.process.signal(SIGTERM)
-        return await self.process.waitForExit(within: seconds)
+        let ended = await self.process.waitForExit(within: seconds)
+        if ended != .exited(0) {
+            print("sugard ended with \(ended.map(\.description) ?? "no exit within \(seconds) s"); its stderr:\n\(String(self.stderr.suffix(20_000)))")
+        }
+        return ended
     }
 }
 

@@ -622,6 +622,12 @@ def load(mock, parameters):
     # call RequestPasskey, so replace the method with one that also records the sender.
     @dbus.service.method(AGENT_MANAGER_IFACE, in_signature='os', out_signature='', sender_keyword='sender')
     def RegisterAgent(manager, agent_path, capability, sender=None):
+        # bluetoothd keys agents by their owner's bus name and forgets one when its owner leaves the
+        # bus; bluez5's mock keys them by path only and never forgets, so a client restarted after a
+        # crash would be refused (and bluez5 then fails building that error). Drop the dead owner's.
+        previous = manager.agent_senders.get(str(agent_path))
+        if agent_path in manager.agent_paths and previous is not None and previous != str(sender):
+            bluez5.UnregisterAgent(manager, agent_path)
         bluez5.RegisterAgent(manager, agent_path, capability)
         manager.agent_senders[str(agent_path)] = str(sender)
         manager.agent_registrations.append([str(agent_path), str(capability), str(sender)])
