@@ -10,6 +10,12 @@ internal import Glibc
 ///
 /// Like `Mutex`, the value is handed in and out with `sending`, so a non-`Sendable` value can be
 /// protected; the lock itself is `Sendable` for that reason.
+///
+/// Do not protect an empty value (`Lock(())`, a struct without stored properties): an empty value
+/// has no meaningful address, and under `-sanitize=thread` the inout access in `withLock` hands
+/// that address to TSan, which then reports races between unrelated accesses. The compiler skips
+/// the instrumentation only for types it knows to be empty (swiftlang/swift#35579), not for a
+/// generic `Value` that turns out empty at run time. Protect the state itself instead.
 public final class Lock<Value: ~Copyable>: @unchecked Sendable {
     // Invariant that makes the @unchecked Sendable sound: `value` is only touched between
     // pthread_mutex_lock and pthread_mutex_unlock in withLock.

@@ -7,7 +7,9 @@ import Locking
 /// journal (systemd sets `JOURNAL_STREAM`), as plain timestamped lines otherwise.
 public final class StderrLogSink: Sendable {
     private let journal: Bool
-    private let lock = Lock(())
+    /// The line being written, reused from line to line; the lock also keeps lines whole when
+    /// several threads log at once. (Not a `Lock<()>`: see `Lock` on empty values.)
+    private let pending = Lock<[UInt8]>([])
     private let minimum: Atomic<Int>
 
     public init(environment: [String: String], level: LogLevel = .info) {
@@ -42,11 +44,12 @@ public final class StderrLogSink: Sendable {
         line += record.label + ": " + record.message.replacingNewlines()
         for (key, value) in record.metadata { line += " \(key)=\(value.replacingNewlines())" }
         line += "\n"
-        self.lock.withLock { _ in
-            var bytes = Array(line.utf8)
+        self.pending.withLock { bytes in
+            bytes.removeAll(keepingCapacity: bytes.capacity <= 16_384)
+            bytes.append(contentsOf: line.utf8)
             var offset = 0
             while offset < bytes.count {
-                let n = bytes.withUnsafeMutableBytes { raw in
+                let n = bytes.withUnsafeBytes { raw in
                     Glibc.write(2, raw.baseAddress! + offset, raw.count - offset)
                 }
                 if n < 0 {
@@ -55,7 +58,6 @@ public final class StderrLogSink: Sendable {
                 }
                 offset += n
             }
-            bytes.removeAll()
         }
     }
 }
