@@ -202,7 +202,17 @@ func runProcess(
                 continuation.resume(throwing: error)
                 return
             }
-            if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+            if let stdin {
+                // The child may exit before it reads (socat refused by the socket's mode): the write
+                // then fails with EPIPE, and SIGPIPE (blocked on this thread only, after the child
+                // started so it does not inherit the mask) stays pending instead of killing the
+                // test process; it is dropped when this thread ends.
+                var pipeSignal = sigset_t()
+                sigemptyset(&pipeSignal)
+                sigaddset(&pipeSignal, SIGPIPE)
+                pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
+                try? input.fileHandleForWriting.write(contentsOf: Data(stdin.utf8))
+            }
             try? input.fileHandleForWriting.close()
             let stderrData = Lock(Data())
             let done = DispatchSemaphore(value: 0)
