@@ -65,9 +65,9 @@ public final class Daemon: Sendable {
     let reloadConfig: ConfigReloader?
     let sink: StderrLogSink
     let notifier: SystemdNotifier
-    /// Stop requests from ``stop()`` (nil before `run` starts and after it returns).
-    let stopRequests = Lock<AsyncStream<UnixSignal?>.Continuation?>(nil)
-    let stopRequested = Lock(false)
+    /// ``stop()`` requests: the running `run`'s request stream (nil outside `run`), and whether
+    /// `stop()` was called (so a request made before `run` starts is not lost).
+    let stopState = Lock<(requests: AsyncStream<UnixSignal?>.Continuation?, requested: Bool)>((nil, false))
 
     /// - Parameter reloadConfig: how SIGHUP re-reads the configuration (normally the command line
     ///   parsed again, so flags keep winning over the file); nil reads `configFile` over the
@@ -87,8 +87,10 @@ public final class Daemon: Sendable {
     /// would (for benchmarks and tests that host the daemon in-process). Before `run` starts, the
     /// request is kept and `run` stops right after start-up.
     public func stop() {
-        self.stopRequested.withLock { $0 = true }
-        _ = self.stopRequests.withLock { $0?.yield(nil) }
+        self.stopState.withLock { state in
+            state.requested = true
+            _ = state.requests?.yield(nil)
+        }
     }
 
     /// Runs until a stop signal (or ``stop()``); returns normally after a clean shutdown.
@@ -133,9 +135,11 @@ public final class Daemon: Sendable {
 
         // Signals and stop() requests (nil) arrive on one stream.
         let (requests, requestInput) = AsyncStream.makeStream(of: UnixSignal?.self, bufferingPolicy: .bufferingNewest(16))
-        self.stopRequests.withLock { $0 = requestInput }
-        if self.stopRequested.withLock({ $0 }) { requestInput.yield(nil) }
-        defer { self.stopRequests.withLock { $0 = nil } }
+        self.stopState.withLock { state in
+            state.requests = requestInput
+            if state.requested { requestInput.yield(nil) }
+        }
+        defer { self.stopState.withLock { $0.requests = nil } }
         await withTaskGroup(of: Void.self) { group in
             if let signals {
                 group.addTask {

@@ -39,17 +39,10 @@ enum E2EBenchmark {
     static let liveAddress = BluetoothAddress(rawValue: 0xD4_A0_E2_E0_00_02)
 
     static func run(records: Int, watchers: Int, samples: Int, idleSeconds: Int) async -> Int32 {
-        var template = Array("/tmp/sbench-e2e.XXXXXX".utf8CString)
-        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
-            writeStderr("sugar-bench e2e: cannot create a scratch directory in /tmp\n")
-            return 1
-        }
-        let directory = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard let directory = makeScratchDirectory("sbench-e2e", for: "e2e") else { return 1 }
         defer {
-            for name in ["sugard.sqlite", "sugard.sqlite-wal", "sugard.sqlite-shm", "io.sugard.HealthDataSync"] {
-                unlink(directory + "/" + name)
-            }
-            rmdir(directory)
+            removeScratchDirectory(
+                directory, files: ["sugard.sqlite", "sugard.sqlite-wal", "sugard.sqlite-shm", "io.sugard.HealthDataSync"])
         }
         var config = DaemonConfig(stateDirectory: directory, socketPath: directory + "/io.sugard.HealthDataSync")
         // SUGAR_BENCH_LOG_LEVEL=info shows the daemon's log on stderr.

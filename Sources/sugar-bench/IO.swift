@@ -61,3 +61,19 @@ private func writeAll(_ text: String, to descriptor: Int32) {
         start += count
     }
 }
+
+/// A fresh directory under /tmp for one benchmark's files (socket paths must stay short), or nil
+/// after telling stderr why not. `removeScratchDirectory` deletes it with the named files.
+func makeScratchDirectory(_ prefix: String, for command: String) -> String? {
+    var template = Array("/tmp/\(prefix).XXXXXX".utf8CString)
+    guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
+        writeStderr("sugar-bench \(command): cannot create a scratch directory in /tmp\n")
+        return nil
+    }
+    return String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+func removeScratchDirectory(_ directory: String, files: [String]) {
+    for name in files { unlink(directory + "/" + name) }
+    rmdir(directory)
+}

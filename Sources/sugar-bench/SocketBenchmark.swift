@@ -18,18 +18,8 @@ import Darwin
 /// p50Micros, p99Micros (GetStatus round trips), watcherMessages and peakRSSBytes (VmHWM).
 enum SocketBenchmark {
     static func run(clients: Int, seconds: Int) async -> Int32 {
-        var template = Array("/tmp/sbench.XXXXXX".utf8CString)
-        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
-            writeStderr("sugar-bench socket: cannot create a scratch directory in /tmp\n")
-            return 1
-        }
-        let directory = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        defer {
-            unlink(directory + "/readings.db")
-            unlink(directory + "/readings.db-wal")
-            unlink(directory + "/readings.db-shm")
-            rmdir(directory)
-        }
+        guard let directory = makeScratchDirectory("sbench", for: "socket") else { return 1 }
+        defer { removeScratchDirectory(directory, files: ["readings.db", "readings.db-wal", "readings.db-shm", "io.sugard.HealthDataSync"]) }
         do {
             let store = try SQLiteReadingStore(path: directory + "/readings.db")
             let backend = InterfaceTestBackend(store: store)
