@@ -32,6 +32,21 @@ extension ReadingExport {
     }
 }
 
+/// People as the interface takes them (`AssignMeter`, `sugarctl meters assign`).
+public enum Person {
+    /// What a person's name may be, for error messages.
+    public static let rule = "A person is named by 1 to 64 characters, without control characters."
+
+    /// The name with surrounding white space removed, or nil when it breaks ``rule``.
+    public static func validated(_ text: String) -> String? {
+        let trimmed = String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+        guard !trimmed.isEmpty, trimmed.count <= 64,
+            !trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else { return nil }
+        return trimmed
+    }
+}
+
 /// Instants as the interface writes and reads them.
 public enum APITime {
     /// The wall clock, in milliseconds since the epoch.
@@ -133,7 +148,7 @@ enum APIJSON {
             "highWater": .from(m.highWater), "epoch": .from(m.epoch),
             "lastSync": m.lastSync.map(ReadingJSON.instant) ?? .null,
             "lastSyncResult": .from(m.lastSyncResult?.rawValue), "readingCount": .from(m.readingCount),
-            "features": .from(m.features),
+            "features": .from(m.features), "person": .from(m.person),
         ]
     }
 }

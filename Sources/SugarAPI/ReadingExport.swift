@@ -11,7 +11,7 @@ public enum ReadingExport {
     public static let csvColumns = [
         "reading_id", "meter", "sequence", "measured_at_utc", "epoch_millis", "meter_local_time",
         "utc_offset_minutes", "value_mg_dl", "value_mmol_l", "ketone_mmol_l", "sample_type",
-        "sample_location", "meal", "control_solution", "flags",
+        "sample_location", "meal", "control_solution", "flags", "person",
     ]
 
     /// RFC 4180 CSV with a header row. Both units are always written (mg/dL = mmol/L × 18.0156).
@@ -35,6 +35,7 @@ public enum ReadingExport {
                 r["context"]?["meal"]?["name"]?.stringValue ?? "",
                 flags.contains("controlSolution") ? "true" : "false",
                 flags.joined(separator: " "),
+                r["person"]?.stringValue ?? "",
             ]
             out += fields.map(self.csvField).joined(separator: ",") + "\r\n"
         }

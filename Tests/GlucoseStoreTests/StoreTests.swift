@@ -215,6 +215,7 @@ import Testing
     /// version before the latest needs an entry, so adding v2 forces a v1 fixture.
     static let fixtureWriters: [Int64: @Sendable (Connection) throws(StoreError) -> Void] = [
         0: { _ in },  // an empty, new file
+        1: { (db) throws(StoreError) in try V1Fixture.write(db) },  // what the first release stored
     ]
 
     static func schema(_ path: String) throws -> [String] {
@@ -243,8 +244,9 @@ import Testing
             #expect(try await store.textForTesting("PRAGMA user_version") == [String(Schema.latestVersion)])
             #expect(try Self.schema(dir.database) == fresh, "schema after migrating from version \(version)")
             // The migrated database works.
-            _ = try await store.commit(syncOf(1...3))
-            #expect(try await store.readingCount(meter: nil) == 3)
+            let fresh = MeterID("C0:26:DA:0F:0F:0F")
+            _ = try await store.commit(syncOf(1...3, meter: identity(fresh)))
+            #expect(try await store.readingCount(meter: fresh) == 3)
         }
     }
 
