@@ -37,7 +37,7 @@ import Varlink
 
     @Test func everyMethodHasALevelAndDenialNamesTheMethod() throws {
         #expect(HealthDataSyncService.readMethods.isDisjoint(with: HealthDataSyncService.adminMethods))
-        for method in ["Sync", "Forget", "Pair", "SubmitPasskey"] {
+        for method in ["Sync", "Forget", "Pair", "SubmitPasskey", "AssignMeter"] {
             #expect(HealthDataSyncService.level(of: method) == .admin)
         }
         let models = ModelStore(
