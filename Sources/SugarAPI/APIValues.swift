@@ -26,9 +26,11 @@ public enum DisplayUnit: String, Sendable, Hashable, CaseIterable {
 }
 
 extension ReadingExport {
-    /// ``fhir(_:unit:)`` for a client's display unit.
-    public static func fhir(_ readings: [JSONValue], displayUnit: DisplayUnit) -> (bundle: JSONValue, skipped: Int) {
-        self.fhir(readings, unit: displayUnit.glucoseUnit)
+    /// ``fhir(_:meters:unit:)`` for a client's display unit.
+    public static func fhir(
+        _ readings: [JSONValue], meters: [String: JSONValue], displayUnit: DisplayUnit
+    ) -> (bundle: JSONValue, skipped: Int) {
+        self.fhir(readings, meters: meters, unit: displayUnit.glucoseUnit)
     }
 }
 
