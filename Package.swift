@@ -21,6 +21,8 @@ let package = Package(
         .library(name: "BlueZTransport", targets: ["BlueZTransport"]),
         .library(name: "SugarAPI", targets: ["SugarAPI"]),
         .library(name: "SugarDaemon", targets: ["SugarDaemon"]),
+        .library(name: "HTTPClient", targets: ["HTTPClient"]),
+        .library(name: "NightscoutSink", targets: ["NightscoutSink"]),
         .executable(name: "sugard", targets: ["sugard"]),
         // The per-input logic of the fuzz targets, for the nested fuzz package in Fuzz/.
         .library(name: "FuzzTargets", targets: ["FuzzTargets"]),
@@ -32,6 +34,7 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CLinuxIO"),  // epoll and eventfd headers (glibc, nothing to link)
         // Counts malloc calls for sugar-bench (interposes the allocator; linked into sugar-bench only).
         .target(name: "CMallocCounter"),
@@ -72,6 +75,13 @@ let package = Package(
                 "HealthDataSync", "JSON", "SugarAPI", "GlucoseStore", "Varlink", "ReplayTransport", "BlueZTransport",
                 "GlucoseProfile", "PacketCapture",
             ], swiftSettings: strict),
+
+        // HTTP(S) through libcurl: the only importer of CCurl.
+        .target(name: "HTTPClient", dependencies: ["Locking", "CCurl"], swiftSettings: strict),
+        // Readings to Nightscout (entries, BG Check treatments), one site per person, durable cursor.
+        .target(
+            name: "NightscoutSink", dependencies: ["Locking", "JSON", "HealthDataSync", "SugarAPI", "HTTPClient"],
+            swiftSettings: strict),
 
         // Benchmark bodies (Glibc for VmHWM only), run by sugar-bench.
         .target(name: "ViewModelBenchmarks", dependencies: ["Locking", "HealthDataSync", "JSON"], swiftSettings: strict),
@@ -131,7 +141,7 @@ let package = Package(
             name: "SugarAPITests",
             dependencies: [
                 "Locking", "SugarAPI", "SugarDaemon", "ReplayTransport", "PacketCapture", "GlucoseProfile", "GlucoseStore",
-                "HealthDataSync", "JSON", "Varlink", "sugarctl", "TestSupport",
+                "HealthDataSync", "JSON", "Varlink", "sugarctl", "TestSupport", "NightscoutSink", "HTTPClient",
             ],
             swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
