@@ -30,9 +30,11 @@ final class NightscoutStandIn: @unchecked Sendable {
         var arguments = ["python3", script, "--secret", secret]
         if let token { arguments += ["--token", token] }
         if let tls { arguments += ["--tls", tls.cert, tls.key] }
-        self.child = try Child(
-            "/usr/bin/env", arguments, environment: ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"],
-            stdout: out, stderr: nil)
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        // Process launches take turns (see runProcess): Foundation's is not safe next to another.
+        self.child = try processLaunchLock.withLock {
+            try Child("/usr/bin/env", arguments, environment: ["PATH": path], stdout: out, stderr: nil)
+        }
         var port: Int?
         let deadline = ContinuousClock.now + .seconds(10)
         while port == nil, ContinuousClock.now < deadline {

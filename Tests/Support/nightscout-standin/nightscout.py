@@ -16,6 +16,7 @@ Usage: nightscout.py --secret S [--token T] [--tls CERT KEY]; prints the port on
 import argparse
 import hashlib
 import json
+import os
 import ssl
 import sys
 import threading
@@ -116,5 +117,15 @@ if args.tls:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(args.tls[0], args.tls[1])
     server.socket = context.wrap_socket(server.socket, server_side=True)
+
+
+def follow_parent(parent):
+    # The test process may die without stopping us (a crash): then exit too.
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(0)
+
+
+threading.Thread(target=follow_parent, args=(os.getppid(),), daemon=True).start()
 print(server.server_address[1], flush=True)
 server.serve_forever()
