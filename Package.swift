@@ -130,8 +130,8 @@ let package = Package(
         .testTarget(
             name: "SugarAPITests",
             dependencies: [
-                "Locking", "SugarAPI", "GlucoseProfile", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "sugarctl",
-                "TestSupport",
+                "Locking", "SugarAPI", "SugarDaemon", "ReplayTransport", "PacketCapture", "GlucoseProfile", "GlucoseStore",
+                "HealthDataSync", "JSON", "Varlink", "sugarctl", "TestSupport",
             ],
             swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
