@@ -188,14 +188,50 @@ enum DoctorCommand {
                 destination: "org.bluez", path: "/", interface: "org.freedesktop.DBus.ObjectManager",
                 method: "GetManagedObjects", timeout: .seconds(5))
             devices = self.devices(objects.first)
+            let version = self.bluetoothdVersion().map { "bluetoothd \($0)" } ?? "bluetoothd"
             checks.append(Check(name: "bluetoothd", status: .ok,
-                                message: "running on the system bus (org.bluez), \(devices?.count ?? 0) device(s) known"))
+                                message: "\(version) running on the system bus (org.bluez), \(devices?.count ?? 0) device(s) known"))
         } catch {
             checks.append(Check(name: "bluetoothd", status: .fail, message: "talking to org.bluez failed: \(error.message)",
                                 fix: "`sudo systemctl restart bluetooth`; `journalctl -u bluetooth` shows why", needsRoot: true))
         }
         checks.append(self.policyCheck(policy))
         return (checks, devices)
+    }
+
+    /// `bluetoothd --version` (BlueZ does not publish its version on the bus).
+    static func bluetoothdVersion() -> String? {
+        let candidates: [String] = ["/usr/libexec/bluetooth/bluetoothd", "/usr/sbin/bluetoothd"]
+        guard let path = candidates.first(where: { access($0, X_OK) == 0 }) else { return nil }
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { return nil }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
+        posix_spawn_file_actions_addclose(&actions, fds[0])
+        posix_spawn_file_actions_addclose(&actions, fds[1])
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let argv = [strdup(path), strdup("--version"), nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        close(fds[1])
+        defer { close(fds[0]) }
+        guard spawned == 0 else { return nil }
+        var output: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 256)
+        while output.count < 4096 {
+            let got = buffer.withUnsafeMutableBytes { read(fds[0], $0.baseAddress, $0.count) }
+            if got < 0 && errno == EINTR { continue }
+            guard got > 0 else { break }
+            output += buffer[0..<got]
+        }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let text = String(decoding: output, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
+        return text.isEmpty ? nil : text
     }
 
     static func policyCheck(_ path: String?) -> Check {
