@@ -234,15 +234,18 @@ public struct CaptureRedactor: Sendable {
 
     // MARK: - HCI events (controller → host)
 
+    /// The connection handle at `offset` into an event's parameters, when the parameters reach that far.
+    static func handle(_ packet: [UInt8], at offset: Int) -> UInt16? {
+        guard packet.count >= 2, Int(packet[1]) >= offset + 2, packet.count >= 4 + offset else { return nil }
+        return (UInt16(packet[2 + offset]) | UInt16(packet[3 + offset]) << 8) & 0x0FFF
+    }
+
     private mutating func event(_ packet: inout [UInt8], index: UInt16) -> Bool {
         guard packet.count >= 2, packet.count >= 2 + Int(packet[1]) else { return false }
         let code = packet[0]
         let p = 2
         let length = Int(packet[1])
-        func handle(at offset: Int) -> UInt16? {
-            guard length >= offset + 2 else { return nil }
-            return (UInt16(packet[p + offset]) | UInt16(packet[p + offset + 1]) << 8) & 0x0FFF
-        }
+        func handle(at offset: Int) -> UInt16? { Self.handle(packet, at: offset) }
         switch code {
         case 0x05:  // Disconnection Complete
             guard let h = handle(at: 1) else { return false }
@@ -274,11 +277,7 @@ public struct CaptureRedactor: Sendable {
 
     private mutating func leEvent(_ packet: inout [UInt8], index: UInt16) -> Bool {
         let p = 2
-        let length = Int(packet[1])
-        func handle(at offset: Int) -> UInt16? {
-            guard length >= offset + 2 else { return nil }
-            return (UInt16(packet[p + offset]) | UInt16(packet[p + offset + 1]) << 8) & 0x0FFF
-        }
+        func handle(at offset: Int) -> UInt16? { Self.handle(packet, at: offset) }
         switch packet[p] {
         case 0x01, 0x0A, 0x29:  // LE (Enhanced) Connection Complete
             guard let connection = HCIEventFields.leConnection(packet) else { return false }
