@@ -160,6 +160,32 @@ private func inspectionText(_ image: [UInt8], restoring addresses: [BluetoothAdd
         #expect(try CaptureInspector.inspect(bytes: image).records.count == 3)
     }
 
+    /// Random and mutated records never crash the redactor, and nothing it writes grows past the input
+    /// record or a placeholder.
+    @Test(arguments: [BTSnoopDatalink.hciUART, .hciUnencapsulated, .monitor])
+    func arbitraryRecordsAreSafe(datalink: BTSnoopDatalink) {
+        var random = SplitMix(seed: UInt64(datalink.rawValue))
+        let real = pairedCaptureWithNeighbours(datalink == .monitor ? .monitor : .h4)
+        var samples: [[UInt8]] = []
+        if let reader = try? BTSnoopReader(bytes: real) {
+            while let frame = try? reader.next() { samples.append(frame.payload) }
+        }
+        var redactor = CaptureRedactor(datalink: datalink, options: RedactionOptions(), glucosePeers: [meter])
+        for round in 0..<3000 {
+            var bytes = samples[random.below(samples.count)]
+            if datalink == .hciUnencapsulated, !bytes.isEmpty { bytes.removeFirst() }
+            switch round % 3 {
+            case 0: bytes = (0..<random.below(40)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            case 1: if !bytes.isEmpty { bytes[random.below(bytes.count)] = UInt8(truncatingIfNeeded: random.next()) }
+            default: bytes = Array(bytes.prefix(random.below(bytes.count + 1)))
+            }
+            let flags = UInt32(truncatingIfNeeded: random.next()) & (datalink == .monitor ? 0x0001_001F : 3)
+            let (_, out) = bytes.withUnsafeBytes { redactor.redact(flags: flags, payload: $0) }
+            #expect(out.count <= max(bytes.count, 9))
+        }
+        #expect(redactor.summary.frames == 3000)
+    }
+
     /// tshark (Wireshark's dissectors, independent of this code) finds no key distribution PDU, no
     /// non-zero key and none of the original addresses in the redacted file, and does in the original.
     @Test(arguments: [CaptureBuilder.Format.h4, .monitor])
