@@ -239,7 +239,28 @@ enum DoctorCommand {
             return Check(name: "dbus policy", status: .warning, message: "io.sugard.conf is not installed",
                          fix: "`sudo make install` (needed where the bus restricts who may talk to BlueZ)", needsRoot: true)
         }
-        return Check(name: "dbus policy", status: .ok, message: "\(path) lets sugard talk to BlueZ")
+        let text = self.readSmallFile(path) ?? ""
+        guard text.contains("user=\"sugard\""), text.contains("send_destination=\"org.bluez\"") else {
+            return Check(name: "dbus policy", status: .warning,
+                         message: "\(path) does not let the user sugard send to org.bluez",
+                         fix: "reinstall it from systemd/io.sugard.conf (`sudo make install`)", needsRoot: true)
+        }
+        return Check(name: "dbus policy", status: .ok, message: "\(path) lets the user sugard talk to BlueZ")
+    }
+
+    static func readSmallFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while bytes.count < 1 << 20 {
+            let got = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if got < 0 && errno == EINTR { continue }
+            guard got > 0 else { break }
+            bytes += buffer[0..<got]
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Device1 objects of a GetManagedObjects reply, by upper-case address.
