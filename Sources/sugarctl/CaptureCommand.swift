@@ -51,7 +51,7 @@ enum CaptureCommand {
                 return ExitCode.success
             }
             guard let action = parsed.positionals.first else { throw UsageError(message: "Missing expected argument 'inspect'") }
-            guard action == "inspect" else { throw UsageError(message: "Unknown action '\(action)'; use inspect") }
+            guard action == "inspect" else { throw UsageError(message: "Unknown action '\(action)'; use inspect, redact or record") }
             guard parsed.positionals.count >= 2 else { throw UsageError(message: "Missing expected argument '<file>'") }
             guard parsed.positionals.count == 2 else {
                 throw UsageError(message: "Unexpected argument '\(parsed.positionals[2])'")
