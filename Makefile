@@ -27,7 +27,7 @@ test:
 install: build
 	install -D -m 0755 .build/release/sugard $(DESTDIR)$(LIBEXECDIR)/sugard
 	install -D -m 0755 .build/release/sugarctl $(DESTDIR)$(BINDIR)/sugarctl
-	sed 's#^ExecStart=.*#ExecStart=$(LIBEXECDIR)/sugard#' systemd/sugard.service > sugard.service.tmp
+	sed 's#/usr/local/libexec/sugard#$(LIBEXECDIR)/sugard#' systemd/sugard.service > sugard.service.tmp
 	install -D -m 0644 sugard.service.tmp $(DESTDIR)$(UNITDIR)/sugard.service
 	rm -f sugard.service.tmp
 	install -D -m 0644 systemd/sugard.sysusers $(DESTDIR)$(SYSUSERSDIR)/sugard.conf
