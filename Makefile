@@ -13,7 +13,11 @@ UDEVDIR     := /etc/udev/rules.d
 DBUSDIR     := /usr/share/dbus-1/system.d
 CONFDIR     := /etc/sugard
 
-.PHONY: all build test install uninstall
+.PHONY: all build test install uninstall deb
+
+# The Debian package (sugard_<version>_<arch>.deb): see scripts/package.
+deb:
+	bash scripts/package
 
 all: build
 
