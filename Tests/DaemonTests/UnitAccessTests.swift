@@ -10,6 +10,20 @@ import TestSupport
 /// read method (`status`, GetStatus) and a mutating one (`sync`, Sync) through the built sugarctl.
 @Suite(.serialized, .enabled(if: geteuid() == 0, "needs root to create users and groups"))
 struct UnitAccessTests {
+    /// The settings of systemd/sugard.service this test reproduces.
+    @Test func theUnitRunsTheDaemonThisWay() throws {
+        let unit = readText(DaemonProcessTests.fixtures.dropLast("/fixtures".count) + "/systemd/sugard.service")
+        let lines = Set(unit.split(separator: "\n").map(String.init))
+        for expected in [
+            "ExecStartPre=+/usr/local/libexec/sugard --prepare-runtime-dir", "ExecStart=/usr/local/libexec/sugard", "User=sugard",
+            "Group=sugard", "RuntimeDirectory=sugard", "RuntimeDirectoryMode=0750", "StateDirectory=sugard", "StateDirectoryMode=0750",
+        ] {
+            #expect(lines.contains(expected), "sugard.service lacks \(expected)")
+        }
+        // In a private user namespace every other client would arrive as nobody (65534).
+        #expect(!lines.contains { $0.hasPrefix("PrivateUsers=") && !$0.hasSuffix("=no") }, "PrivateUsers= hides peer credentials")
+    }
+
     @Test func socketGroupAndAdminGroupWorkUnderTheUnitsSettings() async throws {
         let tag = String(UInt32.random(in: 0x1000...0xFFFF), radix: 16)
         let daemonUser = "sgd\(tag)", socketGroup = "sgs\(tag)", adminGroup = "sga\(tag)"
@@ -100,3 +114,4 @@ struct UnitAccessTests {
         await cleanUp()
     }
 }
+
