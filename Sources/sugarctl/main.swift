@@ -17,6 +17,7 @@ let subcommands: [Subcommand] = [
     SessionsCommand.subcommand,
     DecodeCommand.subcommand,
     CaptureCommand.subcommand,
+    ReportCommand.subcommand,
 ]
 
 let rootHelp = CommandHelp(
