@@ -156,7 +156,8 @@ extension ReportFigures {
         // Hours on the x axis.
         for hour in stride(from: 0, through: 24, by: 3) {
             let x = frame.left + Double(hour) * hourWidth
-            s += "<text x=\"\(fixed(x, digits: 1))\" y=\"\(fixed(frame.bottom + 16, digits: 1))\" font-size=\"11\" text-anchor=\"middle\">\(pad(hour, 2)):00</text>"
+            let anchor = hour == 0 ? "start" : hour == 24 ? "end" : "middle"
+            s += "<text x=\"\(fixed(x, digits: 1))\" y=\"\(fixed(frame.bottom + 16, digits: 1))\" font-size=\"11\" text-anchor=\"\(anchor)\">\(pad(hour, 2)):00</text>"
         }
         s += "<text x=\"6\" y=\"10\" font-size=\"10\">\(unit.symbol)</text>"
         return s + "</svg>\n"
