@@ -41,7 +41,7 @@ extension ReportFigures {
         // Page 2: the days one by one, the lows, the logbook.
         let days = self.days
         h += "<section class=\"page page2\">\n"
-        h += "<section><h2>Daily view <small>one chart per day, 0–24 h; lows ▼ marked</small></h2><div class=\"days\">\n"
+        h += "<section><h2>Daily view <small>one chart per day, 0–24 h; lows ▼ ringed</small></h2><div class=\"days\">\n"
         for (date, readings) in days { h += self.dayHTML(date, readings, scale: scale, unit: unit) }
         h += "</div></section>\n"
         h += self.lowsHTML(unit)
@@ -170,7 +170,15 @@ extension ReportFigures {
         let frame = ChartFrame(left: 2, top: 4, width: 116, height: 62)
         h += "<svg viewBox=\"0 0 120 70\" role=\"img\" aria-label=\"\(date.shortText)\">"
         h += scale.background(frame, unit: unit, labels: false)
-        for r in readings { h += scale.marker(r, frame, target: self.target, size: 2.6, cssClass: "dpt") }
+        for r in readings {
+            // A low gets a ring, so it stands out without colour.
+            if self.lows.contains(r) {
+                let x = frame.left + r.local.hourOfDay / 24 * frame.width
+                let y = r.result == .lo ? frame.bottom - 2.6 : scale.y(r.result.mgdL ?? 0, frame)
+                h += "<circle class=\"lowring\" cx=\"\(fixed(x, digits: 2))\" cy=\"\(fixed(y, digits: 2))\" r=\"5\"/>"
+            }
+            h += scale.marker(r, frame, target: self.target, size: 2.6, cssClass: "dpt")
+        }
         return h + "</svg></div>\n"
     }
 

@@ -17,7 +17,7 @@ h2 small{font-weight:normal;text-transform:none;letter-spacing:0;color:var(--mut
 dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0;font-size:.92em}
 dl.meta dt{color:var(--muted)}
 dl.meta dd{margin:0}
-.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(120px,1fr));gap:8px}
+.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(98px,1fr));gap:6px}
 .card{border:1px solid var(--line);border-radius:5px;padding:6px 9px}
 .card b{display:block;font-size:1.45em;line-height:1.15}
 .card span{color:var(--muted);font-size:.82em}
@@ -42,6 +42,7 @@ svg text{fill:var(--ink)}
 .r-high{fill:#8a6d00;stroke:#000}
 .r-veryHigh{fill:var(--vhigh);stroke:#000}
 .hilo{font-size:9px;font-weight:bold}
+.lowring{fill:none;stroke:var(--vlow);stroke-width:1.2}
 .days{display:grid;grid-template-columns:repeat(7,minmax(0,1fr));gap:4px}
 .day{border:1px solid var(--line);border-radius:4px;padding:2px 3px 1px}
 .day header{display:flex;justify-content:space-between;font-size:.72em;line-height:1.2}
