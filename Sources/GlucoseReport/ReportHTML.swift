@@ -59,13 +59,13 @@ extension ReportFigures {
         let unit = context.unit
         func card(_ value: String, _ label: String) -> String { "<div class=\"card\"><b>\(value)</b><span>\(label)</span></div>" }
         var h = "<section><h2>Statistics</h2><div class=\"cards\">"
-        h += card(String(self.readings.count), "readings, \(fixed(self.readingsPerDay, digits: 1)) per day")
+        h += card(String(self.readings.count), "readings · \(fixed(self.readingsPerDay, digits: 1))/day")
         h += card(self.meanMgdL.map(unit.text) ?? "–", "mean \(unit.symbol)")
-        h += card(self.sdMgdL.map(unit.text) ?? "–", "standard deviation \(unit.symbol)")
-        h += card(self.cvPercent.map { fixed($0, digits: 1) + " %" } ?? "–", "coefficient of variation (target ≤ 36 %)")
-        h += card(fixed(self.percent(.target), digits: 1) + " %", "in target \(unit.text(self.target.lowMgdL))–\(unit.text(self.target.highMgdL))")
-        h += card("\(self.lows.count)", "lows &lt; \(unit.text(70)) (\(self.loCount) LO)")
-        h += card("\(self.hiCount)", "HI readings")
+        h += card(self.sdMgdL.map(unit.text) ?? "–", "SD \(unit.symbol)")
+        h += card(self.cvPercent.map { fixed($0, digits: 1) + " %" } ?? "–", "CV (goal ≤ 36 %)")
+        h += card(fixed(self.percent(.target), digits: 1) + " %", "in target")
+        h += card("\(self.lows.count)", "lows · \(self.loCount) LO")
+        h += card("\(self.hiCount)", "HI")
         h += "</div>"
         var left: [String] = []
         if context.controlSolutionCount > 0 { left.append("\(context.controlSolutionCount) control-solution test(s)") }
