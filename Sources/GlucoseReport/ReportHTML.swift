@@ -42,7 +42,8 @@ extension ReportFigures {
         let days = self.days
         h += "<section class=\"page page2\">\n"
         h += "<section><h2>Daily view <small>one chart per day, 0–24 h; lows ▼ ringed</small></h2><div class=\"days\">\n"
-        for (date, readings) in days { h += self.dayHTML(date, readings, scale: scale, unit: unit) }
+        let lowIDs = Set(self.lows.map(\.id))
+        for (date, readings) in days { h += self.dayHTML(date, readings, lowIDs: lowIDs, scale: scale, unit: unit) }
         h += "</div></section>\n"
         h += self.lowsHTML(unit)
         h += self.logbookHTML(days, unit: unit)
@@ -163,8 +164,10 @@ extension ReportFigures {
         return s + "</svg>\n"
     }
 
-    private func dayHTML(_ date: CivilDate, _ readings: [ReportReading], scale: GlucoseScale, unit: ReportUnit) -> String {
-        let lows = readings.filter { self.lows.contains($0) }.count
+    private func dayHTML(
+        _ date: CivilDate, _ readings: [ReportReading], lowIDs: Set<Int64>, scale: GlucoseScale, unit: ReportUnit
+    ) -> String {
+        let lows = readings.count(where: { lowIDs.contains($0.id) })
         var h = "<div class=\"day\(readings.isEmpty ? " empty" : "")\" data-date=\"\(date)\"><header><b>\(date.shortText)</b>"
         h += "<span class=\"n\">\(readings.count)\(lows > 0 ? " · <span class=\"lowflag\">\(lows) low\(lows == 1 ? "" : "s")</span>" : "")</span></header>"
         let frame = ChartFrame(left: 2, top: 4, width: 116, height: 62)
@@ -172,7 +175,7 @@ extension ReportFigures {
         h += scale.background(frame, unit: unit, labels: false)
         for r in readings {
             // A low gets a ring, so it stands out without colour.
-            if self.lows.contains(r) {
+            if lowIDs.contains(r.id) {
                 let x = frame.left + r.local.hourOfDay / 24 * frame.width
                 let y = r.result == .lo ? frame.bottom - 2.6 : scale.y(r.result.mgdL ?? 0, frame)
                 h += "<circle class=\"lowring\" cx=\"\(fixed(x, digits: 2))\" cy=\"\(fixed(y, digits: 2))\" r=\"5\"/>"

@@ -183,6 +183,9 @@ import Testing
         #expect(html.components(separatedBy: "class=\"b90\"").count - 1 == 1 && html.contains("data-hour=\"7\""))
         #expect(html.components(separatedBy: "data-date=").count - 1 == 3)
         #expect(html.components(separatedBy: "<tr class=\"low\"").count - 1 == 4)
+        // In mmol/L the axis and ranges speak mmol/L: 3.0, 3.9, 10.0, 13.9.
+        let mmol = f.html(ReportContext(unit: .mmol, madeAtMillis: 1_712_100_000_000))
+        for tick in [">3.0<", ">3.9<", ">10.0<", ">13.9<", "mmol/L"] { #expect(mmol.contains(tick), "\(tick)") }
         // Every range in the bar has its pattern (not colour alone) and its label.
         for range in GlucoseRange.allCases {
             #expect(html.contains("id=\"pat-\(range.rawValue)\""))
