@@ -210,17 +210,23 @@ public struct ReportFigures: Sendable {
     }
 
     /// The local dates from the period's first day to its last, each with its readings (for the daily
-    /// view and the logbook). A day's zone offset is taken from the readings nearest the period's ends.
+    /// view and the logbook). The zone offset at each end is the nearest reading's. A day at either end
+    /// that the period covers for less than half and that holds no reading is left out (a period from UTC
+    /// midnight to UTC midnight seen from Berlin does not get an empty extra day for its last two hours).
     public var days: [(date: CivilDate, readings: [ReportReading])] {
         guard let first = self.readings.first, let last = self.readings.last else { return [] }
-        var date = CivilDate(epochMillis: self.period.fromMillis, utcOffsetMinutes: first.local.utcOffsetMinutes)
-        let end = CivilDate(epochMillis: self.period.toMillis - 1, utcOffsetMinutes: last.local.utcOffsetMinutes)
+        let start = LocalStamp(epochMillis: self.period.fromMillis, utcOffsetMinutes: first.local.utcOffsetMinutes)
+        let end = LocalStamp(epochMillis: self.period.toMillis - 1, utcOffsetMinutes: last.local.utcOffsetMinutes)
+        var firstDate = start.date
+        var lastDate = end.date
+        if start.hour >= 12, firstDate < first.local.date { firstDate = firstDate.next }
+        if end.hour < 12, lastDate > last.local.date, firstDate < lastDate { lastDate = CivilDate.before(lastDate, from: firstDate) }
+        // Readings outside the span (a zone change at the ends) still get their day.
+        firstDate = min(firstDate, first.local.date)
+        lastDate = max(lastDate, last.local.date)
         let byDate = Dictionary(grouping: self.readings, by: \.local.date)
         var result: [(CivilDate, [ReportReading])] = []
-        // Readings outside the computed span (a zone change at the ends) still get their day.
-        let firstDate = min(date, first.local.date)
-        let lastDate = max(end, last.local.date)
-        date = firstDate
+        var date = firstDate
         while date <= lastDate, result.count < 3700 {
             result.append((date, byDate[date] ?? []))
             date = date.next

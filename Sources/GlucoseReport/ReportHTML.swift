@@ -4,10 +4,9 @@
 extension ReportFigures {
     public func html(_ context: ReportContext) -> String {
         let unit = context.unit
-        let first = self.readings.first?.local.utcOffsetMinutes ?? context.madeAtUTCOffsetMinutes
-        let last = self.readings.last?.local.utcOffsetMinutes ?? first
-        let fromDate = CivilDate(epochMillis: self.period.fromMillis, utcOffsetMinutes: first)
-        let toDate = CivilDate(epochMillis: self.period.toMillis - 1, utcOffsetMinutes: last)
+        let days = self.days
+        let fromDate = days.first?.date ?? CivilDate(epochMillis: self.period.fromMillis, utcOffsetMinutes: context.madeAtUTCOffsetMinutes)
+        let toDate = days.last?.date ?? CivilDate(epochMillis: self.period.toMillis - 1, utcOffsetMinutes: context.madeAtUTCOffsetMinutes)
         let made = LocalStamp(epochMillis: context.madeAtMillis, utcOffsetMinutes: context.madeAtUTCOffsetMinutes)
         let periodText = "\(fromDate.longText) – \(toDate.longText) (\(fixed(self.period.days, digits: self.period.days.rounded() == self.period.days ? 0 : 1)) days)"
         let scale = GlucoseScale(readings: self.readings, target: self.target)
@@ -32,14 +31,13 @@ extension ReportFigures {
         h += self.rangesHTML(unit)
         h += "<section><h2>Time of day <small>every reading by local time; bands: 10–90 % and 25–75 % of readings "
         h += "per hour (hours with at least \(Self.minimumForPercentiles)), line: median</small></h2>\n"
-        h += self.overlaySVG(scale: scale, unit: unit)
+        h += "<div class=\"scroll\">" + self.overlaySVG(scale: scale, unit: unit) + "</div>"
         h += "<p class=\"note\">● in target · ▼ below target · ▲ above target · HI/LO: beyond the meter's range "
         h += "(drawn at the edge). Shaded: target \(unit.text(self.target.lowMgdL))–\(unit.text(self.target.highMgdL)) \(unit.symbol).</p></section>\n"
         h += self.mealHTML(unit)
         h += "</section>\n"
 
         // Page 2: the days one by one, the lows, the logbook.
-        let days = self.days
         h += "<section class=\"page page2\">\n"
         h += "<section><h2>Daily view <small>one chart per day, 0–24 h; lows ▼ ringed</small></h2><div class=\"days\">\n"
         let lowIDs = Set(self.lows.map(\.id))

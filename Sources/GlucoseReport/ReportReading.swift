@@ -70,6 +70,17 @@ public struct CivilDate: Hashable, Comparable, Sendable, CustomStringConvertible
         return CivilDate(year: Int(time.year), month: Int(time.month), day: Int(time.day))
     }
 
+    /// The day before `date`, stepping from `start` (an earlier date), so only ``next`` is needed.
+    public static func before(_ date: CivilDate, from start: CivilDate) -> CivilDate {
+        var previous = start
+        var day = start.next
+        while day < date {
+            previous = day
+            day = day.next
+        }
+        return previous
+    }
+
     /// 0 Monday … 6 Sunday (Sakamoto's method).
     public var weekday: Int {
         let offsets = [0, 3, 2, 5, 0, 3, 5, 1, 4, 6, 2, 4]

@@ -66,6 +66,7 @@ footer{color:var(--muted);font-size:.78em;margin-top:10px}
  .page{padding:10px}
  .tir{grid-template-columns:1fr}
  .days{grid-template-columns:repeat(3,minmax(0,1fr))}
+ svg.agp{min-width:600px}
 }
 @media print{
  @page{size:A4;margin:10mm}
@@ -78,6 +79,7 @@ footer{color:var(--muted);font-size:.78em;margin-top:10px}
  .days{grid-template-columns:repeat(7,minmax(0,1fr))}
  section,.day,tr{break-inside:avoid}
  .scroll{overflow:visible}
+ svg.agp{min-width:0}
  *{-webkit-print-color-adjust:exact;print-color-adjust:exact}
 }
 """

@@ -131,6 +131,21 @@ import Testing
         #expect(f.days.first?.readings.count == 3)
     }
 
+    @Test func daysAreLocalDaysOfThePeriod() throws {
+        let readings = Self.parsed(ReportSamples.fortnight).readings
+        // 2024-06-01T00:00Z to 2024-06-15T00:00Z is 02:00 on 1 June to 02:00 on 15 June in Berlin: the two hours
+        // of 15 June hold nothing and are not a day of their own; 1 June (22 hours) is.
+        let f = ReportFigures(readings: readings, period: ReportPeriod(fromMillis: 1_717_200_000_000, toMillis: 1_718_409_600_000))
+        #expect(f.days.count == 14)
+        #expect(f.days.first?.date.description == "2024-06-01" && f.days.last?.date.description == "2024-06-14")
+        #expect(f.days.allSatisfy { $0.readings.count == 6 })
+        #expect(f.html(ReportContext(unit: .mgdl, madeAtMillis: 1_718_409_600_000)).contains("1 Jun 2024 – 14 Jun 2024 (14 days)"))
+        // From noon on: an empty first day is left out too; one with a reading is kept.
+        let late = ReportFigures(readings: readings, period: ReportPeriod(fromMillis: 1_717_149_600_000, toMillis: 1_718_409_600_000))
+        #expect(late.days.first?.date.description == "2024-06-01")  // 31 May 12:00 CEST: empty half day dropped
+        #expect(CivilDate.before(CivilDate(year: 2024, month: 3, day: 1), from: CivilDate(year: 2024, month: 2, day: 20)).description == "2024-02-29")
+    }
+
     @Test func jsonCarriesTheContractKeys() throws {
         let f = Self.spring()
         let json = f.json(ReportContext(unit: .mmol, madeAtMillis: 1_712_100_000_000, controlSolutionCount: 1))

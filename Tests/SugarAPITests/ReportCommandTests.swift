@@ -155,6 +155,23 @@ import Testing
         }
     }
 
+    @Test func twoBusyWeeksPrintOnTwoPages() async throws {
+        try await withAPIServer(seed: false) { f in
+            f.backend.addMeter(ReportSamples.roche)
+            try await f.backend.seed(
+                ReportSamples.roche, readings: ReportSamples.fortnight.map(ReportSamples.reading),
+                at: Instant(epochMillis: 1_718_400_000_000))
+            let period = ["--since", "2024-06-01", "--until", "2024-06-15"]
+            let json = try await Self.run(f, period + ["--format", "json"])
+            #expect(try JSONValue(parsing: json.stdout)["readings"] == 84, "\(json.stderr)")
+            let pdf = f.directory + "/fortnight.pdf"
+            let printed = try await Self.run(f, period + ["--format", "pdf", "--output", pdf])
+            #expect(printed.status == 0 && printed.stdout == pdf + "\n", "\(printed.stderr)")
+            let info = try await Self.tool("/usr/bin/pdfinfo", [pdf])
+            #expect(info.stdout.contains("Pages:           2"), "\(info.stdout)")
+        }
+    }
+
     /// Decodes an 8-bit RGB(A) PNG with the standard library and prints pixel counts as JSON.
     static let pngCheck = """
         import json, struct, sys, zlib

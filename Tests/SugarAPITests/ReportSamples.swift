@@ -71,6 +71,16 @@ enum ReportSamples {
         Record(meter: roche, sequence: 22, local: (2024, 10, 27, 3, 30), value: .mgdL(140)),
     ]
 
+    /// Two weeks of a busy meter (1-14 June 2024, CEST): six readings a day at fixed times, values
+    /// spread over every range, meal tags in turn. For the print layout, not for hand-worked figures.
+    static let fortnight: [Record] = (0..<14).flatMap { day in
+        [(3, 0), (7, 30), (12, 15), (15, 40), (19, 10), (22, 45)].enumerated().map { k, time in
+            Record(
+                meter: roche, sequence: UInt16(100 + day * 6 + k), local: (2024, 6, 1 + day, time.0, time.1),
+                value: .mgdL(45 + (day * 37 + k * 53) % 230), meal: [3, 1, 2, 1, 2, 5][k])
+        }
+    }
+
     /// The reading sugard makes of a record.
     static func reading(_ record: Record) -> Reading {
         let (year, month, day, hour, minute) = record.local
