@@ -1,6 +1,7 @@
 /// The HTML report: one self-contained page (inline CSS and SVG, no script, nothing fetched), readable
 /// on a phone and printing to two A4 pages. Every reading drawn in the time-of-day chart is an element
-/// with class `pt` and `data-id` (its reading id); in the daily charts class `dpt`.
+/// with classes `pt reading` and `data-id` (its reading id), the only elements carrying `data-id`; in the daily
+/// charts class `dpt` and `data-reading`.
 extension ReportFigures {
     public func html(_ context: ReportContext) -> String {
         let unit = context.unit
@@ -188,7 +189,7 @@ extension ReportFigures {
         guard !self.lows.isEmpty else { return h + "<p>No readings below \(unit.text(70)) \(unit.symbol).</p></section>\n" }
         h += "<div class=\"lows\"><table><tr><th>Date</th><th>Time</th><th class=\"num\">\(unit.symbol)</th><th>Meal tag</th></tr>"
         for r in self.lows {
-            h += "<tr class=\"low\" data-id=\"\(r.id)\"><td>\(r.local.date.shortText) \(r.local.date.year)</td><td>\(r.local.clockText)</td>"
+            h += "<tr class=\"low\" data-low=\"\(r.id)\"><td>\(r.local.date.shortText) \(r.local.date.year)</td><td>\(r.local.clockText)</td>"
             h += "<td class=\"num\"><b>\(unit.text(r.result))</b>\(TargetRange.standard.range(of: r.result) == .veryLow ? " ▼▼" : " ▼")</td><td>\(r.meal.label)</td></tr>"
         }
         return h + "</table></div></section>\n"
@@ -284,7 +285,8 @@ struct GlucoseScale {
     func marker(_ r: ReportReading, _ frame: ChartFrame, target: TargetRange, size: Double, cssClass: String) -> String {
         let x = frame.left + r.local.hourOfDay / 24 * frame.width
         let range = target.range(of: r.result)
-        let attributes = "class=\"\(cssClass) r-\(range.rawValue)\" data-id=\"\(r.id)\" data-mgdl=\"\(r.result.mgdL.map { fixed($0, digits: 1) } ?? (r.result == .hi ? "HI" : "LO"))\""
+        let (classes, idAttribute) = cssClass == "pt" ? ("pt reading", "data-id") : (cssClass, "data-reading")
+        let attributes = "class=\"\(classes) r-\(range.rawValue)\" \(idAttribute)=\"\(r.id)\" data-mgdl=\"\(r.result.mgdL.map { fixed($0, digits: 1) } ?? (r.result == .hi ? "HI" : "LO"))\""
         let xs = fixed(x, digits: 2)
         switch r.result {
         case .hi, .lo:

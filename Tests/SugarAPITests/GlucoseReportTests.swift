@@ -191,9 +191,12 @@ import Testing
         #expect(html.contains("Ada &lt;Lovelace&gt;") && !html.contains("<Lovelace>"))
         #expect(html.contains("92500012345") && html.contains("@media print") && html.contains("size:A4"))
         // Time of day: one element of class pt per reading (15, HI and LO on the edges); the daily charts: dpt.
-        #expect(html.components(separatedBy: "class=\"pt ").count - 1 == 15)
+        #expect(html.components(separatedBy: "class=\"pt reading ").count - 1 == 15)
         #expect(html.components(separatedBy: "class=\"dpt ").count - 1 == 15)
-        #expect(html.components(separatedBy: "data-id=\"10\"").count - 1 == 2)
+        // data-id marks the time-of-day points only: one per reading.
+        #expect(html.components(separatedBy: "data-id=").count - 1 == 15)
+        #expect(html.components(separatedBy: "data-id=\"10\"").count - 1 == 1)
+        #expect(html.components(separatedBy: "data-reading=\"10\"").count - 1 == 1)
         // Percentile bands only for hour 7; three days in the daily view; four lows listed.
         #expect(html.components(separatedBy: "class=\"b90\"").count - 1 == 1 && html.contains("data-hour=\"7\""))
         #expect(html.components(separatedBy: "data-date=").count - 1 == 3)

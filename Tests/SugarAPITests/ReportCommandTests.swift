@@ -124,6 +124,7 @@ import Testing
             let dom = try await Self.chromium(dir, ["--dump-dom", "file://" + page])
             #expect(dom.status == 0, "\(dom.stderr)")
             #expect(dom.stdout.components(separatedBy: "class=\"pt ").count - 1 == 15)
+            #expect(dom.stdout.components(separatedBy: "data-id=").count - 1 == 15)
             #expect(dom.stdout.components(separatedBy: "class=\"dpt ").count - 1 == 15)
             #expect(dom.stdout.contains("data-hour=\"7\""))
             let console = dom.stderr.split(separator: "\n").filter { $0.contains(":CONSOLE") }
