@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "GlucoseProfile", targets: ["GlucoseProfile"]),
         .library(name: "PacketCapture", targets: ["PacketCapture"]),
         .library(name: "HealthDataSync", targets: ["HealthDataSync"]),
+        .library(name: "GlucoseReport", targets: ["GlucoseReport"]),
         .library(name: "GlucoseStore", targets: ["GlucoseStore"]),
         .library(name: "ReplayTransport", targets: ["ReplayTransport"]),
         .library(name: "Varlink", targets: ["Varlink"]),
@@ -43,6 +44,8 @@ let package = Package(
         .target(name: "JSON", swiftSettings: strict),
         .target(name: "GlucoseProfile", dependencies: ["JSON"], swiftSettings: strict),
         .target(name: "HealthDataSync", dependencies: ["Locking", "GlucoseProfile", "JSON"], swiftSettings: strict),
+        // The glucose report's figures and its self-contained HTML page (sugarctl report).
+        .target(name: "GlucoseReport", dependencies: ["JSON", "GlucoseProfile"], swiftSettings: strict),
 
         // btsnoop / HCI / L2CAP / ATT / GATT capture reading (Glibc for streaming file I/O).
         .target(name: "PacketCapture", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
@@ -85,7 +88,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(name: "sugard", dependencies: ["SugarDaemon"], swiftSettings: strict),
         .executableTarget(
-            name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarAPI", "PacketCapture", "BluetoothHost", "DBus"],
+            name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarAPI", "PacketCapture", "BluetoothHost", "DBus", "GlucoseReport"],
             swiftSettings: strict),
         .executableTarget(
             name: "sugar-bench",
@@ -133,7 +136,7 @@ let package = Package(
             name: "SugarAPITests",
             dependencies: [
                 "Locking", "SugarAPI", "SugarDaemon", "ReplayTransport", "PacketCapture", "GlucoseProfile", "GlucoseStore",
-                "HealthDataSync", "JSON", "Varlink", "sugarctl", "TestSupport",
+                "HealthDataSync", "JSON", "Varlink", "sugarctl", "TestSupport", "GlucoseReport",
             ],
             swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),

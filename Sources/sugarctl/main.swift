@@ -18,6 +18,7 @@ let subcommands: [Subcommand] = [
     DecodeCommand.subcommand,
     CaptureCommand.subcommand,
     DoctorCommand.subcommand,
+    ReportCommand.subcommand,
 ]
 
 let rootHelp = CommandHelp(
