@@ -79,6 +79,28 @@ public struct VarlinkServerConfiguration: Sendable {
     /// A connection with no call in progress and none received for this long is closed; `.zero` = never.
     /// Default 10 minutes.
     public var idleTimeout: Duration = .seconds(600)
+    /// Bytes all connections together may hold in buffered input, unsent replies and messages being
+    /// handled. Over it, the connection holding the most (more than its fair share) is closed, never
+    /// the server. Default 16 MiB.
+    public var memoryBudgetBytes = 16 << 20
+    /// Connections, of `maxConnections`, kept for root and the server's own uid (which the per-uid
+    /// cap does not limit either), so no other user can lock them out. Default 16.
+    public var reservedConnections = 16
+    /// Descriptors kept free for the process's own files (database, bus, logs): `run()` lowers
+    /// `maxConnections` to the open-files limit (`RLIMIT_NOFILE`) minus this. Default 64.
+    public var reservedDescriptors = 64
+    /// Limits on parsing one message: nesting, values and keys, CPU time. Default: depth 64, 65 536
+    /// values and keys, 500 ms.
+    public var parseLimits = JSONParseLimits(maxDepth: 64, maxElements: 65_536, cpuBudget: .milliseconds(500))
+    /// Peers that may call no method at all (decided once, at accept, from their credentials). Their
+    /// messages are capped at `restrictedMessageBytes`; a bigger one gets `PermissionDenied` and the
+    /// connection closes, so a refused peer cannot make the server parse a big payload. nil: nobody.
+    public var isRestricted: (@Sendable (VarlinkPeer) -> Bool)?
+    /// Largest message from a peer `isRestricted` selects. Default 4 KiB.
+    public var restrictedMessageBytes = 4096
+    /// Receives one line whenever a cap or the memory budget refuses or drops a connection (at most one
+    /// line per kind per second, with a count of the ones held back). nil: silent.
+    public var log: (@Sendable (String) -> Void)?
 
     public init(listen: Listen) {
         self.listen = listen
@@ -232,6 +254,19 @@ public final class VarlinkServer: Sendable {
         return fd
     }
 
+    /// The soft open-files limit, when it can be read and is finite.
+    static func openFilesLimit() -> Int? {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else { return nil }
+        return Int(clamping: limit.rlim_cur)
+    }
+
+    /// `maxConnections`, lowered so connections never use the descriptors the process needs itself.
+    static func connectionCap(_ configuration: VarlinkServerConfiguration) -> Int {
+        guard let files = self.openFilesLimit() else { return configuration.maxConnections }
+        return max(1, min(configuration.maxConnections, files - configuration.reservedDescriptors))
+    }
+
     private static func nanoseconds(_ duration: Duration) -> Int64 {
         let (seconds, attoseconds) = duration.components
         return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
@@ -248,13 +283,24 @@ public final class VarlinkServer: Sendable {
             return fd
         }
         let configuration = self.configuration
-        let limits = LoopLimits(
-            maxConnections: configuration.maxConnections,
+        let connectionCap = Self.connectionCap(configuration)
+        if connectionCap < configuration.maxConnections {
+            configuration.log?(
+                "serving at most \(connectionCap) connections, not \(configuration.maxConnections): the open-files limit is \(Self.openFilesLimit() ?? 0) and \(configuration.reservedDescriptors) descriptors are kept for the service's own files")
+        }
+        var limits = LoopLimits(
+            maxConnections: connectionCap,
             maxConnectionsPerUID: configuration.maxConnectionsPerUID,
             maxMessageBytes: configuration.maxMessageBytes,
             maxPendingOutputBytes: configuration.maxPendingOutputBytes,
             slowClientTimeout: Self.nanoseconds(configuration.slowClientTimeout),
             idleTimeout: Self.nanoseconds(configuration.idleTimeout))
+        limits.memoryBudget = configuration.memoryBudgetBytes
+        limits.reservedConnections = min(configuration.reservedConnections, connectionCap / 2)
+        limits.privilegedUIDs = [0, geteuid()]
+        limits.isRestricted = configuration.isRestricted
+        limits.restrictedMessageBytes = configuration.restrictedMessageBytes
+        limits.log = configuration.log
         let loop: EventLoop
         do {
             loop = try EventLoop(listenFD: fd, unlinkPath: self.createdPath, limits: limits)
@@ -295,7 +341,7 @@ public final class VarlinkServer: Sendable {
         }
         let value: JSONValue
         do {
-            value = try JSONValue(parsing: message.bytes)
+            value = try JSONValue(parsing: message.bytes, limits: self.configuration.parseLimits)
         } catch {
             return reject("the message is not valid JSON (\(error))")
         }
