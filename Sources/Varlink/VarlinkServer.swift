@@ -83,9 +83,11 @@ public struct VarlinkServerConfiguration: Sendable {
     /// handled. Over it, the connection holding the most (more than its fair share) is closed, never
     /// the server. Default 16 MiB.
     public var memoryBudgetBytes = 16 << 20
-    /// Connections, of `maxConnections`, kept for root and the server's own uid (which the per-uid
-    /// cap does not limit either), so no other user can lock them out. Default 16.
+    /// Connections, of `maxConnections`, kept for `privilegedUIDs` (which the per-uid cap does not
+    /// limit either), so no other user can lock them out. Default 16.
     public var reservedConnections = 16
+    /// Root and the server's own effective uid, by default.
+    public var privilegedUIDs: Set<UInt32> = [0, geteuid()]
     /// Descriptors kept free for the process's own files (database, bus, logs): `run()` lowers
     /// `maxConnections` to the open-files limit (`RLIMIT_NOFILE`) minus this. Default 64.
     public var reservedDescriptors = 64
@@ -297,7 +299,7 @@ public final class VarlinkServer: Sendable {
             idleTimeout: Self.nanoseconds(configuration.idleTimeout))
         limits.memoryBudget = configuration.memoryBudgetBytes
         limits.reservedConnections = min(configuration.reservedConnections, connectionCap / 2)
-        limits.privilegedUIDs = [0, geteuid()]
+        limits.privilegedUIDs = configuration.privilegedUIDs
         limits.isRestricted = configuration.isRestricted
         limits.restrictedMessageBytes = configuration.restrictedMessageBytes
         limits.log = configuration.log
