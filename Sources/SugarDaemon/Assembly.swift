@@ -127,6 +127,10 @@ public enum DaemonAssembly {
                 configuration.maxConnectionsPerUID = config.maxConnectionsPerUID
                 // A peer refused every method may send only small messages (it still gets its
                 // PermissionDenied), so it cannot make the daemon parse big payloads.
+                // sugard's calls are small (the largest, ListReadings with every filter, is under
+                // 1 KiB): 64 KiB instead of the Varlink default of 1 MiB, so a hostile message costs
+                // little to read and refuse.
+                configuration.maxMessageBytes = 64 << 10
                 configuration.isRestricted = { !access.allows($0, .read) && !access.allows($0, .admin) }
                 configuration.log = { logger.warning($0) }
             }

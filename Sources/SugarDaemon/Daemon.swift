@@ -158,7 +158,8 @@ public final class Daemon: Sendable {
             group.addTask { await self.followState(viewModel: viewModel, store: store) }
             group.addTask { await Self.superviseStorage(models: models, store: store, logger: logger) }
             if let interval = self.notifier.watchdogInterval {
-                group.addTask { await self.watchdog(every: interval / 2) }
+                // A quarter of the interval: a late ping (a busy machine) still lands well inside it.
+                group.addTask { await self.watchdog(every: interval / 4) }
             }
             if let background = parts.background {
                 let runtime = DaemonRuntime(models: models, engine: engine, logger: logger)

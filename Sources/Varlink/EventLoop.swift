@@ -417,6 +417,11 @@ final class EventLoop: @unchecked Sendable {
             let id = self.nextID
             self.nextID += 1
             let restricted = self.limits.isRestricted?(peer) ?? false
+            // A small send buffer: a client that does not read its replies blocks our writes after
+            // a few KiB (the kernel doubles it, to at least ~4.5 KiB), and then its next call waits
+            // (backpressure): a flood of calls from a client that never reads costs a few replies.
+            var sendBuffer: Int32 = Self.sendBufferBytes
+            _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
             let connection = Connection(
                 handle: ConnectionHandle(id: id, peer: peer), fd: fd, now: Sys.now(),
                 maxMessageBytes: restricted ? min(self.limits.restrictedMessageBytes, self.limits.maxMessageBytes) : self.limits.maxMessageBytes)
@@ -529,7 +534,11 @@ final class EventLoop: @unchecked Sendable {
         let end = connection.input.count
         var nul: Int?
         if connection.scanFrom < end {
-            nul = connection.input[connection.scanFrom..<end].firstIndex(of: 0)
+            let from = connection.scanFrom
+            nul = connection.input.withUnsafeBytes { raw -> Int? in
+                guard let found = memchr(raw.baseAddress! + from, 0, end - from) else { return nil }
+                return raw.baseAddress!.distance(to: UnsafeRawPointer(found))
+            }
         }
         guard let nul else {
             connection.scanFrom = end
@@ -573,6 +582,9 @@ final class EventLoop: @unchecked Sendable {
             ]))
         }
     }
+
+    /// `SO_SNDBUF` of accepted connections.
+    private static let sendBufferBytes: Int32 = 2 << 10
 
     /// Buffers keep at most this capacity once emptied, so idle connections hold little memory.
     private static let keptCapacity = 4096

@@ -91,9 +91,9 @@ public struct VarlinkServerConfiguration: Sendable {
     /// Descriptors kept free for the process's own files (database, bus, logs): `run()` lowers
     /// `maxConnections` to the open-files limit (`RLIMIT_NOFILE`) minus this. Default 64.
     public var reservedDescriptors = 64
-    /// Limits on parsing one message: nesting, values and keys, CPU time. Default: depth 64, 65 536
-    /// values and keys, 500 ms.
-    public var parseLimits = JSONParseLimits(maxDepth: 64, maxElements: 65_536, cpuBudget: .milliseconds(500))
+    /// Limits on parsing one message: nesting, values and keys, CPU time. Default: depth 64, 4 096
+    /// values and keys (a call has a few dozen), 50 ms of CPU.
+    public var parseLimits = JSONParseLimits(maxDepth: 64, maxElements: 4096, cpuBudget: .milliseconds(50))
     /// Peers that may call no method at all (decided once, at accept, from their credentials). Their
     /// messages are capped at `restrictedMessageBytes`; a bigger one gets `PermissionDenied` and the
     /// connection closes, so a refused peer cannot make the server parse a big payload. nil: nobody.
