@@ -239,7 +239,27 @@ private struct JSONParser {
     mutating func parseString() throws(JSONParseError) -> String {
         let start = self.index
         self.index += 1
+        // Fast path: no escape before the closing quote, so the string is the bytes themselves.
+        var scan = self.index
+        while scan < self.bytes.count {
+            let c = self.bytes[scan]
+            if c == UInt8(ascii: "\"") {
+                let (from, to) = (self.index, scan)
+                let validated = self.bytes.withUnsafeBufferPointer { buffer in
+                    String(validating: UnsafeBufferPointer(rebasing: buffer[from..<to]), as: UTF8.self)
+                }
+                guard let string = validated else {
+                    throw self.error("string is not valid UTF-8", at: start)
+                }
+                self.index = scan + 1
+                return string
+            }
+            if c == UInt8(ascii: "\\") || c < 0x20 { break }
+            scan += 1
+        }
         var out: [UInt8] = []
+        out.append(contentsOf: self.bytes[self.index..<scan])
+        self.index = scan
         var runStart = self.index
         while true {
             guard self.index < self.bytes.count else { throw self.error("unterminated string", at: start) }
@@ -282,7 +302,8 @@ private struct JSONParser {
                     throw self.error("unpaired surrogate in \\u escape")
                 }
                 guard let unicode = Unicode.Scalar(scalar) else { throw self.error("invalid \\u escape") }
-                out.append(contentsOf: String(Character(unicode)).utf8)
+                // UTF-8 by hand: no String or Character per escape.
+                UTF8.encode(unicode) { out.append($0) }
             default: throw self.error("invalid escape")
             }
             runStart = self.index
