@@ -65,7 +65,7 @@ public struct VarlinkServerConfiguration: Sendable {
 
     /// Open connections, in total. Default 4096 (as sd-varlink).
     public var maxConnections = 4096
-    /// Open connections per peer uid. Default 1024 (as sd-varlink).
+    /// Open connections per peer uid, except `privilegedUIDs`. Default 1024 (as sd-varlink).
     public var maxConnectionsPerUID = 1024
     /// Largest message accepted, without its NUL. Bigger ones get `org.varlink.protocol.MessageTooLarge` and the
     /// connection is closed. Default 1 MiB.
@@ -163,6 +163,8 @@ public final class VarlinkServer: Sendable {
     private let service: VarlinkInterfaceDefinition
     private let listener: Lock<ListenerState>
     private let createdPath: String?
+    /// When a refused message was last logged (monotonic ns), and how many were not since.
+    private let parseRefusals = Lock<(at: Int64, held: Int)>((0, 0))
 
     /// The path clients connect to, when the server bound one.
     public var socketPath: String? { self.createdPath }
@@ -345,6 +347,9 @@ public final class VarlinkServer: Sendable {
         do {
             value = try JSONValue(parsing: message.bytes, limits: self.configuration.parseLimits)
         } catch {
+            if error.reason.contains("values and keys") || error.reason.contains("CPU budget") || error.reason.contains("nesting") {
+                self.logParseRefusal(error, peer: message.connection.peer)
+            }
             return reject("the message is not valid JSON (\(error))")
         }
         guard case .object(let object) = value else { return reject("the message is not a JSON object") }
@@ -377,6 +382,22 @@ public final class VarlinkServer: Sendable {
         } catch {
             replier.fail(error)
         }
+    }
+
+    /// Logs a message refused by `parseLimits`, at most once a second.
+    private func logParseRefusal(_ error: JSONParseError, peer: VarlinkPeer) {
+        guard let log = self.configuration.log else { return }
+        let now = Sys.now()
+        let held = self.parseRefusals.withLock { state -> Int? in
+            guard now - state.at >= 1_000_000_000 || state.at == 0 else {
+                state.held += 1
+                return nil
+            }
+            defer { state = (now, 0) }
+            return state.held
+        }
+        guard let held else { return }
+        log("refused a message from uid \(peer.uid) (pid \(peer.pid)) over the parse limits: \(error)" + (held > 0 ? " (and \(held) more like it)" : ""))
     }
 
     private func route(_ call: VarlinkCall, upgrade: Bool, replier: VarlinkReplier) async throws(VarlinkError) {

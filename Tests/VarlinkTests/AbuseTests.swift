@@ -117,12 +117,14 @@ import Varlink
     }
 
     @Test func theWorstCaseRequestIsRefusedByTheParseLimits() async throws {
-        try await withServer { path in
+        let log = Lines()
+        try await withServer(configure: { $0.log = { log.append($0) } }) { path in
             let hostile = try RawConnection(path: path)
             await hostile.send(JSONWorstCase.request() + [0])
             let reply = try #require(try await hostile.readMessage())
             #expect(reply.errorName == VarlinkError.ProtocolError.invalidMessage)
             #expect(reply.parameters?["reason"]?.stringValue?.contains("values and keys") == true, "\(reply)")
+            #expect(log.all.contains { $0.contains("over the parse limits") }, "\(log.all)")
             let other = try RawConnection(path: path)
             #expect(try await other.call(Self.ping("ok")) == ["parameters": ["text": "ok"]])
         }
