@@ -301,6 +301,40 @@ import Varlink
         #expect(await run.stop() == .exited(0))
     }
 
+    /// A uid refused every method (nobody, not in the socket group) gets its PermissionDenied for a
+    /// small call, but a bigger message is refused unparsed and the connection closed.
+    @Test func aPeerRefusedEveryMethodCannotMakeSugardParseBigMessages() async throws {
+        let dir = try TempDirectory()
+        chmod(dir.path, 0o755)
+        let run = try await Self.start(in: dir, config: "socket_mode = 0666\n")
+        let script = """
+            import socket, sys
+            def call(message):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(sys.argv[1])
+                s.sendall(message.encode() + b"\\0")
+                reply = b""
+                while not reply.endswith(b"\\0"):
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    reply += chunk
+                print(reply.rstrip(b"\\0").decode(), flush=True)
+            call('{"method":"io.sugard.HealthDataSync.GetStatus"}')
+            call('{"method":"io.sugard.HealthDataSync.GetStatus","parameters":{"x":"' + "y" * 20000 + '"}}')
+            """
+        try dir.write("refused.py", script)
+        let result = try await runToEnd(
+            "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", dir.file("refused.py"), run.socketPath],
+            environment: ["PATH": "/usr/bin:/bin"], dir: dir.path, seconds: 20)
+        let lines = result.stdout.split(separator: "\n")
+        #expect(lines.count == 2, "\(result)")
+        #expect(lines.first?.contains(#""error":"io.sugard.HealthDataSync.PermissionDenied""#) == true, "\(result)")
+        #expect(lines.last?.contains(#""error":"org.varlink.service.PermissionDenied""#) == true, "\(result)")
+        #expect(run.stderr.contains("a message over 4096 bytes from a peer allowed no method"), "stderr:\n\(run.stderr)")
+        #expect(await run.stop() == .exited(0))
+    }
+
     @Test func stoppedDaemonAndSugarctlTimeouts() async throws {
         let dir = try TempDirectory()
         let run = try await Self.start(in: dir)
