@@ -317,7 +317,8 @@ public final class Daemon: Sendable {
                 state.readingCount = count
                 state.lastReading = latest.map { ReadingSummary($0) }
             }
-            for meter in try await store.meters() {
+            // Meters already live (storage came back while the daemon ran) keep their live state.
+            for meter in try await store.meters() where models.model(for: meter.identity.id) == nil {
                 let model = models.model(
                     for: meter.identity,
                     initial: MeterState(
