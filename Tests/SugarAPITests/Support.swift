@@ -291,6 +291,20 @@ func remoteError(
     return nil
 }
 
+/// Closes `client` after `timeout` unless cancelled first: a stream that never delivers what a test
+/// waits for then fails the test instead of hanging the suite.
+func closing(_ client: VarlinkClient, after timeout: Duration = .seconds(20)) -> Task<Void, Never> {
+    Task {
+        do {
+            try await Task.sleep(for: timeout)
+        } catch {
+            return
+        }
+        Issue.record("a stream did not deliver within \(timeout); closing its connection")
+        client.close()
+    }
+}
+
 /// Collects a `more` stream's replies.
 func collect(_ stream: AsyncThrowingStream<JSONObject, any Error>) async throws -> [JSONObject] {
     var replies: [JSONObject] = []
