@@ -35,6 +35,8 @@ let package = Package(
         .systemLibrary(name: "CLinuxIO"),  // epoll and eventfd headers (glibc, nothing to link)
         // Counts malloc calls for sugar-bench (interposes the allocator; linked into sugar-bench only).
         .target(name: "CMallocCounter"),
+        // Plain C yardsticks that sugar-bench runs beside the Swift code in the same process (sugar-bench only).
+        .target(name: "CBenchYardsticks"),
 
         // A pthread-backed lock ThreadSanitizer can see (Synchronization.Mutex is invisible to it on Linux).
         .target(name: "Locking", swiftSettings: strict),
@@ -88,7 +90,7 @@ let package = Package(
         .executableTarget(
             name: "sugar-bench",
             dependencies: ["Locking", 
-                "GlucoseProfile", "JSON", "CMallocCounter", "PacketCapture", "GlucoseStore", "ViewModelBenchmarks",
+                "GlucoseProfile", "JSON", "CMallocCounter", "CBenchYardsticks", "PacketCapture", "GlucoseStore", "ViewModelBenchmarks",
                 "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport", "SugarDaemon",
             ],
             swiftSettings: strict),

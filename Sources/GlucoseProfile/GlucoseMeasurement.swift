@@ -214,6 +214,93 @@ public struct GlucoseMeasurement: Hashable, Sendable {
     /// - Parameter options: `.lenientDateTime` keeps an out-of-range Base Time (i-SENS month 13).
     /// - Throws: `.truncated` naming the first incomplete field group, `.outOfRange` for a bad Base Time.
     public init(parsing reader: inout ByteReader, options: GlucoseParsingOptions = []) throws(GlucoseProfileError) {
+        let validate = !options.contains(.lenientDateTime)
+        if let decoded = reader.consumeUnchecked({ raw in Self.decodeWholeShape(raw, validate: validate) }) {
+            self = decoded
+            return
+        }
+        // Something is wrong with the packet (or it is short): the field-by-field reads name the field and
+        // its byte offset. The fast path accepts nothing they reject.
+        try self.init(fieldByField: &reader, options: options)
+    }
+
+    /// The good path: one length check for the packet's shape, unaligned loads, no error values. Nil when
+    /// the packet is short or its base time is out of range (and `validate` is set).
+    @inline(__always)
+    static func decodeWholeShape(_ raw: UnsafeRawBufferPointer, validate: Bool) -> (GlucoseMeasurement, Int)? {
+        guard raw.count >= Self.minimumByteCount, let base = raw.baseAddress else { return nil }
+        let flags = base.load(as: UInt8.self)
+        let hasOffset = flags & Self.timeOffsetPresentFlag != 0
+        let hasConcentration = flags & Self.concentrationPresentFlag != 0
+        let hasStatus = flags & Self.sensorStatusPresentFlag != 0
+        let length = 10 + (hasOffset ? 2 : 0) + (hasConcentration ? 3 : 0) + (hasStatus ? 2 : 0)
+        guard raw.count >= length else { return nil }
+        let year = UInt16(littleEndian: base.loadUnaligned(fromByteOffset: 3, as: UInt16.self))
+        let month = base.load(fromByteOffset: 5, as: UInt8.self)
+        let day = base.load(fromByteOffset: 6, as: UInt8.self)
+        let hours = base.load(fromByteOffset: 7, as: UInt8.self)
+        let minutes = base.load(fromByteOffset: 8, as: UInt8.self)
+        let seconds = base.load(fromByteOffset: 9, as: UInt8.self)
+        if validate {
+            guard year == 0 || (year >= 1582 && year <= 9999), month <= 12, hours <= 23, minutes <= 59, seconds <= 59
+            else { return nil }
+            if day > 28 {
+                guard day <= (month == 0 ? 31 : DateTime.daysIn(month: Int(month), year: Int(year))) else { return nil }
+            }
+        }
+        var position = 10
+        var offset: Int16? = nil
+        if hasOffset {
+            offset = Int16(littleEndian: base.loadUnaligned(fromByteOffset: position, as: Int16.self))
+            position += 2
+        }
+        var concentration: SFloat? = nil
+        var type: SampleType? = nil
+        var location: SampleLocation? = nil
+        let molar = flags & Self.molesPerLiterFlag != 0
+        var unit: ConcentrationUnit? = molar ? .molesPerLiter : nil
+        if hasConcentration {
+            concentration = SFloat(rawValue: UInt16(littleEndian: base.loadUnaligned(fromByteOffset: position, as: UInt16.self)))
+            let typeLocation = base.load(fromByteOffset: position + 2, as: UInt8.self)
+            type = SampleType(code: typeLocation & 0x0F)
+            location = SampleLocation(code: typeLocation >> 4)
+            if !molar { unit = .kilogramsPerLiter }
+            position += 3
+        }
+        var status: SensorStatus? = nil
+        if hasStatus {
+            status = SensorStatus(rawValue: UInt16(littleEndian: base.loadUnaligned(fromByteOffset: position, as: UInt16.self)))
+        }
+        let measurement = GlucoseMeasurement(
+            reservedFlags: flags & Self.reservedFlagMask,
+            sequenceNumber: UInt16(littleEndian: base.loadUnaligned(fromByteOffset: 1, as: UInt16.self)),
+            baseTime: DateTime(year: year, month: month, day: day, hours: hours, minutes: minutes, seconds: seconds),
+            timeOffsetMinutes: offset, concentration: concentration, unit: unit, type: type, sampleLocation: location,
+            sensorStatus: status, contextFollows: flags & Self.contextFollowsFlag != 0)
+        return (measurement, length)
+    }
+
+    /// Every field as given (the decoder's constructor).
+    @inline(__always)
+    private init(
+        reservedFlags: UInt8, sequenceNumber: UInt16, baseTime: DateTime, timeOffsetMinutes: Int16?, concentration: SFloat?,
+        unit: ConcentrationUnit?, type: SampleType?, sampleLocation: SampleLocation?, sensorStatus: SensorStatus?,
+        contextFollows: Bool
+    ) {
+        self.reservedFlags = reservedFlags
+        self.sequenceNumber = sequenceNumber
+        self.baseTime = baseTime
+        self.timeOffsetMinutes = timeOffsetMinutes
+        self.concentration = concentration
+        self.unit = unit
+        self.type = type
+        self.sampleLocation = sampleLocation
+        self.sensorStatus = sensorStatus
+        self.contextFollows = contextFollows
+    }
+
+    /// The field-by-field decoder: the reference for the fast path, and the one that names errors.
+    private init(fieldByField reader: inout ByteReader, options: GlucoseParsingOptions) throws(GlucoseProfileError) {
         let flags = try reader.readUInt8(field: "flags")
         try reader.require(2, for: "sequenceNumber")
         self.sequenceNumber = try reader.readUInt16LE(field: "sequenceNumber")
