@@ -2,6 +2,7 @@
 //   sugar-bench parse FILE [--with-json]        decode every record of FILE as a Glucose Measurement
 //   sugar-bench make-corpus N FILE [--seed S]   write N valid measurements of mixed shapes
 //   sugar-bench capture FILE                    stream GATT events out of a btsnoop capture
+//   sugar-bench capture --inspect [--records N] sugarctl capture inspect --json beside tshark
 //   sugar-bench make-capture MEGABYTES FILE [--large|--dense]   write a synthetic btsnoop capture
 //   sugar-bench make-fixtures DIR               regenerate fixtures/ (captures, expected decodes, README)
 //   sugar-bench ingest N [--raw] [--dir DIR]    store N readings through the SQLite store
@@ -24,6 +25,7 @@ let usage = """
     USAGE: sugar-bench parse <file> [--with-json]
            sugar-bench make-corpus <count> <file> [--seed <seed>]
            sugar-bench capture <file>
+           sugar-bench capture --inspect [--records <n>]
            sugar-bench make-capture <megabytes> <file> [--large|--dense]
            sugar-bench make-fixtures <directory>
            sugar-bench ingest <count> [--raw] [--dir <directory>]
@@ -39,7 +41,11 @@ let usage = """
       capture        Read <file> (btsnoop) through the PacketCapture reader and the capture inspector; print
                      one JSON object with frames, records (glucose measurements decoded), seconds,
                      megabytesPerSecond (10^6 bytes), events, bytesPerSecond, nsPerFrame,
-                     allocationsPerFrame and the bare record reader's speed.
+                     allocationsPerFrame and the bare record reader's speed. With --inspect (no <file>): time
+                     the whole `sugarctl capture inspect FILE --json` process (the sugarctl next to sugar-bench)
+                     on a CaptureBuilder capture of --records glucose records (default 20000, ~1 MB) beside
+                     tshark with a glucose field filter (when installed), and on one 10x larger: seconds
+                     (best of 3), peak RSS, speedupVsTshark.
       make-capture   Write a synthetic H4 btsnoop capture of about <megabytes> MiB: glucose downloads
                      amid classic ACL, vendor and flow-control noise (small frames), or with --large
                      500-byte notifications at MTU 512 over 251-byte ACL buffers, or with --dense one
@@ -99,7 +105,7 @@ func runMain(_ arguments: [String]) async -> Int32 {
         let argument = arguments[index]
         index += 1
         switch argument {
-        case "--with-json", "--large", "--raw", "--dense": flags.insert(argument)
+        case "--with-json", "--large", "--raw", "--dense", "--inspect": flags.insert(argument)
         case "--seed", "--dir", "--policy", "--seconds", "--records", "--watchers", "--samples", "--idle-seconds":
             guard index < arguments.count else { usageError("Missing value for '--seed'") }
             options[argument] = arguments[index]
@@ -123,6 +129,12 @@ func runMain(_ arguments: [String]) async -> Int32 {
             seed = parsed
         }
         return CorpusBenchmark(count: count, path: positionals[1], seed: seed).run()
+    case "capture" where flags.contains("--inspect"):
+        guard positionals.isEmpty, flags == ["--inspect"], Set(options.keys).isSubset(of: ["--records"]) else {
+            usageError("capture --inspect takes no FILE, and only --records")
+        }
+        guard let records = Int(options["--records"] ?? "20000"), records > 0 else { usageError("--records must be positive") }
+        return InspectBenchmark(records: records).run()
     case "capture":
         guard positionals.count == 1, options.isEmpty, flags.isEmpty else { usageError("capture takes exactly one FILE") }
         return CaptureBenchmark(path: positionals[0]).run()
