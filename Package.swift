@@ -36,7 +36,8 @@ let package = Package(
         // Counts malloc calls for sugar-bench (interposes the allocator; linked into sugar-bench only).
         .target(name: "CMallocCounter"),
         // Plain C yardsticks that sugar-bench runs beside the Swift code in the same process (sugar-bench only).
-        .target(name: "CBenchYardsticks"),
+        // ingest.c includes sqlite3.h and links sqlite3 itself: no Swift module imports CSQLite but GlucoseStore.
+        .target(name: "CBenchYardsticks", linkerSettings: [.linkedLibrary("sqlite3")]),
 
         // A pthread-backed lock ThreadSanitizer can see (Synchronization.Mutex is invisible to it on Linux).
         .target(name: "Locking", swiftSettings: strict),

@@ -103,20 +103,11 @@ public struct ByteReader: Sendable {
         return value
     }
 
-    /// Lends the unread bytes to `body`; when it returns a value and a byte count, those bytes are consumed.
-    /// The hot-path decoders use it to read a whole packet shape with one length check; a nil result
-    /// consumes nothing, so the caller can fall back to the field-by-field reads (and their errors).
-    @inline(__always)
-    mutating func consumeUnchecked<R>(_ body: (UnsafeRawBufferPointer) -> (R, Int)?) -> R? {
-        let start = self.readerIndex
-        let count = self.endIndex - start
-        let result: (R, Int)? = self.bytes.withUnsafeBytes { raw in
-            guard let base = raw.baseAddress else { return nil }
-            return body(UnsafeRawBufferPointer(start: base + start, count: count))
-        }
-        guard let (value, used) = result else { return nil }
-        self.readerIndex = start + used
-        return value
+    /// Consumes `count` bytes a hot-path decoder has read straight from `bytes` (one length check for the
+    /// whole packet shape instead of one per field).
+    @usableFromInline
+    mutating func skipDecoded(_ count: Int) {
+        self.readerIndex += count
     }
 
     /// Reads `count` bytes into a new array.

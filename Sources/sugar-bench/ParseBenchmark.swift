@@ -89,33 +89,45 @@ struct ParseBenchmark {
     }
 
     /// Decodes every record of `corpus`; stops at the first malformed record or frame.
+    /// One `ByteReader` walks the whole corpus (a reader per packet would retain and release the corpus
+    /// for every packet, which costs as much as the decoding); a record must decode to exactly its length.
     private func pass(_ corpus: [UInt8]) throws(BenchmarkError) -> Totals {
         var totals = Totals()
-        var index = 0
-        while index < corpus.count {
-            guard index + 2 <= corpus.count else {
+        var reader = ByteReader(corpus)
+        while reader.readableBytes > 0 {
+            let index = reader.offset
+            guard let length = try? Int(reader.readUInt16LE(field: "length")) else {
                 throw BenchmarkError(record: totals.packets, message: "file ends inside a length prefix at byte \(index)")
             }
-            let length = Int(corpus[index]) | Int(corpus[index + 1]) << 8
             let start = index + 2
-            guard start + length <= corpus.count else {
+            guard length <= reader.readableBytes else {
                 throw BenchmarkError(record: totals.packets, message: "record of \(length) bytes runs past the end of the file")
             }
-            var reader = ByteReader(corpus, range: start..<(start + length))
             do throws(GlucoseProfileError) {
                 let measurement = try GlucoseMeasurement(parsing: &reader)
-                try reader.expectEnd(of: "measurement")
+                guard reader.offset == start + length else { throw self.exactError(corpus, start..<(start + length)) }
                 totals.checksum &+= UInt64(measurement.sequenceNumber) &+ UInt64(measurement.concentration?.rawValue ?? 1)
                     &+ UInt64(measurement.baseTime.minutes) &+ UInt64(measurement.sensorStatus?.rawValue ?? 0)
                 if self.buildJSON, let count = measurement.json.objectValue?.count { totals.checksum &+= UInt64(count) }
             } catch {
-                throw BenchmarkError(record: totals.packets, message: error.description)
+                throw BenchmarkError(record: totals.packets, message: self.exactError(corpus, start..<(start + length)).description)
             }
             totals.packets += 1
             totals.payloadBytes += length
-            index = start + length
         }
         return totals
+    }
+
+    /// The parser's own error for a packet that did not decode to exactly its length (the bad path).
+    private func exactError(_ corpus: [UInt8], _ range: Range<Int>) -> GlucoseProfileError {
+        do throws(GlucoseProfileError) {
+            var reader = ByteReader(corpus, range: range)
+            _ = try GlucoseMeasurement(parsing: &reader)
+            try reader.expectEnd(of: "measurement")
+            return GlucoseProfileError(offset: 0, field: "measurement", reason: .invalidValue(value: 0, expected: "a packet"))
+        } catch {
+            return error
+        }
     }
 }
 
