@@ -11,12 +11,13 @@ import Glibc
 /// reused `INSERT OR IGNORE` per row in one transaction (WAL, synchronous=FULL): `ratioToC` is the
 /// store's readings per second over the C loop's.
 enum IngestCommand {
-    static func run(count: Int, raw: Bool, directory: String) async -> Int32 {
+    static func run(count: Int, raw: Bool, directory: String, batchSize: Int) async -> Int32 {
         do {
-            let result = try await IngestBenchmark.run(count: count, raw: raw, directory: directory)
+            let result = try await IngestBenchmark.run(count: count, raw: raw, directory: directory, batchSize: batchSize)
             var object = JSONObject()
             object["benchmark"] = "ingest"
             object["mode"] = .string(result.mode)
+            object["batchSize"] = .from(batchSize)
             for field in result.fields {
                 object[field.name] =
                     field.value == field.value.rounded() && abs(field.value) < 1e15

@@ -28,7 +28,7 @@ let usage = """
            sugar-bench capture --inspect [--records <n>]
            sugar-bench make-capture <megabytes> <file> [--large|--dense]
            sugar-bench make-fixtures <directory>
-           sugar-bench ingest <count> [--raw] [--dir <directory>]
+           sugar-bench ingest <count> [--raw] [--dir <directory>] [--batch <readings>]
            sugar-bench fanout <watchers> <emissions> [--policy coalesced|immediate]
            sugar-bench socket <clients> [--seconds <seconds>]
            sugar-bench e2e [--records <n>] [--watchers <w>] [--samples <s>] [--idle-seconds <s>]
@@ -77,6 +77,9 @@ let usage = """
       --dense        (make-capture) Dense-record workload.
       --raw          (ingest) Plain prepared statements in one transaction.
       --dir <dir>    (ingest) Where the scratch database goes (default /tmp).
+      --batch <n>    (ingest) Readings per commit (default 500; a real sync commits all its records at once).
+                     In store mode the C yardstick then loads the same rows into the same schema in one
+                     transaction (INSERT OR IGNORE, WAL, synchronous=FULL): cReadingsPerSecond, ratioToC.
       --policy <p>   (fanout) coalesced (default) or immediate.
       --seconds <s>  (socket) How long the load runs (default 5).
       -h, --help     Show help information.
@@ -106,7 +109,7 @@ func runMain(_ arguments: [String]) async -> Int32 {
         index += 1
         switch argument {
         case "--with-json", "--large", "--raw", "--dense", "--inspect": flags.insert(argument)
-        case "--seed", "--dir", "--policy", "--seconds", "--records", "--watchers", "--samples", "--idle-seconds":
+        case "--seed", "--dir", "--batch", "--policy", "--seconds", "--records", "--watchers", "--samples", "--idle-seconds":
             guard index < arguments.count else { usageError("Missing value for '--seed'") }
             options[argument] = arguments[index]
             index += 1
@@ -155,7 +158,9 @@ func runMain(_ arguments: [String]) async -> Int32 {
         guard positionals.count == 1, let count = Int(positionals[0]), count > 0 else {
             usageError("ingest takes a positive reading count")
         }
-        return await IngestCommand.run(count: count, raw: flags.contains("--raw"), directory: options["--dir"] ?? "/tmp")
+        guard let batch = Int(options["--batch"] ?? "500"), batch > 0 else { usageError("--batch must be positive") }
+        return await IngestCommand.run(
+            count: count, raw: flags.contains("--raw"), directory: options["--dir"] ?? "/tmp", batchSize: batch)
     case "fanout":
         guard positionals.count == 2, let watchers = Int(positionals[0]), let emissions = Int(positionals[1]),
             watchers > 0, emissions > 0
