@@ -529,7 +529,9 @@ public struct CaptureInspector {
                 + "\(last.frame) byte for byte; a sync keeps one.")
         }
         state.lastMeasurement = (frame, bytes)
-        var record = InspectedRecord(frame: frame, session: position, measurementBytes: bytes, measurement: measurement)
+        // Streaming JSON never prints the bytes: a session's pending records stay small.
+        var record = InspectedRecord(
+            frame: frame, session: position, measurementBytes: self.stream == nil ? bytes : [], measurement: measurement)
         if let early = state.earlyContexts.removeValue(forKey: seq) {
             record.contextFrame = early.frame
             record.contextBytes = early.bytes

@@ -22,17 +22,26 @@ struct JSONTextBuffer: TextOutputStream {
         text.withUTF8Buffer { self.bytes.append(contentsOf: $0) }
     }
 
-    /// Decimal digits, zero-padded to `width`.
+    /// Decimal digits, zero-padded to `width` (at most 20), formatted on the stack and appended once.
     mutating func int(_ value: Int64, width: Int = 1) {
-        var magnitude = value.magnitude
-        if value < 0 { self.bytes.append(UInt8(ascii: "-")) }
-        let start = self.bytes.count
-        repeat {
-            self.bytes.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
-            magnitude /= 10
-        } while magnitude > 0
-        while self.bytes.count - start < width { self.bytes.append(UInt8(ascii: "0")) }
-        self.bytes[start...].reverse()
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { digits in
+            var magnitude = value.magnitude
+            var at = 24
+            repeat {
+                at -= 1
+                digits[at] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            while 24 - at < min(width, 20) {
+                at -= 1
+                digits[at] = UInt8(ascii: "0")
+            }
+            if value < 0 {
+                at -= 1
+                digits[at] = UInt8(ascii: "-")
+            }
+            self.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[at...]))
+        }
     }
 
     mutating func int<T: BinaryInteger>(_ value: T) { self.int(Int64(value)) }
@@ -52,8 +61,18 @@ struct JSONTextBuffer: TextOutputStream {
     }
 
     mutating func string(_ s: String?) {
-        guard let s else { return self.raw("null") }
+        guard var s else { return self.raw("null") }
         self.bytes.append(UInt8(ascii: "\""))
+        // Most strings need no escape: one append for the whole text.
+        let plain = s.withUTF8 { text -> Bool in
+            guard !text.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
+            self.bytes.append(contentsOf: text)
+            return true
+        }
+        if plain {
+            self.bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in s.utf8 {
             switch byte {
             case UInt8(ascii: "\""), UInt8(ascii: "\\"):

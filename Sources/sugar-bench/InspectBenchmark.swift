@@ -9,8 +9,8 @@ import Glibc
 /// `sugar-bench capture --inspect [--records N]`: the whole `sugarctl capture inspect FILE --json`
 /// process on a capture of N glucose records (default 20 000, about 1 MB) made with `CaptureBuilder`, beside
 /// tshark with a glucose field filter on the same file when tshark is installed; and the same inspect on a
-/// capture ten times larger, to show its memory does not grow with the capture. Best of three runs each;
-/// output goes to /dev/null.
+/// capture ten times larger (one session: the inspector holds a session's records until it ends, to join
+/// late contexts). Best of three runs each (wall and CPU time, the least of each); output goes to /dev/null.
 struct InspectBenchmark {
     var records: Int
 
@@ -42,6 +42,7 @@ struct InspectBenchmark {
             return 1
         }
         object["sugarctlSeconds"] = .double(ours.seconds)
+        object["sugarctlCPUSeconds"] = .double(ours.cpuSeconds)
         object["sugarctlPeakRSSBytes"] = .from(ours.peakRSS)
         object["largeRecords"] = .from(self.records * 10)
         object["largeCaptureBytes"] = .from(fileSize(large))
@@ -56,6 +57,8 @@ struct InspectBenchmark {
             ])
         {
             object["tsharkSeconds"] = .double(theirs.seconds)
+            object["tsharkCPUSeconds"] = .double(theirs.cpuSeconds)
+            object["cpuSpeedupVsTshark"] = .double(ours.cpuSeconds > 0 ? theirs.cpuSeconds / ours.cpuSeconds : 0)
             object["tsharkPeakRSSBytes"] = .from(theirs.peakRSS)
             object["speedupVsTshark"] = .double(ours.seconds > 0 ? theirs.seconds / ours.seconds : 0)
         } else {
@@ -107,19 +110,22 @@ func fileSize(_ path: String) -> Int {
 
 /// Runs `arguments` (stdout and stderr to /dev/null) `times` times; the fastest run's wall time and the
 /// largest peak RSS. Nil when it cannot start or exits non-zero.
-func bestOf(_ times: Int, _ arguments: [String]) -> (seconds: Double, peakRSS: Int)? {
+func bestOf(_ times: Int, _ arguments: [String]) -> (seconds: Double, cpuSeconds: Double, peakRSS: Int)? {
     var best = Double.infinity
+    var bestCPU = Double.infinity
     var peak = 0
     for _ in 0..<times {
         guard let run = runChild(arguments) else { return nil }
         best = min(best, run.seconds)
+        bestCPU = min(bestCPU, run.cpuSeconds)
         peak = max(peak, run.peakRSS)
     }
-    return (best, peak)
+    return (best, bestCPU, peak)
 }
 
-/// One run of a child process: wall time and peak RSS (`ru_maxrss`), or nil on failure.
-func runChild(_ arguments: [String]) -> (seconds: Double, peakRSS: Int)? {
+/// One run of a child process: wall time, CPU time (user + system) and peak RSS (`ru_maxrss`), or nil on
+/// failure.
+func runChild(_ arguments: [String]) -> (seconds: Double, cpuSeconds: Double, peakRSS: Int)? {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
@@ -139,5 +145,6 @@ func runChild(_ arguments: [String]) -> (seconds: Double, peakRSS: Int)? {
     let elapsed = clock.now - start
     guard status & 0x7F == 0, (status >> 8) & 0xFF == 0 else { return nil }
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
-    return (seconds, usage.ru_maxrss * 1024)
+    let cpu = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6
+    return (seconds, cpu, usage.ru_maxrss * 1024)
 }
