@@ -9,17 +9,19 @@ internal import Glibc
 /// in place (no allocation per value). Its bytes are exactly `JSONValue.serialized()`'s for the same
 /// value (`CaptureJSONStreamTests` compares them).
 struct JSONTextBuffer: TextOutputStream {
-    var bytes: [UInt8] = []
+    let bytes: ByteStore
 
-    init(capacity: Int = 1 << 16) { self.bytes.reserveCapacity(capacity) }
+    init(capacity: Int = 1 << 17) { self.bytes = ByteStore(capacity: capacity) }
 
     mutating func write(_ string: String) { self.bytes.append(contentsOf: string.utf8) }
 
     /// The standard library hands a Double's digits here from its stack buffer (no String made).
     mutating func _writeASCII(_ buffer: UnsafeBufferPointer<UInt8>) { self.bytes.append(contentsOf: buffer) }
 
+    /// A literal (every caller passes ASCII literals, which have a pointer representation).
+    @inline(__always)
     mutating func raw(_ text: StaticString) {
-        text.withUTF8Buffer { self.bytes.append(contentsOf: $0) }
+        self.bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
     /// Decimal digits, zero-padded to `width` (at most 20), formatted on the stack and appended once.
@@ -93,7 +95,11 @@ struct JSONTextBuffer: TextOutputStream {
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
-    mutating func value(_ value: JSONValue) { value.write(into: &self.bytes) }
+    mutating func value(_ value: JSONValue) {
+        var text: [UInt8] = []
+        value.write(into: &text)
+        self.bytes.append(contentsOf: text)
+    }
 
     /// `"2019-02-27T11:10:30"` as `DateTime.json`.
     mutating func dateTime(_ t: DateTime?) {
@@ -202,6 +208,63 @@ struct JSONTextBuffer: TextOutputStream {
         self.raw(",\"reason\":")
         self.string(anomaly.reason)
         self.raw("}")
+    }
+}
+
+/// A growable byte buffer whose appends are a capacity check and a copy (an Array's generic
+/// `append(contentsOf:)` costs more than the JSON text it appends, per call).
+final class ByteStore {
+    private var base: UnsafeMutablePointer<UInt8>
+    private var capacity: Int
+    private(set) var count = 0
+
+    init(capacity: Int) {
+        self.capacity = max(capacity, 64)
+        self.base = .allocate(capacity: self.capacity)
+    }
+
+    deinit { self.base.deallocate() }
+
+    var isEmpty: Bool { self.count == 0 }
+
+    @inline(__always)
+    private func reserve(_ extra: Int) {
+        if self.count + extra > self.capacity { self.grow(self.count + extra) }
+    }
+
+    private func grow(_ needed: Int) {
+        let capacity = max(needed, self.capacity * 2)
+        let base = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+        base.update(from: self.base, count: self.count)
+        self.base.deallocate()
+        self.base = base
+        self.capacity = capacity
+    }
+
+    @inline(__always)
+    func append(_ byte: UInt8) {
+        self.reserve(1)
+        self.base[self.count] = byte
+        self.count += 1
+    }
+
+    @inline(__always)
+    func append(contentsOf bytes: UnsafeBufferPointer<UInt8>) {
+        guard let source = bytes.baseAddress, bytes.count > 0 else { return }
+        self.reserve(bytes.count)
+        (self.base + self.count).update(from: source, count: bytes.count)
+        self.count += bytes.count
+    }
+
+    func append(contentsOf bytes: some Collection<UInt8>) {
+        if bytes.withContiguousStorageIfAvailable({ self.append(contentsOf: $0) }) != nil { return }
+        for byte in bytes { self.append(byte) }
+    }
+
+    func removeAll(keepingCapacity: Bool) { self.count = 0 }
+
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        body(UnsafeRawBufferPointer(start: self.base, count: self.count))
     }
 }
 
@@ -317,9 +380,10 @@ final class CaptureJSONStream {
         if !self.pendingRecords.isEmpty {
             self.pendingRecords.sort { $0.frame < $1.frame }
             let ready = self.pendingRecords.partitioningIndex { $0.frame >= watermark }
-            for record in self.pendingRecords[..<ready] {
+            var buffer = self.records.buffer
+            for index in 0..<ready {
                 self.records.element()
-                self.records.buffer.record(record)
+                buffer.record(self.pendingRecords[index])
                 try self.records.flushIfFull()
             }
             self.pendingRecords.removeSubrange(..<ready)
