@@ -82,7 +82,10 @@ double sugar_yardstick_ingest(
 
     // Timed: what the store's commit does at its core, in plain C.
     double start = now_seconds();
-    if (sqlite3_open(target, &dst) != SQLITE_OK) { result = fail(dst, "reopen", message, message_size); goto done; }
+    // The store's open flags (no SQLite mutexes: one thread uses the connection).
+    if (sqlite3_open_v2(target, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        result = fail(dst, "reopen", message, message_size); goto done;
+    }
     if (sqlite3_exec(dst, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
         result = fail(dst, "begin", message, message_size); goto done;
     }
