@@ -8,6 +8,7 @@
 //   sugar-bench ingest N [--raw] [--dir DIR]    store N readings through the SQLite store
 //   sugar-bench fanout W E [--policy P]         W watchers over E view-model emissions
 //   sugar-bench socket C [--seconds S]          C GetStatus callers and C watchers on a live Varlink server
+//   sugar-bench rest [--records N]            the built sugard at rest: RSS, wake-ups, after a sync and churn
 //   sugar-bench e2e [--records N] [--watchers W] the real daemon in-process: bulk sync, latency, idle
 import HealthDataSync
 import JSON
@@ -31,6 +32,7 @@ let usage = """
            sugar-bench ingest <count> [--raw] [--dir <directory>] [--batch <readings>]
            sugar-bench fanout <watchers> <emissions> [--policy coalesced|immediate]
            sugar-bench socket <clients> [--seconds <seconds>]
+           sugar-bench rest [--records <n>] [--idle-seconds <s>]
            sugar-bench e2e [--records <n>] [--watchers <w>] [--samples <s>] [--idle-seconds <s>]
 
     SUBCOMMANDS:
@@ -69,6 +71,11 @@ let usage = """
                      (firstReadingLatencyMillis p50/p99: report write to each watcher's reply); then
                      nothing happens for --idle-seconds (default 10): idleWakeupsPerSecond counts the
                      context switches of every thread of the process. Also peakRSSBytes.
+
+      rest           Run the built sugard (next to sugar-bench) as a child: with no meter, RSS after start
+                     and wake-ups per second over --idle-seconds (default 10; context switches of all its
+                     threads from /proc/PID/task); then with a replayed meter of --records records (default
+                     10000): RSS after the sync, and after 1000 watchers connected and disconnected.
 
     OPTIONS:
       --with-json    (parse) Also build each record's JSON value. It allocates, which shows the counter works.
@@ -161,6 +168,14 @@ func runMain(_ arguments: [String]) async -> Int32 {
         guard let batch = Int(options["--batch"] ?? "500"), batch > 0 else { usageError("--batch must be positive") }
         return await IngestCommand.run(
             count: count, raw: flags.contains("--raw"), directory: options["--dir"] ?? "/tmp", batchSize: batch)
+    case "rest":
+        guard positionals.isEmpty, Set(options.keys).isSubset(of: ["--records", "--idle-seconds"]) else {
+            usageError("rest takes only --records and --idle-seconds")
+        }
+        guard let records = Int(options["--records"] ?? "10000"), records > 0, records <= 65_000,
+            let idle = Int(options["--idle-seconds"] ?? "10"), idle > 0
+        else { usageError("--records must be 1…65000 and --idle-seconds positive") }
+        return await RestBenchmark(records: records, idleSeconds: idle).run()
     case "fanout":
         guard positionals.count == 2, let watchers = Int(positionals[0]), let emissions = Int(positionals[1]),
             watchers > 0, emissions > 0
