@@ -237,7 +237,7 @@ public struct GlucoseMeasurement: Hashable, Sendable {
 
     /// The good path: one length check for the packet's shape, unaligned loads, no error values. Nil when
     /// the packet is short or its base time is out of range (and `validate` is set).
-    @inlinable
+    @inlinable @inline(__always)
     static func decodeWholeShape(_ raw: UnsafeRawBufferPointer, validate: Bool) -> (GlucoseMeasurement, Int)? {
         // Literal masks: the static constants are not visible to inlined code as constants.
         guard raw.count >= 10, let base = raw.baseAddress else { return nil }
@@ -293,7 +293,7 @@ public struct GlucoseMeasurement: Hashable, Sendable {
     }
 
     /// Every field as given (the decoder's constructor).
-    @inlinable
+    @inlinable @inline(__always)
     init(
         reservedFlags: UInt8, sequenceNumber: UInt16, baseTime: DateTime, timeOffsetMinutes: Int16?, concentration: SFloat?,
         unit: ConcentrationUnit?, type: SampleType?, sampleLocation: SampleLocation?, sensorStatus: SensorStatus?,
