@@ -321,17 +321,19 @@ struct RecordCursor {
                 self.consume(available)
                 return nil
             }
-            guard let length = self.plausibleRecord(at: 0, datalink: datalink) else { continue }
+            guard let length = self.plausibleRecord(at: 0, datalink: datalink, whole: true) else { continue }
             let withNext = try self.ensure(length + 24)
-            if withNext == length || (withNext >= length + 24 && self.plausibleRecord(at: length, datalink: datalink) != nil) {
+            if withNext == length
+                || (withNext >= length + 24 && self.plausibleRecord(at: length, datalink: datalink, whole: false) != nil)
+            {
                 return skipped
             }
         }
     }
 
     /// The total length of a plausible record whose header starts `offset` bytes into the available
-    /// bytes, or nil (also nil when the record is not wholly available).
-    private func plausibleRecord(at offset: Int, datalink: BTSnoopDatalink) -> Int? {
+    /// bytes, or nil (with `whole`, also nil when the record is not wholly available).
+    private func plausibleRecord(at offset: Int, datalink: BTSnoopDatalink, whole: Bool) -> Int? {
         guard self.end - self.start >= offset + 24 else { return nil }
         let header = UnsafeRawBufferPointer(rebasing: self.window(offset + 24)[offset...])
         let original = header.loadBE32(at: 0)
@@ -345,7 +347,7 @@ struct RecordCursor {
         }
         if let last = self.lastTimestamp, (timestamp &- last).magnitude > 86_400_000_000 { return nil }
         let total = 24 + Int(included)
-        return self.end - self.start >= offset + total ? total : nil
+        return !whole || self.end - self.start >= offset + total ? total : nil
     }
 
     /// Makes at least `count` bytes available if the input has them; returns how many are available.

@@ -127,17 +127,9 @@ func bestOf(_ times: Int, _ arguments: [String]) -> (seconds: Double, cpuSeconds
 /// One run of a child process: wall time, CPU time (user + system) and peak RSS (its VmHWM, polled
 /// every 0.5 ms), or nil on failure.
 func runChild(_ arguments: [String]) -> (seconds: Double, cpuSeconds: Double, peakRSS: Int)? {
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-    defer { for pointer in argv { free(pointer) } }
     let clock = ContinuousClock()
     let start = clock.now
-    var pid: pid_t = 0
-    guard posix_spawn(&pid, arguments[0], &actions, nil, &argv, environ) == 0 else { return nil }
+    guard let pid = spawnQuietly(arguments) else { return nil }
     var status: Int32 = 0
     var usage = rusage()
     // ru_maxrss would count this process's pages too (posix_spawn shares them until the exec), so the
@@ -155,4 +147,27 @@ func runChild(_ arguments: [String]) -> (seconds: Double, cpuSeconds: Double, pe
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
     let cpu = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6
     return (seconds, cpu, peak)
+}
+
+/// Starts `arguments` (a path first) with stdout and stderr to /dev/null, this process's environment
+/// plus `environment` ("NAME=value"); its pid, or nil when it cannot start.
+func spawnQuietly(_ arguments: [String], environment: [String] = []) -> pid_t? {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    defer { for pointer in argv { free(pointer) } }
+    var inherited: [String] = []
+    var entry = environ
+    while let pointer = entry.pointee {
+        inherited.append(String(cString: pointer))
+        entry += 1
+    }
+    var envp: [UnsafeMutablePointer<CChar>?] = (inherited + environment).map { strdup($0) } + [nil]
+    defer { for pointer in envp { free(pointer) } }
+    var pid: pid_t = 0
+    guard posix_spawn(&pid, arguments[0], &actions, nil, &argv, &envp) == 0 else { return nil }
+    return pid
 }

@@ -120,23 +120,7 @@ struct RestBenchmark {
         ) async throws -> Daemon {
             let socket = scratch + "/s"
             let arguments = [sugard, "--state-dir", scratch, "--socket", socket] + (capture.map { ["--replay", scratch + "/" + $0] } ?? [])
-            var actions = posix_spawn_file_actions_t()
-            posix_spawn_file_actions_init(&actions)
-            defer { posix_spawn_file_actions_destroy(&actions) }
-            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-            var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-            defer { for pointer in argv { free(pointer) } }
-            var inherited: [String] = []
-            var entry = environ
-            while let pointer = entry.pointee {
-                inherited.append(String(cString: pointer))
-                entry += 1
-            }
-            var envp: [UnsafeMutablePointer<CChar>?] = (inherited + environment).map { strdup($0) } + [nil]
-            defer { for pointer in envp { free(pointer) } }
-            var pid: pid_t = 0
-            guard posix_spawn(&pid, sugard, &actions, nil, &argv, &envp) == 0 else { throw BenchFailure("cannot start sugard") }
+            guard let pid = spawnQuietly(arguments, environment: environment) else { throw BenchFailure("cannot start sugard") }
             let daemon = Daemon(pid: pid, socket: socket)
             for _ in 0..<200 {
                 if access(socket, F_OK) == 0, let client = try? daemon.client() {
