@@ -122,6 +122,27 @@ import Testing
         #expect(after.anomalies.contains { $0.reason.contains("no plausible record follows") })
     }
 
+    /// Random damage anywhere in fixture captures (bytes overwritten, bytes cut): the inspection ends, and
+    /// when it yields a document, streaming gives the same bytes.
+    @Test func randomDamageEndsAndStreamsTheSameBytes() throws {
+        var random = SplitMix(seed: 0x5EED_0022_0008)
+        for name in FixtureMeter.allCases.map(\.rawValue) {
+            let original = Array(try #require(FileManager.default.contents(atPath: fixturePath(name))))
+            for _ in 0..<12 {
+                var image = original
+                for _ in 0..<(1 + random.below(12)) {
+                    image[16 + random.below(image.count - 16)] = UInt8(truncatingIfNeeded: random.next())
+                }
+                if random.below(3) == 0 { image.removeSubrange((16 + random.below(image.count - 16))...) }
+                guard let tree = try? Self.tree(image) else {
+                    #expect(throws: CaptureError.self) { try Self.streamed(image) }
+                    continue
+                }
+                #expect(try Self.streamed(image) == tree)
+            }
+        }
+    }
+
     @Test func nothingReadableExits65() throws {
         var builder = CaptureBuilder()
         builder.appendRawBytes([0, 0, 0, 1, 0x7F, 0xFF, 0xFF, 0xFF] + [UInt8](repeating: 0, count: 16) + [1, 2, 3])
