@@ -311,7 +311,12 @@ public struct CaptureInspection: Hashable, Sendable {
 /// a record with an odd field is still a record.
 ///
 /// Memory: per open session the records not yet flushed (a session's records are flushed when it ends),
-/// plus the kept output. With `keepRecords` false only counts are kept.
+/// plus the kept output. With `keepRecords` false only counts are kept; `writeJSON` (CaptureJSONStream.swift)
+/// writes records and anomalies out as they are decided.
+///
+/// `inspect` and `writeJSON` read with `skipCorruptRecords`: a damaged record is an anomaly with its frame
+/// number and the records after it are still inspected; they throw `.corruptRecord` only when no record at
+/// all was readable.
 public struct CaptureInspector {
     /// Knobs.
     public struct Options: Sendable {
