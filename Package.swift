@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "GlucoseProfile", targets: ["GlucoseProfile"]),
         .library(name: "PacketCapture", targets: ["PacketCapture"]),
         .library(name: "HealthDataSync", targets: ["HealthDataSync"]),
+        .library(name: "GlucoseReport", targets: ["GlucoseReport"]),
         .library(name: "GlucoseStore", targets: ["GlucoseStore"]),
         .library(name: "ReplayTransport", targets: ["ReplayTransport"]),
         .library(name: "Varlink", targets: ["Varlink"]),
@@ -46,6 +47,8 @@ let package = Package(
         .target(name: "JSON", swiftSettings: strict),
         .target(name: "GlucoseProfile", dependencies: ["JSON"], swiftSettings: strict),
         .target(name: "HealthDataSync", dependencies: ["Locking", "GlucoseProfile", "JSON"], swiftSettings: strict),
+        // The glucose report's figures and its self-contained HTML page (sugarctl report).
+        .target(name: "GlucoseReport", dependencies: ["JSON", "GlucoseProfile"], swiftSettings: strict),
 
         // btsnoop / HCI / L2CAP / ATT / GATT capture reading (Glibc for streaming file I/O).
         .target(name: "PacketCapture", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
@@ -60,6 +63,8 @@ let package = Package(
 
         // libdbus wrapper: the only importer of CDBus (Glibc allowed, no Foundation).
         .target(name: "DBus", dependencies: ["Locking", "CDBus"], swiftSettings: strict),
+        // libbluetooth at work: the only importer of CBlueZ (HCI socket probe, adapters, monitor channel).
+        .target(name: "BluetoothHost", dependencies: ["CBlueZ", "PacketCapture"], swiftSettings: strict),
         // MeterTransport over BlueZ: object manager mirror, GATT, pairing agent, bluetoothd restarts.
         .target(name: "BlueZTransport", dependencies: ["Locking", "DBus", "HealthDataSync"], swiftSettings: strict),
 
@@ -86,7 +91,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(name: "sugard", dependencies: ["SugarDaemon"], swiftSettings: strict),
         .executableTarget(
-            name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarAPI", "PacketCapture"],
+            name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarAPI", "PacketCapture", "BluetoothHost", "DBus", "GlucoseReport"],
             swiftSettings: strict),
         .executableTarget(
             name: "sugar-bench",
@@ -136,8 +141,8 @@ let package = Package(
         .testTarget(
             name: "SugarAPITests",
             dependencies: [
-                "Locking", "SugarAPI", "GlucoseProfile", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "sugarctl",
-                "TestSupport",
+                "Locking", "SugarAPI", "SugarDaemon", "ReplayTransport", "PacketCapture", "GlucoseProfile", "GlucoseStore",
+                "HealthDataSync", "JSON", "Varlink", "sugarctl", "TestSupport", "GlucoseReport",
             ],
             swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
@@ -166,6 +171,7 @@ let package = Package(
                 "TestSupport",
             ],
             swiftSettings: strict),
+        .testTarget(name: "BluetoothHostTests", dependencies: ["BluetoothHost", "PacketCapture"], swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
     ]
 )

@@ -69,6 +69,10 @@ public actor SQLiteReadingStore: ReadingStore {
         Connection, StorageHealth
     ) {
         let isNew = !readOnly && !fileExists(path)
+        // Readings are health data: the file is created 0600 (SQLite gives its WAL and SHM files the
+        // database's mode), and files an older version or another tool left more open are tightened.
+        if isNew { createPrivateFile(path) }
+        if !readOnly { tightenModes(databasePath: path) }
         // On any throw below, `db` is released and its deinit closes the handle.
         let db = try Connection(path: path, readOnly: readOnly, busyTimeoutMilliseconds: options.busyTimeoutMilliseconds)
         if !db.isReadOnly {

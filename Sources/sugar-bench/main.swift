@@ -10,6 +10,7 @@
 //   sugar-bench socket C [--seconds S]          C GetStatus callers and C watchers on a live Varlink server
 //   sugar-bench rest [--records N]            the built sugard at rest: RSS, wake-ups, after a sync and churn
 //   sugar-bench e2e [--records N] [--watchers W] the real daemon in-process: bulk sync, latency, idle
+//   sugar-bench json [--keys N] [--rounds R]    the worst-case 1 MiB Varlink request through the JSON parser
 import HealthDataSync
 import JSON
 import ViewModelBenchmarks
@@ -34,6 +35,7 @@ let usage = """
            sugar-bench socket <clients> [--seconds <seconds>]
            sugar-bench rest [--records <n>] [--idle-seconds <s>]
            sugar-bench e2e [--records <n>] [--watchers <w>] [--samples <s>] [--idle-seconds <s>]
+           sugar-bench json [--keys <n>] [--rounds <r>]
 
     SUBCOMMANDS:
       parse          Decode every record of <file> as a Glucose Measurement; print one JSON object with
@@ -61,7 +63,7 @@ let usage = """
       fanout         Run <watchers> view-model watchers (half on one field, half on all) over <emissions>
                      writes shaped like a sync; print messagesDelivered, messagesNaive, reductionPercent,
                      p99DeliveryMicros, peakRSSBytes.
-      socket         Serve io.sugard.HealthDataSync (test backend over SQLite) on a scratch socket; run <clients>
+      socket         Host the daemon (replayed meter, SQLite) on a scratch socket; run <clients>
                      connections calling GetStatus in a loop and <clients> watchers while the view model changes
                      every 10 ms; print callsPerSecond, p50Micros, p99Micros, watcherMessages, peakRSSBytes.
       e2e            Run the daemon in this process (SQLite store, models, sync engine, Varlink server) on
@@ -71,6 +73,10 @@ let usage = """
                      (firstReadingLatencyMillis p50/p99: report write to each watcher's reply); then
                      nothing happens for --idle-seconds (default 10): idleWakeupsPerSecond counts the
                      context switches of every thread of the process. Also peakRSSBytes.
+      json           Build the worst-case request of at most 1 MiB (<n> distinct keys in one object,
+                     default 130000, a 60-deep nest, 1000 small arrays, a long escaped string) and parse it
+                     <r> times (default 5) with no element bound; print bytes, parseMillisMedian/Max,
+                     megabytesPerSecond, and how fast and where the Varlink server's default limits refuse it.
 
       rest           Run the built sugard (next to sugar-bench) as a child: with no meter, RSS after start
                      and wake-ups per second over --idle-seconds (default 10; context switches of all its
@@ -116,7 +122,8 @@ func runMain(_ arguments: [String]) async -> Int32 {
         index += 1
         switch argument {
         case "--with-json", "--large", "--raw", "--dense", "--inspect": flags.insert(argument)
-        case "--seed", "--dir", "--batch", "--policy", "--seconds", "--records", "--watchers", "--samples", "--idle-seconds":
+        case "--seed", "--dir", "--batch", "--policy", "--seconds", "--records", "--watchers", "--samples", "--idle-seconds",
+            "--keys", "--rounds":
             guard index < arguments.count else { usageError("Missing value for '--seed'") }
             options[argument] = arguments[index]
             index += 1
@@ -201,6 +208,11 @@ func runMain(_ arguments: [String]) async -> Int32 {
         return await E2EBenchmark.run(
             records: positive("--records", 100_000), watchers: positive("--watchers", 100),
             samples: positive("--samples", 50), idleSeconds: positive("--idle-seconds", 10))
+    case "json":
+        guard positionals.isEmpty, flags.isEmpty else { usageError("json takes only options") }
+        guard let keys = Int(options["--keys"] ?? "130000"), keys > 0, let rounds = Int(options["--rounds"] ?? "5"), rounds > 0
+        else { usageError("--keys and --rounds must be positive integers") }
+        return JSONBenchmark.run(keys: keys, rounds: rounds)
     default:
         usageError("Unknown subcommand '\(command)'")
     }
