@@ -36,6 +36,9 @@ let package = Package(
         .systemLibrary(name: "CLinuxIO"),  // epoll and eventfd headers (glibc, nothing to link)
         // Counts malloc calls for sugar-bench (interposes the allocator; linked into sugar-bench only).
         .target(name: "CMallocCounter"),
+        // Plain C yardsticks that sugar-bench runs beside the Swift code in the same process (sugar-bench only).
+        // ingest.c includes sqlite3.h and links sqlite3 itself: no Swift module imports CSQLite but GlucoseStore.
+        .target(name: "CBenchYardsticks", linkerSettings: [.linkedLibrary("sqlite3")]),
 
         // A pthread-backed lock ThreadSanitizer can see (Synchronization.Mutex is invisible to it on Linux).
         .target(name: "Locking", swiftSettings: strict),
@@ -93,7 +96,7 @@ let package = Package(
         .executableTarget(
             name: "sugar-bench",
             dependencies: ["Locking", 
-                "GlucoseProfile", "JSON", "CMallocCounter", "PacketCapture", "GlucoseStore", "ViewModelBenchmarks",
+                "GlucoseProfile", "JSON", "CMallocCounter", "CBenchYardsticks", "PacketCapture", "GlucoseStore", "ViewModelBenchmarks",
                 "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport", "SugarDaemon",
             ],
             swiftSettings: strict),
@@ -120,7 +123,10 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["Locking", "ReplayTransport", "GlucoseStore", "HealthDataSync", "PacketCapture", "GlucoseProfile", "JSON"],
+            dependencies: [
+                "Locking", "ReplayTransport", "GlucoseStore", "HealthDataSync", "PacketCapture", "GlucoseProfile", "JSON",
+                "TestSupport",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "HealthDataSyncTests", dependencies: ["Locking", "HealthDataSync", "GlucoseProfile", "TestSupport"],

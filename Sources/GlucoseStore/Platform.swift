@@ -12,10 +12,10 @@ import HealthDataSync
     return Instant(epochMillis: Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000)
 }
 
-/// The process's peak resident set size in bytes (`VmHWM` in /proc/self/status), or nil where
+/// The peak resident set size in bytes of this process, or of `pid` (`VmHWM` in /proc/…/status), or nil where
 /// that file does not exist.
-public func peakResidentSetBytes() -> Int? {
-    guard let file = fopen("/proc/self/status", "r") else { return nil }
+public func peakResidentSetBytes(pid: Int32? = nil) -> Int? {
+    guard let file = fopen(pid.map { "/proc/\($0)/status" } ?? "/proc/self/status", "r") else { return nil }
     defer { fclose(file) }
     var buffer = [CChar](repeating: 0, count: 512)
     while fgets(&buffer, CInt(buffer.count), file) != nil {

@@ -121,6 +121,8 @@ public struct CaptureAnomaly: Hashable, Sendable, CustomStringConvertible {
         case missingConnectionEvent
         /// A connection handle was reused without a Disconnection Complete.
         case connectionReplaced
+        /// A record header is impossible (absurd length); reading went on at the next plausible record.
+        case corruptRecord
     }
 
     public var kind: Kind
@@ -230,5 +232,7 @@ public struct CaptureStatistics: Hashable, Sendable {
     public var attPDUs = 0
     /// The last cumulative drop counter seen.
     public var droppedPackets = 0
+    /// Damaged records skipped (``GATTEventReader/Options/skipCorruptRecords``).
+    public var corruptRecords = 0
     public init() {}
 }

@@ -32,8 +32,11 @@ enum CaptureCommand {
             frame number), session (index into sessions) and context (the decoded context or null); each \
             anomaly is {frame, characteristic, reason}.
 
-            Exit status: 0 inspected, 64 bad arguments, 65 unreadable or corrupt capture (one line on \
-            stderr, nothing on stdout), 1 other failure.
+            A damaged record (impossible header) is an anomaly with its frame number; reading goes on at the \
+            next plausible record, so the records before and after it are still reported.
+
+            Exit status: 0 inspected (anomalies included), 64 bad arguments, 65 unreadable capture: not a \
+            btsnoop file, or no record readable (one line on stderr, nothing on stdout), 1 other failure.
             """
     )
 
@@ -68,18 +71,17 @@ enum CaptureCommand {
         }
 
         let path = parsed.positionals[1]
-        let inspection: CaptureInspection
         do throws(CaptureError) {
-            inspection = try CaptureInspector.inspect(path: path, handleOverrides: overrides)
+            if parsed.flags.contains("json") {
+                // Streams: memory stays flat in the capture's size; nothing is printed unless it was all read.
+                try CaptureInspector.writeJSON(path: path, handleOverrides: overrides, to: 1)
+            } else {
+                writeStdout(try CaptureInspector.inspect(path: path, handleOverrides: overrides).readableText)
+            }
         } catch {
             let message = error.message.hasSuffix(".") ? String(error.message.dropLast()) : error.message
             writeStderr("error: \(message)\n")
             return error.code == .invalidArgument ? ExitCode.failure : ExitCode.dataError
-        }
-        if parsed.flags.contains("json") {
-            writeStdout(inspection.jsonValue.serialized() + "\n")
-        } else {
-            writeStdout(inspection.readableText)
         }
         return ExitCode.success
     }
