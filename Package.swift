@@ -26,12 +26,16 @@ let package = Package(
         .library(name: "FuzzTargets", targets: ["FuzzTargets"]),
         .executable(name: "sugarctl", targets: ["sugarctl"]),
         .executable(name: "sugar-bench", targets: ["sugar-bench"]),
+        .library(name: "MQTT", targets: ["MQTT"]),
+        .library(name: "SugarForward", targets: ["SugarForward"]),
+        .executable(name: "sugard-forward", targets: ["sugard-forward"]),
     ],
     targets: [
         // C libraries, one importer each (see README "Architecture").
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
+        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CLinuxIO"),  // epoll and eventfd headers (glibc, nothing to link)
         // Counts malloc calls for sugar-bench (interposes the allocator; linked into sugar-bench only).
         .target(name: "CMallocCounter"),
@@ -72,6 +76,14 @@ let package = Package(
                 "HealthDataSync", "JSON", "SugarAPI", "GlucoseStore", "Varlink", "ReplayTransport", "BlueZTransport",
                 "GlucoseProfile", "PacketCapture",
             ], swiftSettings: strict),
+
+        // MQTT v5 over libmosquitto: the only importer of CMosquitto.
+        .target(name: "MQTT", dependencies: ["Locking", "CMosquitto"], swiftSettings: strict),
+        // sugard-forward: every stored reading (FollowReadings) to an MQTT broker and Home Assistant.
+        .target(
+            name: "SugarForward", dependencies: ["Locking", "MQTT", "JSON", "Varlink", "SugarAPI", "HealthDataSync"],
+            swiftSettings: strict),
+        .executableTarget(name: "sugard-forward", dependencies: ["SugarForward"], swiftSettings: strict),
 
         // Benchmark bodies (Glibc for VmHWM only), run by sugar-bench.
         .target(name: "ViewModelBenchmarks", dependencies: ["Locking", "HealthDataSync", "JSON"], swiftSettings: strict),
@@ -159,6 +171,11 @@ let package = Package(
                 "SugarDaemon", "GlucoseProfile", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "DBus", "sugard",
                 "TestSupport",
             ],
+            swiftSettings: strict),
+        // The built sugard-forward against a real mosquitto broker and the built sugard.
+        .testTarget(
+            name: "ForwardTests",
+            dependencies: ["sugard", "sugard-forward", "sugarctl", "SugarForward", "JSON", "Varlink", "Locking", "TestSupport"],
             swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
     ]

@@ -91,7 +91,7 @@ public enum DaemonCommandLine {
             }
         }
         if let file = configFile {
-            guard let text = try readTextFile(file) else { throw ConfigError(file: file, "no such file") }
+            guard let text = try ConfigFile.readText(file) else { throw ConfigError(file: file, "no such file") }
             try config.apply(fileText: text, file: file)
         }
         // Flags win over the file; --replay flags replace the file's list.
