@@ -84,6 +84,7 @@ struct Feed: Sendable {
                 let client = try VarlinkClient(socketPath: self.socketPath)
                 defer { client.close() }
                 var known = try await self.meters(client)
+                var looked: [String: Int64] = [:]
                 self.emit(.meters(known))
                 self.emit(.connected)
                 delay = 0.1
@@ -92,7 +93,12 @@ struct Feed: Sendable {
                         throw VarlinkClientError.protocolViolation("a FollowReadings reply without cursor or reading")
                     }
                     guard next > cursor else { continue }
-                    if let meter = reading["meter"]?.stringValue, known[meter] == nil {
+                    // A meter not seen yet, or one whose Device Information sugard had not read at
+                    // the last look (at most one look per meter every 10 s).
+                    if let meter = reading["meter"]?.stringValue, known[meter] == nil
+                        || (Self.incomplete(known[meter]) && monotonicMillis() - (looked[meter] ?? .min / 2) > 10_000)
+                    {
+                        looked[meter] = monotonicMillis()
                         let other = try VarlinkClient(socketPath: self.socketPath)
                         defer { other.close() }
                         known = try await self.meters(other)
@@ -110,6 +116,12 @@ struct Feed: Sendable {
                 delay = min(delay * 2, 5)
             }
         }
+    }
+
+    static func incomplete(_ identity: JSONValue?) -> Bool {
+        guard let identity, !identity.isNull else { return true }
+        return identity["manufacturer"]?.stringValue == nil && identity["model"]?.stringValue == nil
+            && identity["serialNumber"]?.stringValue == nil
     }
 
     private func meters(_ client: VarlinkClient) async throws -> [String: JSONValue] {
