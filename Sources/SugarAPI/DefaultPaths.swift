@@ -14,6 +14,14 @@ public enum DefaultPaths {
         return home + "/.local/state/sugard-demo"
     }
 
+    /// sugard-forward's status socket (`io.sugard.Forward`) `sugarctl status` reads:
+    /// `SUGARD_FORWARD_SOCKET`, else the system one when it exists; nil when there is none.
+    public static func forwardStatusSocket(environment: [String: String]) -> String? {
+        if let path = environment["SUGARD_FORWARD_SOCKET"], !path.isEmpty { return path }
+        let system = "/run/sugard-forward/io.sugard.Forward"
+        return access(system, F_OK) == 0 ? system : nil
+    }
+
     /// The socket `sugarctl` talks to when given none: `SUGARD_SOCKET`, else the system socket if
     /// it exists, else the demo's.
     public static func clientSocket(environment: [String: String]) -> String {

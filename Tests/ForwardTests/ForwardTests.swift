@@ -185,6 +185,42 @@ import TestSupport
             let attempts = readFile(rig.brokerLog).split(separator: "\n").filter { $0.contains("New connection from") }.count
             #expect(attempts == 2, "\(attempts - 1) connection attempts in about 2 s")
             #expect(rig.forwarder?.isRunning == true)
+            let status = try await self.sugarctlStatus(rig)
+            #expect(status.contains(": failing (the broker refused the connection: "), "\(status)")
+        }
+    }
+
+    func sugarctlStatus(_ rig: ForwardRig, json: Bool = false) async throws -> String {
+        let result = try await runToEnd(
+            try builtProduct("sugarctl"), ["status", "--socket", rig.socket] + (json ? ["--json"] : []),
+            environment: ["SUGARD_FORWARD_SOCKET": rig.statusSocket, "TZ": "UTC"], dir: rig.dir, seconds: 20)
+        #expect(result.status == 0, "sugarctl status: \(result.stderr)")
+        return result.stdout
+    }
+
+    @Test func sugarctlStatusShowsTheSink() async throws {
+        try await withRig(seconds: 2) { rig in
+            try await rig.startBroker()
+            try await rig.startSugard()
+            try rig.startForwarder()
+            var text = ""
+            let connected = try await eventually(within: 20) {
+                text = try await self.sugarctlStatus(rig)
+                return text.contains("\nSinks\n  mqtt mqtt://127.0.0.1:\(rig.port): connected, 0 pending, last delivery ")
+                    && !text.contains("last delivery never")
+            }
+            #expect(connected, "\(text)")
+            rig.killBroker()
+            let retrying = try await eventually(within: 10) {
+                text = try await self.sugarctlStatus(rig)
+                return text.contains(": retrying (cannot connect to 127.0.0.1:\(rig.port): Connection refused)")
+            }
+            #expect(retrying, "\(text)")
+            let json = try JSONValue(parsing: try await self.sugarctlStatus(rig, json: true))
+            let sink = try #require(json["sinks"]?.arrayValue?.first)
+            #expect(sink["state"] == "retrying")
+            #expect(sink["pending"]?.intValue != nil)
+            #expect(sink["lastDeliveryMillis"]?.intValue != nil)
         }
     }
 
