@@ -262,5 +262,6 @@ extension HealthDataSyncService {
 
         # The daemon is shutting down.
         error ShuttingDown (message: ?string)
+
         """#
 }

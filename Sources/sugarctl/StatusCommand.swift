@@ -25,7 +25,7 @@ enum StatusCommand {
             var reply = try await daemon.call("GetStatus")
             let sinks = await self.sinks()
             if parsed.flags.contains("json") {
-                reply["sinks"] = .array(sinks)
+                if !sinks.isEmpty { reply["sinks"] = .array(sinks) }
                 writeStdout(JSONValue.object(reply).prettySerialized() + "\n")
                 return ExitCode.success
             }

@@ -3,6 +3,7 @@ import Glibc
 import JSON
 import Testing
 import TestSupport
+import Varlink
 
 /// The built sugard-forward between the built sugard (simulated meters taking a reading a second)
 /// and a real mosquitto broker; mosquitto_sub proves what arrived.
@@ -187,6 +188,43 @@ import TestSupport
             #expect(rig.forwarder?.isRunning == true)
             let status = try await self.sugarctlStatus(rig)
             #expect(status.contains(": failing (the broker refused the connection: "), "\(status)")
+        }
+    }
+
+    /// FollowReadings itself, against the built sugard: every stored reading in commit order, a
+    /// resumable cursor, new readings as they commit, and 'more' required.
+    @Test func followReadingsStreamsInCommitOrderAndResumes() async throws {
+        try await withRig(backlog: 10, seconds: 4) { rig in
+            try await rig.startSugard()
+            let client = try VarlinkClient(socketPath: rig.socket)
+            defer { client.close() }
+            var cursors: [Int64] = []
+            var ids: [String] = []
+            let stream = client.callMore("io.sugard.HealthDataSync.FollowReadings", [:])
+            let stored = try await rig.waitForAllStored()
+            for try await reply in stream {
+                cursors.append(try #require(reply["cursor"]?.intValue))
+                let reading = try #require(reply["reading"])
+                #expect(reading["mgdL"] != nil && reading["time"]?["iso"] != nil)
+                ids.append("\(reading["meter"]?.stringValue ?? "")/\(reading["epoch"]?.intValue ?? -1)/\(reading["sequenceNumber"]?.intValue ?? -1)")
+                if ids.count == stored.count { break }
+            }
+            // Readings committed while the call was open arrived too, each once, in commit order.
+            #expect(Set(ids) == Set(stored) && ids.count == stored.count)
+            #expect(cursors == cursors.sorted() && Set(cursors).count == cursors.count)
+            // Resuming after a cursor gives exactly what follows it.
+            let middle = cursors[cursors.count / 2]
+            let again = try VarlinkClient(socketPath: rig.socket)
+            defer { again.close() }
+            var resumed: [Int64] = []
+            for try await reply in again.callMore("io.sugard.HealthDataSync.FollowReadings", ["after": .int(middle)]) {
+                resumed.append(try #require(reply["cursor"]?.intValue))
+                if resumed.count == cursors.count - cursors.count / 2 - 1 { break }
+            }
+            #expect(resumed == Array(cursors[(cursors.count / 2 + 1)...]))
+            let plain = try VarlinkClient(socketPath: rig.socket)
+            defer { plain.close() }
+            await #expect(throws: VarlinkClientError.self) { _ = try await plain.call("io.sugard.HealthDataSync.FollowReadings") }
         }
     }
 
