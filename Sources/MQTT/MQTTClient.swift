@@ -169,7 +169,12 @@ private final class Core: @unchecked Sendable {
     }
 
     func submit(_ command: Command) {
-        self.queue.withLock { $0.append(command) }
+        // One wake-up per batch: the thread takes the whole queue when it wakes.
+        let wasEmpty = self.queue.withLock { q -> Bool in
+            defer { q.append(command) }
+            return q.isEmpty
+        }
+        guard wasEmpty else { return }
         var byte: UInt8 = 1
         _ = Glibc.write(self.wake.write, &byte, 1)
     }

@@ -117,6 +117,7 @@ public final class Forwarder: Sendable {
         var inFlight = 0
         var session: Int?
         var meters: [String: JSONValue] = [:]
+        var stateCursor: [String: Int64] = [:]
         var unsaved = 0
         var lastSave = monotonicMillis()
 
@@ -166,19 +167,21 @@ public final class Forwarder: Sendable {
                 self.logger.error("cannot save the delivery cursor: \(error)")
             }
         }
+        /// The index of the entry with `cursor` (entries are sorted by cursor).
+        func find(_ cursor: Int64) -> Int? {
+            var low = 0
+            var high = entries.count
+            while low < high {
+                let mid = (low + high) / 2
+                if entries[mid].cursor < cursor { low = mid + 1 } else { high = mid }
+            }
+            return low < entries.count && entries[low].cursor == cursor ? low : nil
+        }
         func acknowledge(_ tokens: [Int64]) {
             for token in tokens {
-                let cursor = token >> 1
-                // Entries are sorted by cursor: binary search.
-                var low = 0
-                var high = entries.count
-                while low < high {
-                    let mid = (low + high) / 2
-                    if entries[mid].cursor < cursor { low = mid + 1 } else { high = mid }
-                }
-                guard low < entries.count, entries[low].cursor == cursor, entries[low].outstanding > 0 else { continue }
-                entries[low].outstanding -= 1
-                if entries[low].outstanding == 0 { inFlight -= 1 }
+                guard let index = find(token >> 1), entries[index].outstanding > 0 else { continue }
+                entries[index].outstanding -= 1
+                if entries[index].outstanding == 0 { inFlight -= 1 }
             }
             var done = 0
             while done < entries.count, entries[done].sent, entries[done].outstanding == 0 {
@@ -234,7 +237,15 @@ public final class Forwarder: Sendable {
                 guard let meter = reading["meter"]?.stringValue else { continue }
                 let millis = reading["time"]?["epochMillis"]?.intValue ?? 0
                 let updatesState = millis > (newest[meter] ?? .min)
-                if updatesState { newest[meter] = millis }
+                if updatesState {
+                    newest[meter] = millis
+                    // The retained state only needs the newest: an older state update still
+                    // waiting to be sent is dropped (its reading message still goes out).
+                    if let previous = stateCursor[meter], let index = find(previous), !entries[index].sent {
+                        entries[index].updatesState = false
+                    }
+                    stateCursor[meter] = cursor
+                }
                 let payload = Array(ForwardTopics.payload(reading).serialized().utf8)
                 if self.logger.isEnabled(.debug) {
                     self.logger.debug("reading \(cursor) queued", [("meter", meter), ("mgdL", reading["mgdL"]?.serialized() ?? "null")])

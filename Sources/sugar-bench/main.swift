@@ -8,6 +8,7 @@
 //   sugar-bench fanout W E [--policy P]         W watchers over E view-model emissions
 //   sugar-bench socket C [--seconds S]          C GetStatus callers and C watchers on a live Varlink server
 //   sugar-bench e2e [--records N] [--watchers W] the real daemon in-process: bulk sync, latency, idle
+//   sugar-bench forward N [--samples S]        sugard-forward vs a plain C libmosquitto publisher
 import HealthDataSync
 import JSON
 import ViewModelBenchmarks
@@ -30,6 +31,7 @@ let usage = """
            sugar-bench fanout <watchers> <emissions> [--policy coalesced|immediate]
            sugar-bench socket <clients> [--seconds <seconds>]
            sugar-bench e2e [--records <n>] [--watchers <w>] [--samples <s>] [--idle-seconds <s>]
+           sugar-bench forward <n> [--samples <s>]
 
     SUBCOMMANDS:
       parse          Decode every record of <file> as a Glucose Measurement; print one JSON object with
@@ -63,6 +65,11 @@ let usage = """
                      (firstReadingLatencyMillis p50/p99: report write to each watcher's reply); then
                      nothing happens for --idle-seconds (default 10): idleWakeupsPerSecond counts the
                      context switches of every thread of the process. Also peakRSSBytes.
+      forward        N readings in a fresh database served by the built sugard; sugard-forward (in this
+                     process) sends them to a local mosquitto (forwarderReadingsPerSecond: start to the
+                     N-th PUBACK), then a C libmosquitto publisher built with cc sends the same payloads
+                     (cPublisherReadingsPerSecond, ratio); commitToSubscriberP50Millis/P99Millis over the
+                     next <s> (default 20) readings of a simulated meter, commit to an MQTT subscriber.
 
     OPTIONS:
       --with-json    (parse) Also build each record's JSON value. It allocates, which shows the counter works.
@@ -159,6 +166,12 @@ func runMain(_ arguments: [String]) async -> Int32 {
         }
         guard let seconds = Int(options["--seconds"] ?? "5"), seconds > 0 else { usageError("--seconds must be positive") }
         return await SocketBenchmark.run(clients: clients, seconds: seconds)
+    case "forward":
+        guard positionals.count == 1, let count = Int(positionals[0]), count > 0, flags.isEmpty else {
+            usageError("forward takes N (a positive integer)")
+        }
+        guard let samples = Int(options["--samples"] ?? "20"), samples > 0 else { usageError("--samples must be positive") }
+        return await ForwardBenchmark.run(count: count, samples: samples)
     case "e2e":
         guard positionals.isEmpty, flags.isEmpty else { usageError("e2e takes only options") }
         func positive(_ name: String, _ fallback: Int) -> Int {
