@@ -30,3 +30,17 @@ public enum DefaultPaths {
         return demoDirectory(environment: environment) + "/" + socketName
     }
 }
+
+/// This process's environment as a dictionary (`environ`), for the programs' `main`.
+public func processEnvironment() -> [String: String] {
+    var environment: [String: String] = [:]
+    var entry = environ
+    while let pointer = entry.pointee {
+        let text = String(cString: pointer)
+        if let eq = text.firstIndex(of: "=") {
+            environment[String(text[..<eq])] = String(text[text.index(after: eq)...])
+        }
+        entry += 1
+    }
+    return environment
+}

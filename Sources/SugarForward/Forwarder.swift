@@ -19,6 +19,8 @@ public struct SinkStatus: Sendable, Equatable {
     public var lastDeliveryMillis: Int64?
     public var cursor: Int64 = 0
     public var delivered = 0
+    /// Readings received from sugard since start (not in the JSON; sugar-bench reads it).
+    public var received = 0
     /// Whether the reading feed from sugard is up, and why not.
     public var feedConnected = false
     public var feedReason: String? = "connecting"
@@ -251,7 +253,10 @@ public final class Forwarder: Sendable {
                     self.logger.debug("reading \(cursor) queued", [("meter", meter), ("mgdL", reading["mgdL"]?.serialized() ?? "null")])
                 }
                 entries.append(Entry(cursor: cursor, meter: meter, millis: millis, payload: payload, updatesState: updatesState))
-                self.status.withLock { $0.pending = entries.count }
+                self.status.withLock {
+                    $0.pending = entries.count
+                    $0.received += 1
+                }
                 send()
             case .mqtt(.connected(let s)):
                 session = s

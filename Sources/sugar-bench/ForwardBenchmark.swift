@@ -174,9 +174,19 @@ enum ForwardBenchmark {
         let started = ContinuousClock.now
         let task = Task { try await forwarder.run() }
         defer { forwarder.stop() }
+        let feedDone = Lock<ContinuousClock.Instant?>(nil)
+        let watch = Task {
+            while !Task.isCancelled, forwarder.status.withLock({ $0.received }) < count { try? await Task.sleep(for: .milliseconds(1)) }
+            feedDone.withLock { $0 = ContinuousClock.now }
+        }
+        defer { watch.cancel() }
         // The bulk readings are cursors 1...N (a fresh database); the live meter's come after them.
         try await waitFor(seconds: 600, "the forwarder's \(count) PUBACKs") { forwarder.status.withLock { $0.cursor } >= Int64(count) }
         let forwarderSeconds = seconds(since: started)
+        let feedSeconds = feedDone.withLock { $0 }.map { d -> Double in
+            let x = d - started
+            return Double(x.components.seconds) + Double(x.components.attoseconds) / 1e18
+        } ?? forwarderSeconds
 
         // 5. Latency: the simulated meter's next readings, commit to subscriber.
         let liveMeter = "D4:A0:5E:00:00:00"
@@ -228,7 +238,7 @@ enum ForwardBenchmark {
         func rounded(_ x: Double, _ digits: Double = 1000) -> JSONValue { .double((x * digits).rounded() / digits) }
         return [
             "benchmark": "forward", "readings": .int(Int64(count)),
-            "forwarderSeconds": rounded(forwarderSeconds), "forwarderReadingsPerSecond": rounded(forwarderRate, 1),
+            "forwarderSeconds": rounded(forwarderSeconds), "feedSeconds": rounded(feedSeconds), "forwarderReadingsPerSecond": rounded(forwarderRate, 1),
             "cPublisherMessages": .int(Int64(published)), "cPublisherSeconds": rounded(cSeconds),
             "cPublisherReadingsPerSecond": rounded(cRate, 1), "ratio": rounded(forwarderRate / cRate),
             "latencySamples": .int(Int64(latencies.count)), "commitToSubscriberP50Millis": rounded(percentile(0.5)),

@@ -24,10 +24,7 @@ import Varlink
 
     @Test func everyReadingArrivesWithStatusStateAndDiscovery() async throws {
         try await withRig { rig in
-            try await rig.startBroker()
-            try await rig.startSubscriber()
-            try await rig.startSugard()
-            try rig.startForwarder()
+            try await rig.startAll()
             let stored = try await rig.waitForAllStored()
             await rig.expectDelivered(stored)
             // Each stored reading exactly once when nothing failed.
@@ -93,10 +90,7 @@ import Varlink
 
     @Test func brokerKilledAndRestartedMidStream() async throws {
         try await withRig(seconds: 7) { rig in
-            try await rig.startBroker()
-            try await rig.startSubscriber()
-            try await rig.startSugard()
-            try rig.startForwarder()
+            try await rig.startAll()
             try await self.waitForReadings(rig, atLeast: 10)
             rig.killBroker()
             try await Task.sleep(for: .milliseconds(1500))  // readings keep being stored meanwhile
@@ -110,10 +104,7 @@ import Varlink
 
     @Test func forwarderKilledMidStreamResumesAfterItsCursor() async throws {
         try await withRig(seconds: 7) { rig in
-            try await rig.startBroker()
-            try await rig.startSubscriber()
-            try await rig.startSugard()
-            try rig.startForwarder()
+            try await rig.startAll()
             try await self.waitForReadings(rig, atLeast: 10)
             rig.forwarder?.kill()
             let before = rig.receivedReadings().count
@@ -132,10 +123,7 @@ import Varlink
 
     @Test func sugardRestartedMidStream() async throws {
         try await withRig(seconds: 7) { rig in
-            try await rig.startBroker()
-            try await rig.startSubscriber()
-            try await rig.startSugard()
-            try rig.startForwarder()
+            try await rig.startAll()
             try await self.waitForReadings(rig, atLeast: 10)
             let status = await rig.sugard?.terminate(graceSeconds: 10)
             #expect(status == 0)
@@ -150,10 +138,7 @@ import Varlink
 
     @Test func homeAssistantBirthMessageRepublishesDiscovery() async throws {
         try await withRig(seconds: 2) { rig in
-            try await rig.startBroker()
-            try await rig.startSubscriber()
-            try await rig.startSugard()
-            try rig.startForwarder()
+            try await rig.startAll()
             let topic = "homeassistant/sensor/gw1_d4a05e000000/glucose/config"
             let first = await eventually(within: 20) { rig.received(on: topic).count == 1 }
             try #require(first, "no discovery config:\n\(readFile(rig.forwarderLog))")

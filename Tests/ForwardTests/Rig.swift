@@ -191,6 +191,14 @@ final class ForwardRig: @unchecked Sendable {
             environment: ["PATH": "/usr/bin:/bin"], stdout: fd, stderr: fd)
     }
 
+    /// Broker, subscriber, sugard and forwarder, in that order (the normal start).
+    func startAll() async throws {
+        try await self.startBroker()
+        try await self.startSubscriber()
+        try await self.startSugard()
+        try self.startForwarder()
+    }
+
     /// Reading messages the subscriber got: (topic, payload) per `…/reading` line, in order.
     func receivedReadings() -> [(topic: String, payload: JSONValue)] {
         let lines: [Substring] = readFile(self.subscriberLog).split(separator: "\n")
