@@ -175,7 +175,10 @@ let package = Package(
         // The built sugard-forward against a real mosquitto broker and the built sugard.
         .testTarget(
             name: "ForwardTests",
-            dependencies: ["sugard", "sugard-forward", "sugarctl", "SugarForward", "JSON", "Varlink", "Locking", "TestSupport"],
+            dependencies: [
+                "sugard", "sugard-forward", "sugarctl", "SugarForward", "JSON", "Varlink", "Locking", "TestSupport",
+                "GlucoseStore", "HealthDataSync",
+            ],
             swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
     ]

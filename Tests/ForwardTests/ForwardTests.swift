@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import GlucoseStore
 import JSON
 import Testing
 import TestSupport
@@ -210,6 +211,34 @@ import Varlink
             let plain = try VarlinkClient(socketPath: rig.socket)
             defer { plain.close() }
             await #expect(throws: VarlinkClientError.self) { _ = try await plain.call("io.sugard.HealthDataSync.FollowReadings") }
+        }
+    }
+
+    /// A client that calls FollowReadings and never reads: sugard stops reading pages from the
+    /// database once the connection's output cap is reached, so its memory stays bounded (20 000
+    /// readings are ~30 MB as replies), and it keeps serving others.
+    @Test func aStalledFollowerDoesNotGrowTheDaemon() async throws {
+        try await withRig(backlog: 0, seconds: 1) { rig in
+            mkdir(rig.dir + "/state", 0o700)
+            let store = try SQLiteReadingStore(path: rig.dir + "/state/sugard.sqlite")
+            for batch in SyntheticIngest(readings: 20_000, meters: 2, duplicateFraction: 0).batches() {
+                _ = try await store.commit(batch)
+            }
+            await store.close()
+            try await rig.startSugard()
+            let daemon = try #require(rig.sugard)
+            let before = daemon.residentBytes
+            let stalled = try RawConnection(path: rig.socket)
+            defer { stalled.close() }
+            await stalled.send(#"{"method":"io.sugard.HealthDataSync.FollowReadings","parameters":{},"more":true}"# + "\0")
+            try await Task.sleep(for: .seconds(2))
+            let after = daemon.residentBytes
+            #expect(after - before < 6 << 20, "sugard grew from \(before >> 20) MiB to \(after >> 20) MiB for a stalled follower")
+            let other = try VarlinkClient(socketPath: rig.socket)
+            defer { other.close() }
+            let status = try await other.call("io.sugard.HealthDataSync.GetStatus")
+            #expect((status["state"]?["readingCount"]?.intValue ?? 0) >= 20_000)
+            print("aStalledFollowerDoesNotGrowTheDaemon: sugard RSS \(before >> 10) KiB -> \(after >> 10) KiB")
         }
     }
 
