@@ -276,6 +276,29 @@ import Varlink
         }
     }
 
+    @Test func mqttsVerifiesTheBrokerAgainstTheCAFile() async throws {
+        try await withRig(seconds: 2) { rig in
+            try await rig.makeCertificates()
+            try await rig.startBroker(tls: true)
+            // A CA that did not sign the broker's certificate: a clear TLS error, retried slowly.
+            try rig.writeForwardConfig("mqtt_url = mqtts://localhost:\(rig.port)\nmqtt_ca_file = \(rig.dir)/other.pem")
+            try await rig.startSugard()
+            try rig.startForwarder()
+            let refused = await eventually(within: 10) { readFile(rig.forwarderLog).contains("TLS failure with localhost") }
+            #expect(refused, "no TLS error:\n\(readFile(rig.forwarderLog))")
+            rig.forwarder?.kill()
+            // The right CA: readings arrive over TLS.
+            try rig.writeForwardConfig("mqtt_url = mqtts://localhost:\(rig.port)\nmqtt_ca_file = \(rig.dir)/ca.pem")
+            try rig.startForwarder()
+            let connected = await eventually(within: 10) { readFile(rig.forwarderLog).contains("connected to mqtts://localhost") }
+            #expect(connected, "\(readFile(rig.forwarderLog))")
+            let cursor = await eventually(within: 20) {
+                ((try? JSONValue(parsing: readFile(rig.forwardState + "/cursor.json")))?["cursor"]?.intValue ?? 0) > 0
+            }
+            #expect(cursor, "nothing was acknowledged over TLS")
+        }
+    }
+
     @Test func badConfigNamesFileAndLineAndExits78() async throws {
         try await withRig(seconds: 1) { rig in
             try "mqtt_url = mqtt://127.0.0.1:1\nfrobnicate = yes\n".write(

@@ -111,9 +111,10 @@ final class ForwardRig: @unchecked Sendable {
 
     /// Starts mosquitto with persistence saved on every change (so a SIGKILL loses nothing the
     /// subscriber's persistent session holds). `password` makes it refuse anonymous clients.
-    func startBroker(password: (user: String, password: String)? = nil) async throws {
+    func startBroker(password: (user: String, password: String)? = nil, tls: Bool = false) async throws {
         var config = """
             listener \(self.port) 127.0.0.1
+            \(tls ? "cafile \(self.dir)/ca.pem\ncertfile \(self.dir)/server.pem\nkeyfile \(self.dir)/server.key" : "")
             persistence true
             persistence_location \(self.dir)/mosquitto/
             autosave_on_changes true
@@ -140,6 +141,25 @@ final class ForwardRig: @unchecked Sendable {
         self.broker = try Child(try which("mosquitto"), ["-c", self.dir + "/mosquitto.conf"], environment: [:], stdout: fd, stderr: fd)
         let up = await eventually(within: 10) { self.canConnect(self.port) }
         try #require(up, "mosquitto did not listen on \(self.port):\n\(readFile(self.brokerLog))")
+    }
+
+    /// A CA and a server certificate for localhost (openssl), and a second CA that signed nothing.
+    func makeCertificates() async throws {
+        let openssl = try which("openssl")
+        let steps: [[String]] = [
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test CA", "-keyout", "ca.key", "-out", "ca.pem"],
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=other CA", "-keyout", "other.key", "-out", "other.pem"],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "server.key", "-out", "server.csr"],
+            ["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
+             "-extfile", "san.cnf", "-out", "server.pem"],
+        ]
+        try "subjectAltName = DNS:localhost, IP:127.0.0.1\n".write(toFile: self.dir + "/san.cnf", atomically: true, encoding: .utf8)
+        for step in steps {
+            let result = try await runToEnd(
+                openssl, step.map { $0.hasSuffix(".pem") || $0.hasSuffix(".key") || $0.hasSuffix(".csr") || $0.hasSuffix(".cnf") ? self.dir + "/" + $0 : $0 },
+                environment: [:], dir: self.dir, seconds: 30)
+            try #require(result.status == 0, "openssl \(step.joined(separator: " ")): \(result.stderr)")
+        }
     }
 
     func killBroker() {
