@@ -52,6 +52,13 @@ public enum ConfigFile {
         }
     }
 
+    /// A command-line argument as a flag name and its inline value: `--name=value` is
+    /// ("--name", "value"); anything else is (argument, nil).
+    public static func splitFlag(_ argument: String) -> (name: String, inline: String?) {
+        guard argument.hasPrefix("--"), let eq = argument.firstIndex(of: "=") else { return (argument, nil) }
+        return (String(argument[..<eq]), String(argument[argument.index(after: eq)...]))
+    }
+
     /// Reads a whole text file (at most 1 MiB of UTF-8); nil when it does not exist.
     public static func readText(_ path: String) throws(ConfigError) -> String? {
         guard let fp = fopen(path, "rb") else {

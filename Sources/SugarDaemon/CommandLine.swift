@@ -53,12 +53,7 @@ public enum DaemonCommandLine {
         }
         while index < arguments.count {
             let arg = arguments[index]
-            var name = arg
-            var inline: String?
-            if arg.hasPrefix("--"), let eq = arg.firstIndex(of: "=") {
-                name = String(arg[..<eq])
-                inline = String(arg[arg.index(after: eq)...])
-            }
+            let (name, inline) = ConfigFile.splitFlag(arg)
             func flagValue() throws(ConfigError) -> String {
                 if let inline { return inline }
                 return try value(for: name)

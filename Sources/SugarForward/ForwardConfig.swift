@@ -195,12 +195,7 @@ public enum ForwardCommandLine {
         var index = 0
         while index < arguments.count {
             let arg = arguments[index]
-            var name = arg
-            var inline: String?
-            if arg.hasPrefix("--"), let eq = arg.firstIndex(of: "=") {
-                name = String(arg[..<eq])
-                inline = String(arg[arg.index(after: eq)...])
-            }
+            let (name, inline) = ConfigFile.splitFlag(arg)
             func flagValue() throws(ConfigError) -> String {
                 if let inline { return inline }
                 index += 1
