@@ -26,6 +26,7 @@ all: build
 build:
 	swift build -c release --product sugard
 	swift build -c release --product sugarctl
+	swift build -c release --product sugard-forward
 
 test:
 	bash scripts/test
@@ -36,6 +37,12 @@ install: build
 	sed 's#/usr/local/libexec/sugard#$(LIBEXECDIR)/sugard#' systemd/sugard.service > sugard.service.tmp
 	install -D -m 0644 sugard.service.tmp $(DESTDIR)$(UNITDIR)/sugard.service
 	rm -f sugard.service.tmp
+	install -D -m 0755 .build/release/sugard-forward $(DESTDIR)$(LIBEXECDIR)/sugard-forward
+	sed 's#^ExecStart=.*#ExecStart=$(LIBEXECDIR)/sugard-forward#' systemd/sugard-forward.service > sugard-forward.service.tmp
+	install -D -m 0644 sugard-forward.service.tmp $(DESTDIR)$(UNITDIR)/sugard-forward.service
+	rm -f sugard-forward.service.tmp
+	install -D -m 0644 systemd/sugard-forward.sysusers $(DESTDIR)$(SYSUSERSDIR)/sugard-forward.conf
+	install -D -m 0644 config/forward.conf.example $(DESTDIR)$(CONFDIR)/forward.conf.example
 	install -D -m 0644 systemd/sugard.sysusers $(DESTDIR)$(SYSUSERSDIR)/sugard.conf
 	install -D -m 0644 systemd/sugard.tmpfiles $(DESTDIR)$(TMPFILESDIR)/sugard.conf
 	install -D -m 0644 systemd/io.sugard.conf $(DESTDIR)$(DBUSDIR)/io.sugard.conf
@@ -49,6 +56,7 @@ install: build
 	.build/release/sugarctl --generate-completions bash > $(DESTDIR)$(BASHCOMPDIR)/sugarctl
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
 		systemd-sysusers sugard.conf 2>/dev/null || systemd-sysusers; \
+		systemd-sysusers sugard-forward.conf 2>/dev/null || systemd-sysusers; \
 		systemd-tmpfiles --create sugard.conf 2>/dev/null || true; \
 		systemctl daemon-reload; \
 		udevadm control --reload 2>/dev/null || true; \
@@ -59,6 +67,9 @@ install: build
 
 uninstall:
 	-@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl disable --now sugard 2>/dev/null; fi
+	-@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl disable --now sugard-forward 2>/dev/null; fi
+	rm -f $(DESTDIR)$(LIBEXECDIR)/sugard-forward $(DESTDIR)$(UNITDIR)/sugard-forward.service
+	rm -f $(DESTDIR)$(SYSUSERSDIR)/sugard-forward.conf $(DESTDIR)$(CONFDIR)/forward.conf.example
 	rm -f $(DESTDIR)$(LIBEXECDIR)/sugard $(DESTDIR)$(BINDIR)/sugarctl
 	rm -f $(DESTDIR)$(UNITDIR)/sugard.service $(DESTDIR)$(SYSUSERSDIR)/sugard.conf $(DESTDIR)$(TMPFILESDIR)/sugard.conf
 	rm -f $(DESTDIR)$(DBUSDIR)/io.sugard.conf $(DESTDIR)$(UDEVDIR)/70-sugard.rules $(DESTDIR)$(CONFDIR)/sugard.conf.example

@@ -27,12 +27,16 @@ let package = Package(
         .library(name: "FuzzTargets", targets: ["FuzzTargets"]),
         .executable(name: "sugarctl", targets: ["sugarctl"]),
         .executable(name: "sugar-bench", targets: ["sugar-bench"]),
+        .library(name: "MQTT", targets: ["MQTT"]),
+        .library(name: "SugarForward", targets: ["SugarForward"]),
+        .executable(name: "sugard-forward", targets: ["sugard-forward"]),
     ],
     targets: [
         // C libraries, one importer each (see README "Architecture").
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
+        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CLinuxIO"),  // epoll and eventfd headers (glibc, nothing to link)
         // Counts malloc calls for sugar-bench (interposes the allocator; linked into sugar-bench only).
         .target(name: "CMallocCounter"),
@@ -81,6 +85,14 @@ let package = Package(
                 "GlucoseProfile", "PacketCapture",
             ], swiftSettings: strict),
 
+        // MQTT v5 over libmosquitto: the only importer of CMosquitto.
+        .target(name: "MQTT", dependencies: ["Locking", "CMosquitto"], swiftSettings: strict),
+        // sugard-forward: every stored reading (FollowReadings) to an MQTT broker and Home Assistant.
+        .target(
+            name: "SugarForward", dependencies: ["Locking", "MQTT", "JSON", "Varlink", "SugarAPI", "HealthDataSync"],
+            swiftSettings: strict),
+        .executableTarget(name: "sugard-forward", dependencies: ["SugarForward"], swiftSettings: strict),
+
         // Benchmark bodies (Glibc for VmHWM only), run by sugar-bench.
         .target(name: "ViewModelBenchmarks", dependencies: ["Locking", "HealthDataSync", "JSON"], swiftSettings: strict),
 
@@ -97,7 +109,7 @@ let package = Package(
             name: "sugar-bench",
             dependencies: ["Locking", 
                 "GlucoseProfile", "JSON", "CMallocCounter", "CBenchYardsticks", "PacketCapture", "GlucoseStore", "ViewModelBenchmarks",
-                "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport", "SugarDaemon",
+                "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport", "SugarDaemon", "SugarForward", "MQTT",
             ],
             swiftSettings: strict),
         // Ingests into a DB file; the crash test SIGKILLs it at random points.
@@ -172,6 +184,14 @@ let package = Package(
             ],
             swiftSettings: strict),
         .testTarget(name: "BluetoothHostTests", dependencies: ["BluetoothHost", "PacketCapture"], swiftSettings: strict),
+        // The built sugard-forward against a real mosquitto broker and the built sugard.
+        .testTarget(
+            name: "ForwardTests",
+            dependencies: [
+                "sugard", "sugard-forward", "sugarctl", "SugarForward", "JSON", "Varlink", "Locking", "TestSupport",
+                "GlucoseStore", "HealthDataSync",
+            ],
+            swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
     ]
 )

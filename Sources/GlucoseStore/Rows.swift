@@ -291,6 +291,20 @@ enum ReadingRows {
         }
     }
 
+    static func query(afterCursor cursor: Int64, limit: Int, _ db: Connection) throws(StoreError) -> [StoredReading] {
+        let sql = """
+            SELECT \(Self.selectColumns) FROM reading r JOIN meter m ON m.id = r.meter_id
+            WHERE r.id > ?1 ORDER BY r.id ASC LIMIT ?2
+            """
+        return try db.withStatement(sql) { (s) throws(StoreError) -> [StoredReading] in
+            try s.bind(cursor, at: 1)
+            try s.bind(Int64(max(0, limit)), at: 2)
+            var out: [StoredReading] = []
+            while try s.step("Following readings in \(db.path)") { out.append(try Self.decode(s, db)) }
+            return out
+        }
+    }
+
     static func count(meter: MeterID?, _ db: Connection) throws(StoreError) -> Int {
         let sql =
             meter == nil

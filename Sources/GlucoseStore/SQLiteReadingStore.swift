@@ -262,6 +262,14 @@ public actor SQLiteReadingStore: ReadingStore {
         }
     }
 
+    /// Readings after `cursor` in commit order: the row id, an `INTEGER PRIMARY KEY` assigned as
+    /// max + 1 by the single writer and never reused (no reading row is ever deleted).
+    public func readings(afterCursor cursor: Int64, limit: Int) throws(StoreError) -> [StoredReading] {
+        try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [StoredReading] in
+            try ReadingRows.query(afterCursor: cursor, limit: limit, db)
+        }
+    }
+
     public func readingCount(meter: MeterID?) throws(StoreError) -> Int {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> Int in
             try ReadingRows.count(meter: meter, db)

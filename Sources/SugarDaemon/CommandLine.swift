@@ -84,12 +84,7 @@ public enum DaemonCommandLine {
         }
         while index < arguments.count {
             let arg = arguments[index]
-            var name = arg
-            var inline: String?
-            if arg.hasPrefix("--"), let eq = arg.firstIndex(of: "=") {
-                name = String(arg[..<eq])
-                inline = String(arg[arg.index(after: eq)...])
-            }
+            let (name, inline) = ConfigFile.splitFlag(arg)
             func flagValue() throws(ConfigError) -> String {
                 if let inline { return inline }
                 return try value(for: name)
@@ -124,13 +119,13 @@ public enum DaemonCommandLine {
             }
         }
         if let file = configFile {
-            guard let text = try readTextFile(file) else { throw ConfigError(file: file, "no such file") }
+            guard let text = try ConfigFile.readText(file) else { throw ConfigError(file: file, "no such file") }
             try config.apply(fileText: text, file: file)
         }
         // Drop-ins (`<config>.d/*.conf`) after the main file, in lexical order; each may override it.
         if let base = configFile ?? (demo ? nil : DefaultPaths.systemConfigFile) {
             for file in try dropInFiles(base + ".d") {
-                guard let text = try readTextFile(file) else { continue }
+                guard let text = try ConfigFile.readText(file) else { continue }
                 try config.apply(fileText: text, file: file)
             }
         }

@@ -1,26 +1,6 @@
 import Glibc
 import HealthDataSync
-
-/// A configuration problem, naming the file and line when it came from a file.
-public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
-    public var file: String?
-    public var line: Int?
-    public var message: String
-
-    public init(file: String? = nil, line: Int? = nil, _ message: String) {
-        self.file = file
-        self.line = line
-        self.message = message
-    }
-
-    public var description: String {
-        switch (self.file, self.line) {
-        case (let file?, let line?): "\(file):\(line): \(self.message)"
-        case (let file?, nil): "\(file): \(self.message)"
-        default: self.message
-        }
-    }
-}
+import SugarAPI
 
 /// Everything the daemon can be told. Each setting is a config-file key and most are flags.
 ///
@@ -189,69 +169,8 @@ public struct DaemonConfig: Equatable, Sendable {
     /// key set twice in one file (other than `replay`), and a value with a stray or unterminated
     /// double quote, are errors too.
     public mutating func apply(fileText text: String, file: String) throws(ConfigError) {
-        var seen: [String: Int] = [:]
-        var lineNumber = 0
-        // "\r\n" is one Character in Swift, so CRLF files need it named as a separator.
-        for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }) {
-            lineNumber += 1
-            let line = rawLine.trimmingSpaces()
-            if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
-            guard let eq = line.firstIndex(of: "=") else {
-                throw ConfigError(file: file, line: lineNumber, "expected \"key = value\", got \"\(line)\"")
-            }
-            let key = line[..<eq].trimmingSpaces()
-            var value = line[line.index(after: eq)...].trimmingSpaces()
-            guard !key.isEmpty else { throw ConfigError(file: file, line: lineNumber, "missing key before \"=\"") }
-            if value.hasPrefix("\"") {
-                guard value.count >= 2, value.hasSuffix("\"") else {
-                    throw ConfigError(file: file, line: lineNumber, "\(key): unterminated quote in \(value)")
-                }
-                value = String(value.dropFirst().dropLast())
-            }
-            if value.contains("\"") {
-                throw ConfigError(file: file, line: lineNumber, "\(key): stray double quote in the value (quote the whole value once)")
-            }
-            if !Self.repeatableKeys.contains(key), Self.keys.contains(where: { $0.key == key }) {
-                if let first = seen[key] {
-                    throw ConfigError(file: file, line: lineNumber, "\(key) is set twice in this file (first on line \(first))")
-                }
-                seen[key] = lineNumber
-            }
-            do {
-                try self.apply(key: key, value: value)
-            } catch {
-                throw ConfigError(file: file, line: lineNumber, error.message)
-            }
+        try ConfigFile.parse(text, file: file, repeatable: Self.repeatableKeys) { (key, value) throws(ConfigError) in
+            try self.apply(key: key, value: value)
         }
     }
-}
-
-extension StringProtocol {
-    func trimmingSpaces() -> String {
-        var s = Substring(self)
-        while let f = s.first, f == " " || f == "\t" || f == "\r" { s.removeFirst() }
-        while let l = s.last, l == " " || l == "\t" || l == "\r" { s.removeLast() }
-        return String(s)
-    }
-}
-
-/// Reads a whole text file; nil when it does not exist.
-func readTextFile(_ path: String) throws(ConfigError) -> String? {
-    guard let fp = fopen(path, "rb") else {
-        if errno == ENOENT { return nil }
-        throw ConfigError(file: path, "cannot read: \(String(cString: strerror(errno)))")
-    }
-    defer { fclose(fp) }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65_536)
-    while true {
-        let n = fread(&buffer, 1, buffer.count, fp)
-        if n > 0 { bytes.append(contentsOf: buffer[0..<n]) }
-        if n < buffer.count { break }
-        if bytes.count > 1 << 20 { throw ConfigError(file: path, "file is larger than 1 MiB") }
-    }
-    guard let text = String(validating: bytes, as: UTF8.self) else {
-        throw ConfigError(file: path, "file is not UTF-8 text")
-    }
-    return text
 }

@@ -199,7 +199,7 @@ public final class Daemon: Sendable {
             if let reloadConfig = self.reloadConfig {
                 fresh = try reloadConfig()
             } else {
-                guard let text = try readTextFile(file) else { throw ConfigError(file: file, "no such file") }
+                guard let text = try ConfigFile.readText(file) else { throw ConfigError(file: file, "no such file") }
                 var parsed = DaemonConfig(stateDirectory: current.stateDirectory, socketPath: current.socketPath)
                 parsed.demo = current.demo
                 parsed.replay = current.replay

@@ -1,4 +1,5 @@
 import Glibc
+import Locking
 
 /// A failed system call: which call, on what, and the errno it set.
 public struct VarlinkSystemError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -154,20 +155,6 @@ enum Sys {
 /// Starts a detached POSIX thread running `body`. Used for the server's I/O loop and the client's reader,
 /// which block in the kernel and so must not occupy a thread of Swift's cooperative pool.
 func startThread(_ body: @escaping @Sendable () -> Void) throws(VarlinkSystemError) {
-    final class Box {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-    let box = Unmanaged.passRetained(Box(body)).toOpaque()
-    var thread = pthread_t()
-    let rc = pthread_create(&thread, nil, { argument in
-        guard let argument else { return nil }
-        Unmanaged<Box>.fromOpaque(argument).takeRetainedValue().body()
-        return nil
-    }, box)
-    guard rc == 0 else {
-        Unmanaged<Box>.fromOpaque(box).release()
-        throw VarlinkSystemError(call: "pthread_create", subject: "varlink thread", errno: rc)
-    }
-    pthread_detach(thread)
+    let rc = startDetachedThread(body)
+    guard rc == 0 else { throw VarlinkSystemError(call: "pthread_create", subject: "varlink thread", errno: rc) }
 }

@@ -11,6 +11,7 @@
 //   sugar-bench rest [--records N]            the built sugard at rest: RSS, wake-ups, after a sync and churn
 //   sugar-bench e2e [--records N] [--watchers W] the real daemon in-process: bulk sync, latency, idle
 //   sugar-bench json [--keys N] [--rounds R]    the worst-case 1 MiB Varlink request through the JSON parser
+//   sugar-bench forward N [--samples S]        sugard-forward vs a plain C libmosquitto publisher
 import HealthDataSync
 import JSON
 import ViewModelBenchmarks
@@ -36,6 +37,7 @@ let usage = """
            sugar-bench rest [--records <n>] [--idle-seconds <s>]
            sugar-bench e2e [--records <n>] [--watchers <w>] [--samples <s>] [--idle-seconds <s>]
            sugar-bench json [--keys <n>] [--rounds <r>]
+           sugar-bench forward <n> [--samples <s>]
 
     SUBCOMMANDS:
       parse          Decode every record of <file> as a Glucose Measurement; print one JSON object with
@@ -82,6 +84,12 @@ let usage = """
                      and wake-ups per second over --idle-seconds (default 10; context switches of all its
                      threads from /proc/PID/task); then with a replayed meter of --records records (default
                      10000): RSS after the sync, and after 1000 watchers connected and disconnected.
+
+      forward        N readings in a fresh database served by the built sugard; sugard-forward (in this
+                     process) sends them to a local mosquitto (forwarderReadingsPerSecond: start to the
+                     N-th PUBACK), then a C libmosquitto publisher built with cc sends the same payloads
+                     (cPublisherReadingsPerSecond, ratio); commitToSubscriberP50Millis/P99Millis over the
+                     next <s> (default 20) readings of a simulated meter, commit to an MQTT subscriber.
 
     OPTIONS:
       --with-json    (parse) Also build each record's JSON value. It allocates, which shows the counter works.
@@ -198,6 +206,12 @@ func runMain(_ arguments: [String]) async -> Int32 {
         }
         guard let seconds = Int(options["--seconds"] ?? "5"), seconds > 0 else { usageError("--seconds must be positive") }
         return await SocketBenchmark.run(clients: clients, seconds: seconds)
+    case "forward":
+        guard positionals.count == 1, let count = Int(positionals[0]), count > 0, flags.isEmpty else {
+            usageError("forward takes N (a positive integer)")
+        }
+        guard let samples = Int(options["--samples"] ?? "20"), samples > 0 else { usageError("--samples must be positive") }
+        return await ForwardBenchmark.run(count: count, samples: samples)
     case "e2e":
         guard positionals.isEmpty, flags.isEmpty else { usageError("e2e takes only options") }
         func positive(_ name: String, _ fallback: Int) -> Int {

@@ -42,18 +42,7 @@ enum DaemonOptions {
     static let unitHelp = ("--unit <unit>", "Show values in mgdl or mmol (default: the daemon's configured unit).")
 }
 
-func environment() -> [String: String] {
-    var result: [String: String] = [:]
-    var pointer = environ
-    while let entry = pointer.pointee {
-        let text = String(cString: entry)
-        if let equals = text.firstIndex(of: "=") {
-            result[String(text[..<equals])] = String(text[text.index(after: equals)...])
-        }
-        pointer += 1
-    }
-    return result
-}
+func environment() -> [String: String] { processEnvironment() }
 
 /// A connection to sugard and the path it was opened on.
 struct Daemon {

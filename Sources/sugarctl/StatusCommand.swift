@@ -3,6 +3,7 @@ import Glibc
 #endif
 import JSON
 import SugarAPI
+import Varlink
 
 /// `sugarctl status [--json] [--unit U]`: the daemon's state at a glance (the default command).
 enum StatusCommand {
@@ -12,6 +13,9 @@ enum StatusCommand {
         usage: "status [--json] [--unit mgdl|mmol] [--socket <path>]",
         options: [("--json", "Print the GetStatus reply as JSON."), DaemonOptions.unitHelp] + DaemonOptions.help,
         discussion: """
+            With sugard-forward running, a Sinks block shows each sink: connected, retrying or failing (with the \
+            reason), readings pending and the last delivery (its socket: $SUGARD_FORWARD_SOCKET, else \
+            /run/sugard-forward/io.sugard.Forward; "sinks" in --json).
             Exit status: 0 ok, 1 failure, 64 usage, 69 sugard not reachable, 77 permission denied.
             """
     )
@@ -21,13 +25,15 @@ enum StatusCommand {
     static func run(_ arguments: [String]) async -> Int32 {
         await runDaemonCommand(arguments, help: help, flags: ["json"], values: ["unit"]) { parsed throws(CommandFailure) in
             let daemon = try Daemon.connect(parsed)
-            let reply = try await daemon.call("GetStatus")
+            var reply = try await daemon.call("GetStatus")
+            let sinks = await self.sinks()
             if parsed.flags.contains("json") {
+                if !sinks.isEmpty { reply["sinks"] = .array(sinks) }
                 writeStdout(JSONValue.object(reply).prettySerialized() + "\n")
                 return ExitCode.success
             }
             let unit = try displayUnit(parsed, daemonDefault: reply["unit"]?.stringValue, help: help)
-            writeStdout(self.render(reply["state"] ?? .null, unit: unit, color: Terminal.colorWanted()))
+            writeStdout(self.render(reply["state"] ?? .null, unit: unit, color: Terminal.colorWanted()) + self.renderSinks(sinks))
             return ExitCode.success
         }
     }
@@ -102,6 +108,40 @@ enum StatusCommand {
                 out += "  \(when)\(meter): " + paint.red(error["message"]?.stringValue ?? "") + " [\(error["code"]?.stringValue ?? "")]\n"
                 if let hint = error["hint"]?.stringValue { out += "    Hint: \(hint)\n" }
             }
+        }
+        return out
+    }
+
+    /// The sinks sugard-forward reports (`io.sugard.Forward.GetStatus`); one "unreachable" entry
+    /// when its socket is there but does not answer, none without a forwarder.
+    static func sinks() async -> [JSONValue] {
+        guard let path = DefaultPaths.forwardStatusSocket(environment: environment()) else { return [] }
+        do {
+            let client = try VarlinkClient(socketPath: path)
+            defer { client.close() }
+            return try await client.call("io.sugard.Forward.GetStatus")["sinks"]?.arrayValue ?? []
+        } catch {
+            return [["name": "mqtt", "state": "unreachable", "reason": .string("sugard-forward at \(path): \(error)")]]
+        }
+    }
+
+    /// "Sinks" with one line per sink: state (and why), pending readings, last delivery.
+    static func renderSinks(_ sinks: [JSONValue]) -> String {
+        guard !sinks.isEmpty else { return "" }
+        var out = "\nSinks\n"
+        for sink in sinks {
+            var line = "  \(sink["name"]?.stringValue ?? "sink")"
+            if let broker = sink["broker"]?.stringValue { line += " \(broker)" }
+            line += ": \(sink["state"]?.stringValue ?? "?")"
+            if let reason = sink["reason"]?.stringValue { line += " (\(reason))" }
+            if let pending = sink["pending"]?.intValue { line += ", \(pending) pending" }
+            if sink["state"]?.stringValue != "unreachable" {
+                line += ", last delivery " + (sink["lastDeliveryMillis"]?.intValue.map { ageText(epochMillis: $0) } ?? "never")
+            }
+            if sink["feedConnected"] == false, let reason = sink["feedReason"]?.stringValue {
+                line += "\n    sugard's readings not reachable: \(reason)"
+            }
+            out += line + "\n"
         }
         return out
     }

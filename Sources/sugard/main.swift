@@ -1,17 +1,10 @@
 // sugard: the Bluetooth LE blood-glucose meter daemon. Parses the command line and runs the
 // composition in SugarDaemon; everything worth testing lives there.
 import Glibc
+import SugarAPI
 import SugarDaemon
 
-var environment: [String: String] = [:]
-var entry = environ
-while let pointer = entry.pointee {
-    let text = String(cString: pointer)
-    if let eq = text.firstIndex(of: "=") {
-        environment[String(text[..<eq])] = String(text[text.index(after: eq)...])
-    }
-    entry += 1
-}
+let environment = processEnvironment()
 
 func fail(_ message: String, status: Int32) -> Never {
     var line = "sugard: " + message + "\n"

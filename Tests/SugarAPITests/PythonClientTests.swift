@@ -60,7 +60,7 @@ import Varlink
             #expect(lines.first == "READY")
             let json = try JSONValue(parsing: String(try #require(lines.last)))
             #expect(json["methods"] == [
-                "Forget", "GetStatus", "ListMeters", "ListReadings", "ListSyncSessions", "Pair", "SubmitPasskey", "Sync",
+                "FollowReadings", "Forget", "GetStatus", "ListMeters", "ListReadings", "ListSyncSessions", "Pair", "SubmitPasskey", "Sync",
                 "Watch",
             ])
             #expect(json["readingCount"] == 7)
