@@ -92,14 +92,15 @@ final class ForwardRig: @unchecked Sendable {
     var forwarderLog: String { self.dir + "/forward.log" }
     var brokerLog: String { self.dir + "/mosquitto.log" }
 
+    /// forward.conf for this rig's broker; `extra` lines come after the defaults, and a key they set
+    /// replaces its default (a key may appear only once in a file).
     func writeForwardConfig(_ extra: String = "") throws {
-        try """
-        # written by ForwardTests
-        mqtt_url = mqtt://127.0.0.1:\(self.port)
-        gateway_id = gw1
-        \(extra)
-
-        """.write(toFile: self.dir + "/forward.conf", atomically: true, encoding: .utf8)
+        let overridden = Set(extra.split(separator: "\n").compactMap { $0.split(separator: "=").first?.trimmingCharacters(in: .whitespaces) })
+        var lines = ["# written by ForwardTests"]
+        if !overridden.contains("mqtt_url") { lines.append("mqtt_url = mqtt://127.0.0.1:\(self.port)") }
+        if !overridden.contains("gateway_id") { lines.append("gateway_id = gw1") }
+        lines.append(extra)
+        try (lines.joined(separator: "\n") + "\n").write(toFile: self.dir + "/forward.conf", atomically: true, encoding: .utf8)
     }
 
     private func log(_ name: String) throws -> Int32 {
