@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "GlucoseProfile", targets: ["GlucoseProfile"]),
         .library(name: "PacketCapture", targets: ["PacketCapture"]),
         .library(name: "HealthDataSync", targets: ["HealthDataSync"]),
+        .library(name: "GlucoseReport", targets: ["GlucoseReport"]),
         .library(name: "GlucoseStore", targets: ["GlucoseStore"]),
         .library(name: "ReplayTransport", targets: ["ReplayTransport"]),
         .library(name: "Varlink", targets: ["Varlink"]),
@@ -28,6 +29,9 @@ let package = Package(
         .library(name: "FuzzTargets", targets: ["FuzzTargets"]),
         .executable(name: "sugarctl", targets: ["sugarctl"]),
         .executable(name: "sugar-bench", targets: ["sugar-bench"]),
+        .library(name: "MQTT", targets: ["MQTT"]),
+        .library(name: "SugarForward", targets: ["SugarForward"]),
+        .executable(name: "sugard-forward", targets: ["sugard-forward"]),
     ],
     targets: [
         // C libraries, one importer each (see README "Architecture").
@@ -35,9 +39,13 @@ let package = Package(
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CLinuxIO"),  // epoll and eventfd headers (glibc, nothing to link)
         // Counts malloc calls for sugar-bench (interposes the allocator; linked into sugar-bench only).
         .target(name: "CMallocCounter"),
+        // Plain C yardsticks that sugar-bench runs beside the Swift code in the same process (sugar-bench only).
+        // ingest.c includes sqlite3.h and links sqlite3 itself: no Swift module imports CSQLite but GlucoseStore.
+        .target(name: "CBenchYardsticks", linkerSettings: [.linkedLibrary("sqlite3")]),
 
         // A pthread-backed lock ThreadSanitizer can see (Synchronization.Mutex is invisible to it on Linux).
         .target(name: "Locking", swiftSettings: strict),
@@ -46,6 +54,8 @@ let package = Package(
         .target(name: "JSON", swiftSettings: strict),
         .target(name: "GlucoseProfile", dependencies: ["JSON"], swiftSettings: strict),
         .target(name: "HealthDataSync", dependencies: ["Locking", "GlucoseProfile", "JSON"], swiftSettings: strict),
+        // The glucose report's figures and its self-contained HTML page (sugarctl report).
+        .target(name: "GlucoseReport", dependencies: ["JSON", "GlucoseProfile"], swiftSettings: strict),
 
         // btsnoop / HCI / L2CAP / ATT / GATT capture reading (Glibc for streaming file I/O).
         .target(name: "PacketCapture", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
@@ -60,6 +70,8 @@ let package = Package(
 
         // libdbus wrapper: the only importer of CDBus (Glibc allowed, no Foundation).
         .target(name: "DBus", dependencies: ["Locking", "CDBus"], swiftSettings: strict),
+        // libbluetooth at work: the only importer of CBlueZ (HCI socket probe, adapters, monitor channel).
+        .target(name: "BluetoothHost", dependencies: ["CBlueZ", "PacketCapture"], swiftSettings: strict),
         // MeterTransport over BlueZ: object manager mirror, GATT, pairing agent, bluetoothd restarts.
         .target(name: "BlueZTransport", dependencies: ["Locking", "DBus", "HealthDataSync"], swiftSettings: strict),
 
@@ -82,6 +94,13 @@ let package = Package(
         .target(
             name: "NightscoutSink", dependencies: ["Locking", "JSON", "HealthDataSync", "SugarAPI", "HTTPClient"],
             swiftSettings: strict),
+        // MQTT v5 over libmosquitto: the only importer of CMosquitto.
+        .target(name: "MQTT", dependencies: ["Locking", "CMosquitto"], swiftSettings: strict),
+        // sugard-forward: every stored reading (FollowReadings) to an MQTT broker and Home Assistant.
+        .target(
+            name: "SugarForward", dependencies: ["Locking", "MQTT", "JSON", "Varlink", "SugarAPI", "HealthDataSync"],
+            swiftSettings: strict),
+        .executableTarget(name: "sugard-forward", dependencies: ["SugarForward"], swiftSettings: strict),
 
         // Benchmark bodies (Glibc for VmHWM only), run by sugar-bench.
         .target(name: "ViewModelBenchmarks", dependencies: ["Locking", "HealthDataSync", "JSON"], swiftSettings: strict),
@@ -93,13 +112,13 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(name: "sugard", dependencies: ["SugarDaemon"], swiftSettings: strict),
         .executableTarget(
-            name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarAPI", "PacketCapture"],
+            name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarAPI", "PacketCapture", "BluetoothHost", "DBus", "GlucoseReport"],
             swiftSettings: strict),
         .executableTarget(
             name: "sugar-bench",
             dependencies: ["Locking", 
-                "GlucoseProfile", "JSON", "CMallocCounter", "PacketCapture", "GlucoseStore", "ViewModelBenchmarks",
-                "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport", "SugarDaemon",
+                "GlucoseProfile", "JSON", "CMallocCounter", "CBenchYardsticks", "PacketCapture", "GlucoseStore", "ViewModelBenchmarks",
+                "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport", "SugarDaemon", "SugarForward", "MQTT",
             ],
             swiftSettings: strict),
         // Ingests into a DB file; the crash test SIGKILLs it at random points.
@@ -125,7 +144,10 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["Locking", "ReplayTransport", "GlucoseStore", "HealthDataSync", "PacketCapture", "GlucoseProfile", "JSON"],
+            dependencies: [
+                "Locking", "ReplayTransport", "GlucoseStore", "HealthDataSync", "PacketCapture", "GlucoseProfile", "JSON",
+                "TestSupport",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "HealthDataSyncTests", dependencies: ["Locking", "HealthDataSync", "GlucoseProfile", "TestSupport"],
@@ -141,7 +163,7 @@ let package = Package(
             name: "SugarAPITests",
             dependencies: [
                 "Locking", "SugarAPI", "SugarDaemon", "ReplayTransport", "PacketCapture", "GlucoseProfile", "GlucoseStore",
-                "HealthDataSync", "JSON", "Varlink", "sugarctl", "TestSupport", "NightscoutSink", "HTTPClient",
+                "HealthDataSync", "JSON", "Varlink", "sugarctl", "TestSupport", "GlucoseReport", "NightscoutSink", "HTTPClient",
             ],
             swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
@@ -168,6 +190,15 @@ let package = Package(
             dependencies: [
                 "SugarDaemon", "GlucoseProfile", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "DBus", "sugard",
                 "TestSupport",
+            ],
+            swiftSettings: strict),
+        .testTarget(name: "BluetoothHostTests", dependencies: ["BluetoothHost", "PacketCapture"], swiftSettings: strict),
+        // The built sugard-forward against a real mosquitto broker and the built sugard.
+        .testTarget(
+            name: "ForwardTests",
+            dependencies: [
+                "sugard", "sugard-forward", "sugarctl", "SugarForward", "JSON", "Varlink", "Locking", "TestSupport",
+                "GlucoseStore", "HealthDataSync",
             ],
             swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),

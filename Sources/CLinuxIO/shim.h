@@ -6,3 +6,5 @@
 struct sockaddr;
 extern int accept4(int fd, struct sockaddr *addr, unsigned int *addrlen, int flags);
 #include <sys/fsuid.h>
+// malloc_trim: hand freed heap back to the system after a burst of connection buffers.
+#include <malloc.h>

@@ -1,4 +1,5 @@
 import HealthDataSync
+import SugarAPI
 import SugarDaemon
 
 extension FuzzTargets {

@@ -12,6 +12,11 @@ extension FuzzTargets {
         func fail(_ message: String) -> FuzzFailure {
             FuzzFailure(target: "json", "\(message); input \(hexString(bytes))")
         }
+        // The server's kind of limits (a small element bound here, so the fuzzer reaches it): a text
+        // within them parses to the same value as without; over them, the refusal names the bound.
+        let bounded = Result { () throws(JSONParseError) -> JSONValue in
+            try JSONValue(parsing: bytes, limits: JSONParseLimits(maxDepth: 64, maxElements: 64, cpuBudget: .seconds(10)))
+        }
         let value: JSONValue
         do {
             value = try JSONValue(parsing: bytes)
@@ -20,7 +25,14 @@ extension FuzzTargets {
                 throw fail("error offset \(error.offset) is outside the \(bytes.count)-byte input: \(error)")
             }
             if error.reason.isEmpty { throw fail("error with an empty reason at byte \(error.offset)") }
+            if case .success = bounded { throw fail("accepted within limits but refused without: \(error)") }
             return
+        }
+        switch bounded {
+        case .success(let limited):
+            if limited != value { throw fail("the bounded parse gave \(limited.serialized()), not \(value.serialized())") }
+        case .failure(let error):
+            if !error.reason.contains("values and keys") { throw fail("a valid text was refused within the limits: \(error)") }
         }
         let first = value.serialized()
         let reparsed: JSONValue

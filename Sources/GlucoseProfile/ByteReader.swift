@@ -11,14 +11,18 @@ public struct ByteReader: Sendable {
     /// Index in `bytes` just past the last byte of the packet.
     public let endIndex: Int
     /// Index in `bytes` of the next byte to read.
-    public private(set) var readerIndex: Int
+    public var readerIndex: Int {
+        @inlinable get { self.cursor }
+    }
+    /// Storage of `readerIndex`, visible to the inlinable readers (callers outside see `readerIndex` only).
+    @usableFromInline var cursor: Int
 
     /// Creates a reader over all of `bytes`.
     public init(_ bytes: [UInt8]) {
         self.bytes = bytes
         self.startIndex = 0
         self.endIndex = bytes.count
-        self.readerIndex = 0
+        self.cursor = 0
     }
 
     /// Creates a reader over `range` of `bytes`; offsets in errors count from `range.lowerBound`.
@@ -28,17 +32,18 @@ public struct ByteReader: Sendable {
         self.bytes = bytes
         self.startIndex = range.lowerBound
         self.endIndex = range.upperBound
-        self.readerIndex = range.lowerBound
+        self.cursor = range.lowerBound
     }
 
     /// Offset of the next byte from the start of the packet.
-    public var offset: Int { self.readerIndex - self.startIndex }
+    @inlinable public var offset: Int { self.cursor - self.startIndex }
 
     /// Number of bytes not read yet.
-    public var readableBytes: Int { self.endIndex - self.readerIndex }
+    @inlinable public var readableBytes: Int { self.endIndex - self.cursor }
 
     /// Throws `.truncated` unless `count` more bytes are readable. Use it before a group of fields that
     /// the spec makes present together, so the error names the group.
+    @inlinable
     public func require(_ count: Int, for field: String) throws(GlucoseProfileError) {
         guard self.readableBytes >= count else {
             throw GlucoseProfileError(
@@ -60,18 +65,20 @@ public struct ByteReader: Sendable {
     }
 
     /// Reads one byte.
+    @inlinable
     public mutating func readUInt8(field: String) throws(GlucoseProfileError) -> UInt8 {
         try self.require(1, for: field)
-        let value = self.bytes[self.readerIndex]
-        self.readerIndex += 1
+        let value = self.bytes[self.cursor]
+        self.cursor += 1
         return value
     }
 
     /// Reads a little-endian `uint16`.
+    @inlinable
     public mutating func readUInt16LE(field: String) throws(GlucoseProfileError) -> UInt16 {
         try self.require(2, for: field)
-        let value = UInt16(self.bytes[self.readerIndex]) | UInt16(self.bytes[self.readerIndex + 1]) << 8
-        self.readerIndex += 2
+        let value = UInt16(self.bytes[self.cursor]) | UInt16(self.bytes[self.cursor + 1]) << 8
+        self.cursor += 2
         return value
     }
 
@@ -103,11 +110,18 @@ public struct ByteReader: Sendable {
         return value
     }
 
+    /// Consumes `count` bytes a hot-path decoder has read straight from `bytes` (one length check for the
+    /// whole packet shape instead of one per field).
+    @inlinable
+    mutating func skipDecoded(_ count: Int) {
+        self.cursor += count
+    }
+
     /// Reads `count` bytes into a new array.
     public mutating func readBytes(count: Int, field: String) throws(GlucoseProfileError) -> [UInt8] {
         try self.require(count, for: field)
         let slice = self.bytes[self.readerIndex..<(self.readerIndex + count)]
-        self.readerIndex += count
+        self.cursor += count
         return Array(slice)
     }
 }

@@ -23,6 +23,7 @@ public struct DateTime: Hashable, Sendable, Comparable, CustomStringConvertible 
     public var seconds: UInt8
 
     /// Creates a date-time from its fields, unvalidated.
+    @inlinable
     public init(year: UInt16, month: UInt8, day: UInt8, hours: UInt8 = 0, minutes: UInt8 = 0, seconds: UInt8 = 0) {
         self.year = year
         self.month = month
@@ -107,11 +108,13 @@ public struct DateTime: Hashable, Sendable, Comparable, CustomStringConvertible 
     }
 
     /// True for Gregorian leap years.
+    @inlinable
     public static func isLeapYear(_ year: Int) -> Bool {
         (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
     }
 
     /// Days in `month` (1–12) of `year`; a year of 0 (unknown) counts as a leap year.
+    @inlinable
     public static func daysIn(month: Int, year: Int) -> Int {
         switch month {
         case 2: return year == 0 || isLeapYear(year) ? 29 : 28

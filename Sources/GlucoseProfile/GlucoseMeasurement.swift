@@ -30,9 +30,9 @@ public struct SampleType: RawRepresentable, Hashable, Sendable {
     public var rawValue: UInt8 { self.code }
 
     /// Wraps a nibble; only the low 4 bits are kept.
-    public init(rawValue: UInt8) { self.code = rawValue & 0x0F }
+    @inlinable public init(rawValue: UInt8) { self.code = rawValue & 0x0F }
     /// Wraps a nibble; only the low 4 bits are kept.
-    public init(code: UInt8) { self.init(rawValue: code) }
+    @inlinable public init(code: UInt8) { self.init(rawValue: code) }
 
     public static let capillaryWholeBlood = SampleType(code: 1)
     public static let capillaryPlasma = SampleType(code: 2)
@@ -79,9 +79,9 @@ public struct SampleLocation: RawRepresentable, Hashable, Sendable {
     public var rawValue: UInt8 { self.code }
 
     /// Wraps a nibble value 0–15 (not shifted); only the low 4 bits are kept.
-    public init(rawValue: UInt8) { self.code = rawValue & 0x0F }
+    @inlinable public init(rawValue: UInt8) { self.code = rawValue & 0x0F }
     /// Wraps a nibble value 0–15 (not shifted); only the low 4 bits are kept.
-    public init(code: UInt8) { self.init(rawValue: code) }
+    @inlinable public init(code: UInt8) { self.init(rawValue: code) }
 
     public static let finger = SampleLocation(code: 1)
     public static let alternateSiteTest = SampleLocation(code: 2)
@@ -111,7 +111,7 @@ public struct SampleLocation: RawRepresentable, Hashable, Sendable {
 /// Sensor Status Annunciation (GLS §2): 12 defined bits, 12–15 reserved (kept, named `reserved12` …).
 public struct SensorStatus: OptionSet, Hashable, Sendable {
     public let rawValue: UInt16
-    public init(rawValue: UInt16) { self.rawValue = rawValue }
+    @inlinable public init(rawValue: UInt16) { self.rawValue = rawValue }
 
     public static let deviceBatteryLow = SensorStatus(rawValue: 1 << 0)
     public static let sensorMalfunction = SensorStatus(rawValue: 1 << 1)
@@ -213,7 +213,107 @@ public struct GlucoseMeasurement: Hashable, Sendable {
     /// Decodes one record from `reader`, leaving any later bytes unread.
     /// - Parameter options: `.lenientDateTime` keeps an out-of-range Base Time (i-SENS month 13).
     /// - Throws: `.truncated` naming the first incomplete field group, `.outOfRange` for a bad Base Time.
+    ///
+    /// Inlinable: the good path (one length check for the packet's shape, unaligned loads) compiles into
+    /// the caller's loop like a C parser would.
+    @inlinable
     public init(parsing reader: inout ByteReader, options: GlucoseParsingOptions = []) throws(GlucoseProfileError) {
+        let validate = options.rawValue & 1 == 0  // not .lenientDateTime
+        let start = reader.readerIndex
+        let available = reader.endIndex - start
+        let decoded: (GlucoseMeasurement, Int)? = reader.bytes.withUnsafeBytes { raw in
+            guard let base = raw.baseAddress else { return nil }
+            return Self.decodeWholeShape(UnsafeRawBufferPointer(start: base + start, count: available), validate: validate)
+        }
+        if let (value, used) = decoded {
+            reader.skipDecoded(used)
+            self = value
+            return
+        }
+        // Something is wrong with the packet (or it is short): the field-by-field reads name the field and
+        // its byte offset. The fast path accepts nothing they reject.
+        try self.init(fieldByField: &reader, options: options)
+    }
+
+    /// The good path: one length check for the packet's shape, unaligned loads, no error values. Nil when
+    /// the packet is short or its base time is out of range (and `validate` is set).
+    @inlinable @inline(__always)
+    static func decodeWholeShape(_ raw: UnsafeRawBufferPointer, validate: Bool) -> (GlucoseMeasurement, Int)? {
+        // Literal masks: the static constants are not visible to inlined code as constants.
+        guard raw.count >= 10, let base = raw.baseAddress else { return nil }
+        let flags = base.load(as: UInt8.self)
+        let hasOffset = flags & 0x01 != 0
+        let hasConcentration = flags & 0x02 != 0
+        let hasStatus = flags & 0x08 != 0
+        let length = 10 + (hasOffset ? 2 : 0) + (hasConcentration ? 3 : 0) + (hasStatus ? 2 : 0)
+        guard raw.count >= length else { return nil }
+        let year = UInt16(littleEndian: base.loadUnaligned(fromByteOffset: 3, as: UInt16.self))
+        let month = base.load(fromByteOffset: 5, as: UInt8.self)
+        let day = base.load(fromByteOffset: 6, as: UInt8.self)
+        let hours = base.load(fromByteOffset: 7, as: UInt8.self)
+        let minutes = base.load(fromByteOffset: 8, as: UInt8.self)
+        let seconds = base.load(fromByteOffset: 9, as: UInt8.self)
+        if validate {
+            guard year == 0 || (year >= 1582 && year <= 9999), month <= 12, hours <= 23, minutes <= 59, seconds <= 59
+            else { return nil }
+            if day > 28 {
+                guard day <= (month == 0 ? 31 : DateTime.daysIn(month: Int(month), year: Int(year))) else { return nil }
+            }
+        }
+        var position = 10
+        var offset: Int16? = nil
+        if hasOffset {
+            offset = Int16(littleEndian: base.loadUnaligned(fromByteOffset: position, as: Int16.self))
+            position += 2
+        }
+        var concentration: SFloat? = nil
+        var type: SampleType? = nil
+        var location: SampleLocation? = nil
+        let molar = flags & 0x04 != 0
+        var unit: ConcentrationUnit? = molar ? .molesPerLiter : nil
+        if hasConcentration {
+            concentration = SFloat(rawValue: UInt16(littleEndian: base.loadUnaligned(fromByteOffset: position, as: UInt16.self)))
+            let typeLocation = base.load(fromByteOffset: position + 2, as: UInt8.self)
+            type = SampleType(code: typeLocation & 0x0F)
+            location = SampleLocation(code: typeLocation >> 4)
+            if !molar { unit = .kilogramsPerLiter }
+            position += 3
+        }
+        var status: SensorStatus? = nil
+        if hasStatus {
+            status = SensorStatus(rawValue: UInt16(littleEndian: base.loadUnaligned(fromByteOffset: position, as: UInt16.self)))
+        }
+        let measurement = GlucoseMeasurement(
+            reservedFlags: flags & 0xE0,
+            sequenceNumber: UInt16(littleEndian: base.loadUnaligned(fromByteOffset: 1, as: UInt16.self)),
+            baseTime: DateTime(year: year, month: month, day: day, hours: hours, minutes: minutes, seconds: seconds),
+            timeOffsetMinutes: offset, concentration: concentration, unit: unit, type: type, sampleLocation: location,
+            sensorStatus: status, contextFollows: flags & 0x10 != 0)
+        return (measurement, length)
+    }
+
+    /// Every field as given (the decoder's constructor).
+    @inlinable @inline(__always)
+    init(
+        reservedFlags: UInt8, sequenceNumber: UInt16, baseTime: DateTime, timeOffsetMinutes: Int16?, concentration: SFloat?,
+        unit: ConcentrationUnit?, type: SampleType?, sampleLocation: SampleLocation?, sensorStatus: SensorStatus?,
+        contextFollows: Bool
+    ) {
+        self.reservedFlags = reservedFlags
+        self.sequenceNumber = sequenceNumber
+        self.baseTime = baseTime
+        self.timeOffsetMinutes = timeOffsetMinutes
+        self.concentration = concentration
+        self.unit = unit
+        self.type = type
+        self.sampleLocation = sampleLocation
+        self.sensorStatus = sensorStatus
+        self.contextFollows = contextFollows
+    }
+
+    /// The field-by-field decoder: the reference for the fast path, and the one that names errors.
+    @usableFromInline
+    init(fieldByField reader: inout ByteReader, options: GlucoseParsingOptions) throws(GlucoseProfileError) {
         let flags = try reader.readUInt8(field: "flags")
         try reader.require(2, for: "sequenceNumber")
         self.sequenceNumber = try reader.readUInt16LE(field: "sequenceNumber")
@@ -226,7 +326,7 @@ public struct GlucoseMeasurement: Hashable, Sendable {
         } else {
             self.timeOffsetMinutes = nil
         }
-        let molar = flags & Self.molesPerLiterFlag != 0
+        let molar = flags & 0x04 != 0
         if flags & Self.concentrationPresentFlag != 0 {
             // The concentration and its type-location byte are one group: a packet with either half
             // missing is truncated "in the concentration".

@@ -48,7 +48,7 @@ public struct SFloat: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public let rawValue: UInt16
 
     /// Wraps a bit pattern; every pattern is a valid SFLOAT.
-    public init(rawValue: UInt16) { self.rawValue = rawValue }
+    @inlinable public init(rawValue: UInt16) { self.rawValue = rawValue }
 
     /// Builds a number from a decimal mantissa and exponent.
     /// - Throws: `.outOfRange` when |mantissa| > 2045 (field `mantissa`) or the exponent is outside −8…7

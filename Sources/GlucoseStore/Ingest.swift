@@ -32,14 +32,17 @@ struct Ingest {
 
     /// Classifies `reading` against every stored reading of the meter with the same sequence
     /// number (one indexed lookup on `reading_by_seq`; at most one row per epoch).
-    func classify(_ reading: Reading, baseTimeText: String, meterRowID: Int64, epoch: Int) throws(StoreError) -> Match {
+    func classify(_ reading: Reading, meterRowID: Int64, epoch: Int) throws(StoreError) -> Match {
         try self.db.withStatement(Self.lookupSQL) { (s) throws(StoreError) -> Match in
             try s.bind(meterRowID, at: 1)
             try s.bind(Int64(reading.sequenceNumber), at: 2)
             let raw = reading.concentrationRaw.map { Int64($0) }
             var conflict = false
             var earlierDuplicate = false
+            // Only a reading already stored under this sequence number needs the text (most need none).
+            var baseTimeText: String?
             while try s.step("Looking up reading #\(reading.sequenceNumber) in \(self.db.path)") {
+                if baseTimeText == nil { baseTimeText = reading.baseTime.isoString }
                 let sameKey = s.optionalInt64(2) == raw && s.optionalText(1) == baseTimeText
                 if Int(s.int64(0)) == epoch {
                     if sameKey { return .currentEpochDuplicate }
@@ -105,8 +108,7 @@ struct Ingest {
         }
 
         for reading in batch.readings {
-            let baseTimeText = reading.baseTime.isoString
-            let match = try self.classify(reading, baseTimeText: baseTimeText, meterRowID: meter.rowID, epoch: meter.epoch)
+            let match = try self.classify(reading, meterRowID: meter.rowID, epoch: meter.epoch)
             switch match {
             case .currentEpochDuplicate:
                 duplicates += 1
@@ -126,7 +128,7 @@ struct Ingest {
                     throw StoreError(.io, "Storing reading #\(reading.sequenceNumber) failed: injected test failure.")
                 }
                 let id = try ReadingRows.insert(
-                    reading, baseTimeText: baseTimeText, meterRowID: meter.rowID, epoch: meter.epoch, storedAt: self.now,
+                    reading, meterRowID: meter.rowID, epoch: meter.epoch, storedAt: self.now,
                     sessionID: sessionID, self.db)
                 inserted.append(
                     StoredReading(id: id, epoch: meter.epoch, storedAt: self.now, reading: reading, person: meter.person))

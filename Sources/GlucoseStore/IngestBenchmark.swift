@@ -65,7 +65,7 @@ public enum IngestBenchmark {
                     let meter = try MeterRow.upsert(identity, features: nil, seenAt: now, db).0
                     for record in records {
                         _ = try ReadingRows.insert(
-                            record.reading, baseTimeText: record.reading.baseTime.isoString, meterRowID: meter.rowID,
+                            record.reading, meterRowID: meter.rowID,
                             epoch: record.epoch, storedAt: now, sessionID: nil, db)
                     }
                     stored += records.count

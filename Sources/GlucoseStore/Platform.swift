@@ -12,10 +12,10 @@ import HealthDataSync
     return Instant(epochMillis: Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000)
 }
 
-/// The process's peak resident set size in bytes (`VmHWM` in /proc/self/status), or nil where
+/// The peak resident set size in bytes of this process, or of `pid` (`VmHWM` in /proc/…/status), or nil where
 /// that file does not exist.
-public func peakResidentSetBytes() -> Int? {
-    guard let file = fopen("/proc/self/status", "r") else { return nil }
+public func peakResidentSetBytes(pid: Int32? = nil) -> Int? {
+    guard let file = fopen(pid.map { "/proc/\($0)/status" } ?? "/proc/self/status", "r") else { return nil }
     defer { fclose(file) }
     var buffer = [CChar](repeating: 0, count: 512)
     while fgets(&buffer, CInt(buffer.count), file) != nil {
@@ -46,4 +46,25 @@ func syncDirectory(containing path: String) {
     guard fd >= 0 else { return }
     _ = fsync(fd)
     _ = Glibc.close(fd)
+}
+
+/// Creates an empty file readable and writable by its owner only (SQLite treats an empty file as a
+/// new database). Best effort: when it fails, SQLite reports the problem on open.
+///
+/// The corresponding C function is `open(O_CREAT | O_EXCL, 0600)`.
+func createPrivateFile(_ path: String) {
+    let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+    if fd >= 0 { _ = Glibc.close(fd) }
+}
+
+/// Removes group and other permissions from the database and its `-wal`/`-shm` files where they
+/// exist. Best effort (a read-only file system refuses it; the store then reports that itself).
+///
+/// The corresponding C function is `chmod`.
+func tightenModes(databasePath path: String) {
+    for file in [path, path + "-wal", path + "-shm"] {
+        var info = stat()
+        guard stat(file, &info) == 0, info.st_mode & 0o077 != 0 else { continue }
+        _ = chmod(file, info.st_mode & 0o7700)
+    }
 }

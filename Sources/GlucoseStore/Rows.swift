@@ -196,10 +196,10 @@ enum ReadingRows {
     /// Separates quirk names in the `quirks` column (names are identifiers from the quirk table).
     static let quirkSeparator: Character = ","
 
-    /// Inserts one reading and returns its row id. `baseTimeText` is `reading.baseTime.isoString`
-    /// (the caller has it already).
+    /// Inserts one reading and returns its row id. Date-times are bound as their `isoString` text,
+    /// formatted on the stack.
     static func insert(
-        _ r: Reading, baseTimeText: String, meterRowID: Int64, epoch: Int, storedAt: Instant, sessionID: Int64?,
+        _ r: Reading, meterRowID: Int64, epoch: Int, storedAt: Instant, sessionID: Int64?,
         _ db: Connection
     ) throws(StoreError) -> Int64 {
         try db.withStatement(Self.insertSQL) { (s) throws(StoreError) -> Int64 in
@@ -208,7 +208,7 @@ enum ReadingRows {
             try s.bind(Int64(r.sequenceNumber), at: 3)
             try s.bind(blob: r.measurementBytes, at: 4)
             try s.bind(blob: r.contextBytes, at: 5)
-            try s.bind(baseTimeText, at: 6)
+            try s.bind(isoText: r.baseTime, at: 6)
             try s.bind(r.timeOffsetMinutes, at: 7)
             try s.bind(r.concentrationRaw.map { Int64($0) }, at: 8)
             try s.bind(r.unit?.rawValue, at: 9)
@@ -221,13 +221,13 @@ enum ReadingRows {
             try s.bind(r.time.zone, at: 16)
             try s.bind(r.time.utcOffsetSeconds, at: 17)
             try s.bind(r.time.meterClockSkewSeconds, at: 18)
-            try s.bind(r.time.meterLocalTime.isoString, at: 19)
+            try s.bind(isoText: r.time.meterLocalTime, at: 19)
             try s.bind(r.time.quirks.joined(separator: String(Self.quirkSeparator)), at: 20)
             try s.bind(r.mgdL, at: 21)
             try s.bind(r.mmolL, at: 22)
             try s.bind(r.ketoneMmolL, at: 23)
             try s.bind(Int64(r.flags.rawValue), at: 24)
-            try s.bind(r.flags.names.joined(separator: ","), at: 25)
+            try s.bind(r.flags.isEmpty ? "" : r.flags.names.joined(separator: ","), at: 25)
             try s.bind(storedAt.epochMillis, at: 26)
             try s.bind(sessionID, at: 27)
             try s.run("Storing reading #\(r.sequenceNumber) of meter \(r.meter) in \(db.path)")
@@ -292,6 +292,20 @@ enum ReadingRows {
             try s.bind(Int64(q.limit.map { max(0, $0) } ?? -1), at: 4)
             var out: [StoredReading] = []
             while try s.step("Listing readings in \(db.path)") { out.append(try Self.decode(s, db)) }
+            return out
+        }
+    }
+
+    static func query(afterCursor cursor: Int64, limit: Int, _ db: Connection) throws(StoreError) -> [StoredReading] {
+        let sql = """
+            SELECT \(Self.selectColumns) FROM reading r JOIN meter m ON m.id = r.meter_id
+            WHERE r.id > ?1 ORDER BY r.id ASC LIMIT ?2
+            """
+        return try db.withStatement(sql) { (s) throws(StoreError) -> [StoredReading] in
+            try s.bind(cursor, at: 1)
+            try s.bind(Int64(max(0, limit)), at: 2)
+            var out: [StoredReading] = []
+            while try s.step("Following readings in \(db.path)") { out.append(try Self.decode(s, db)) }
             return out
         }
     }

@@ -69,6 +69,10 @@ public actor SQLiteReadingStore: ReadingStore {
         Connection, StorageHealth
     ) {
         let isNew = !readOnly && !fileExists(path)
+        // Readings are health data: the file is created 0600 (SQLite gives its WAL and SHM files the
+        // database's mode), and files an older version or another tool left more open are tightened.
+        if isNew { createPrivateFile(path) }
+        if !readOnly { tightenModes(databasePath: path) }
         // On any throw below, `db` is released and its deinit closes the handle.
         let db = try Connection(path: path, readOnly: readOnly, busyTimeoutMilliseconds: options.busyTimeoutMilliseconds)
         if !db.isReadOnly {
@@ -288,6 +292,14 @@ public actor SQLiteReadingStore: ReadingStore {
     public func readings(_ query: ReadingQuery) throws(StoreError) -> [StoredReading] {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [StoredReading] in
             try ReadingRows.query(query, db)
+        }
+    }
+
+    /// Readings after `cursor` in commit order: the row id, an `INTEGER PRIMARY KEY` assigned as
+    /// max + 1 by the single writer and never reused (no reading row is ever deleted).
+    public func readings(afterCursor cursor: Int64, limit: Int) throws(StoreError) -> [StoredReading] {
+        try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [StoredReading] in
+            try ReadingRows.query(afterCursor: cursor, limit: limit, db)
         }
     }
 

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Why a JSON text was rejected, and where.
 public struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertible {
     /// Byte offset in the input where the problem was found.
@@ -6,6 +12,27 @@ public struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertibl
     public var reason: String
 
     public var description: String { "invalid JSON at byte \(self.offset): \(self.reason)" }
+}
+
+/// Bounds on what one parse may cost, for text from someone untrusted (a socket peer).
+///
+/// Parsing is linear in the input's size (object keys are hashed), so a byte cap on the message
+/// already bounds the time; these limits stop a hostile message early and put a ceiling on the
+/// CPU time and the memory of the values it would build.
+public struct JSONParseLimits: Sendable, Hashable {
+    /// How deeply arrays and objects may nest; deeper input is rejected rather than exhausting the
+    /// stack.
+    public var maxDepth: Int
+    /// Values (every scalar, array and object) plus object keys in the whole text; nil: no bound.
+    public var maxElements: Int?
+    /// Thread CPU time one parse may use (checked every 1 024 elements); nil: no budget.
+    public var cpuBudget: Duration?
+
+    public init(maxDepth: Int = 64, maxElements: Int? = nil, cpuBudget: Duration? = nil) {
+        self.maxDepth = maxDepth
+        self.maxElements = maxElements
+        self.cpuBudget = cpuBudget
+    }
 }
 
 extension JSONValue {
@@ -17,8 +44,14 @@ extension JSONValue {
     ///   - maxDepth: how deeply arrays and objects may nest; deeper input is rejected rather than
     ///     exhausting the stack.
     public init(parsing bytes: some Collection<UInt8>, maxDepth: Int = 64) throws(JSONParseError) {
+        try self.init(parsing: bytes, limits: JSONParseLimits(maxDepth: maxDepth))
+    }
+
+    /// Parses one JSON text within `limits`; a text over a limit is rejected where the limit was
+    /// reached, without reading the rest.
+    public init(parsing bytes: some Collection<UInt8>, limits: JSONParseLimits) throws(JSONParseError) {
         let buffer = Array(bytes)
-        var parser = JSONParser(bytes: buffer, maxDepth: maxDepth)
+        var parser = JSONParser(bytes: buffer, limits: limits)
         self = try parser.parseDocument()
     }
 
@@ -31,11 +64,43 @@ extension JSONValue {
 private struct JSONParser {
     let bytes: [UInt8]
     let maxDepth: Int
+    let maxElements: Int
+    /// Thread CPU time (ns) at which the parse gives up; nil: no budget.
+    let cpuDeadline: Int64?
+    let cpuBudget: Duration?
     var index = 0
+    var elements = 0
 
-    init(bytes: [UInt8], maxDepth: Int) {
+    init(bytes: [UInt8], limits: JSONParseLimits) {
         self.bytes = bytes
-        self.maxDepth = maxDepth
+        self.maxDepth = limits.maxDepth
+        self.maxElements = limits.maxElements ?? .max
+        self.cpuBudget = limits.cpuBudget
+        if let budget = limits.cpuBudget {
+            let (seconds, attoseconds) = budget.components
+            self.cpuDeadline = Self.threadCPUNanoseconds() &+ seconds &* 1_000_000_000 &+ attoseconds / 1_000_000_000
+        } else {
+            self.cpuDeadline = nil
+        }
+    }
+
+    /// CPU time of the calling thread. The corresponding C function is
+    /// `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`.
+    static func threadCPUNanoseconds() -> Int64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec)
+        return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
+    }
+
+    /// Counts one element (a value or a key) against the limits.
+    mutating func countElement() throws(JSONParseError) {
+        self.elements += 1
+        if self.elements > self.maxElements {
+            throw self.error("more than \(self.maxElements) values and keys")
+        }
+        if self.elements & 1023 == 0, let deadline = self.cpuDeadline, Self.threadCPUNanoseconds() > deadline {
+            throw self.error("parsing used more than its CPU budget of \(self.cpuBudget ?? .zero)")
+        }
     }
 
     mutating func parseDocument() throws(JSONParseError) -> JSONValue {
@@ -63,6 +128,7 @@ private struct JSONParser {
 
     mutating func parseValue(depth: Int) throws(JSONParseError) -> JSONValue {
         guard self.index < self.bytes.count else { throw self.error("unexpected end of input") }
+        try self.countElement()
         switch self.bytes[self.index] {
         case UInt8(ascii: "{"): return try self.parseObject(depth: depth + 1)
         case UInt8(ascii: "["): return try self.parseArray(depth: depth + 1)
@@ -101,15 +167,17 @@ private struct JSONParser {
                 throw self.error("expected a string key")
             }
             let keyOffset = self.index
+            try self.countElement()
             let key = try self.parseString()
-            if object[key] != nil { throw self.error("duplicate key \"\(key)\"", at: keyOffset) }
             self.skipWhitespace()
             guard self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: ":") else {
                 throw self.error("expected ':'")
             }
             self.index += 1
             self.skipWhitespace()
-            object[key] = try self.parseValue(depth: depth)
+            let value = try self.parseValue(depth: depth)
+            // One hashed lookup checks for a duplicate and inserts: O(1), so n keys cost O(n).
+            guard object.insertNew(key, value) else { throw self.error("duplicate key \"\(key)\"", at: keyOffset) }
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error("unexpected end of input in object") }
             if self.bytes[self.index] == UInt8(ascii: ",") {
@@ -171,7 +239,27 @@ private struct JSONParser {
     mutating func parseString() throws(JSONParseError) -> String {
         let start = self.index
         self.index += 1
+        // Fast path: no escape before the closing quote, so the string is the bytes themselves.
+        var scan = self.index
+        while scan < self.bytes.count {
+            let c = self.bytes[scan]
+            if c == UInt8(ascii: "\"") {
+                let (from, to) = (self.index, scan)
+                let validated = self.bytes.withUnsafeBufferPointer { buffer in
+                    String(validating: UnsafeBufferPointer(rebasing: buffer[from..<to]), as: UTF8.self)
+                }
+                guard let string = validated else {
+                    throw self.error("string is not valid UTF-8", at: start)
+                }
+                self.index = scan + 1
+                return string
+            }
+            if c == UInt8(ascii: "\\") || c < 0x20 { break }
+            scan += 1
+        }
         var out: [UInt8] = []
+        out.append(contentsOf: self.bytes[self.index..<scan])
+        self.index = scan
         var runStart = self.index
         while true {
             guard self.index < self.bytes.count else { throw self.error("unterminated string", at: start) }
@@ -214,7 +302,8 @@ private struct JSONParser {
                     throw self.error("unpaired surrogate in \\u escape")
                 }
                 guard let unicode = Unicode.Scalar(scalar) else { throw self.error("invalid \\u escape") }
-                out.append(contentsOf: String(Character(unicode)).utf8)
+                // UTF-8 by hand: no String or Character per escape.
+                UTF8.encode(unicode) { out.append($0) }
             default: throw self.error("invalid escape")
             }
             runStart = self.index

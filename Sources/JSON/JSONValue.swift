@@ -13,6 +13,10 @@ public enum JSONValue: Sendable, Hashable {
 }
 
 /// A JSON object whose keys keep the order in which they were added.
+///
+/// Lookup, insert and replace cost O(1) on average (a hash index next to the ordered entries), so
+/// building or parsing an object with n keys is O(n), whatever the keys are; String hashing is
+/// seeded per process, so crafted keys cannot force collisions. Removing a key is O(n).
 public struct JSONObject: Sendable, Hashable, ExpressibleByDictionaryLiteral {
     public struct Entry: Sendable, Hashable {
         public var key: String
@@ -20,36 +24,70 @@ public struct JSONObject: Sendable, Hashable, ExpressibleByDictionaryLiteral {
     }
 
     public private(set) var entries: [Entry]
+    /// Position of each key in `entries`.
+    private var index: [String: Int]
 
-    public init() { self.entries = [] }
+    public init() {
+        self.entries = []
+        self.index = [:]
+    }
 
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
-        self.entries = []
-        self.entries.reserveCapacity(elements.count)
+        self.init()
+        self.reserveCapacity(elements.count)
         for (key, value) in elements { self[key] = value }
     }
 
     public init(_ pairs: [(String, JSONValue)]) {
-        self.entries = []
-        self.entries.reserveCapacity(pairs.count)
+        self.init()
+        self.reserveCapacity(pairs.count)
         for (key, value) in pairs { self[key] = value }
+    }
+
+    public mutating func reserveCapacity(_ count: Int) {
+        self.entries.reserveCapacity(count)
+        self.index.reserveCapacity(count)
     }
 
     public var count: Int { self.entries.count }
     public var keys: [String] { self.entries.map(\.key) }
 
+    /// Adds `key` unless it is already there; returns false (and changes nothing) when it is.
+    /// The parser's insert: one hash lookup for the duplicate check and the insert together.
+    public mutating func insertNew(_ key: String, _ value: JSONValue) -> Bool {
+        let position = self.entries.count
+        let existing = self.index.updateValue(position, forKey: key)
+        if let existing {
+            self.index[key] = existing
+            return false
+        }
+        self.entries.append(Entry(key: key, value: value))
+        return true
+    }
+
     /// The value for `key`, or nil when the key is absent. Setting nil removes the key; to store a
     /// JSON null, set `.null`.
     public subscript(key: String) -> JSONValue? {
-        get { self.entries.first(where: { $0.key == key })?.value }
+        get { self.index[key].map { self.entries[$0].value } }
         set {
-            if let index = self.entries.firstIndex(where: { $0.key == key }) {
-                if let newValue { self.entries[index].value = newValue } else { self.entries.remove(at: index) }
+            if let position = self.index[key] {
+                if let newValue {
+                    self.entries[position].value = newValue
+                } else {
+                    self.entries.remove(at: position)
+                    self.index[key] = nil
+                    for later in position..<self.entries.count { self.index[self.entries[later].key] = later }
+                }
             } else if let newValue {
+                self.index[key] = self.entries.count
                 self.entries.append(Entry(key: key, value: newValue))
             }
         }
     }
+
+    // Equality and hashing follow the ordered entries; the index is derived from them.
+    public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool { lhs.entries == rhs.entries }
+    public func hash(into hasher: inout Hasher) { hasher.combine(self.entries) }
 }
 
 extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,

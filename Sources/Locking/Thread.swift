@@ -1,8 +1,7 @@
 internal import Glibc
 
-/// Starts a detached POSIX thread running `body`, for work that blocks in the kernel or in a C
-/// library (a socket loop, a libcurl transfer) and so must not occupy a thread of Swift's
-/// cooperative pool. Returns 0, or the `pthread_create` error number (the body then never runs).
+/// Starts a detached POSIX thread running `body`; returns 0 or the `pthread_create` error. For loops
+/// that block in the kernel (poll, recv) and so must not occupy a thread of Swift's cooperative pool.
 public func startDetachedThread(_ body: @escaping @Sendable () -> Void) -> Int32 {
     final class Box {
         let body: @Sendable () -> Void

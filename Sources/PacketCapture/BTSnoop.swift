@@ -214,6 +214,8 @@ struct RecordCursor {
     private(set) var truncatedTail: TruncatedRecord?
     private(set) var framesRead = 0
     private(set) var bytesRead = 0
+    /// Timestamp of the last good record, for resynchronizing after a damaged one.
+    private var lastTimestamp: Int64?
 
     init(storage: InputStorage, memory: [UInt8], maxRecordLength: Int) {
         self.storage = storage
@@ -299,7 +301,53 @@ struct RecordCursor {
         // The bytes stay in place until the next `ensure`, which only happens on the next call.
         self.consume(total)
         self.framesRead = frame
+        self.lastTimestamp = record.timestamp.microsecondsSinceYear0
         return (record, UnsafeRawBufferPointer(rebasing: window[24..<total]))
+    }
+
+    /// After `next()` threw `.corruptRecord`: counts the damaged record as a frame and skips forward byte
+    /// by byte to the next plausible record header (length within the limit and not above the original
+    /// length, flags that fit the datalink, a timestamp within a day of the last good record's, the whole
+    /// record present, and the header after it plausible too or the end of the file right after it).
+    /// - Returns: the bytes skipped, or nil when nothing plausible follows (the rest is consumed).
+    mutating func resynchronize(datalink: BTSnoopDatalink) throws(CaptureError) -> Int? {
+        self.framesRead += 1
+        var skipped = 0
+        while true {
+            self.consume(1)
+            skipped += 1
+            let available = try self.ensure(24)
+            if available < 24 {
+                self.consume(available)
+                return nil
+            }
+            guard let length = self.plausibleRecord(at: 0, datalink: datalink, whole: true) else { continue }
+            let withNext = try self.ensure(length + 24)
+            if withNext == length
+                || (withNext >= length + 24 && self.plausibleRecord(at: length, datalink: datalink, whole: false) != nil)
+            {
+                return skipped
+            }
+        }
+    }
+
+    /// The total length of a plausible record whose header starts `offset` bytes into the available
+    /// bytes, or nil (with `whole`, also nil when the record is not wholly available).
+    private func plausibleRecord(at offset: Int, datalink: BTSnoopDatalink, whole: Bool) -> Int? {
+        guard self.end - self.start >= offset + 24 else { return nil }
+        let header = UnsafeRawBufferPointer(rebasing: self.window(offset + 24)[offset...])
+        let original = header.loadBE32(at: 0)
+        let included = header.loadBE32(at: 4)
+        let flags = header.loadBE32(at: 8)
+        let timestamp = Int64(bitPattern: header.loadBE64(at: 16))
+        guard included >= 1, included <= self.maxRecordLength, included <= original, original <= 0x1_0000 + 64 else { return nil }
+        switch datalink {
+        case .monitor: guard flags & 0xFFFF <= 0x40 else { return nil }
+        default: guard flags <= 3 else { return nil }
+        }
+        if let last = self.lastTimestamp, (timestamp &- last).magnitude > 86_400_000_000 { return nil }
+        let total = 24 + Int(included)
+        return !whole || self.end - self.start >= offset + total ? total : nil
     }
 
     /// Makes at least `count` bytes available if the input has them; returns how many are available.

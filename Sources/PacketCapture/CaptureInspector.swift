@@ -311,7 +311,12 @@ public struct CaptureInspection: Hashable, Sendable {
 /// a record with an odd field is still a record.
 ///
 /// Memory: per open session the records not yet flushed (a session's records are flushed when it ends),
-/// plus the kept output. With `keepRecords` false only counts are kept.
+/// plus the kept output. With `keepRecords` false only counts are kept; `writeJSON` (CaptureJSONStream.swift)
+/// writes records and anomalies out as they are decided.
+///
+/// `inspect` and `writeJSON` read with `skipCorruptRecords`: a damaged record is an anomaly with its frame
+/// number and the records after it are still inspected; they throw `.corruptRecord` only when no record at
+/// all was readable.
 public struct CaptureInspector {
     /// Knobs.
     public struct Options: Sendable {
@@ -338,6 +343,8 @@ public struct CaptureInspector {
         var recordCount = 0
         var pairingRequests = 0
         var pairingFailures: [UInt8] = []
+        /// Frame of the session's first event: nothing it reports later sorts before it.
+        var firstFrame = Int.max
     }
 
     public let options: Options
@@ -346,6 +353,8 @@ public struct CaptureInspector {
     private var records: [InspectedRecord] = []
     private var anomalies: [InspectionAnomaly] = []
     private var recordCount = 0
+    /// Set by `writeJSON`: records and anomalies go there as they are decided instead of being kept.
+    var stream: CaptureJSONStream?
 
     public init(options: Options = Options()) {
         self.options = options
@@ -356,7 +365,7 @@ public struct CaptureInspector {
     public static func inspect(
         path: String, handleOverrides: [HandleOverride] = [], options: Options = Options()
     ) throws(CaptureError) -> CaptureInspection {
-        let reader = try GATTEventReader(path: path, options: GATTEventReader.Options(handleOverrides: handleOverrides))
+        let reader = try GATTEventReader(path: path, options: Self.readerOptions(handleOverrides))
         return try Self.inspect(reader, options: options)
     }
 
@@ -365,16 +374,33 @@ public struct CaptureInspector {
     public static func inspect(
         bytes: [UInt8], handleOverrides: [HandleOverride] = [], options: Options = Options()
     ) throws(CaptureError) -> CaptureInspection {
-        let reader = try GATTEventReader(bytes: bytes, options: GATTEventReader.Options(handleOverrides: handleOverrides))
+        let reader = try GATTEventReader(bytes: bytes, options: Self.readerOptions(handleOverrides))
         return try Self.inspect(reader, options: options)
+    }
+
+    /// A damaged record is an anomaly with its frame number; the records around it are still inspected.
+    static func readerOptions(_ handleOverrides: [HandleOverride]) -> GATTEventReader.Options {
+        GATTEventReader.Options(handleOverrides: handleOverrides, skipCorruptRecords: true)
     }
 
     private static func inspect(_ reader: GATTEventReader, options: Options) throws(CaptureError) -> CaptureInspection {
         var inspector = CaptureInspector(options: options)
-        while let item = try reader.next() { inspector.consume(item) }
+        var firstCorrupt: CaptureAnomaly?
+        while let item = try reader.next() {
+            if case .anomaly(let anomaly) = item, anomaly.kind == .corruptRecord, firstCorrupt == nil { firstCorrupt = anomaly }
+            inspector.consume(item)
+        }
+        try Self.checkReadable(reader.statistics, firstCorrupt)
         var result = inspector.finish()
         result.statistics = reader.statistics
         return result
+    }
+
+    /// Throws `.corruptRecord` when damage left nothing readable (no good record at all).
+    static func checkReadable(_ statistics: CaptureStatistics, _ firstCorrupt: CaptureAnomaly?) throws(CaptureError) {
+        guard statistics.frames == 0, let corrupt = firstCorrupt else { return }
+        throw CaptureError(
+            .corruptRecord, frame: corrupt.frame, "No record of the capture is readable: \(corrupt.reason)")
     }
 
     /// Feeds one reader item.
@@ -382,7 +408,7 @@ public struct CaptureInspector {
         switch item {
         case .event(let event): self.event(event)
         case .anomaly(let anomaly):
-            self.anomalies.append(InspectionAnomaly(
+            self.add(InspectionAnomaly(
                 frame: anomaly.frame, session: anomaly.session.map { $0 - 1 }, characteristic: anomaly.characteristic,
                 reason: anomaly.reason))
         case .sessionEnded(let session): self.sessionEnded(session)
@@ -411,6 +437,7 @@ public struct CaptureInspector {
         // Moved out and back so the session's arrays stay uniquely referenced (no copy per append).
         var state = self.open.removeValue(forKey: key) ?? OpenSession()
         defer { self.open[key] = state }
+        state.firstFrame = min(state.firstFrame, event.frame)
         let position = key - 1
         switch event.kind {
         case .notification(let attribute, let value):
@@ -432,7 +459,9 @@ public struct CaptureInspector {
                 self.context(value, frame: event.frame, position: position, &state)
             }
         case .read(let attribute, let value, let offset):
-            guard let uuid = attribute.uuid, attribute.isCharacteristicValue else { return }
+            // Only the peer's own attributes describe it: a meter that is also a GATT client reads the
+            // capturing phone's Device Name and clock, and those answers come from the phone.
+            guard let uuid = attribute.uuid, attribute.isCharacteristicValue, event.attributeServedByPeer else { return }
             self.read(uuid, value, offset: offset, frame: event.frame, timestamp: event.timestamp, position: position, &state)
         case .write(let attribute, let value, _):
             if attribute.isCCCD {
@@ -457,8 +486,15 @@ public struct CaptureInspector {
     private mutating func note(
         _ frame: Int, _ position: Int, _ characteristic: BluetoothUUID?, _ reason: String
     ) {
-        self.anomalies.append(InspectionAnomaly(frame: frame, session: position, characteristic: characteristic, reason: reason))
+        self.add(InspectionAnomaly(frame: frame, session: position, characteristic: characteristic, reason: reason))
     }
+
+    private mutating func add(_ anomaly: InspectionAnomaly) {
+        if let stream = self.stream { stream.add(anomaly: anomaly) } else { self.anomalies.append(anomaly) }
+    }
+
+    /// The first frame of the earliest session still open (Int.max when none is).
+    var earliestOpenFrame: Int { self.open.values.lazy.map(\.firstFrame).min() ?? Int.max }
 
     private mutating func measurement(_ bytes: [UInt8], frame: Int, position: Int, _ state: inout OpenSession) {
         let measurement: GlucoseMeasurement
@@ -500,7 +536,9 @@ public struct CaptureInspector {
                 + "\(last.frame) byte for byte; a sync keeps one.")
         }
         state.lastMeasurement = (frame, bytes)
-        var record = InspectedRecord(frame: frame, session: position, measurementBytes: bytes, measurement: measurement)
+        // Streaming JSON never prints the bytes: a session's pending records stay small.
+        var record = InspectedRecord(
+            frame: frame, session: position, measurementBytes: self.stream == nil ? bytes : [], measurement: measurement)
         if let early = state.earlyContexts.removeValue(forKey: seq) {
             record.contextFrame = early.frame
             record.contextBytes = early.bytes
@@ -658,7 +696,11 @@ public struct CaptureInspector {
             self.note(exchange.requestFrame ?? capture.lastFrame, position, .recordAccessControlPoint,
                       "RACP \(exchange.request!.opCode.name) got no response before the session ended.")
         }
-        if self.options.keepRecords { self.records.append(contentsOf: state.records) }
+        if let stream = self.stream {
+            stream.add(records: state.records)
+        } else if self.options.keepRecords {
+            self.records.append(contentsOf: state.records)
+        }
         var session = InspectedSession(position: position, capture: capture)
         func text(_ short: UInt16) -> String? {
             state.deviceValues[short].flatMap(deviceString)

@@ -23,14 +23,18 @@ public final class GATTEventReader {
         public var knownDatabases: [BluetoothAddress: GATTDatabase]
         /// Included lengths above this are treated as file corruption.
         public var maxRecordLength: Int
+        /// A damaged record (impossible header) becomes a `.corruptRecord` anomaly with its frame number and
+        /// reading goes on at the next plausible record, instead of `next()` throwing.
+        public var skipCorruptRecords: Bool
 
         public init(
             handleOverrides: [HandleOverride] = [], knownDatabases: [BluetoothAddress: GATTDatabase] = [:],
-            maxRecordLength: Int = BTSnoopReader.defaultMaxRecordLength
+            maxRecordLength: Int = BTSnoopReader.defaultMaxRecordLength, skipCorruptRecords: Bool = false
         ) {
             self.handleOverrides = handleOverrides
             self.knownDatabases = knownDatabases
             self.maxRecordLength = maxRecordLength
+            self.skipCorruptRecords = skipCorruptRecords
         }
     }
 
@@ -116,6 +120,14 @@ struct Pipeline {
                     self.core.finish(truncatedTail: self.cursor.truncatedTail)
                 }
             } catch {
+                if error.code == .corruptRecord, self.core.options.skipCorruptRecords, let frame = error.frame {
+                    let skipped = try self.cursor.resynchronize(datalink: self.core.datalink)
+                    self.core.corruptRecord(frame: frame, reason: skipped.map {
+                        "\(error.message.prefix { $0 != ";" }); \($0) byte(s) skipped to the next plausible record."
+                    } ?? "\(error.message.prefix { $0 != ";" }); no plausible record follows, the rest is unreadable.")
+                    if skipped == nil { self.core.finish(truncatedTail: nil) }
+                    continue
+                }
                 self.core.finish(truncatedTail: nil)
                 throw error
             }
@@ -733,6 +745,12 @@ struct DecoderCore {
             frame: self.frame, timestamp: self.timestamp, session: self.slots[slot].session,
             controllerIndex: self.slots[slot].index, connectionHandle: self.slots[slot].handle,
             peer: self.slots[slot].peer, direction: direction, kind: kind)))
+    }
+
+    /// A damaged record the cursor skipped (`Options.skipCorruptRecords`).
+    mutating func corruptRecord(frame: Int, reason: String) {
+        self.statistics.corruptRecords += 1
+        self.anomaly(.corruptRecord, frame: frame, reason: reason)
     }
 
     private mutating func anomaly(_ kind: CaptureAnomaly.Kind, frame: Int? = nil, session: Int? = nil,

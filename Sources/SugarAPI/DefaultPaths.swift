@@ -14,6 +14,14 @@ public enum DefaultPaths {
         return home + "/.local/state/sugard-demo"
     }
 
+    /// sugard-forward's status socket (`io.sugard.Forward`) `sugarctl status` reads:
+    /// `SUGARD_FORWARD_SOCKET`, else the system one when it exists; nil when there is none.
+    public static func forwardStatusSocket(environment: [String: String]) -> String? {
+        if let path = environment["SUGARD_FORWARD_SOCKET"], !path.isEmpty { return path }
+        let system = "/run/sugard-forward/io.sugard.Forward"
+        return access(system, F_OK) == 0 ? system : nil
+    }
+
     /// The socket `sugarctl` talks to when given none: `SUGARD_SOCKET`, else the system socket if
     /// it exists, else the demo's.
     public static func clientSocket(environment: [String: String]) -> String {
@@ -21,4 +29,18 @@ public enum DefaultPaths {
         if access(systemSocket, F_OK) == 0 { return systemSocket }
         return demoDirectory(environment: environment) + "/" + socketName
     }
+}
+
+/// This process's environment as a dictionary (`environ`), for the programs' `main`.
+public func processEnvironment() -> [String: String] {
+    var environment: [String: String] = [:]
+    var entry = environ
+    while let pointer = entry.pointee {
+        let text = String(cString: pointer)
+        if let eq = text.firstIndex(of: "=") {
+            environment[String(text[..<eq])] = String(text[text.index(after: eq)...])
+        }
+        entry += 1
+    }
+    return environment
 }

@@ -29,13 +29,18 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         /// `ListSyncSessions` limit when none is given, and the most it accepts.
         public var defaultSessionLimit = 50
         public var maxSessionLimit = 10_000
+        /// Readings `FollowReadings` reads from the database at once (it reads the next page only
+        /// once the client has taken the previous one).
+        public var followPageSize = 256
 
         public init() {}
     }
 
     public static let interfaceName = "io.sugard.HealthDataSync"
     /// Methods open to the socket group.
-    public static let readMethods: Set<String> = ["GetStatus", "Watch", "ListReadings", "ListMeters", "ListSyncSessions"]
+    public static let readMethods: Set<String> = [
+        "GetStatus", "Watch", "ListReadings", "ListMeters", "ListSyncSessions", "FollowReadings",
+    ]
     /// Methods that change something: root, the daemon's uid and the admin group only.
     public static let adminMethods: Set<String> = ["Sync", "Forget", "Pair", "SubmitPasskey", "AssignMeter"]
 
@@ -49,7 +54,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     }()
 
     public var definition: VarlinkInterfaceDefinition { Self.parsedDefinition }
-    public var methodsRequiringMore: Set<String> { ["Watch", "Pair"] }
+    public var methodsRequiringMore: Set<String> { ["Watch", "Pair", "FollowReadings"] }
 
     public let backend: any SugarBackend
     public let access: AccessPolicy
@@ -158,6 +163,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         case "Watch": try await self.watch(p, replier: replier)
         case "ListReadings": try await self.listReadings(p, more: call.more, replier: replier)
         case "ListMeters": try await self.listMeters(replier)
+        case "FollowReadings": try await self.followReadings(p, replier: replier)
         case "Sync": try await self.sync(p, more: call.more, replier: replier)
         case "Forget":
             let meter = try Self.meter(p["meter"])
@@ -443,6 +449,45 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             guard replier.reply(reply, continues: !last) else { return }
             start = end
         } while start < readings.endIndex
+    }
+
+    /// Streams every stored reading after the cursor in commit order, one per reply, then each new
+    /// one as it commits. A page is read from the database only once the client has read what it
+    /// got (``waitForReader(_:stillWanted:)``), so a stalled client costs at most one page plus the
+    /// connection's output cap. Commits are noticed through the view model's `readingCount`.
+    private func followReadings(_ p: JSONObject, replier: VarlinkReplier) async throws(VarlinkError) {
+        var cursor: Int64 = 0
+        if let after = p["after"], !after.isNull {
+            guard let n = after.intValue, n >= 0 else {
+                throw Self.invalid("after", "after must be a cursor from an earlier reply (0 or more).")
+            }
+            cursor = n
+        }
+        // Subscribed before the first read, so a commit between a read and the wait is not missed.
+        let watcher = self.backend.models.viewModel.watch(fields: [.readingCount], policy: .coalesced)
+        defer { watcher.cancel() }
+        let pageSize = max(1, self.limits.followPageSize)
+        while true {
+            let page: [StoredReading]
+            do throws(StoreError) {
+                page = try await self.backend.store.readings(afterCursor: cursor, limit: pageSize)
+            } catch {
+                throw Self.error(for: error)
+            }
+            for stored in page {
+                await self.waitForReader(replier) { true }
+                if replier.isClosed || Task.isCancelled { return }
+                guard replier.reply(["cursor": .int(stored.id), "reading": ReadingJSON.object(stored)], continues: true)
+                else { return }
+                cursor = stored.id
+            }
+            if page.count < pageSize {
+                guard await watcher.next() != nil else {
+                    if replier.isClosed || Task.isCancelled { return }
+                    throw Self.error("ShuttingDown", ["message": "The daemon is shutting down."])
+                }
+            }
+        }
     }
 
     private func listMeters(_ replier: VarlinkReplier) async throws(VarlinkError) {

@@ -14,10 +14,10 @@ extension HealthDataSyncService {
         # Conventions: every instant is an Instant (ISO 8601 in UTC plus epoch milliseconds); every
         # glucose value comes in mg/dL and mmol/L (mg/dL = mmol/L x 18.0156); enums are stable names.
         #
-        # Access: read methods (GetStatus, Watch, ListReadings, ListMeters, ListSyncSessions) are open to
-        # root, the daemon's own user and members of the socket group. Mutating methods (Sync, Forget,
-        # Pair, SubmitPasskey, AssignMeter) are open to root, the daemon's own user and members of the
-        # admin group.
+        # Access: read methods (GetStatus, Watch, ListReadings, ListMeters, ListSyncSessions,
+        # FollowReadings) are open to root, the daemon's own user and members of the socket group. Mutating
+        # methods (Sync, Forget, Pair, SubmitPasskey, AssignMeter) are open to root, the daemon's own user
+        # and members of the admin group.
         # Anyone else gets PermissionDenied.
         interface io.sugard.HealthDataSync
 
@@ -203,6 +203,14 @@ extension HealthDataSyncService {
           truncated: ?bool,
           unit: Unit
         )
+
+        # Every stored reading after the cursor after (default 0: from the first), in commit order, one
+        # per reply, then each new reading as it is committed; needs 'more' and never ends by itself.
+        # Nothing is coalesced or skipped. reading has the shape of ListReadings' readings; cursor is
+        # the reading's place in the commit order: call again with after set to the last cursor received
+        # to resume right after it. The daemon reads the next readings from its database only as the
+        # client reads the replies, so a slow client slows its own stream and nothing else.
+        method FollowReadings(after: ?int) -> (cursor: int, reading: object)
 
         # Every meter the daemon or its database knows, sorted by id.
         method ListMeters() -> (meters: []MeterEntry)

@@ -115,9 +115,8 @@ public enum DaemonAssembly {
     public static let server: ServerFactory = { config, backend, logger in
         let socketGroup = try config.socketGroup.map { try groupID($0) }
         let adminGroup = try config.adminGroup.map { try groupID($0) }
-        let service = HealthDataSyncService(
-            backend: backend, access: .currentProcess(socketGroup: socketGroup ?? getegid(), adminGroup: adminGroup),
-            unit: config.unit)
+        let access = AccessPolicy.currentProcess(socketGroup: socketGroup ?? getegid(), adminGroup: adminGroup)
+        let service = HealthDataSyncService(backend: backend, access: access, unit: config.unit)
         let listen: VarlinkServerConfiguration.Listen =
             VarlinkServerConfiguration.systemdListeningSocket().map { .fileDescriptor($0) } ?? .path(config.socketPath)
         do {
@@ -126,6 +125,14 @@ public enum DaemonAssembly {
                 configuration.socketGroup = socketGroup
                 configuration.maxConnections = config.maxConnections
                 configuration.maxConnectionsPerUID = config.maxConnectionsPerUID
+                // A peer refused every method may send only small messages (it still gets its
+                // PermissionDenied), so it cannot make the daemon parse big payloads.
+                // sugard's calls are small (the largest, ListReadings with every filter, is under
+                // 1 KiB): 64 KiB instead of the Varlink default of 1 MiB, so a hostile message costs
+                // little to read and refuse.
+                configuration.maxMessageBytes = 64 << 10
+                configuration.isRestricted = { !access.allows($0, .read) && !access.allows($0, .admin) }
+                configuration.log = { logger.warning($0) }
             }
         } catch {
             throw DaemonError("cannot serve \(config.socketPath): \(error)")

@@ -5,7 +5,7 @@ import SugarAPI
 import Locking
 
 /// The daemon's version, shown by `sugard --version` and in the status.
-public let sugardVersion = "0.1.0"
+public let sugardVersion = sugarVersion
 
 /// Something the daemon runs until its task is cancelled (the socket server).
 public protocol DaemonService: Sendable {
@@ -101,6 +101,7 @@ public final class Daemon: Sendable {
         let logger = self.sink.logger(label: "sugard")
 
         try Self.makeDirectory(config.stateDirectory)
+        Self.tighten(directory: config.stateDirectory, logger: logger)
         let socketDirectory = String(config.socketPath.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/"))
         if !socketDirectory.isEmpty { try Self.makeDirectory(socketDirectory) }
 
@@ -155,8 +156,10 @@ public final class Daemon: Sendable {
                 }
             }
             group.addTask { await self.followState(viewModel: viewModel, store: store) }
+            group.addTask { await Self.superviseStorage(models: models, store: store, logger: logger) }
             if let interval = self.notifier.watchdogInterval {
-                group.addTask { await self.watchdog(every: interval / 2) }
+                // A quarter of the interval: a late ping (a busy machine) still lands well inside it.
+                group.addTask { await self.watchdog(every: interval / 4) }
             }
             if let background = parts.background {
                 let runtime = DaemonRuntime(models: models, engine: engine, logger: logger)
@@ -196,7 +199,7 @@ public final class Daemon: Sendable {
             if let reloadConfig = self.reloadConfig {
                 fresh = try reloadConfig()
             } else {
-                guard let text = try readTextFile(file) else { throw ConfigError(file: file, "no such file") }
+                guard let text = try ConfigFile.readText(file) else { throw ConfigError(file: file, "no such file") }
                 var parsed = DaemonConfig(stateDirectory: current.stateDirectory, socketPath: current.socketPath)
                 parsed.demo = current.demo
                 parsed.replay = current.replay
@@ -250,6 +253,31 @@ public final class Daemon: Sendable {
         }
     }
 
+    /// While storage is not ok, tries it every 2 s (a read reopens the database); when it answers
+    /// again, the counts, the latest reading and the meters are read back into the view model, so
+    /// `status` and the readings are right again without a restart. Sleeps while storage is ok.
+    static func superviseStorage(models: ModelStore, store: SQLiteReadingStore, logger: Logger) async {
+        let viewModel = models.viewModel
+        let watcher = viewModel.watch(fields: [.daemon], policy: .coalesced)
+        defer { watcher.cancel() }
+        while !Task.isCancelled {
+            if viewModel.state.daemon.storage.status == .ok {
+                guard await watcher.next() != nil else { return }
+                continue
+            }
+            try? await Task.sleep(for: .seconds(2))
+            if Task.isCancelled { return }
+            let before = viewModel.state.daemon.storage
+            guard (try? await store.readingCount(meter: nil)) != nil else { continue }
+            await Self.restore(models: models, from: store, logger: logger)
+            let health = await store.health()
+            if health != before {
+                viewModel.update { $0.daemon.storage = health }
+                if health.status == .ok { logger.notice("storage: \(health.path) works again") }
+            }
+        }
+    }
+
     func watchdog(every interval: Duration) async {
         while !Task.isCancelled {
             self.notifier.watchdog()
@@ -289,7 +317,8 @@ public final class Daemon: Sendable {
                 state.readingCount = count
                 state.lastReading = latest.map { ReadingSummary($0) }
             }
-            for meter in try await store.meters() {
+            // Meters already live (storage came back while the daemon ran) keep their live state.
+            for meter in try await store.meters() where models.model(for: meter.identity.id) == nil {
                 let model = models.model(
                     for: meter.identity,
                     initial: MeterState(
@@ -336,6 +365,19 @@ public final class Daemon: Sendable {
         let target = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         guard let range = target.firstRange(of: "zoneinfo/") else { return nil }
         return String(target[range.upperBound...])
+    }
+
+    /// Makes the state directory 0750 whatever it was (another user must not read the readings),
+    /// leaving it alone when it is shared with others (not owned by this user).
+    static func tighten(directory path: String, logger: Logger) {
+        var info = stat()
+        guard stat(path, &info) == 0, info.st_uid == geteuid(), info.st_mode & 0o027 != 0 else { return }
+        let tightened = info.st_mode & 0o7777 & ~0o027
+        if chmod(path, tightened) == 0 {
+            logger.notice("state directory \(path) was mode \(String(info.st_mode & 0o7777, radix: 8)); now \(String(tightened, radix: 8))")
+        } else {
+            logger.warning("cannot tighten the mode of \(path): \(String(cString: strerror(errno)))")
+        }
     }
 
     static func makeDirectory(_ path: String) throws {

@@ -5,13 +5,15 @@ import Glibc
 ///
 /// When `NOTIFY_SOCKET` is unset every call is a silent no-op, as sd_notify(3) specifies.
 public struct SystemdNotifier: Sendable {
-    private let socketPath: String?
+    private let socket: NotifySocket?
     /// The watchdog interval systemd asked for (`WATCHDOG_USEC`, for this process), if any.
     public let watchdogInterval: Duration?
 
+    /// Opens the notification socket now, once: later notifications never need a new descriptor, so
+    /// a process out of descriptors (a flood of connections) still pings the watchdog.
     public init(environment: [String: String]) {
         let path = environment["NOTIFY_SOCKET"]
-        self.socketPath = (path?.isEmpty ?? true) ? nil : path
+        self.socket = (path?.isEmpty ?? true) ? nil : NotifySocket(path: path!)
         if let usec = environment["WATCHDOG_USEC"].flatMap({ UInt64($0) }), usec > 0,
             environment["WATCHDOG_PID"].flatMap({ Int32($0) }).map({ $0 == getpid() }) ?? true
         {
@@ -21,7 +23,7 @@ public struct SystemdNotifier: Sendable {
         }
     }
 
-    public var isEnabled: Bool { self.socketPath != nil }
+    public var isEnabled: Bool { self.socket != nil }
 
     /// Sends one notification; returns false when it could not be delivered (never throws: a
     /// missing supervisor must not stop the daemon).
@@ -33,43 +35,9 @@ public struct SystemdNotifier: Sendable {
     /// to `patience` for room.
     @discardableResult
     public func notify(_ state: String, patience: Duration? = nil) -> Bool {
-        guard let path = self.socketPath else { return false }
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        var pathBytes = Array(path.utf8)
-        let abstract = pathBytes.first == UInt8(ascii: "@")
-        if abstract { pathBytes[0] = 0 }
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard pathBytes.count < capacity else { return false }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: pathBytes)
-        }
-        let length = socklen_t(MemoryLayout<sa_family_t>.size + pathBytes.count + (abstract ? 0 : 1))
-        // Connected, so poll(POLLOUT) can wait for room in the supervisor's queue.
-        let connected = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) }
-        }
-        guard connected == 0 else { return false }
-        let payload = Array(state.utf8)
+        guard let socket = self.socket else { return false }
         let wait = patience ?? (Self.isStateChange(state) ? .seconds(2) : .zero)
-        var waitedMilliseconds: Int64 = 0
-        let allowedMilliseconds = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000
-        while true {
-            let sent = payload.withUnsafeBytes { bytes in
-                send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
-            }
-            if sent == payload.count { return true }
-            guard sent < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR else { return false }
-            if errno == EINTR { continue }
-            guard waitedMilliseconds < allowedMilliseconds else { return false }
-            var pollFD = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-            let slice = Int32(min(100, allowedMilliseconds - waitedMilliseconds))
-            _ = poll(&pollFD, 1, slice)
-            waitedMilliseconds += Int64(slice)
-        }
+        return socket.send(Array(state.utf8), patience: wait)
     }
 
     /// Whether a message changes the service state (worth waiting for room in the queue).
@@ -86,5 +54,69 @@ public struct SystemdNotifier: Sendable {
         clock_gettime(CLOCK_MONOTONIC, &now)
         let usec = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
         self.notify("RELOADING=1\nMONOTONIC_USEC=\(usec)")
+    }
+}
+
+/// The datagram socket to the supervisor, opened and connected once and kept for the process's life.
+private final class NotifySocket: Sendable {
+    let fd: Int32
+    private let address: sockaddr_un
+    private let length: socklen_t
+
+    init?(path: String) {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        var pathBytes = Array(path.utf8)
+        let abstract = pathBytes.first == UInt8(ascii: "@")
+        if abstract { pathBytes[0] = 0 }
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard pathBytes.count < capacity else { return nil }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: pathBytes)
+        }
+        self.address = address
+        self.length = socklen_t(MemoryLayout<sa_family_t>.size + pathBytes.count + (abstract ? 0 : 1))
+        let fd = Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        self.fd = fd
+        // Connected, so poll(POLLOUT) can wait for room in the supervisor's queue. A supervisor not
+        // there yet is connected to on the first send.
+        _ = self.connect()
+    }
+
+    deinit { close(self.fd) }
+
+    /// (Re)connects the same descriptor: a datagram socket may connect again without a new fd.
+    private func connect() -> Bool {
+        var address = self.address
+        return withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(self.fd, $0, self.length) }
+        } == 0
+    }
+
+    func send(_ payload: [UInt8], patience: Duration) -> Bool {
+        var waitedMilliseconds: Int64 = 0
+        let allowedMilliseconds = patience.components.seconds * 1000 + patience.components.attoseconds / 1_000_000_000_000_000
+        var reconnected = false
+        while true {
+            let sent = payload.withUnsafeBytes { bytes in
+                Glibc.send(self.fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+            }
+            if sent == payload.count { return true }
+            let code = errno
+            if sent < 0, code == EINTR { continue }
+            if sent < 0, !reconnected, code == ENOTCONN || code == ECONNREFUSED || code == EDESTADDRREQ {
+                // The supervisor's socket was (re)created after ours connected.
+                reconnected = true
+                if self.connect() { continue }
+                return false
+            }
+            guard sent < 0, code == EAGAIN || code == EWOULDBLOCK else { return false }
+            guard waitedMilliseconds < allowedMilliseconds else { return false }
+            var pollFD = pollfd(fd: self.fd, events: Int16(POLLOUT), revents: 0)
+            let slice = Int32(min(100, allowedMilliseconds - waitedMilliseconds))
+            _ = poll(&pollFD, 1, slice)
+            waitedMilliseconds += Int64(slice)
+        }
     }
 }

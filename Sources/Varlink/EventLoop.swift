@@ -33,6 +33,17 @@ struct LoopLimits: Sendable {
     var maxPendingOutputBytes: Int
     var slowClientTimeout: Int64
     var idleTimeout: Int64
+    /// Buffered input, unsent output and messages in flight, summed over all connections.
+    var memoryBudget: Int = 16 << 20
+    /// Of `maxConnections`, how many only `privilegedUIDs` may use.
+    var reservedConnections: Int = 0
+    /// Peers exempt from the per-uid cap and allowed into the reserve (root, the server's own uid).
+    var privilegedUIDs: Set<UInt32> = [0]
+    /// Peers that may call nothing: their messages are capped at `restrictedMessageBytes`.
+    var isRestricted: (@Sendable (VarlinkPeer) -> Bool)?
+    var restrictedMessageBytes: Int = 4096
+    /// Where a line goes when a cap or the budget bites (rate-limited by the loop).
+    var log: (@Sendable (String) -> Void)?
 }
 
 /// The server's I/O side: one thread runs an epoll loop over the listening socket, every connection and an
@@ -83,6 +94,12 @@ final class EventLoop: @unchecked Sendable {
     private var acceptPausedUntil: Int64?
     private var deliver: AsyncStream<IncomingMessage>.Continuation?
     private var dirty: [Connection] = []
+    /// Sum of every connection's `charge`.
+    private var charged = 0
+    /// The highest `charged` since memory was last handed back to the system.
+    private var chargedPeak = 0
+    /// When each kind of log line was last written, and how many were held back since.
+    private var lastLog: [String: (at: Int64, suppressed: Int)] = [:]
 
     private final class Connection {
         let handle: ConnectionHandle
@@ -101,11 +118,18 @@ final class EventLoop: @unchecked Sendable {
         /// Set when the connection is to close once its output is flushed; it closes anyway at this time.
         var closeDeadline: Int64?
         var isDirty = false
+        /// Largest message this peer may send (smaller for a peer refused every method).
+        let maxMessageBytes: Int
+        /// Bytes of the message being handled, until its call finishes.
+        var inFlightBytes = 0
+        /// What this connection counts against the memory budget (see `recharge`).
+        var charge = 0
 
-        init(handle: ConnectionHandle, fd: Int32, now: Int64) {
+        init(handle: ConnectionHandle, fd: Int32, now: Int64, maxMessageBytes: Int) {
             self.handle = handle
             self.fd = fd
             self.lastActivity = now
+            self.maxMessageBytes = maxMessageBytes
         }
 
         var unprocessedInput: Int { self.input.count - self.inputStart }
@@ -258,10 +282,13 @@ final class EventLoop: @unchecked Sendable {
             case .output(let handle, let bytes):
                 guard let connection = self.connections[handle.id] else { continue }
                 connection.output.append(contentsOf: bytes)
+                guard self.recharge(connection) else { continue }
                 self.markDirty(connection)
             case .finish(let handle):
                 guard let connection = self.connections[handle.id] else { continue }
                 connection.callInFlight = false
+                connection.inFlightBytes = 0
+                _ = self.recharge(connection)
                 connection.lastActivity = Sys.now()
                 self.markDirty(connection)
                 if self.limits.idleTimeout > 0 { self.schedule(connection.lastActivity + self.limits.idleTimeout) }
@@ -323,10 +350,18 @@ final class EventLoop: @unchecked Sendable {
         self.updateInterest(connection)
     }
 
+    /// How much unprocessed input a connection may buffer now: a whole message while it waits for
+    /// one; while a call runs or its replies sit unread, one read's worth (backpressure: a client
+    /// that does not read its replies is not read either).
+    private func inputAllowance(_ connection: Connection) -> Int {
+        if connection.callInFlight || connection.unsentOutput > 0 { return min(self.scratch.count, connection.maxMessageBytes) }
+        return connection.maxMessageBytes
+    }
+
     private func updateInterest(_ connection: Connection) {
         var events: UInt32 = 0
         if !connection.readClosed && !connection.closeAfterFlush
-            && connection.unprocessedInput <= self.limits.maxMessageBytes
+            && connection.unprocessedInput <= self.inputAllowance(connection)
         {
             events |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue
         }
@@ -346,6 +381,7 @@ final class EventLoop: @unchecked Sendable {
                 case EINTR, ECONNABORTED: continue
                 case EMFILE, ENFILE, ENOBUFS, ENOMEM:
                     // Out of descriptors: stop polling the listener for a moment instead of spinning on it.
+                    self.log("descriptors", "cannot accept connections: \(VarlinkSystemError.message(for: errno)); pausing 100 ms")
                     let until = Sys.now() + 100_000_000
                     self.acceptPausedUntil = until
                     _ = self.control(EPOLL_CTL_MOD, self.listenFD, events: 0, token: Self.listenerToken)
@@ -358,10 +394,20 @@ final class EventLoop: @unchecked Sendable {
                 continue
             }
             let uidCount = self.perUID[peer.uid, default: 0]
-            if self.connections.count >= self.limits.maxConnections || uidCount >= self.limits.maxConnectionsPerUID {
-                let which = self.connections.count >= self.limits.maxConnections
-                    ? "the server's limit of \(self.limits.maxConnections) connections"
-                    : "the limit of \(self.limits.maxConnectionsPerUID) connections for uid \(peer.uid)"
+            let privileged = self.limits.privilegedUIDs.contains(peer.uid)
+            let open = self.connections.count
+            let refusal: String?
+            if open >= self.limits.maxConnections {
+                refusal = "the server's limit of \(self.limits.maxConnections) connections"
+            } else if !privileged && open >= self.limits.maxConnections - self.limits.reservedConnections {
+                refusal = "the server's limit of \(self.limits.maxConnections - self.limits.reservedConnections) connections (the rest are kept for root and the service's own user)"
+            } else if !privileged && uidCount >= self.limits.maxConnectionsPerUID {
+                refusal = "the limit of \(self.limits.maxConnectionsPerUID) connections for uid \(peer.uid)"
+            } else {
+                refusal = nil
+            }
+            if let which = refusal {
+                self.log("cap", "refused a connection from uid \(peer.uid) (pid \(peer.pid)): \(which)")
                 var bytes = VarlinkWire.error(VarlinkError(
                     VarlinkError.ProtocolError.tooManyConnections, ["reason": .string("too many connections: \(which)")]))
                 _ = bytes.withUnsafeMutableBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
@@ -370,7 +416,15 @@ final class EventLoop: @unchecked Sendable {
             }
             let id = self.nextID
             self.nextID += 1
-            let connection = Connection(handle: ConnectionHandle(id: id, peer: peer), fd: fd, now: Sys.now())
+            let restricted = self.limits.isRestricted?(peer) ?? false
+            // A small send buffer: a client that does not read its replies blocks our writes after
+            // a few KiB (the kernel doubles it, to at least ~4.5 KiB), and then its next call waits
+            // (backpressure): a flood of calls from a client that never reads costs a few replies.
+            var sendBuffer: Int32 = Self.sendBufferBytes
+            _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
+            let connection = Connection(
+                handle: ConnectionHandle(id: id, peer: peer), fd: fd, now: Sys.now(),
+                maxMessageBytes: restricted ? min(self.limits.restrictedMessageBytes, self.limits.maxMessageBytes) : self.limits.maxMessageBytes)
             connection.registeredEvents = EPOLLIN.rawValue | EPOLLRDHUP.rawValue
             guard self.control(EPOLL_CTL_ADD, fd, events: connection.registeredEvents, token: id) else {
                 close(fd)
@@ -402,16 +456,18 @@ final class EventLoop: @unchecked Sendable {
     /// Returns false when the connection was closed.
     private func readAvailable(_ connection: Connection) -> Bool {
         var rounds = 0
-        while rounds < 16 && connection.unprocessedInput <= self.limits.maxMessageBytes {
+        let allowance = self.inputAllowance(connection)
+        while rounds < 16 && connection.unprocessedInput <= allowance {
             rounds += 1
             let n = self.scratch.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, $0.count, 0) }
             if n > 0 {
                 if connection.inputStart > 0 && connection.inputStart == connection.input.count {
-                    connection.input.removeAll(keepingCapacity: connection.input.capacity <= 1 << 20)
+                    connection.input.removeAll(keepingCapacity: connection.input.capacity <= Self.keptCapacity)
                     connection.inputStart = 0
                     connection.scanFrom = 0
                 }
                 connection.input.append(contentsOf: self.scratch[0..<n])
+                guard self.recharge(connection) else { return false }
                 continue
             }
             if n == 0 {
@@ -449,12 +505,13 @@ final class EventLoop: @unchecked Sendable {
         }
         if written > 0 { connection.handle.pendingOutput.subtract(written, ordering: .relaxed) }
         if connection.outputStart == connection.output.count {
-            connection.output.removeAll(keepingCapacity: connection.output.capacity <= 1 << 20)
+            connection.output.removeAll(keepingCapacity: connection.output.capacity <= Self.keptCapacity)
             connection.outputStart = 0
         } else if connection.outputStart >= 1 << 16 && connection.outputStart * 2 >= connection.output.count {
             connection.output.removeSubrange(0..<connection.outputStart)
             connection.outputStart = 0
         }
+        guard self.recharge(connection) else { return false }
         let pending = connection.handle.pendingOutput.load(ordering: .relaxed)
         if pending > self.limits.maxPendingOutputBytes {
             if connection.congestedSince == nil {
@@ -472,26 +529,27 @@ final class EventLoop: @unchecked Sendable {
     /// Hands the next complete message to the handler side when no call is in flight.
     /// Returns false when the connection was closed.
     private func processInput(_ connection: Connection) -> Bool {
-        guard !connection.callInFlight else { return true }
+        // Backpressure: the next call waits until the client has read the replies to the last ones.
+        guard !connection.callInFlight, connection.unsentOutput == 0 else { return true }
         let end = connection.input.count
         var nul: Int?
         if connection.scanFrom < end {
-            nul = connection.input[connection.scanFrom..<end].firstIndex(of: 0)
+            let from = connection.scanFrom
+            nul = connection.input.withUnsafeBytes { raw -> Int? in
+                guard let found = memchr(raw.baseAddress! + from, 0, end - from) else { return nil }
+                return raw.baseAddress!.distance(to: UnsafeRawPointer(found))
+            }
         }
         guard let nul else {
             connection.scanFrom = end
-            if connection.unprocessedInput > self.limits.maxMessageBytes {
-                self.failConnection(connection, VarlinkError(VarlinkError.ProtocolError.messageTooLarge, [
-                    "reason": .string("message exceeds the limit of \(self.limits.maxMessageBytes) bytes"),
-                ]))
+            if connection.unprocessedInput > connection.maxMessageBytes {
+                self.failTooLarge(connection)
                 return false
             }
             return true
         }
-        if nul - connection.inputStart > self.limits.maxMessageBytes {
-            self.failConnection(connection, VarlinkError(VarlinkError.ProtocolError.messageTooLarge, [
-                "reason": .string("message exceeds the limit of \(self.limits.maxMessageBytes) bytes"),
-            ]))
+        if nul - connection.inputStart > connection.maxMessageBytes {
+            self.failTooLarge(connection)
             return false
         }
         let message = Array(connection.input[connection.inputStart..<nul])
@@ -503,9 +561,67 @@ final class EventLoop: @unchecked Sendable {
             connection.scanFrom = 0
         }
         connection.callInFlight = true
+        connection.inFlightBytes = message.count
         connection.lastActivity = Sys.now()
+        guard self.recharge(connection) else { return false }
         self.deliver?.yield(IncomingMessage(connection: connection.handle, bytes: message))
         return true
+    }
+
+    /// Refuses a message over the connection's cap: `MessageTooLarge`, or `PermissionDenied` for a peer
+    /// that may call nothing (its cap is small, so it never makes the server parse a big payload).
+    private func failTooLarge(_ connection: Connection) {
+        let restricted = connection.maxMessageBytes < self.limits.maxMessageBytes
+        let peer = connection.handle.peer
+        self.log("message", "dropped a connection from uid \(peer.uid) (pid \(peer.pid)): a message over \(connection.maxMessageBytes) bytes\(restricted ? " from a peer allowed no method" : "")")
+        if restricted {
+            self.failConnection(connection, VarlinkError("org.varlink.service.PermissionDenied"))
+        } else {
+            self.failConnection(connection, VarlinkError(VarlinkError.ProtocolError.messageTooLarge, [
+                "reason": .string("message exceeds the limit of \(connection.maxMessageBytes) bytes"),
+            ]))
+        }
+    }
+
+    /// `SO_SNDBUF` of accepted connections.
+    private static let sendBufferBytes: Int32 = 2 << 10
+
+    /// Buffers keep at most this capacity once emptied, so idle connections hold little memory.
+    private static let keptCapacity = 4096
+
+    /// Updates the connection's share of the memory budget; when all connections together are over the
+    /// budget, closes the one holding the most (if it is over its fair share, the budget divided by the
+    /// open connections). Returns false when `connection` itself was closed.
+    private func recharge(_ connection: Connection) -> Bool {
+        guard self.connections[connection.handle.id] === connection else { return false }
+        let charge = connection.unprocessedInput + connection.unsentOutput + connection.inFlightBytes
+        self.charged += charge - connection.charge
+        connection.charge = charge
+        if self.charged > self.chargedPeak { self.chargedPeak = self.charged }
+        guard self.charged > self.limits.memoryBudget else { return true }
+        let share = self.limits.memoryBudget / max(1, self.connections.count)
+        var heaviest = connection
+        for candidate in self.connections.values where candidate.charge > heaviest.charge { heaviest = candidate }
+        guard heaviest.charge > share else { return true }
+        let peer = heaviest.handle.peer
+        self.log(
+            "budget",
+            "memory budget of \(self.limits.memoryBudget >> 20) MiB for all connections reached: dropped the connection of uid \(peer.uid) (pid \(peer.pid)) holding \(heaviest.charge) bytes (fair share \(share))")
+        self.closeConnection(heaviest)
+        return heaviest !== connection
+    }
+
+    /// Writes a log line for `kind` at most once a second, counting the ones held back.
+    private func log(_ kind: String, _ line: String) {
+        guard let log = self.limits.log else { return }
+        let now = Sys.now()
+        if let last = self.lastLog[kind], now - last.at < 1_000_000_000 {
+            self.lastLog[kind] = (last.at, last.suppressed + 1)
+            return
+        }
+        let suppressed = self.lastLog[kind]?.suppressed ?? 0
+        self.lastLog[kind] = (now, 0)
+        log(suppressed > 0 ? "\(line) (and \(suppressed) more like it)" : line)
     }
 
     /// Sends `error` if the socket takes it right away, then closes.
@@ -526,9 +642,20 @@ final class EventLoop: @unchecked Sendable {
         close(connection.fd)
         let uid = connection.handle.peer.uid
         if let count = self.perUID[uid], count > 1 { self.perUID[uid] = count - 1 } else { self.perUID[uid] = nil }
+        self.charged -= connection.charge
+        connection.charge = 0
         connection.input = []
         connection.output = []
+        self.returnMemoryIfIdle()
         connection.handle.closed.fire()
+    }
+
+    /// Once the buffers shrank well below their peak (a flood is over), hands freed heap back to the
+    /// system, so a burst does not leave the daemon's RSS high for good.
+    private func returnMemoryIfIdle() {
+        guard self.chargedPeak >= 4 << 20, self.charged <= self.chargedPeak / 8 else { return }
+        self.chargedPeak = self.charged
+        _ = malloc_trim(0)
     }
 
     private func runTimersIfDue() {

@@ -64,6 +64,35 @@ enum Sys {
         }
     }
 
+    /// Like `connectUnix(_:)`, but gives up with `ETIMEDOUT` after `nanoseconds` when the server's backlog is
+    /// full (a server that stopped accepting). The socket is blocking again when returned.
+    static func connectUnix(_ path: String, within nanoseconds: Int64) -> Result<Int32, VarlinkSystemError> {
+        guard let address = Self.unixAddress(path) else {
+            return .failure(VarlinkSystemError(call: "connect", subject: path, errno: ENAMETOOLONG))
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard fd >= 0 else { return .failure(VarlinkSystemError(call: "socket", subject: path, errno: errno)) }
+        let deadline = Self.now() + nanoseconds
+        while true {
+            let rc = Self.withAddress(address) { connect(fd, $0, $1) }
+            let code = errno
+            if rc == 0 || code == EINPROGRESS || code == EISCONN {
+                // A Unix socket connects at once or not at all; clear O_NONBLOCK for the reader thread.
+                let flags = fcntl(fd, F_GETFL)
+                _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK)
+                return .success(fd)
+            }
+            if code == EINTR { continue }
+            if code == EAGAIN && Self.now() < deadline {
+                // The backlog is full: try again shortly.
+                usleep(10_000)
+                continue
+            }
+            close(fd)
+            return .failure(VarlinkSystemError(call: "connect", subject: path, errno: code == EAGAIN ? ETIMEDOUT : code))
+        }
+    }
+
     /// Peer credentials and supplementary groups of a connected Unix socket.
     static func peer(of fd: Int32) -> VarlinkPeer? {
         // struct ucred (needs _GNU_SOURCE, which the Glibc module lacks): pid_t, uid_t, gid_t.

@@ -16,6 +16,9 @@ public enum VarlinkClientError: Error, Sendable, Equatable, CustomStringConverti
     case protocolViolation(String)
     /// `close()` was called, or the waiting task was cancelled.
     case closed
+    /// The service did not accept the connection, or sent nothing while a call waited for its reply, for
+    /// this long (it is stopped, wedged or overloaded).
+    case timedOut(Duration)
 
     public var description: String {
         switch self {
@@ -26,7 +29,17 @@ public enum VarlinkClientError: Error, Sendable, Equatable, CustomStringConverti
         case .disconnected: return "the service closed the connection before replying"
         case .protocolViolation(let reason): return "the service broke the Varlink protocol: \(reason)"
         case .closed: return "the connection was closed by this client"
+        case .timedOut(let limit): return "the service did not answer within \(VarlinkClientError.seconds(limit))"
         }
+    }
+}
+
+extension VarlinkClientError {
+    /// "10 s", "1.5 s".
+    public static func seconds(_ duration: Duration) -> String {
+        let (whole, attoseconds) = duration.components
+        let tenths = attoseconds / 100_000_000_000_000_000
+        return tenths == 0 ? "\(whole) s" : "\(whole).\(tenths) s"
     }
 }
 
@@ -40,18 +53,29 @@ public final class VarlinkClient: Sendable {
 
     /// Connects to `socketPath`.
     ///
+    /// - Parameter timeout: nil waits as long as it takes. Otherwise connecting gives up after this long (a
+    ///   server that stopped accepting, its backlog full), and so does a call (not a `more` stream) when the
+    ///   server sends nothing for this long while the call waits for its reply; both throw `.timedOut`.
     /// - Throws: `.cannotConnect` when nothing listens there, `.permissionDenied` when the socket may not be
     ///   opened by this user.
-    public init(socketPath: String, maxMessageBytes: Int = 64 << 20) throws(VarlinkClientError) {
+    public init(socketPath: String, maxMessageBytes: Int = 64 << 20, timeout: Duration? = nil) throws(VarlinkClientError) {
         let fd: Int32
-        switch Sys.connectUnix(socketPath) {
+        let connected: Result<Int32, VarlinkSystemError>
+        if let timeout {
+            connected = Sys.connectUnix(socketPath, within: Self.nanoseconds(timeout))
+        } else {
+            connected = Sys.connectUnix(socketPath)
+        }
+        switch connected {
         case .success(let connected): fd = connected
+        case .failure(let error) where error.errno == ETIMEDOUT && timeout != nil:
+            throw .timedOut(timeout!)
         case .failure(let error) where error.errno == EACCES || error.errno == EPERM:
             throw .permissionDenied(path: socketPath)
         case .failure(let error):
             throw .cannotConnect(path: socketPath, errno: error.errno)
         }
-        let core = ClientCore(fd: fd, maxMessageBytes: maxMessageBytes)
+        let core = ClientCore(fd: fd, maxMessageBytes: maxMessageBytes, timeout: timeout)
         do {
             try startThread { core.readLoop() }
         } catch {
@@ -63,6 +87,11 @@ public final class VarlinkClient: Sendable {
 
     deinit {
         self.core.shutdown()
+    }
+
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 
     /// Calls `method` (fully qualified) and returns the reply parameters.
@@ -124,16 +153,21 @@ private final class ClientCore: Sendable {
         /// An error the server sent before any call (e.g. the connection limit), reported to the next call.
         var unsolicited: VarlinkError?
         var shutdownRequested = false
+        /// Since when a call (not a stream) has waited with nothing received: the last reply, or the send
+        /// when none was waiting. nil when no call waits.
+        var singleWaitingSince: Int64?
     }
 
     /// The socket, guarded so that writers and the final close never race: -1 once closed.
     private let fd: Lock<Int32>
     private let state = Lock(State())
     private let maxMessageBytes: Int
+    private let timeout: Duration?
 
-    init(fd: Int32, maxMessageBytes: Int) {
+    init(fd: Int32, maxMessageBytes: Int, timeout: Duration?) {
         self.fd = Lock(fd)
         self.maxMessageBytes = maxMessageBytes
+        self.timeout = timeout
     }
 
     func send(_ bytes: [UInt8], expecting pending: Pending) {
@@ -141,6 +175,7 @@ private final class ClientCore: Sendable {
             let failure = self.state.withLock { state -> VarlinkClientError? in
                 if let failure = state.failure { return failure }
                 state.pending.append(pending)
+                if case .single = pending, state.singleWaitingSince == nil { state.singleWaitingSince = Sys.now() }
                 return nil
             }
             if let failure {
@@ -196,7 +231,22 @@ private final class ClientCore: Sendable {
         var scanFrom = 0
         var chunk = [UInt8](repeating: 0, count: 65536)
         var ending: VarlinkClientError = .disconnected
+        let limit = self.timeout.map { VarlinkClient.nanoseconds($0) }
         reading: while true {
+            if let limit {
+                // Wake up now and then to see whether a call has waited too long.
+                var pollFD = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                let ready = poll(&pollFD, 1, Int32(clamping: min(250, max(1, limit / 1_000_000))))
+                if ready == 0 {
+                    let since = self.state.withLock { $0.singleWaitingSince }
+                    if let since, Sys.now() - since >= limit {
+                        ending = .timedOut(self.timeout!)
+                        break
+                    }
+                    continue
+                }
+                if ready < 0 && errno == EINTR { continue }
+            }
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { break }
@@ -222,7 +272,9 @@ private final class ClientCore: Sendable {
             }
         }
         let pending = self.state.withLock { state -> [Pending] in
-            if state.shutdownRequested {
+            if case .timedOut = ending {
+                // Keep it: the reader gave up, nobody asked to close.
+            } else if state.shutdownRequested {
                 ending = .closed
             } else if let unsolicited = state.unsolicited, case .disconnected = ending {
                 ending = .remote(unsolicited)
@@ -263,6 +315,8 @@ private final class ClientCore: Sendable {
             }
             if remoteError != nil || !continues { state.pending.removeFirst() }
             if case .single = head { if continues { state.pending.removeFirst() } }
+            let singleWaits = state.pending.contains { if case .single = $0 { return true } else { return false } }
+            state.singleWaitingSince = singleWaits ? Sys.now() : nil
             return head
         }
         guard let head else {

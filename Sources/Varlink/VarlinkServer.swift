@@ -65,7 +65,7 @@ public struct VarlinkServerConfiguration: Sendable {
 
     /// Open connections, in total. Default 4096 (as sd-varlink).
     public var maxConnections = 4096
-    /// Open connections per peer uid. Default 1024 (as sd-varlink).
+    /// Open connections per peer uid, except `privilegedUIDs`. Default 1024 (as sd-varlink).
     public var maxConnectionsPerUID = 1024
     /// Largest message accepted, without its NUL. Bigger ones get `org.varlink.protocol.MessageTooLarge` and the
     /// connection is closed. Default 1 MiB.
@@ -79,6 +79,30 @@ public struct VarlinkServerConfiguration: Sendable {
     /// A connection with no call in progress and none received for this long is closed; `.zero` = never.
     /// Default 10 minutes.
     public var idleTimeout: Duration = .seconds(600)
+    /// Bytes all connections together may hold in buffered input, unsent replies and messages being
+    /// handled. Over it, the connection holding the most (more than its fair share) is closed, never
+    /// the server. Default 16 MiB.
+    public var memoryBudgetBytes = 16 << 20
+    /// Connections, of `maxConnections`, kept for `privilegedUIDs` (which the per-uid cap does not
+    /// limit either), so no other user can lock them out. Default 16.
+    public var reservedConnections = 16
+    /// Root and the server's own effective uid, by default.
+    public var privilegedUIDs: Set<UInt32> = [0, geteuid()]
+    /// Descriptors kept free for the process's own files (database, bus, logs): `run()` lowers
+    /// `maxConnections` to the open-files limit (`RLIMIT_NOFILE`) minus this. Default 64.
+    public var reservedDescriptors = 64
+    /// Limits on parsing one message: nesting, values and keys, CPU time. Default: depth 64, 4 096
+    /// values and keys (a call has a few dozen), 50 ms of CPU.
+    public var parseLimits = JSONParseLimits(maxDepth: 64, maxElements: 4096, cpuBudget: .milliseconds(50))
+    /// Peers that may call no method at all (decided once, at accept, from their credentials). Their
+    /// messages are capped at `restrictedMessageBytes`; a bigger one gets `PermissionDenied` and the
+    /// connection closes, so a refused peer cannot make the server parse a big payload. nil: nobody.
+    public var isRestricted: (@Sendable (VarlinkPeer) -> Bool)?
+    /// Largest message from a peer `isRestricted` selects. Default 4 KiB.
+    public var restrictedMessageBytes = 4096
+    /// Receives one line whenever a cap or the memory budget refuses or drops a connection (at most one
+    /// line per kind per second, with a count of the ones held back). nil: silent.
+    public var log: (@Sendable (String) -> Void)?
 
     public init(listen: Listen) {
         self.listen = listen
@@ -139,6 +163,8 @@ public final class VarlinkServer: Sendable {
     private let service: VarlinkInterfaceDefinition
     private let listener: Lock<ListenerState>
     private let createdPath: String?
+    /// When a refused message was last logged (monotonic ns), and how many were not since.
+    private let parseRefusals = Lock<(at: Int64, held: Int)>((0, 0))
 
     /// The path clients connect to, when the server bound one.
     public var socketPath: String? { self.createdPath }
@@ -232,6 +258,19 @@ public final class VarlinkServer: Sendable {
         return fd
     }
 
+    /// The soft open-files limit, when it can be read and is finite.
+    static func openFilesLimit() -> Int? {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else { return nil }
+        return Int(clamping: limit.rlim_cur)
+    }
+
+    /// `maxConnections`, lowered so connections never use the descriptors the process needs itself.
+    static func connectionCap(_ configuration: VarlinkServerConfiguration) -> Int {
+        guard let files = self.openFilesLimit() else { return configuration.maxConnections }
+        return max(1, min(configuration.maxConnections, files - configuration.reservedDescriptors))
+    }
+
     private static func nanoseconds(_ duration: Duration) -> Int64 {
         let (seconds, attoseconds) = duration.components
         return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
@@ -248,13 +287,24 @@ public final class VarlinkServer: Sendable {
             return fd
         }
         let configuration = self.configuration
-        let limits = LoopLimits(
-            maxConnections: configuration.maxConnections,
+        let connectionCap = Self.connectionCap(configuration)
+        if connectionCap < configuration.maxConnections {
+            configuration.log?(
+                "serving at most \(connectionCap) connections, not \(configuration.maxConnections): the open-files limit is \(Self.openFilesLimit() ?? 0) and \(configuration.reservedDescriptors) descriptors are kept for the service's own files")
+        }
+        var limits = LoopLimits(
+            maxConnections: connectionCap,
             maxConnectionsPerUID: configuration.maxConnectionsPerUID,
             maxMessageBytes: configuration.maxMessageBytes,
             maxPendingOutputBytes: configuration.maxPendingOutputBytes,
             slowClientTimeout: Self.nanoseconds(configuration.slowClientTimeout),
             idleTimeout: Self.nanoseconds(configuration.idleTimeout))
+        limits.memoryBudget = configuration.memoryBudgetBytes
+        limits.reservedConnections = min(configuration.reservedConnections, connectionCap / 2)
+        limits.privilegedUIDs = configuration.privilegedUIDs
+        limits.isRestricted = configuration.isRestricted
+        limits.restrictedMessageBytes = configuration.restrictedMessageBytes
+        limits.log = configuration.log
         let loop: EventLoop
         do {
             loop = try EventLoop(listenFD: fd, unlinkPath: self.createdPath, limits: limits)
@@ -295,8 +345,11 @@ public final class VarlinkServer: Sendable {
         }
         let value: JSONValue
         do {
-            value = try JSONValue(parsing: message.bytes)
+            value = try JSONValue(parsing: message.bytes, limits: self.configuration.parseLimits)
         } catch {
+            if error.reason.contains("values and keys") || error.reason.contains("CPU budget") || error.reason.contains("nesting") {
+                self.logParseRefusal(error, peer: message.connection.peer)
+            }
             return reject("the message is not valid JSON (\(error))")
         }
         guard case .object(let object) = value else { return reject("the message is not a JSON object") }
@@ -329,6 +382,22 @@ public final class VarlinkServer: Sendable {
         } catch {
             replier.fail(error)
         }
+    }
+
+    /// Logs a message refused by `parseLimits`, at most once a second.
+    private func logParseRefusal(_ error: JSONParseError, peer: VarlinkPeer) {
+        guard let log = self.configuration.log else { return }
+        let now = Sys.now()
+        let held = self.parseRefusals.withLock { state -> Int? in
+            guard now - state.at >= 1_000_000_000 || state.at == 0 else {
+                state.held += 1
+                return nil
+            }
+            defer { state = (now, 0) }
+            return state.held
+        }
+        guard let held else { return }
+        log("refused a message from uid \(peer.uid) (pid \(peer.pid)) over the parse limits: \(error)" + (held > 0 ? " (and \(held) more like it)" : ""))
     }
 
     private func route(_ call: VarlinkCall, upgrade: Bool, replier: VarlinkReplier) async throws(VarlinkError) {

@@ -322,16 +322,16 @@ func monotonicNanos() -> UInt64 {
 func unixMillis() -> Int64 { ReplayTransport.systemMicroseconds() / 1000 }
 
 /// Context switches (voluntary + involuntary) per thread of this process, with the thread's name.
-func threadSwitches() -> [Int: (name: String, switches: Int)] {
+func threadSwitches(pid: String = "self") -> [Int: (name: String, switches: Int)] {
     var result: [Int: (name: String, switches: Int)] = [:]
-    guard let dir = opendir("/proc/self/task") else { return result }
+    guard let dir = opendir("/proc/\(pid)/task") else { return result }
     defer { closedir(dir) }
     while let entry = readdir(dir) {
         let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
             String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
         }
         guard let tid = Int(name) else { continue }
-        guard let status = try? readFile("/proc/self/task/\(tid)/status") else { continue }
+        guard let status = try? readFile("/proc/\(pid)/task/\(tid)/status") else { continue }
         var threadName = ""
         var switches = 0
         for line in String(decoding: status, as: UTF8.self).split(separator: "\n") {

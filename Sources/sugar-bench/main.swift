@@ -2,12 +2,16 @@
 //   sugar-bench parse FILE [--with-json]        decode every record of FILE as a Glucose Measurement
 //   sugar-bench make-corpus N FILE [--seed S]   write N valid measurements of mixed shapes
 //   sugar-bench capture FILE                    stream GATT events out of a btsnoop capture
+//   sugar-bench capture --inspect [--records N] sugarctl capture inspect --json beside tshark
 //   sugar-bench make-capture MEGABYTES FILE [--large|--dense]   write a synthetic btsnoop capture
 //   sugar-bench make-fixtures DIR               regenerate fixtures/ (captures, expected decodes, README)
 //   sugar-bench ingest N [--raw] [--dir DIR]    store N readings through the SQLite store
 //   sugar-bench fanout W E [--policy P]         W watchers over E view-model emissions
 //   sugar-bench socket C [--seconds S]          C GetStatus callers and C watchers on a live Varlink server
+//   sugar-bench rest [--records N]            the built sugard at rest: RSS, wake-ups, after a sync and churn
 //   sugar-bench e2e [--records N] [--watchers W] the real daemon in-process: bulk sync, latency, idle
+//   sugar-bench json [--keys N] [--rounds R]    the worst-case 1 MiB Varlink request through the JSON parser
+//   sugar-bench forward N [--samples S]        sugard-forward vs a plain C libmosquitto publisher
 import HealthDataSync
 import JSON
 import ViewModelBenchmarks
@@ -24,12 +28,16 @@ let usage = """
     USAGE: sugar-bench parse <file> [--with-json]
            sugar-bench make-corpus <count> <file> [--seed <seed>]
            sugar-bench capture <file>
+           sugar-bench capture --inspect [--records <n>]
            sugar-bench make-capture <megabytes> <file> [--large|--dense]
            sugar-bench make-fixtures <directory>
-           sugar-bench ingest <count> [--raw] [--dir <directory>]
+           sugar-bench ingest <count> [--raw] [--dir <directory>] [--batch <readings>]
            sugar-bench fanout <watchers> <emissions> [--policy coalesced|immediate]
            sugar-bench socket <clients> [--seconds <seconds>]
+           sugar-bench rest [--records <n>] [--idle-seconds <s>]
            sugar-bench e2e [--records <n>] [--watchers <w>] [--samples <s>] [--idle-seconds <s>]
+           sugar-bench json [--keys <n>] [--rounds <r>]
+           sugar-bench forward <n> [--samples <s>]
 
     SUBCOMMANDS:
       parse          Decode every record of <file> as a Glucose Measurement; print one JSON object with
@@ -39,7 +47,11 @@ let usage = """
       capture        Read <file> (btsnoop) through the PacketCapture reader and the capture inspector; print
                      one JSON object with frames, records (glucose measurements decoded), seconds,
                      megabytesPerSecond (10^6 bytes), events, bytesPerSecond, nsPerFrame,
-                     allocationsPerFrame and the bare record reader's speed.
+                     allocationsPerFrame and the bare record reader's speed. With --inspect (no <file>): time
+                     the whole `sugarctl capture inspect FILE --json` process (the sugarctl next to sugar-bench)
+                     on a CaptureBuilder capture of --records glucose records (default 20000, ~1 MB) beside
+                     tshark with a glucose field filter (when installed), and on one 10x larger: seconds
+                     (best of 3), peak RSS, speedupVsTshark.
       make-capture   Write a synthetic H4 btsnoop capture of about <megabytes> MiB: glucose downloads
                      amid classic ACL, vendor and flow-control noise (small frames), or with --large
                      500-byte notifications at MTU 512 over 251-byte ACL buffers, or with --dense one
@@ -63,6 +75,21 @@ let usage = """
                      (firstReadingLatencyMillis p50/p99: report write to each watcher's reply); then
                      nothing happens for --idle-seconds (default 10): idleWakeupsPerSecond counts the
                      context switches of every thread of the process. Also peakRSSBytes.
+      json           Build the worst-case request of at most 1 MiB (<n> distinct keys in one object,
+                     default 130000, a 60-deep nest, 1000 small arrays, a long escaped string) and parse it
+                     <r> times (default 5) with no element bound; print bytes, parseMillisMedian/Max,
+                     megabytesPerSecond, and how fast and where the Varlink server's default limits refuse it.
+
+      rest           Run the built sugard (next to sugar-bench) as a child: with no meter, RSS after start
+                     and wake-ups per second over --idle-seconds (default 10; context switches of all its
+                     threads from /proc/PID/task); then with a replayed meter of --records records (default
+                     10000): RSS after the sync, and after 1000 watchers connected and disconnected.
+
+      forward        N readings in a fresh database served by the built sugard; sugard-forward (in this
+                     process) sends them to a local mosquitto (forwarderReadingsPerSecond: start to the
+                     N-th PUBACK), then a C libmosquitto publisher built with cc sends the same payloads
+                     (cPublisherReadingsPerSecond, ratio); commitToSubscriberP50Millis/P99Millis over the
+                     next <s> (default 20) readings of a simulated meter, commit to an MQTT subscriber.
 
     OPTIONS:
       --with-json    (parse) Also build each record's JSON value. It allocates, which shows the counter works.
@@ -71,6 +98,9 @@ let usage = """
       --dense        (make-capture) Dense-record workload.
       --raw          (ingest) Plain prepared statements in one transaction.
       --dir <dir>    (ingest) Where the scratch database goes (default /tmp).
+      --batch <n>    (ingest) Readings per commit (default 500; a real sync commits all its records at once).
+                     In store mode the C yardstick then loads the same rows into the same schema in one
+                     transaction (INSERT OR IGNORE, WAL, synchronous=FULL): cReadingsPerSecond, ratioToC.
       --policy <p>   (fanout) coalesced (default) or immediate.
       --seconds <s>  (socket) How long the load runs (default 5).
       -h, --help     Show help information.
@@ -99,8 +129,9 @@ func runMain(_ arguments: [String]) async -> Int32 {
         let argument = arguments[index]
         index += 1
         switch argument {
-        case "--with-json", "--large", "--raw", "--dense": flags.insert(argument)
-        case "--seed", "--dir", "--policy", "--seconds", "--records", "--watchers", "--samples", "--idle-seconds":
+        case "--with-json", "--large", "--raw", "--dense", "--inspect": flags.insert(argument)
+        case "--seed", "--dir", "--batch", "--policy", "--seconds", "--records", "--watchers", "--samples", "--idle-seconds",
+            "--keys", "--rounds":
             guard index < arguments.count else { usageError("Missing value for '--seed'") }
             options[argument] = arguments[index]
             index += 1
@@ -123,6 +154,12 @@ func runMain(_ arguments: [String]) async -> Int32 {
             seed = parsed
         }
         return CorpusBenchmark(count: count, path: positionals[1], seed: seed).run()
+    case "capture" where flags.contains("--inspect"):
+        guard positionals.isEmpty, flags == ["--inspect"], Set(options.keys).isSubset(of: ["--records"]) else {
+            usageError("capture --inspect takes no FILE, and only --records")
+        }
+        guard let records = Int(options["--records"] ?? "20000"), records > 0 else { usageError("--records must be positive") }
+        return InspectBenchmark(records: records).run()
     case "capture":
         guard positionals.count == 1, options.isEmpty, flags.isEmpty else { usageError("capture takes exactly one FILE") }
         return CaptureBenchmark(path: positionals[0]).run()
@@ -143,7 +180,17 @@ func runMain(_ arguments: [String]) async -> Int32 {
         guard positionals.count == 1, let count = Int(positionals[0]), count > 0 else {
             usageError("ingest takes a positive reading count")
         }
-        return await IngestCommand.run(count: count, raw: flags.contains("--raw"), directory: options["--dir"] ?? "/tmp")
+        guard let batch = Int(options["--batch"] ?? "500"), batch > 0 else { usageError("--batch must be positive") }
+        return await IngestCommand.run(
+            count: count, raw: flags.contains("--raw"), directory: options["--dir"] ?? "/tmp", batchSize: batch)
+    case "rest":
+        guard positionals.isEmpty, Set(options.keys).isSubset(of: ["--records", "--idle-seconds"]) else {
+            usageError("rest takes only --records and --idle-seconds")
+        }
+        guard let records = Int(options["--records"] ?? "10000"), records > 0, records <= 65_000,
+            let idle = Int(options["--idle-seconds"] ?? "10"), idle > 0
+        else { usageError("--records must be 1…65000 and --idle-seconds positive") }
+        return await RestBenchmark(records: records, idleSeconds: idle).run()
     case "fanout":
         guard positionals.count == 2, let watchers = Int(positionals[0]), let emissions = Int(positionals[1]),
             watchers > 0, emissions > 0
@@ -159,6 +206,12 @@ func runMain(_ arguments: [String]) async -> Int32 {
         }
         guard let seconds = Int(options["--seconds"] ?? "5"), seconds > 0 else { usageError("--seconds must be positive") }
         return await SocketBenchmark.run(clients: clients, seconds: seconds)
+    case "forward":
+        guard positionals.count == 1, let count = Int(positionals[0]), count > 0, flags.isEmpty else {
+            usageError("forward takes N (a positive integer)")
+        }
+        guard let samples = Int(options["--samples"] ?? "20"), samples > 0 else { usageError("--samples must be positive") }
+        return await ForwardBenchmark.run(count: count, samples: samples)
     case "e2e":
         guard positionals.isEmpty, flags.isEmpty else { usageError("e2e takes only options") }
         func positive(_ name: String, _ fallback: Int) -> Int {
@@ -169,6 +222,11 @@ func runMain(_ arguments: [String]) async -> Int32 {
         return await E2EBenchmark.run(
             records: positive("--records", 100_000), watchers: positive("--watchers", 100),
             samples: positive("--samples", 50), idleSeconds: positive("--idle-seconds", 10))
+    case "json":
+        guard positionals.isEmpty, flags.isEmpty else { usageError("json takes only options") }
+        guard let keys = Int(options["--keys"] ?? "130000"), keys > 0, let rounds = Int(options["--rounds"] ?? "5"), rounds > 0
+        else { usageError("--keys and --rounds must be positive integers") }
+        return JSONBenchmark.run(keys: keys, rounds: rounds)
     default:
         usageError("Unknown subcommand '\(command)'")
     }

@@ -136,18 +136,21 @@ func writeStderr(_ text: String) {
     writeAll(text, to: 2)
 }
 
-private func writeAll(_ text: String, to descriptor: Int32) {
+/// Writes all of `text` to `descriptor`, retrying on EINTR; false when a write fails (errno says why).
+@discardableResult
+func writeAll(_ text: String, to descriptor: Int32) -> Bool {
     var bytes = Array(text.utf8)
-    bytes.withUnsafeMutableBytes { buffer in
+    return bytes.withUnsafeMutableBytes { buffer in
         var start = 0
         while start < buffer.count {
             let written = write(descriptor, buffer.baseAddress! + start, buffer.count - start)
             if written < 0 {
                 if errno == EINTR { continue }
-                return  // stdout closed (EPIPE): nothing useful left to do
+                return false  // stdout closed (EPIPE): nothing useful left to do
             }
             start += written
         }
+        return true
     }
 }
 

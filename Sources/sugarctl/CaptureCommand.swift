@@ -7,9 +7,13 @@ enum CaptureCommand {
     static let help = CommandHelp(
         name: "capture",
         abstract: "Inspect a Bluetooth capture (btsnoop) of a glucose meter (offline, no daemon needed).",
-        usage: "capture inspect <file> [--json] [--handle <handle>=<uuid> ...]",
+        usage: "capture inspect <file> [--json] [--handle <handle>=<uuid> ...]\n"
+            + "       sugarctl capture redact <in> <out> [--meter <addr>] [--keep-addresses]\n"
+            + "       sugarctl capture record <out> [--meter <addr>] [--redact]",
         arguments: [
             ("inspect", "The action: decode the meter sessions found in <file>."),
+            ("redact", "Make a capture safe to share (see 'sugarctl capture redact --help')."),
+            ("record", "Record live Bluetooth traffic (see 'sugarctl capture record --help')."),
             ("<file>", "A btsnoop capture: Android btsnoop_hci.log (H4) or btmon -w (monitor)."),
         ],
         options: [
@@ -28,14 +32,19 @@ enum CaptureCommand {
             frame number), session (index into sessions) and context (the decoded context or null); each \
             anomaly is {frame, characteristic, reason}.
 
-            Exit status: 0 inspected, 64 bad arguments, 65 unreadable or corrupt capture (one line on \
-            stderr, nothing on stdout), 1 other failure.
+            A damaged record (impossible header) is an anomaly with its frame number; reading goes on at the \
+            next plausible record, so the records before and after it are still reported.
+
+            Exit status: 0 inspected (anomalies included), 64 bad arguments, 65 unreadable capture: not a \
+            btsnoop file, or no record readable (one line on stderr, nothing on stdout), 1 other failure.
             """
     )
 
     static let subcommand = Subcommand(help: help) { arguments in run(arguments) }
 
     static func run(_ arguments: [String]) -> Int32 {
+        if arguments.first == "redact" { return CaptureShareCommand.redact(Array(arguments.dropFirst())) }
+        if arguments.first == "record" { return CaptureShareCommand.record(Array(arguments.dropFirst())) }
         let parsed: ParsedArguments
         var overrides: [HandleOverride] = []
         do throws(UsageError) {
@@ -45,7 +54,7 @@ enum CaptureCommand {
                 return ExitCode.success
             }
             guard let action = parsed.positionals.first else { throw UsageError(message: "Missing expected argument 'inspect'") }
-            guard action == "inspect" else { throw UsageError(message: "Unknown action '\(action)'; use inspect") }
+            guard action == "inspect" else { throw UsageError(message: "Unknown action '\(action)'; use inspect, redact or record") }
             guard parsed.positionals.count >= 2 else { throw UsageError(message: "Missing expected argument '<file>'") }
             guard parsed.positionals.count == 2 else {
                 throw UsageError(message: "Unexpected argument '\(parsed.positionals[2])'")
@@ -62,18 +71,17 @@ enum CaptureCommand {
         }
 
         let path = parsed.positionals[1]
-        let inspection: CaptureInspection
         do throws(CaptureError) {
-            inspection = try CaptureInspector.inspect(path: path, handleOverrides: overrides)
+            if parsed.flags.contains("json") {
+                // Streams: memory stays flat in the capture's size; nothing is printed unless it was all read.
+                try CaptureInspector.writeJSON(path: path, handleOverrides: overrides, to: 1)
+            } else {
+                writeStdout(try CaptureInspector.inspect(path: path, handleOverrides: overrides).readableText)
+            }
         } catch {
             let message = error.message.hasSuffix(".") ? String(error.message.dropLast()) : error.message
             writeStderr("error: \(message)\n")
             return error.code == .invalidArgument ? ExitCode.failure : ExitCode.dataError
-        }
-        if parsed.flags.contains("json") {
-            writeStdout(inspection.jsonValue.serialized() + "\n")
-        } else {
-            writeStdout(inspection.readableText)
         }
         return ExitCode.success
     }

@@ -34,30 +34,22 @@ struct CommandFailure: Error {
 
 /// Options every command that talks to the daemon takes.
 enum DaemonOptions {
-    static let values: Set<String> = ["socket"]
+    static let values: Set<String> = ["socket", "timeout"]
     static let help: [(String, String)] = [
         ("--socket <path>", "The sugard socket (default: $SUGARD_SOCKET, else the system socket, else the demo's)."),
+        ("--timeout <seconds>", "Give up (exit 69) when sugard does not answer within this long (default: $SUGARCTL_TIMEOUT, else 10)."),
     ]
     static let unitHelp = ("--unit <unit>", "Show values in mgdl or mmol (default: the daemon's configured unit).")
 }
 
-func environment() -> [String: String] {
-    var result: [String: String] = [:]
-    var pointer = environ
-    while let entry = pointer.pointee {
-        let text = String(cString: entry)
-        if let equals = text.firstIndex(of: "=") {
-            result[String(text[..<equals])] = String(text[text.index(after: equals)...])
-        }
-        pointer += 1
-    }
-    return result
-}
+func environment() -> [String: String] { processEnvironment() }
 
 /// A connection to sugard and the path it was opened on.
 struct Daemon {
     let path: String
     let client: VarlinkClient
+    /// How long connecting and each call may wait for the daemon.
+    let timeout: Duration
 
     static let interface = "io.sugard.HealthDataSync."
 
@@ -67,10 +59,21 @@ struct Daemon {
         return DefaultPaths.clientSocket(environment: environment())
     }
 
+    /// `--timeout`, else `SUGARCTL_TIMEOUT`, else 10 s.
+    static func timeout(_ parsed: ParsedArguments) throws(CommandFailure) -> Duration {
+        guard let text = parsed.values["timeout"] ?? environment()["SUGARCTL_TIMEOUT"] else { return .seconds(10) }
+        guard let seconds = Double(text), seconds > 0, seconds <= 86_400 else {
+            throw CommandFailure(ExitCode.usage, "Error: --timeout (or SUGARCTL_TIMEOUT) must be a number of seconds above 0, not '\(text)'")
+        }
+        return .milliseconds(Int64((seconds * 1000).rounded(.up)))
+    }
+
     static func connect(_ parsed: ParsedArguments) throws(CommandFailure) -> Daemon {
         let path = self.socketPath(parsed)
+        let timeout = try self.timeout(parsed)
         do throws(VarlinkClientError) {
-            return Daemon(path: path, client: try VarlinkClient(socketPath: path, maxMessageBytes: 256 << 20))
+            let client = try VarlinkClient(socketPath: path, maxMessageBytes: 256 << 20, timeout: timeout)
+            return Daemon(path: path, client: client, timeout: timeout)
         } catch {
             throw Self.failure(error, path: path)
         }
@@ -79,7 +82,7 @@ struct Daemon {
     /// A second connection to the same socket (a `more` call keeps the first one busy).
     func reconnect() throws(CommandFailure) -> Daemon {
         do throws(VarlinkClientError) {
-            return Daemon(path: self.path, client: try VarlinkClient(socketPath: self.path))
+            return Daemon(path: self.path, client: try VarlinkClient(socketPath: self.path, timeout: self.timeout), timeout: self.timeout)
         } catch {
             throw Self.failure(error, path: self.path)
         }
@@ -94,10 +97,16 @@ struct Daemon {
     }
 
     /// Calls with `more` and hands each reply to `body` (which returns false to stop).
+    ///
+    /// A stream may stay quiet for long (`watch`), so it has no reply timeout. Instead a second
+    /// connection asks for `GetStatus` every `timeout`: when that goes unanswered (a stopped or wedged
+    /// daemon), the stream is closed and the command fails with the timeout.
     func stream(
         _ method: String, _ parameters: JSONObject = [:], _ body: (JSONObject) async throws(CommandFailure) -> Bool
     ) async throws(CommandFailure) {
         let replies = self.client.callMore(Self.interface + method, parameters)
+        let monitor = Task { await self.livenessFailure() }
+        defer { monitor.cancel() }
         do {
             for try await reply in replies {
                 if try await body(reply) == false { return }
@@ -105,9 +114,33 @@ struct Daemon {
         } catch let failure as CommandFailure {
             throw failure
         } catch let error as VarlinkClientError {
+            monitor.cancel()
+            if let dead = await monitor.value { throw dead }
             throw Self.failure(error, path: self.path)
         } catch {
             throw CommandFailure(ExitCode.failure, "Error: \(error)")
+        }
+    }
+
+    /// Probes the daemon until cancelled (nil) or until a probe times out: then closes the stream's
+    /// connection and returns the failure to report.
+    private func livenessFailure() async -> CommandFailure? {
+        while true {
+            do {
+                try await Task.sleep(for: self.timeout)
+            } catch {
+                return nil
+            }
+            do throws(VarlinkClientError) {
+                let probe = try VarlinkClient(socketPath: self.path, timeout: self.timeout)
+                defer { probe.close() }
+                _ = try await probe.call(Self.interface + "GetStatus")
+            } catch {
+                if Task.isCancelled { return nil }
+                guard case .timedOut = error else { continue }
+                self.client.close()
+                return Self.failure(error, path: self.path)
+            }
         }
     }
 
@@ -139,6 +172,13 @@ struct Daemon {
             return CommandFailure(ExitCode.failure, "Error: sugard sent something unexpected: \(reason)")
         case .closed:
             return CommandFailure(ExitCode.failure, "Error: the connection was closed.")
+        case .timedOut(let limit):
+            return CommandFailure(
+                ExitCode.unavailable,
+                """
+                Error: sugard did not answer within \(VarlinkClientError.seconds(limit)) on \(path) (it may be stopped, wedged or overloaded).
+                Check `systemctl status sugard`; use --timeout SECONDS to wait longer.
+                """)
         }
     }
 

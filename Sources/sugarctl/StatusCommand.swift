@@ -1,5 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import JSON
 import SugarAPI
+import Varlink
 
 /// `sugarctl status [--json] [--unit U]`: the daemon's state at a glance (the default command).
 enum StatusCommand {
@@ -9,6 +13,9 @@ enum StatusCommand {
         usage: "status [--json] [--unit mgdl|mmol] [--socket <path>]",
         options: [("--json", "Print the GetStatus reply as JSON."), DaemonOptions.unitHelp] + DaemonOptions.help,
         discussion: """
+            With sugard-forward running, a Sinks block shows each sink: connected, retrying or failing (with the \
+            reason), readings pending and the last delivery (its socket: $SUGARD_FORWARD_SOCKET, else \
+            /run/sugard-forward/io.sugard.Forward; "sinks" in --json).
             Exit status: 0 ok, 1 failure, 64 usage, 69 sugard not reachable, 77 permission denied.
             """
     )
@@ -18,19 +25,24 @@ enum StatusCommand {
     static func run(_ arguments: [String]) async -> Int32 {
         await runDaemonCommand(arguments, help: help, flags: ["json"], values: ["unit"]) { parsed throws(CommandFailure) in
             let daemon = try Daemon.connect(parsed)
-            let reply = try await daemon.call("GetStatus")
+            var reply = try await daemon.call("GetStatus")
+            let sinks = await self.sinks()
             if parsed.flags.contains("json") {
+                if !sinks.isEmpty { reply["sinks"] = .array(sinks) }
                 writeStdout(JSONValue.object(reply).prettySerialized() + "\n")
                 return ExitCode.success
             }
             let unit = try displayUnit(parsed, daemonDefault: reply["unit"]?.stringValue, help: help)
-            writeStdout(self.render(reply["state"] ?? .null, unit: unit, people: reply["people"]))
+            writeStdout(
+                self.render(reply["state"] ?? .null, unit: unit, color: Terminal.colorWanted(), people: reply["people"])
+                    + self.renderSinks(sinks))
             return ExitCode.success
         }
     }
 
     /// The status screen for a `State` value.
-    static func render(_ state: JSONValue, unit: DisplayUnit, people: JSONValue? = nil) -> String {
+    static func render(_ state: JSONValue, unit: DisplayUnit, color: Bool = false, people: JSONValue? = nil) -> String {
+        let paint = Terminal(enabled: color)
         var out = ""
         let daemon = state["daemon"]
         var head = "sugard \(daemon?["version"]?.stringValue ?? "?")"
@@ -40,6 +52,7 @@ enum StatusCommand {
         let storage = daemon?["storage"]?["status"]?.stringValue ?? "unknown"
         head += ", storage \(storage)"
         if storage != "ok", let message = daemon?["storage"]?["error"]?["message"]?.stringValue { head += ": \(message)" }
+        if storage != "ok" { head = paint.red(head) }
         out += head + "\n\n"
 
         // The newest reading: value with unit, age, when and from which meter.
@@ -48,7 +61,8 @@ enum StatusCommand {
             let flags = reading["flags"]?.arrayValue?.compactMap(\.stringValue) ?? []
             var value =
                 glucoseText(mgdL: reading["glucose"]?["mgdL"]?.doubleValue, mmolL: reading["glucose"]?["mmolL"]?.doubleValue, unit: unit)
-                ?? (flags.contains("hi") ? "HI (above the meter's range)" : flags.contains("lo") ? "LO (below the meter's range)" : nil)
+                ?? (flags.contains("hi") ? paint.red("HI") + " (above the meter's range)"
+                    : flags.contains("lo") ? paint.red("LO") + " (below the meter's range)" : nil)
                 ?? reading["ketoneMmolL"]?.doubleValue.map { "ketone \(ReadingExport.formatted($0, digits: 1)) mmol/L" }
                 ?? "no value"
             if flags.contains("controlSolution") { value += " [control solution]" }
@@ -91,13 +105,47 @@ enum StatusCommand {
 
         let errors = state["errors"]?.arrayValue ?? []
         if !errors.isEmpty {
-            out += "\nRecent errors\n"
+            out += "\n" + paint.red("Recent errors") + "\n"
             for error in errors.suffix(5) {
                 let when = error["at"]?["epochMillis"]?.intValue.map { ageText(epochMillis: $0) } ?? ""
                 let meter = error["meter"]?.stringValue.map { " \($0)" } ?? ""
-                out += "  \(when)\(meter): \(error["message"]?.stringValue ?? "") [\(error["code"]?.stringValue ?? "")]\n"
+                out += "  \(when)\(meter): " + paint.red(error["message"]?.stringValue ?? "") + " [\(error["code"]?.stringValue ?? "")]\n"
                 if let hint = error["hint"]?.stringValue { out += "    Hint: \(hint)\n" }
             }
+        }
+        return out
+    }
+
+    /// The sinks sugard-forward reports (`io.sugard.Forward.GetStatus`); one "unreachable" entry
+    /// when its socket is there but does not answer, none without a forwarder.
+    static func sinks() async -> [JSONValue] {
+        guard let path = DefaultPaths.forwardStatusSocket(environment: environment()) else { return [] }
+        do {
+            let client = try VarlinkClient(socketPath: path)
+            defer { client.close() }
+            return try await client.call("io.sugard.Forward.GetStatus")["sinks"]?.arrayValue ?? []
+        } catch {
+            return [["name": "mqtt", "state": "unreachable", "reason": .string("sugard-forward at \(path): \(error)")]]
+        }
+    }
+
+    /// "Sinks" with one line per sink: state (and why), pending readings, last delivery.
+    static func renderSinks(_ sinks: [JSONValue]) -> String {
+        guard !sinks.isEmpty else { return "" }
+        var out = "\nSinks\n"
+        for sink in sinks {
+            var line = "  \(sink["name"]?.stringValue ?? "sink")"
+            if let broker = sink["broker"]?.stringValue { line += " \(broker)" }
+            line += ": \(sink["state"]?.stringValue ?? "?")"
+            if let reason = sink["reason"]?.stringValue { line += " (\(reason))" }
+            if let pending = sink["pending"]?.intValue { line += ", \(pending) pending" }
+            if sink["state"]?.stringValue != "unreachable" {
+                line += ", last delivery " + (sink["lastDeliveryMillis"]?.intValue.map { ageText(epochMillis: $0) } ?? "never")
+            }
+            if sink["feedConnected"] == false, let reason = sink["feedReason"]?.stringValue {
+                line += "\n    sugard's readings not reachable: \(reason)"
+            }
+            out += line + "\n"
         }
         return out
     }
@@ -133,4 +181,17 @@ extension String {
     func replacingSuffix(_ suffix: String, with replacement: String) -> String {
         self.hasSuffix(suffix) ? String(self.dropLast(suffix.count)) + replacement : self
     }
+}
+
+/// ANSI colour for a terminal: only when stdout is one, never with NO_COLOR (no-color.org) or TERM=dumb.
+struct Terminal {
+    var enabled: Bool
+
+    static func colorWanted() -> Bool {
+        let env = environment()
+        if let noColor = env["NO_COLOR"], !noColor.isEmpty { return false }
+        return isatty(1) == 1 && env["TERM"] != "dumb"
+    }
+
+    func red(_ text: String) -> String { self.enabled ? "\u{1B}[1;31m" + text + "\u{1B}[0m" : text }
 }

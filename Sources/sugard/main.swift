@@ -1,17 +1,10 @@
 // sugard: the Bluetooth LE blood-glucose meter daemon. Parses the command line and runs the
 // composition in SugarDaemon; everything worth testing lives there.
 import Glibc
+import SugarAPI
 import SugarDaemon
 
-var environment: [String: String] = [:]
-var entry = environ
-while let pointer = entry.pointee {
-    let text = String(cString: pointer)
-    if let eq = text.firstIndex(of: "=") {
-        environment[String(text[..<eq])] = String(text[text.index(after: eq)...])
-    }
-    entry += 1
-}
+let environment = processEnvironment()
 
 func fail(_ message: String, status: Int32) -> Never {
     var line = "sugard: " + message + "\n"
@@ -32,6 +25,15 @@ case .help:
     print(DaemonCommandLine.usage)
 case .version:
     print("sugard \(sugardVersion)")
+case .manPage(let page):
+    guard let text = ManPages.page(page) else { fail("--generate-man: unknown page \"\(page)\" (\(ManPages.names.joined(separator: ", ")))", status: 64) }
+    print(text, terminator: "")
+case .prepareRuntimeDirectory(let config):
+    do {
+        print("sugard: " + (try DaemonCommandLine.prepareRuntimeDirectory(config, environment: environment)))
+    } catch {
+        fail(error.description, status: 78)
+    }
 case .run(let config, let configFile):
     // SIGHUP parses the same command line again, so flags keep winning over the file.
     let arguments = Array(CommandLine.arguments.dropFirst())

@@ -251,6 +251,9 @@ final class NotifyListener: Sendable {
     /// Every message so far, in arrival order.
     var messages: [String] { self.reader.received.withLock { $0 } }
 
+    /// When each message arrived (`ContinuousClock`), in the order of `messages`.
+    var arrivals: [ContinuousClock.Instant] { self.reader.arrivals.withLock { $0 } }
+
     /// All `KEY=value` lines so far, in order.
     var lines: [String] { self.messages.flatMap { $0.split(separator: "\n").map(String.init) } }
 
@@ -284,9 +287,10 @@ final class SugardRun: Sendable {
 
     /// Starts sugard. `--state-dir` and `--socket` point into `directory` unless `placeFiles` is
     /// false (the demo's default folder, from HOME).
+    /// `wrapper` runs first and execs sugard (e.g. `prlimit --nofile=256:256`), so the pid stays sugard's.
     init(
         in directory: TempDirectory, name: String = "sugard", arguments: [String], environment: [String: String] = [:],
-        placeFiles: Bool = true
+        placeFiles: Bool = true, wrapper: [String] = []
     ) throws {
         self.notify = try NotifyListener(path: directory.file(name + ".notify"))
         self.socketPath = directory.file("s")
@@ -294,8 +298,10 @@ final class SugardRun: Sendable {
         var env = ["NOTIFY_SOCKET": self.notify.path, "TZ": "UTC", "HOME": directory.path, "PATH": "/usr/bin:/bin"]
         env.merge(environment) { $1 }
         let files = placeFiles ? ["--state-dir", directory.file("state"), "--socket", self.socketPath] : []
+        let sugard = try builtProduct("sugard")
         self.process = try ChildProcess(
-            try builtProduct("sugard"), files + arguments, environment: env, outputPrefix: directory.file(name))
+            wrapper.first ?? sugard, Array(wrapper.dropFirst()) + (wrapper.isEmpty ? [] : [sugard]) + files + arguments,
+            environment: env, outputPrefix: directory.file(name))
     }
 
     var stderr: String { self.process.stderr }
@@ -368,6 +374,7 @@ struct ThreadActivity: CustomStringConvertible {
 private final class NotifyReader: Sendable {
     let fd: Int32
     let received = Lock<[String]>([])
+    let arrivals = Lock<[ContinuousClock.Instant]>([])
     let stop = Atomic<Bool>(false)
 
     init(fd: Int32) { self.fd = fd }
@@ -382,6 +389,7 @@ private final class NotifyReader: Sendable {
                 if n <= 0 { break }
                 let message = String(decoding: buffer[0..<n], as: UTF8.self)
                 self.received.withLock { $0.append(message) }
+                self.arrivals.withLock { $0.append(.now) }
             }
         }
     }

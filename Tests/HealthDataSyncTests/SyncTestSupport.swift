@@ -356,6 +356,10 @@ actor MemoryStore: ReadingStore {
         return CommitResult(inserted: inserted, duplicates: duplicates, sequenceResets: resets, meter: meter, session: session)
     }
 
+    func readings(afterCursor cursor: Int64, limit: Int) async throws(StoreError) -> [StoredReading] {
+        Array(self.stored.filter { $0.id > cursor }.prefix(limit))
+    }
+
     func readings(_ query: ReadingQuery) async throws(StoreError) -> [StoredReading] {
         self.stored.filter { query.meter == nil || $0.reading.meter == query.meter }
     }

@@ -10,7 +10,8 @@ import TestSupport
 /// The soak on simulated meters: the built `sugard` with `simulate_meters` (several simulated meters
 /// taking a reading every second, on a timetable that survives restarts) runs for
 /// `SUGARD_SOAK_SECONDS` (default 150) while clients connect, watch, list, sync and disconnect at
-/// random, and the daemon is SIGKILLed (sometimes SIGTERMed) and restarted at random. Then a last
+/// random (two hostile clients among them for the first fifth: worst-case JSON, unread GetStatus
+/// floods, idle connections), and the daemon is SIGKILLed (sometimes SIGTERMed) and restarted at random. Then a last
 /// daemon run serves clients with no kills; the meters stop taking readings; a forced sync of every
 /// meter runs; and:
 /// - every reading the simulated meters ever took is stored exactly once (same sequence number,
@@ -71,6 +72,12 @@ import TestSupport
         try await withThrowingTaskGroup(of: Void.self) { group in
             for clientSeed in clientSeeds {
                 group.addTask { await churn.client(seed: clientSeed) }
+            }
+            // Two hostile clients (worst-case JSON, unread floods, idle connections) for the first
+            // fifth of the run, among the kills.
+            let hostileSeconds = max(5, seconds / 5)
+            for hostileSeed in clientSeeds.prefix(2) {
+                group.addTask { await churn.hostile(seed: hostileSeed ^ 0xBAD, seconds: hostileSeconds) }
             }
             while nowMillis() / 1000 < chaosEnd {
                 let daemon = try startDaemon()

@@ -109,6 +109,7 @@ struct NoStore: ReadingStore {
         throw StoreError(.readOnly, "This test store stores nothing.")
     }
     func readings(_ query: ReadingQuery) async throws(StoreError) -> [StoredReading] { [] }
+    func readings(afterCursor cursor: Int64, limit: Int) async throws(StoreError) -> [StoredReading] { [] }
     func readingCount(meter: MeterID?) async throws(StoreError) -> Int { 0 }
     func sessions(meter: MeterID?, limit: Int) async throws(StoreError) -> [SyncSessionRecord] { [] }
     func forget(_ meter: MeterID) async throws(StoreError) {}

@@ -264,6 +264,8 @@ import Varlink
             let meter = JSONValue.string(meterA.id.rawValue)
             let pairing = try f.client()
             defer { pairing.close() }
+            let guardTask = closing(pairing)
+            defer { guardTask.cancel() }
             let stream = pairing.callMore(api + "Pair", ["meter": meter])
             var states: [String] = []
             for try await reply in stream {
@@ -295,6 +297,8 @@ import Varlink
             #expect(notWaiting?.name == api + "PairingFailed")
             let pairing = try f.client()
             defer { pairing.close() }
+            let guardTask = closing(pairing)
+            defer { guardTask.cancel() }
             let stream = pairing.callMore(api + "Pair", ["meter": meter])
             let error = await remoteError {
                 for try await reply in stream where reply["state"] == "waitingForPasskey" {

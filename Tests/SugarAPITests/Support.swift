@@ -127,6 +127,17 @@ struct Fixture: Sendable {
         return try await client.call(method, parameters)
     }
 
+    /// Commits readings straight into the daemon's store as one successful session, as if a meter
+    /// had delivered them in an earlier run (the live models are not told).
+    func commit(_ identity: MeterIdentity, readings: [Reading], at: Instant) async throws {
+        let session = SyncSessionRecord(
+            meter: identity.id, started: at, ended: at, result: .success, expected: readings.count, received: readings.count)
+        _ = try await self.store.commit(
+            SyncBatch(
+                meter: identity, features: 0x0400, readings: readings, newHighWater: readings.map(\.sequenceNumber).max(),
+                session: session))
+    }
+
     /// The meter takes these readings without advertising: the next sync finds them.
     func queue(_ records: [SimulatedRecord], for meter: MeterID) {
         self.transport.updateMeter(meter) { simulator in
@@ -278,6 +289,20 @@ func remoteError(
         Issue.record("expected an error reply, got \(error)", sourceLocation: sourceLocation)
     }
     return nil
+}
+
+/// Closes `client` after `timeout` unless cancelled first: a stream that never delivers what a test
+/// waits for then fails the test instead of hanging the suite.
+func closing(_ client: VarlinkClient, after timeout: Duration = .seconds(20)) -> Task<Void, Never> {
+    Task {
+        do {
+            try await Task.sleep(for: timeout)
+        } catch {
+            return
+        }
+        Issue.record("a stream did not deliver within \(timeout); closing its connection")
+        client.close()
+    }
 }
 
 /// Collects a `more` stream's replies.

@@ -209,6 +209,8 @@ import Varlink
             f.queue([meterRecord(sequence: 3, mgdL: 140, at: Instant(epochMillis: seedStart.epochMillis + 40 * hour))], for: meterB.id)
             let client = try f.client()
             defer { client.close() }
+            let guardTask = closing(client)
+            defer { guardTask.cancel() }
             var replies = client.callMore(
                 api + "Watch", ["followSyncing": true, "meter": .string(meterA.id.rawValue), "fields": ["sync", "progress"]]
             ).makeAsyncIterator()
@@ -219,7 +221,8 @@ import Varlink
             let firstGeneration = try #require(first["generation"]?.intValue)
 
             let syncA = Task { try await f.call(api + "Sync", ["meter": .string(meterA.id.rawValue), "force": true]) }
-            #expect(await eventually { (f.models.model(for: meterA.id)?.state.progress.received ?? 0) >= 3 })
+            // A is receiving in this sync (progress starts again at 0 when a sync connects).
+            #expect(await eventually { f.isSyncing(meterA.id) && (f.models.model(for: meterA.id)?.state.progress.received ?? 0) >= 3 })
             let syncB = Task { try await f.call(api + "Sync", ["meter": .string(meterB.id.rawValue), "force": true]) }
 
             var seen: [JSONObject] = []

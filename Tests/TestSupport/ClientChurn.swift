@@ -83,6 +83,38 @@ package final class ClientChurn: Sendable {
         }
     }
 
+    /// A hostile client (issue #22), for `seconds` or until told to stop: at random, sends the
+    /// worst-case JSON request (1 MiB, 130 000 keys), floods GetStatus calls without reading the
+    /// replies, or holds a few dozen idle connections for a moment. None of it may cost the
+    /// well-behaved clients or the stored readings anything; its steps are not counted.
+    package func hostile(seed: UInt64, seconds: Int) async {
+        var random = SplitMix(seed: seed)
+        let until = ContinuousClock.now + .seconds(seconds)
+        let worstCase = JSONWorstCase.request() + [0]
+        var flood: [UInt8] = []
+        for _ in 0..<1000 { flood += Array(#"{"method":"io.sugard.HealthDataSync.GetStatus"}"#.utf8) + [0] }
+        while self.running.load(ordering: .relaxed), !Task.isCancelled, ContinuousClock.now < until {
+            try? await Task.sleep(for: .milliseconds(100 + random.below(400)))
+            switch random.below(3) {
+            case 0:
+                guard let connection = try? RawConnection(path: self.socket) else { continue }
+                await connection.send(worstCase, deadline: .now + .seconds(1))
+                _ = try? await connection.readMessage(timeout: .seconds(2))
+            case 1:
+                guard let connection = try? RawConnection(path: self.socket) else { continue }
+                await connection.send(flood, deadline: .now + .milliseconds(200))
+                try? await Task.sleep(for: .milliseconds(random.below(500)))
+            default:
+                var idle: [RawConnection] = []
+                for _ in 0..<(10 + random.below(40)) {
+                    if let connection = try? RawConnection(path: self.socket) { idle.append(connection) }
+                }
+                try? await Task.sleep(for: .milliseconds(200 + random.below(800)))
+                for connection in idle { connection.close() }
+            }
+        }
+    }
+
     /// Watches for a while (all fields or a few), then hangs up mid-stream.
     static func watch(_ client: VarlinkClient, milliseconds: Int, allFields: Bool) async -> Bool {
         let parameters: JSONObject = allFields ? [:] : ["fields": ["readingCount", "lastReading", "sync"]]

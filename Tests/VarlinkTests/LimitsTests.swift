@@ -121,6 +121,8 @@ import Varlink
         try await withServer(configure: {
             $0.maxConnections = 10
             $0.maxConnectionsPerUID = 2
+            $0.privilegedUIDs = []  // the tests run as root, whom the per-uid cap does not limit
+            $0.reservedConnections = 0
         }) { path in
             var first: RawConnection? = try RawConnection(path: path)
             let second = try RawConnection(path: path)

@@ -1,7 +1,7 @@
 import Dispatch
 import Glibc
 
-/// The signals the daemon handles.
+/// The signals the daemons (sugard, sugard-forward) handle.
 public enum UnixSignal: Int32, Sendable, CaseIterable {
     case hangup = 1
     case interrupt = 2

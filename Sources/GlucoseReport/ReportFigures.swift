@@ -1,0 +1,274 @@
+import GlucoseProfile
+
+/// The display unit of a report.
+public enum ReportUnit: String, Sendable, Hashable {
+    case mgdl
+    case mmol
+
+    public var symbol: String { self == .mgdl ? "mg/dL" : "mmol/L" }
+
+    /// A mg/dL value in this unit: "142" or "7.9".
+    public func text(_ mgdL: Double) -> String {
+        self == .mgdl ? fixed(mgdL, digits: 0) : fixed(mgdL / glucoseMolarMass, digits: 1)
+    }
+
+    /// A result in this unit, HI and LO as such.
+    public func text(_ result: GlucoseResult) -> String {
+        switch result {
+        case .mgdL(let value): self.text(value)
+        case .hi: "HI"
+        case .lo: "LO"
+        }
+    }
+}
+
+/// The glucose ranges of the International Consensus on Time in Range (Battelino et al. 2019).
+public enum GlucoseRange: String, CaseIterable, Sendable, Hashable {
+    case veryLow
+    case low
+    case target
+    case high
+    case veryHigh
+
+    public var label: String {
+        switch self {
+        case .veryLow: "Very low"
+        case .low: "Low"
+        case .target: "In target"
+        case .high: "High"
+        case .veryHigh: "Very high"
+        }
+    }
+}
+
+/// The target range, in mg/dL, inclusive at both ends.
+public struct TargetRange: Sendable, Hashable {
+    public var lowMgdL: Double
+    public var highMgdL: Double
+
+    public static let standard = TargetRange(lowMgdL: 70, highMgdL: 180)
+    /// Below this is very low (54 mg/dL, 3.0 mmol/L); above ``veryHighAbove`` very high.
+    public static let veryLowBelow = 54.0
+    public static let veryHighAbove = 250.0
+    /// Readings below this are listed as lows.
+    public static let lowListBelow = 70.0
+
+    public init(lowMgdL: Double, highMgdL: Double) {
+        self.lowMgdL = lowMgdL
+        self.highMgdL = highMgdL
+    }
+
+    /// `LOW-HIGH` in mg/dL, or in mmol/L when both are at most 35 ("70-180", "3.9-10"); nil when it does not parse
+    /// or the range is empty.
+    public init?(parsing text: String) {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 2, let low = Double(parts[0]), let high = Double(parts[1]), low.isFinite, high.isFinite,
+            low > 0, low < high
+        else { return nil }
+        let scale = high <= 35 ? glucoseMolarMass : 1
+        self.init(lowMgdL: (low * scale * 100).rounded() / 100, highMgdL: (high * scale * 100).rounded() / 100)
+    }
+
+    /// Which range a result falls in: HI is very high, LO very low. A value is compared as whole mg/dL
+    /// (the ranges are 54-69, 70-180, 181-250), so 10.0 mmol/L (180.16 mg/dL) is in target and 3.0 mmol/L
+    /// (54.05) low, as a mmol/L reader expects.
+    public func range(of result: GlucoseResult) -> GlucoseRange {
+        switch result {
+        case .hi: return .veryHigh
+        case .lo: return .veryLow
+        case .mgdL(let value):
+            let v = value.rounded()
+            if v < Self.veryLowBelow { return .veryLow }
+            if v > Self.veryHighAbove { return .veryHigh }
+            if v < self.lowMgdL { return .low }
+            if v > self.highMgdL { return .high }
+            return .target
+        }
+    }
+}
+
+/// The report period: from (inclusive) to (exclusive), in milliseconds since the epoch.
+public struct ReportPeriod: Sendable, Hashable {
+    public var fromMillis: Int64
+    public var toMillis: Int64
+
+    public init(fromMillis: Int64, toMillis: Int64) {
+        self.fromMillis = fromMillis
+        self.toMillis = toMillis
+    }
+
+    /// Length in days (14 for two weeks).
+    public var days: Double { Double(self.toMillis - self.fromMillis) / 86_400_000 }
+}
+
+/// One hour of the day across the period.
+public struct HourFigures: Sendable, Hashable {
+    public var hour: Int
+    /// Readings with a number in this hour (HI and LO have none).
+    public var count: Int
+    /// The 10th, 25th, 50th, 75th and 90th percentiles in mg/dL; nil under ``ReportFigures/minimumForPercentiles``.
+    public var percentiles: [Double]?
+}
+
+/// Count and mean of the readings with one meal tag.
+public struct MealFigures: Sendable, Hashable {
+    public var tag: MealTag
+    /// Readings with this tag, HI and LO included.
+    public var count: Int
+    /// Mean of the numeric ones (HI and LO left out); nil when there are none.
+    public var meanMgdL: Double?
+}
+
+/// The logbook's time slots by local time: night 00-06, breakfast 06-11, lunch 11-16, dinner 16-21, bedtime 21-24.
+public enum LogbookSlot: String, CaseIterable, Sendable, Hashable {
+    case night, breakfast, lunch, dinner, bedtime
+
+    public init(hour: Int) {
+        switch hour {
+        case ..<6: self = .night
+        case 6..<11: self = .breakfast
+        case 11..<16: self = .lunch
+        case 16..<21: self = .dinner
+        default: self = .bedtime
+        }
+    }
+
+    public var label: String {
+        switch self {
+        case .night: "Night 0-6"
+        case .breakfast: "Breakfast 6-11"
+        case .lunch: "Lunch 11-16"
+        case .dinner: "Dinner 16-21"
+        case .bedtime: "Bedtime 21-24"
+        }
+    }
+}
+
+/// Every figure of a report, computed from the readings of the period (control solution already left out).
+public struct ReportFigures: Sendable {
+    /// An hour needs this many readings for percentile bands.
+    public static let minimumForPercentiles = 5
+    public static let percentileLevels: [Double] = [0.10, 0.25, 0.50, 0.75, 0.90]
+
+    public var period: ReportPeriod
+    public var target: TargetRange
+    /// The readings in time order.
+    public var readings: [ReportReading]
+    public var readingsPerDay: Double
+    public var meanMgdL: Double?
+    /// Sample standard deviation (n − 1); nil under two numeric readings.
+    public var sdMgdL: Double?
+    public var cvPercent: Double?
+    /// Readings per range.
+    public var rangeCounts: [GlucoseRange: Int]
+    public var byMeal: [MealFigures]
+    public var hourly: [HourFigures]
+    /// Readings below 70 mg/dL, LO included, in time order.
+    public var lows: [ReportReading]
+    public var hiCount: Int
+    public var loCount: Int
+
+    public init(readings unsorted: [ReportReading], period: ReportPeriod, target: TargetRange = .standard) {
+        let readings = unsorted.sorted { ($0.epochMillis, $0.id) < ($1.epochMillis, $1.id) }
+        self.period = period
+        self.target = target
+        self.readings = readings
+        let days = period.days
+        self.readingsPerDay = days > 0 ? Double(readings.count) / days : 0
+        let values = readings.compactMap(\.result.mgdL)
+        self.meanMgdL = mean(values)
+        self.sdMgdL = sampleStandardDeviation(values)
+        if let sd = self.sdMgdL, let m = self.meanMgdL, m > 0 { self.cvPercent = sd / m * 100 }
+        var counts: [GlucoseRange: Int] = [:]
+        for r in readings { counts[target.range(of: r.result), default: 0] += 1 }
+        self.rangeCounts = counts
+        self.byMeal = MealTag.allCases.map { tag in
+            let tagged = readings.filter { $0.meal == tag }
+            return MealFigures(tag: tag, count: tagged.count, meanMgdL: mean(tagged.compactMap(\.result.mgdL)))
+        }
+        self.hourly = (0..<24).map { hour in
+            let sorted = readings.filter { $0.local.hour == hour }.compactMap(\.result.mgdL).sorted()
+            let bands =
+                sorted.count >= Self.minimumForPercentiles
+                ? Self.percentileLevels.map { percentile(sorted: sorted, $0) } : nil
+            return HourFigures(hour: hour, count: sorted.count, percentiles: bands)
+        }
+        self.lows = readings.filter { r in
+            switch r.result {
+            case .lo: true
+            case .hi: false
+            case .mgdL(let v): v.rounded() < TargetRange.lowListBelow
+            }
+        }
+        self.hiCount = readings.count(where: { $0.result == .hi })
+        self.loCount = readings.count(where: { $0.result == .lo })
+    }
+
+    /// Percent of readings in a range (unrounded).
+    public func percent(_ range: GlucoseRange) -> Double {
+        self.readings.isEmpty ? 0 : Double(self.rangeCounts[range] ?? 0) * 100 / Double(self.readings.count)
+    }
+
+    /// The local dates from the period's first day to its last, each with its readings (for the daily
+    /// view and the logbook). The zone offset at each end is the nearest reading's. A day at either end
+    /// that the period covers for less than half and that holds no reading is left out (a period from UTC
+    /// midnight to UTC midnight seen from Berlin does not get an empty extra day for its last two hours).
+    public var days: [(date: CivilDate, readings: [ReportReading])] {
+        guard let first = self.readings.first, let last = self.readings.last else { return [] }
+        let start = LocalStamp(epochMillis: self.period.fromMillis, utcOffsetMinutes: first.local.utcOffsetMinutes)
+        let end = LocalStamp(epochMillis: self.period.toMillis - 1, utcOffsetMinutes: last.local.utcOffsetMinutes)
+        var firstDate = start.date
+        var lastDate = end.date
+        if start.hour >= 12, firstDate < first.local.date { firstDate = firstDate.next }
+        if end.hour < 12, lastDate > last.local.date, firstDate < lastDate { lastDate = CivilDate.before(lastDate, from: firstDate) }
+        // Readings outside the span (a zone change at the ends) still get their day.
+        firstDate = min(firstDate, first.local.date)
+        lastDate = max(lastDate, last.local.date)
+        let byDate = Dictionary(grouping: self.readings, by: \.local.date)
+        var result: [(CivilDate, [ReportReading])] = []
+        var date = firstDate
+        while date <= lastDate, result.count < 3700 {
+            result.append((date, byDate[date] ?? []))
+            date = date.next
+        }
+        return result
+    }
+}
+
+/// Arithmetic mean; nil for no values.
+func mean(_ values: [Double]) -> Double? {
+    values.isEmpty ? nil : values.reduce(0, +) / Double(values.count)
+}
+
+/// Sample standard deviation (divides by n − 1); nil under two values.
+func sampleStandardDeviation(_ values: [Double]) -> Double? {
+    guard values.count >= 2, let m = mean(values) else { return nil }
+    let squares = values.reduce(0) { $0 + ($1 - m) * ($1 - m) }
+    return (squares / Double(values.count - 1)).squareRoot()
+}
+
+/// The `p` quantile (0…1) of sorted values by linear interpolation between closest ranks: R's type 7,
+/// NumPy's default. h = (n − 1)·p; x[⌊h⌋] + (h − ⌊h⌋)·(x[⌊h⌋+1] − x[⌊h⌋]).
+public func percentile(sorted values: [Double], _ p: Double) -> Double {
+    precondition(!values.isEmpty, "percentile of no values")
+    let h = Double(values.count - 1) * p
+    let lower = Int(h.rounded(.down))
+    let upper = min(lower + 1, values.count - 1)
+    return values[lower] + (h - Double(lower)) * (values[upper] - values[lower])
+}
+
+/// Fixed-point text: `fixed(5.55, digits: 1)` is "5.6" (half away from zero).
+func fixed(_ value: Double, digits: Int) -> String {
+    let scale = (0..<digits).reduce(1.0) { r, _ in r * 10 }
+    let scaled = Int64((abs(value) * scale).rounded())
+    let sign = value < 0 && scaled != 0 ? "-" : ""
+    guard digits > 0 else { return sign + String(scaled) }
+    let unit = Int64(scale)
+    return sign + String(scaled / unit) + "." + pad(Int(scaled % unit), digits)
+}
+
+/// A value rounded to `digits` decimals, for JSON.
+func rounded(_ value: Double, _ digits: Int) -> Double {
+    let scale = (0..<digits).reduce(1.0) { r, _ in r * 10 }
+    return (value * scale).rounded() / scale
+}

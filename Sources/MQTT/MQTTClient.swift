@@ -1,0 +1,436 @@
+import CMosquitto
+import Glibc
+import Locking
+
+/// A retained or plain message the client sends, with the MQTT will as one use.
+public struct MQTTMessage: Sendable, Hashable {
+    public var topic: String
+    public var payload: [UInt8]
+    public var qos: Int32
+    public var retain: Bool
+
+    public init(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool = false) {
+        self.topic = topic
+        self.payload = payload
+        self.qos = qos
+        self.retain = retain
+    }
+}
+
+/// Where and how to connect.
+public struct MQTTOptions: Sendable {
+    public var host: String
+    public var port: Int32
+    public var clientID: String
+    public var username: String?
+    public var password: String?
+    /// TLS with this CA file and certificate verification on (the host name is checked too).
+    public var caFile: String?
+    public var keepAliveSeconds: Int32 = 30
+    /// Published by the broker when the connection ends without a DISCONNECT.
+    public var will: MQTTMessage?
+    /// Topics subscribed (QoS 1) after each successful connect.
+    public var subscriptions: [String] = []
+    /// Reconnect delay after a lost connection or refused TCP connect: doubles from `retryMinimum`
+    /// up to `retryMaximum` seconds; reset by a successful connect.
+    public var retryMinimum: Double = 0.2
+    public var retryMaximum: Double = 30
+    /// Delay after a failure that retrying soon cannot fix (credentials, TLS, unknown host,
+    /// a refused publish): never a tight loop.
+    public var slowRetry: Double = 30
+    /// A connect that has no CONNACK after this many seconds is given up and retried.
+    public var connectTimeout: Double = 10
+
+    public init(host: String, port: Int32, clientID: String) {
+        self.host = host
+        self.port = port
+        self.clientID = clientID
+    }
+}
+
+/// What happens on the connection. Delivered on the client's own thread, in order.
+public enum MQTTEvent: Sendable, Equatable {
+    /// CONNACK success; `session` numbers connections (publishes name the session they are for).
+    case connected(session: Int)
+    /// A connect failed or the connection ended; the next attempt comes in `retryIn` seconds.
+    /// `permanent` marks failures retrying soon cannot fix (credentials, TLS, unknown host).
+    case disconnected(reason: String, permanent: Bool, retryIn: Double)
+    /// PUBACKs for these publish tokens arrived (QoS 1), in arrival order.
+    case acknowledged(tokens: [Int64], session: Int)
+    case message(topic: String, payload: [UInt8])
+}
+
+/// An MQTT v5 client over libmosquitto, driven by one dedicated thread that polls the broker
+/// socket and a wake-up pipe (no busy polling, no libmosquitto thread): it connects, reconnects
+/// with capped backoff, publishes what ``publish(_:token:session:)`` queued, and reports
+/// everything through `events`. Every libmosquitto call happens on that thread.
+///
+/// Each connection is a fresh libmosquitto handle with clean start, so nothing unacknowledged
+/// survives a reconnect inside the library: the owner re-publishes what it still needs, in its
+/// own order, after ``MQTTEvent/connected(session:)``.
+public final class MQTTClient: Sendable {
+    private let core: Core
+
+    public init(options: MQTTOptions, events: @escaping @Sendable (MQTTEvent) -> Void) {
+        self.core = Core(options: options, events: events)
+    }
+
+    /// Starts the client's thread; it connects at once.
+    public func start() throws(MQTTError) {
+        guard mosquitto_lib_init() == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError("libmosquitto failed to initialise") }
+        let core = self.core
+        let rc = startDetachedThread { core.run() }
+        guard rc == 0 else { throw MQTTError("cannot start the MQTT thread: \(String(cString: strerror(rc)))") }
+    }
+
+    /// Queues a publish for connection `session`; dropped when that connection is gone by then.
+    /// A QoS 1 message with a non-negative `token` reports its PUBACK as that token.
+    public func publish(_ message: MQTTMessage, token: Int64 = -1, session: Int) {
+        self.core.submit(.publish(message, token: token, session: session))
+    }
+
+    /// Publishes `last` (when connected), disconnects cleanly and ends the thread; returns once it
+    /// ended or after `timeout` seconds.
+    public func stop(last: MQTTMessage? = nil, timeout: Double = 2) {
+        self.core.submit(.stop(last))
+        self.core.stopped.wait(seconds: timeout)
+    }
+}
+
+public struct MQTTError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A one-shot flag a thread can wait on with a timeout.
+final class OneShot: Sendable {
+    private let fired = Lock(false)
+    private let pipe: (read: Int32, write: Int32)
+
+    init() {
+        var fds: [Int32] = [-1, -1]
+        _ = Glibc.pipe(&fds)
+        self.pipe = (fds[0], fds[1])
+    }
+
+    func fire() {
+        let first = self.fired.withLock { f -> Bool in
+            defer { f = true }
+            return !f
+        }
+        if first { _ = Glibc.close(self.pipe.write) }
+    }
+
+    func wait(seconds: Double) {
+        var fd = pollfd(fd: self.pipe.read, events: Int16(POLLIN), revents: 0)
+        _ = Glibc.poll(&fd, 1, Int32(seconds * 1000))
+    }
+}
+
+private enum Command: Sendable {
+    case publish(MQTTMessage, token: Int64, session: Int)
+    case stop(MQTTMessage?)
+}
+
+private func monotonicSeconds() -> Double {
+    var spec = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &spec)
+    return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
+}
+
+/// The thread's state. `queue` is shared (locked); everything else belongs to the thread.
+private final class Core: @unchecked Sendable {
+    let options: MQTTOptions
+    let events: @Sendable (MQTTEvent) -> Void
+    let queue = Lock<[Command]>([])
+    let wake: (read: Int32, write: Int32)
+    let stopped = OneShot()
+
+    // Thread-only state (the @unchecked Sendable invariant: touched by run() and the callbacks it drives).
+    var mosq: OpaquePointer?
+    var session = 0
+    var connected = false
+    var connectStarted = 0.0
+    var tokens: [Int32: Int64] = [:]
+    var acked: [Int64] = []
+    var failure: (reason: String, permanent: Bool)?
+    var messages: [(String, [UInt8])] = []
+    var delay: Double
+
+    init(options: MQTTOptions, events: @escaping @Sendable (MQTTEvent) -> Void) {
+        self.options = options
+        self.events = events
+        self.delay = options.retryMinimum
+        var fds: [Int32] = [-1, -1]
+        _ = Glibc.pipe(&fds)
+        _ = fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK)
+        _ = fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK)
+        self.wake = (fds[0], fds[1])
+    }
+
+    func submit(_ command: Command) {
+        // One wake-up per batch: the thread takes the whole queue when it wakes.
+        let wasEmpty = self.queue.withLock { q -> Bool in
+            defer { q.append(command) }
+            return q.isEmpty
+        }
+        guard wasEmpty else { return }
+        var byte: UInt8 = 1
+        _ = Glibc.write(self.wake.write, &byte, 1)
+    }
+
+    private func drainWake() {
+        var buffer = [UInt8](repeating: 0, count: 256)
+        while buffer.withUnsafeMutableBytes({ Glibc.read(self.wake.read, $0.baseAddress, $0.count) }) > 0 {}
+    }
+
+    /// Waits up to `seconds` for the wake pipe and, when connected, the broker socket.
+    private func wait(seconds: Double) -> (wake: Bool, readable: Bool, writable: Bool) {
+        var fds = [pollfd(fd: self.wake.read, events: Int16(POLLIN), revents: 0)]
+        if let mosq = self.mosq {
+            let sock = mosquitto_socket(mosq)
+            if sock >= 0 {
+                let events = Int16(POLLIN) | (mosquitto_want_write(mosq) ? Int16(POLLOUT) : 0)
+                fds.append(pollfd(fd: sock, events: events, revents: 0))
+            }
+        }
+        let n = Glibc.poll(&fds, nfds_t(fds.count), Int32(max(0, min(seconds, 3600)) * 1000))
+        guard n > 0 else { return (false, false, false) }
+        let wake = fds[0].revents != 0
+        let sock = fds.count > 1 ? fds[1].revents : 0
+        return (wake, sock & Int16(POLLIN | POLLERR | POLLHUP) != 0, sock & Int16(POLLOUT) != 0)
+    }
+
+    func run() {
+        defer { self.stopped.fire() }
+        var nextAttempt = 0.0
+        while true {
+            if self.mosq == nil {
+                let now = monotonicSeconds()
+                if now < nextAttempt {
+                    let woke = self.wait(seconds: nextAttempt - now).wake
+                    if woke, self.handleCommands() { return }
+                    continue
+                }
+                if self.handleCommands() { return }
+                self.connect()
+                if let failure = self.failure {
+                    nextAttempt = monotonicSeconds() + self.teardown(failure)
+                    continue
+                }
+            }
+            let ready = self.wait(seconds: 1)
+            guard let mosq = self.mosq else { continue }
+            if ready.wake, self.handleCommands() { return }
+            if self.failure == nil, ready.readable {
+                let rc = mosquitto_loop_read(mosq, 256)
+                if rc != MOSQ_ERR_SUCCESS.rawValue { self.noteLoopError(rc) }
+            }
+            if self.failure == nil, ready.writable || mosquitto_want_write(mosq) {
+                let rc = mosquitto_loop_write(mosq, 256)
+                if rc != MOSQ_ERR_SUCCESS.rawValue { self.noteLoopError(rc) }
+            }
+            if self.failure == nil {
+                let rc = mosquitto_loop_misc(mosq)
+                if rc != MOSQ_ERR_SUCCESS.rawValue { self.noteLoopError(rc) }
+            }
+            if !self.acked.isEmpty {
+                self.events(.acknowledged(tokens: self.acked, session: self.session))
+                self.acked.removeAll(keepingCapacity: true)
+            }
+            for (topic, payload) in self.messages { self.events(.message(topic: topic, payload: payload)) }
+            self.messages.removeAll()
+            if self.failure == nil, !self.connected, monotonicSeconds() - self.connectStarted > self.options.connectTimeout {
+                self.failure = ("no CONNACK from the broker within \(Int(self.options.connectTimeout)) s", false)
+            }
+            if let failure = self.failure {
+                nextAttempt = monotonicSeconds() + self.teardown(failure)
+            }
+        }
+    }
+
+    /// Runs queued commands; true when asked to stop.
+    private func handleCommands() -> Bool {
+        self.drainWake()
+        let commands = self.queue.withLock { q -> [Command] in
+            defer { q.removeAll() }
+            return q
+        }
+        for command in commands {
+            switch command {
+            case .publish(let message, let token, let session):
+                guard let mosq = self.mosq, self.connected, session == self.session, self.failure == nil else { continue }
+                var mid: Int32 = 0
+                let rc = message.payload.withUnsafeBytes { bytes in
+                    mosquitto_publish_v5(
+                        mosq, &mid, message.topic, Int32(bytes.count), bytes.baseAddress, message.qos, message.retain, nil)
+                }
+                if rc != MOSQ_ERR_SUCCESS.rawValue {
+                    self.noteLoopError(rc)
+                } else if message.qos > 0, token >= 0 {
+                    self.tokens[mid] = token
+                }
+            case .stop(let last):
+                if let mosq = self.mosq, self.connected, self.failure == nil {
+                    if let last {
+                        _ = last.payload.withUnsafeBytes { bytes in
+                            mosquitto_publish_v5(mosq, nil, last.topic, Int32(bytes.count), bytes.baseAddress, last.qos, last.retain, nil)
+                        }
+                    }
+                    _ = mosquitto_disconnect_v5(mosq, 0, nil)
+                    let deadline = monotonicSeconds() + 1
+                    while mosquitto_want_write(mosq), monotonicSeconds() < deadline {
+                        if mosquitto_loop_write(mosq, 16) != MOSQ_ERR_SUCCESS.rawValue { break }
+                        if mosquitto_want_write(mosq) { _ = self.wait(seconds: 0.05) }
+                    }
+                }
+                if let mosq = self.mosq { mosquitto_destroy(mosq) }
+                self.mosq = nil
+                return true
+            }
+        }
+        return false
+    }
+
+    private func connect() {
+        let o = self.options
+        let userdata = Unmanaged.passUnretained(self).toOpaque()
+        guard let mosq = mosquitto_new(o.clientID, true, userdata) else {
+            self.failure = ("libmosquitto could not create a client (out of memory or a bad client id)", true)
+            return
+        }
+        self.mosq = mosq
+        self.connected = false
+        self.tokens = [:]
+        self.connectStarted = monotonicSeconds()
+        _ = mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, CMOSQ_PROTOCOL_V5)
+        mosquitto_connect_v5_callback_set(mosq) { _, obj, rc, _, _ in
+            guard let obj else { return }
+            Unmanaged<Core>.fromOpaque(obj).takeUnretainedValue().onConnect(rc)
+        }
+        mosquitto_disconnect_v5_callback_set(mosq) { _, obj, rc, _ in
+            guard let obj else { return }
+            Unmanaged<Core>.fromOpaque(obj).takeUnretainedValue().onDisconnect(rc)
+        }
+        mosquitto_publish_v5_callback_set(mosq) { _, obj, mid, reason, _ in
+            guard let obj else { return }
+            Unmanaged<Core>.fromOpaque(obj).takeUnretainedValue().onPublish(mid, reason)
+        }
+        mosquitto_message_v5_callback_set(mosq) { _, obj, message, _ in
+            guard let obj, let message else { return }
+            let m = message.pointee
+            let topic = m.topic.map { String(cString: $0) } ?? ""
+            let payload: [UInt8] =
+                m.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(m.payloadlen))) } ?? []
+            Unmanaged<Core>.fromOpaque(obj).takeUnretainedValue().messages.append((topic, payload))
+        }
+        var rc = MOSQ_ERR_SUCCESS.rawValue
+        if let username = o.username {
+            rc = mosquitto_username_pw_set(mosq, username, o.password)
+        }
+        if rc == MOSQ_ERR_SUCCESS.rawValue, let ca = o.caFile {
+            rc = mosquitto_tls_set(mosq, ca, nil, nil, nil, nil)
+            if rc == MOSQ_ERR_SUCCESS.rawValue { rc = mosquitto_tls_opts_set(mosq, CMOSQ_SSL_VERIFY_PEER, nil, nil) }
+            if rc == MOSQ_ERR_SUCCESS.rawValue { rc = mosquitto_tls_insecure_set(mosq, false) }
+            if rc != MOSQ_ERR_SUCCESS.rawValue {
+                self.failure = ("TLS set-up with CA file \(ca) failed: \(Self.text(rc))", true)
+                return
+            }
+        }
+        if rc == MOSQ_ERR_SUCCESS.rawValue, let will = o.will {
+            rc = will.payload.withUnsafeBytes { bytes in
+                mosquitto_will_set_v5(mosq, will.topic, Int32(bytes.count), bytes.baseAddress, will.qos, will.retain, nil)
+            }
+        }
+        if rc != MOSQ_ERR_SUCCESS.rawValue {
+            self.failure = ("cannot set up the MQTT client: \(Self.text(rc))", true)
+            return
+        }
+        // Blocking TCP connect (and TLS handshake); the socket is non-blocking afterwards.
+        rc = mosquitto_connect_bind_v5(mosq, o.host, o.port, o.keepAliveSeconds, nil, nil)
+        if rc != MOSQ_ERR_SUCCESS.rawValue {
+            let code = errno
+            self.failure = self.classify(rc, errno: code, connecting: true)
+        }
+    }
+
+    private static func text(_ rc: Int32) -> String { String(cString: mosquitto_strerror(rc)) }
+
+    private func classify(_ rc: Int32, errno code: Int32, connecting: Bool) -> (String, Bool) {
+        let where_ = "\(self.options.host):\(self.options.port)"
+        switch rc {
+        case MOSQ_ERR_EAI.rawValue: return ("unknown host \(self.options.host) (name lookup failed)", true)
+        case MOSQ_ERR_TLS.rawValue: return ("TLS failure with \(where_) (certificate not trusted by the CA file, or no TLS there)", true)
+        case MOSQ_ERR_ERRNO.rawValue:
+            return ("\(connecting ? "cannot connect to" : "connection to") \(where_): \(String(cString: strerror(code)))", false)
+        default: return ("\(connecting ? "cannot connect to" : "connection to") \(where_): \(Self.text(rc))", false)
+        }
+    }
+
+    private func noteLoopError(_ rc: Int32) {
+        if self.failure == nil { self.failure = self.classify(rc, errno: errno, connecting: false) }
+    }
+
+    /// Destroys the handle and reports the failure; returns the delay before the next attempt.
+    private func teardown(_ failure: (reason: String, permanent: Bool)) -> Double {
+        if let mosq = self.mosq { mosquitto_destroy(mosq) }
+        self.mosq = nil
+        let wasConnected = self.connected
+        self.connected = false
+        self.failure = nil
+        self.tokens = [:]
+        let retry: Double
+        if failure.permanent {
+            retry = self.options.slowRetry
+            self.delay = self.options.retryMinimum
+        } else if wasConnected {
+            retry = self.options.retryMinimum
+            self.delay = self.options.retryMinimum
+        } else {
+            retry = self.delay
+            self.delay = min(self.delay * 2, self.options.retryMaximum)
+        }
+        self.events(.disconnected(reason: failure.reason, permanent: failure.permanent, retryIn: retry))
+        return retry
+    }
+
+    // MARK: Callbacks (on this thread, inside loop_read/loop_write)
+
+    func onConnect(_ rc: Int32) {
+        guard rc == 0 else {
+            let reason = String(cString: mosquitto_reason_string(rc))
+            let permanent = [
+                MQTT_RC_BAD_USERNAME_OR_PASSWORD, MQTT_RC_NOT_AUTHORIZED, MQTT_RC_CLIENTID_NOT_VALID,
+                MQTT_RC_BAD_AUTHENTICATION_METHOD, MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION, MQTT_RC_BANNED,
+            ].contains { Int32(bitPattern: $0.rawValue) == rc }
+            self.failure = ("the broker refused the connection: \(reason)", permanent)
+            return
+        }
+        self.connected = true
+        self.session += 1
+        self.delay = self.options.retryMinimum
+        for topic in self.options.subscriptions {
+            _ = mosquitto_subscribe_v5(self.mosq, nil, topic, 1, 0, nil)
+        }
+        self.events(.connected(session: self.session))
+    }
+
+    func onDisconnect(_ rc: Int32) {
+        if self.failure == nil, rc != 0 {
+            // rc is a libmosquitto error for a lost connection, an MQTT reason code for a DISCONNECT.
+            let why = rc < 0x80 ? Self.text(rc) : String(cString: mosquitto_reason_string(rc))
+            self.failure = ("connection to \(self.options.host):\(self.options.port) lost: \(why)", false)
+        }
+    }
+
+    func onPublish(_ mid: Int32, _ reason: Int32) {
+        guard let token = self.tokens.removeValue(forKey: mid) else { return }
+        if reason >= 0x80 {
+            if self.failure == nil {
+                self.failure = ("the broker refused a publish: \(String(cString: mosquitto_reason_string(reason)))", true)
+            }
+            return
+        }
+        self.acked.append(token)
+    }
+}

@@ -1,0 +1,473 @@
+import GlucoseProfile
+import JSON
+
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
+/// Compact JSON text appended to a byte buffer without a value tree: numbers and strings are formatted
+/// in place (no allocation per value). Its bytes are exactly `JSONValue.serialized()`'s for the same
+/// value (`CaptureJSONStreamTests` compares them).
+struct JSONTextBuffer: TextOutputStream {
+    let bytes: ByteStore
+
+    init(capacity: Int = 1 << 17) { self.bytes = ByteStore(capacity: capacity) }
+
+    mutating func write(_ string: String) { self.bytes.append(contentsOf: string.utf8) }
+
+    /// The standard library hands a Double's digits here from its stack buffer (no String made).
+    mutating func _writeASCII(_ buffer: UnsafeBufferPointer<UInt8>) { self.bytes.append(contentsOf: buffer) }
+
+    /// A literal (every caller passes ASCII literals, which have a pointer representation).
+    @inline(__always)
+    mutating func raw(_ text: StaticString) {
+        self.bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    /// Decimal digits, zero-padded to `width` (at most 20), formatted on the stack and appended once.
+    mutating func int(_ value: Int64, width: Int = 1) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { digits in
+            var magnitude = value.magnitude
+            var at = 24
+            repeat {
+                at -= 1
+                digits[at] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            while 24 - at < min(width, 20) {
+                at -= 1
+                digits[at] = UInt8(ascii: "0")
+            }
+            if value < 0 {
+                at -= 1
+                digits[at] = UInt8(ascii: "-")
+            }
+            self.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[at...]))
+        }
+    }
+
+    mutating func int<T: BinaryInteger>(_ value: T) { self.int(Int64(value)) }
+
+    mutating func int<T: BinaryInteger>(_ value: T?) {
+        if let value { self.int(Int64(value)) } else { self.raw("null") }
+    }
+
+    mutating func bool(_ value: Bool) { value ? self.raw("true") : self.raw("false") }
+
+    /// As `JSONValue.from(Double?)` serialized: null for nil and non-finite values, integral values
+    /// without a fraction, others in Swift's shortest round-trip form.
+    mutating func double(_ value: Double?) {
+        guard let d = value, d.isFinite else { return self.raw("null") }
+        if d.rounded() == d, abs(d) < 9.007_199_254_740_992e15 { return self.int(Int64(d)) }
+        d.write(to: &self)
+    }
+
+    mutating func string(_ s: String?) {
+        guard var s else { return self.raw("null") }
+        self.bytes.append(UInt8(ascii: "\""))
+        // Most strings need no escape: one append for the whole text.
+        let plain = s.withUTF8 { text -> Bool in
+            guard !text.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
+            self.bytes.append(contentsOf: text)
+            return true
+        }
+        if plain {
+            self.bytes.append(UInt8(ascii: "\""))
+            return
+        }
+        for byte in s.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                self.bytes.append(UInt8(ascii: "\\"))
+                self.bytes.append(byte)
+            case 0x0A: self.raw("\\n")
+            case 0x0D: self.raw("\\r")
+            case 0x09: self.raw("\\t")
+            case 0x00..<0x20:
+                self.raw("\\u00")
+                self.bytes.append(Self.hexDigits[Int(byte >> 4)])
+                self.bytes.append(Self.hexDigits[Int(byte & 0x0F)])
+            default: self.bytes.append(byte)
+            }
+        }
+        self.bytes.append(UInt8(ascii: "\""))
+    }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    mutating func value(_ value: JSONValue) {
+        var text: [UInt8] = []
+        value.write(into: &text)
+        self.bytes.append(contentsOf: text)
+    }
+
+    /// `"2019-02-27T11:10:30"` as `DateTime.json`.
+    mutating func dateTime(_ t: DateTime?) {
+        guard let t else { return self.raw("null") }
+        self.bytes.append(UInt8(ascii: "\""))
+        self.int(Int64(t.year), width: 4)
+        self.bytes.append(UInt8(ascii: "-"))
+        self.int(Int64(t.month), width: 2)
+        self.bytes.append(UInt8(ascii: "-"))
+        self.int(Int64(t.day), width: 2)
+        self.bytes.append(UInt8(ascii: "T"))
+        self.int(Int64(t.hours), width: 2)
+        self.bytes.append(UInt8(ascii: ":"))
+        self.int(Int64(t.minutes), width: 2)
+        self.bytes.append(UInt8(ascii: ":"))
+        self.int(Int64(t.seconds), width: 2)
+        self.bytes.append(UInt8(ascii: "\""))
+    }
+
+    mutating func codeName(_ code: UInt8, _ name: String) {
+        self.raw("{\"code\":")
+        self.int(code)
+        self.raw(",\"name\":")
+        self.string(name)
+        self.raw("}")
+    }
+
+    /// `InspectedRecord.jsonValue`, written directly.
+    mutating func record(_ record: InspectedRecord) {
+        let m = record.measurement
+        self.raw("{\"characteristic\":\"2a18\",\"flags\":")
+        self.int(m.flags)
+        self.raw(",\"reservedFlags\":")
+        self.int(m.reservedFlags)
+        self.raw(",\"sequenceNumber\":")
+        self.int(m.sequenceNumber)
+        self.raw(",\"baseTime\":")
+        self.dateTime(m.baseTime)
+        self.raw(",\"timeOffsetMinutes\":")
+        self.int(m.timeOffsetMinutes)
+        self.raw(",\"userFacingTime\":")
+        self.dateTime(m.userFacingTime)
+        self.raw(",\"concentration\":")
+        if let c = m.concentration {
+            self.raw("{\"raw\":")
+            self.int(c.rawValue)
+            self.raw(",\"mantissa\":")
+            self.int(c.mantissa)
+            self.raw(",\"exponent\":")
+            self.int(c.exponent)
+            self.raw(",\"unit\":")
+            self.string(m.unit?.symbol)
+            self.raw(",\"value\":")
+            self.double(c.value)
+            self.raw(",\"special\":")
+            self.string(c.special?.name)
+            self.raw("}")
+        } else {
+            self.raw("null")
+        }
+        self.raw(",\"mgdL\":")
+        self.double(m.mgdL)
+        self.raw(",\"mmolL\":")
+        self.double(m.mmolL)
+        self.raw(",\"type\":")
+        if let type = m.type { self.codeName(type.code, type.name) } else { self.raw("null") }
+        self.raw(",\"sampleLocation\":")
+        if let location = m.sampleLocation { self.codeName(location.code, location.name) } else { self.raw("null") }
+        self.raw(",\"sensorStatus\":")
+        if let status = m.sensorStatus {
+            self.raw("{\"bits\":")
+            self.int(status.rawValue)
+            self.raw(",\"names\":")
+            if status.rawValue == 0 {
+                self.raw("[]")
+            } else {
+                var first = true
+                for bit in 0..<16 where status.rawValue & (1 << bit) != 0 {
+                    self.bytes.append(first ? UInt8(ascii: "[") : UInt8(ascii: ","))
+                    first = false
+                    self.string(SensorStatus.bitNames[bit])
+                }
+                self.raw("]")
+            }
+            self.raw("}")
+        } else {
+            self.raw("null")
+        }
+        self.raw(",\"contextFollows\":")
+        self.bool(m.contextFollows)
+        self.raw(",\"frame\":")
+        self.int(record.frame)
+        self.raw(",\"session\":")
+        self.int(record.session)
+        self.raw(",\"context\":")
+        if let context = record.context { self.value(context.json) } else { self.raw("null") }
+        self.raw("}")
+    }
+
+    /// `InspectionAnomaly.jsonValue`, written directly.
+    mutating func anomaly(_ anomaly: InspectionAnomaly) {
+        self.raw("{\"frame\":")
+        self.int(anomaly.frame)
+        self.raw(",\"characteristic\":")
+        self.string(anomaly.characteristicText)
+        self.raw(",\"reason\":")
+        self.string(anomaly.reason)
+        self.raw("}")
+    }
+}
+
+/// A growable byte buffer whose appends are a capacity check and a copy (an Array's generic
+/// `append(contentsOf:)` costs more than the JSON text it appends, per call).
+final class ByteStore {
+    private var base: UnsafeMutablePointer<UInt8>
+    private var capacity: Int
+    private(set) var count = 0
+
+    init(capacity: Int) {
+        self.capacity = max(capacity, 64)
+        self.base = .allocate(capacity: self.capacity)
+    }
+
+    deinit { self.base.deallocate() }
+
+    var isEmpty: Bool { self.count == 0 }
+
+    @inline(__always)
+    private func reserve(_ extra: Int) {
+        if self.count + extra > self.capacity { self.grow(self.count + extra) }
+    }
+
+    private func grow(_ needed: Int) {
+        let capacity = max(needed, self.capacity * 2)
+        let base = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+        base.update(from: self.base, count: self.count)
+        self.base.deallocate()
+        self.base = base
+        self.capacity = capacity
+    }
+
+    @inline(__always)
+    func append(_ byte: UInt8) {
+        self.reserve(1)
+        self.base[self.count] = byte
+        self.count += 1
+    }
+
+    @inline(__always)
+    func append(contentsOf bytes: UnsafeBufferPointer<UInt8>) {
+        guard let source = bytes.baseAddress, bytes.count > 0 else { return }
+        self.reserve(bytes.count)
+        (self.base + self.count).update(from: source, count: bytes.count)
+        self.count += bytes.count
+    }
+
+    func append(contentsOf bytes: some Collection<UInt8>) {
+        if bytes.withContiguousStorageIfAvailable({ self.append(contentsOf: $0) }) != nil { return }
+        for byte in bytes { self.append(byte) }
+    }
+
+    func removeAll(keepingCapacity: Bool) { self.count = 0 }
+
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        body(UnsafeRawBufferPointer(start: self.base, count: self.count))
+    }
+}
+
+/// A JSON array's elements spilled to an anonymous temporary file as they are decided.
+final class SpilledArray {
+    private var file: UnsafeMutablePointer<FILE>?
+    var buffer = JSONTextBuffer()
+    private(set) var count = 0
+
+    init() throws(CaptureError) {
+        guard let file = tmpfile() else {
+            throw CaptureError(.io, "Cannot create a temporary file: \(String(cString: strerror(errno))).")
+        }
+        self.file = file
+    }
+
+    deinit { if let file { fclose(file) } }
+
+    /// Starts the next element (the comma).
+    func element() {
+        if self.count > 0 { self.buffer.bytes.append(UInt8(ascii: ",")) }
+        self.count += 1
+    }
+
+    func flushIfFull() throws(CaptureError) {
+        if self.buffer.bytes.count >= 1 << 16 { try self.flush() }
+    }
+
+    func flush() throws(CaptureError) {
+        guard !self.buffer.bytes.isEmpty else { return }
+        let written = self.buffer.bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, self.file) }
+        guard written == self.buffer.bytes.count else {
+            throw CaptureError(.io, "Writing a temporary file failed: \(String(cString: strerror(errno))).")
+        }
+        self.buffer.bytes.removeAll(keepingCapacity: true)
+    }
+
+    /// Copies everything written so far to `out`.
+    func copy(to out: inout OutputStream) throws(CaptureError) {
+        try self.flush()
+        rewind(self.file)
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let got = chunk.withUnsafeMutableBytes { fread($0.baseAddress, 1, $0.count, self.file) }
+            if got == 0 { break }
+            try out.write(chunk[0..<got])
+        }
+        guard ferror(self.file) == 0 else {
+            throw CaptureError(.io, "Reading a temporary file failed: \(String(cString: strerror(errno))).")
+        }
+    }
+}
+
+/// Buffered writes to a file descriptor.
+struct OutputStream {
+    let fd: Int32
+    var buffer = JSONTextBuffer()
+
+    mutating func write(_ bytes: some Collection<UInt8>) throws(CaptureError) {
+        self.buffer.bytes.append(contentsOf: bytes)
+        if self.buffer.bytes.count >= 1 << 16 { try self.flush() }
+    }
+
+    mutating func flush() throws(CaptureError) {
+        var done = 0
+        let total = self.buffer.bytes.count
+        while done < total {
+            let got = self.buffer.bytes.withUnsafeBytes { Glibc.write(self.fd, $0.baseAddress! + done, total - done) }
+            if got < 0 {
+                if errno == EINTR { continue }
+                throw CaptureError(.io, "Writing the output failed: \(String(cString: strerror(errno))).")
+            }
+            done += got
+        }
+        self.buffer.bytes.removeAll(keepingCapacity: true)
+    }
+}
+
+/// Where a streaming inspection puts records and anomalies as they are decided: in frame order, records
+/// and anomalies spilled to temporary files, so memory does not grow with the capture (only with the
+/// sessions still open). The document's bytes are those of `CaptureInspection.jsonValue.serialized()`.
+final class CaptureJSONStream {
+    let records: SpilledArray
+    let anomalies: SpilledArray
+    /// Records of ended sessions not written yet (another open session may still hold earlier ones).
+    private var pendingRecords: [InspectedRecord] = []
+    /// Anomalies with a frame, not written yet, with their arrival number (ties keep arrival order).
+    private var pendingAnomalies: [(order: Int, anomaly: InspectionAnomaly)] = []
+    /// Anomalies without a frame: they sort last, in arrival order.
+    private var framelessAnomalies: [InspectionAnomaly] = []
+    private var arrivals = 0
+
+    init() throws(CaptureError) {
+        self.records = try SpilledArray()
+        self.anomalies = try SpilledArray()
+    }
+
+    var pendingCount: Int { self.pendingRecords.count + self.pendingAnomalies.count }
+
+    func add(records: [InspectedRecord]) { self.pendingRecords.append(contentsOf: records) }
+
+    func add(anomaly: InspectionAnomaly) {
+        self.arrivals += 1
+        if anomaly.frame == nil {
+            self.framelessAnomalies.append(anomaly)
+        } else {
+            self.pendingAnomalies.append((self.arrivals, anomaly))
+        }
+    }
+
+    /// Writes what sorts before `watermark`: nothing that arrives later can have a smaller frame.
+    func flush(below watermark: Int) throws(CaptureError) {
+        if !self.pendingRecords.isEmpty {
+            self.pendingRecords.sort { $0.frame < $1.frame }
+            let ready = self.pendingRecords.partitioningIndex { $0.frame >= watermark }
+            var buffer = self.records.buffer
+            for index in 0..<ready {
+                self.records.element()
+                buffer.record(self.pendingRecords[index])
+                try self.records.flushIfFull()
+            }
+            self.pendingRecords.removeSubrange(..<ready)
+        }
+        if !self.pendingAnomalies.isEmpty {
+            self.pendingAnomalies.sort { ($0.anomaly.frame ?? Int.max, $0.order) < ($1.anomaly.frame ?? Int.max, $1.order) }
+            let ready = self.pendingAnomalies.partitioningIndex { $0.anomaly.frame ?? Int.max >= watermark }
+            for item in self.pendingAnomalies[..<ready] {
+                self.anomalies.element()
+                self.anomalies.buffer.anomaly(item.anomaly)
+                try self.anomalies.flushIfFull()
+            }
+            self.pendingAnomalies.removeSubrange(..<ready)
+        }
+    }
+
+    /// The whole document (and a newline) to `fd`, once the capture is read.
+    func finish(sessions: [InspectedSession], to fd: Int32) throws(CaptureError) {
+        try self.flush(below: Int.max)
+        for anomaly in self.framelessAnomalies {
+            self.anomalies.element()
+            self.anomalies.buffer.anomaly(anomaly)
+        }
+        self.framelessAnomalies = []
+        var out = OutputStream(fd: fd)
+        out.buffer.raw("{\"sessions\":[")
+        for (index, session) in sessions.enumerated() {
+            if index > 0 { out.buffer.bytes.append(UInt8(ascii: ",")) }
+            out.buffer.value(session.jsonValue)
+            if out.buffer.bytes.count >= 1 << 16 { try out.flush() }
+        }
+        out.buffer.raw("],\"records\":[")
+        try self.records.copy(to: &out)
+        out.buffer.raw("],\"anomalies\":[")
+        try self.anomalies.copy(to: &out)
+        out.buffer.raw("]}\n")
+        try out.flush()
+    }
+}
+
+extension Array {
+    /// The first index whose element satisfies `belongs` (which must be false, then true, along the array).
+    fileprivate func partitioningIndex(where belongs: (Element) -> Bool) -> Int {
+        var low = 0
+        var high = self.count
+        while low < high {
+            let middle = (low + high) / 2
+            if belongs(self[middle]) { high = middle } else { low = middle + 1 }
+        }
+        return low
+    }
+}
+
+extension CaptureInspector {
+    /// `sugarctl capture inspect FILE --json`: reads the capture once and writes the document of
+    /// ``CaptureInspection/jsonValue`` (and a newline) to `fd`, streaming: records and anomalies go to
+    /// temporary files as they are decided, and nothing reaches `fd` unless the whole capture was read.
+    /// - Throws: `CaptureError` as ``inspect(path:handleOverrides:options:)``, or `.io` for the output.
+    public static func writeJSON(path: String, handleOverrides: [HandleOverride] = [], to fd: Int32) throws(CaptureError) {
+        let reader = try GATTEventReader(path: path, options: Self.readerOptions(handleOverrides))
+        try Self.writeJSON(reader, to: fd)
+    }
+
+    /// The same for a capture image held in memory.
+    public static func writeJSON(bytes: [UInt8], handleOverrides: [HandleOverride] = [], to fd: Int32) throws(CaptureError) {
+        let reader = try GATTEventReader(bytes: bytes, options: Self.readerOptions(handleOverrides))
+        try Self.writeJSON(reader, to: fd)
+    }
+
+    private static func writeJSON(_ reader: GATTEventReader, to fd: Int32) throws(CaptureError) {
+        let stream = try CaptureJSONStream()
+        var inspector = CaptureInspector(options: Options(keepRecords: false))
+        inspector.stream = stream
+        var firstCorrupt: CaptureAnomaly?
+        while let item = try reader.next() {
+            if case .anomaly(let anomaly) = item, anomaly.kind == .corruptRecord, firstCorrupt == nil { firstCorrupt = anomaly }
+            inspector.consume(item)
+            if case .sessionEnded = item {
+                try stream.flush(below: min(inspector.earliestOpenFrame, reader.statistics.frames))
+            } else if stream.pendingCount >= 4096 {
+                try stream.flush(below: min(inspector.earliestOpenFrame, reader.statistics.frames))
+            }
+        }
+        try Self.checkReadable(reader.statistics, firstCorrupt)
+        try stream.finish(sessions: inspector.finish().sessions, to: fd)
+    }
+}

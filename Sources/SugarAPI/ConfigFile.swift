@@ -1,0 +1,107 @@
+import Glibc
+
+/// A configuration problem, naming the file and line when it came from a file.
+public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
+    public var file: String?
+    public var line: Int?
+    public var message: String
+
+    public init(file: String? = nil, line: Int? = nil, _ message: String) {
+        self.file = file
+        self.line = line
+        self.message = message
+    }
+
+    public var description: String {
+        switch (self.file, self.line) {
+        case (let file?, let line?): "\(file):\(line): \(self.message)"
+        case (let file?, nil): "\(file): \(self.message)"
+        default: self.message
+        }
+    }
+}
+
+/// The `key = value` file format of `sugard.conf` and `forward.conf`: one setting per line, `#`
+/// or `;` starts a comment line, blank lines are ignored, values may be quoted with double quotes.
+public enum ConfigFile {
+    /// Calls `apply` for each setting in order; an error from it, or a malformed line, is
+    /// rethrown naming `file` and the line. Refused: a line without `=`, an empty key, an
+    /// unterminated or stray double quote, and a key set twice in one file unless `repeatable`
+    /// names it (`replay` may repeat).
+    public static func parse(
+        _ text: String, file: String, repeatable: Set<String> = [], apply: (String, String) throws(ConfigError) -> Void
+    ) throws(ConfigError) {
+        var seen: [String: Int] = [:]
+        var lineNumber = 0
+        // "\r\n" is one Character in Swift, so CRLF files need it named as a separator.
+        for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }) {
+            lineNumber += 1
+            let line = rawLine.trimmingSpaces()
+            if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
+            guard let eq = line.firstIndex(of: "=") else {
+                throw ConfigError(file: file, line: lineNumber, "expected \"key = value\", got \"\(line)\"")
+            }
+            let key = line[..<eq].trimmingSpaces()
+            var value = line[line.index(after: eq)...].trimmingSpaces()
+            guard !key.isEmpty else { throw ConfigError(file: file, line: lineNumber, "missing key before \"=\"") }
+            if value.hasPrefix("\"") {
+                guard value.count >= 2, value.hasSuffix("\"") else {
+                    throw ConfigError(file: file, line: lineNumber, "\(key): unterminated quote in \(value)")
+                }
+                value = String(value.dropFirst().dropLast())
+            }
+            if value.contains("\"") {
+                throw ConfigError(file: file, line: lineNumber, "\(key): stray double quote in the value (quote the whole value once)")
+            }
+            if !repeatable.contains(key) {
+                if let first = seen[key] {
+                    throw ConfigError(file: file, line: lineNumber, "\(key) is set twice in this file (first on line \(first))")
+                }
+                seen[key] = lineNumber
+            }
+            do {
+                try apply(key, value)
+            } catch {
+                throw ConfigError(file: file, line: lineNumber, error.message)
+            }
+        }
+    }
+
+    /// A command-line argument as a flag name and its inline value: `--name=value` is
+    /// ("--name", "value"); anything else is (argument, nil).
+    public static func splitFlag(_ argument: String) -> (name: String, inline: String?) {
+        guard argument.hasPrefix("--"), let eq = argument.firstIndex(of: "=") else { return (argument, nil) }
+        return (String(argument[..<eq]), String(argument[argument.index(after: eq)...]))
+    }
+
+    /// Reads a whole text file (at most 1 MiB of UTF-8); nil when it does not exist.
+    public static func readText(_ path: String) throws(ConfigError) -> String? {
+        guard let fp = fopen(path, "rb") else {
+            if errno == ENOENT { return nil }
+            throw ConfigError(file: path, "cannot read: \(String(cString: strerror(errno)))")
+        }
+        defer { fclose(fp) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n = fread(&buffer, 1, buffer.count, fp)
+            if n > 0 { bytes.append(contentsOf: buffer[0..<n]) }
+            if n < buffer.count { break }
+            if bytes.count > 1 << 20 { throw ConfigError(file: path, "file is larger than 1 MiB") }
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw ConfigError(file: path, "file is not UTF-8 text")
+        }
+        return text
+    }
+}
+
+extension StringProtocol {
+    /// The text without leading and trailing spaces, tabs and carriage returns.
+    package func trimmingSpaces() -> String {
+        var s = Substring(self)
+        while let f = s.first, f == " " || f == "\t" || f == "\r" { s.removeFirst() }
+        while let l = s.last, l == " " || l == "\t" || l == "\r" { s.removeLast() }
+        return String(s)
+    }
+}

@@ -1,0 +1,92 @@
+import Glibc
+import JSON
+
+/// What the forwarder keeps across restarts, in `<state-dir>/cursor.json`: the highest cursor the
+/// broker acknowledged contiguously, and each meter's newest measured time published to its
+/// retained state topic. Written atomically and durably: a temporary file, fsync, rename, fsync
+/// of the directory; a crash leaves the old or the new file, never a torn one.
+public struct ForwardState: Equatable, Sendable {
+    public var cursor: Int64 = 0
+    public var newest: [String: Int64] = [:]
+
+    public init(cursor: Int64 = 0, newest: [String: Int64] = [:]) {
+        self.cursor = cursor
+        self.newest = newest
+    }
+
+    var json: JSONValue {
+        let newest = JSONObject(self.newest.sorted { $0.key < $1.key }.map { ($0.key, JSONValue.int($0.value)) })
+        return ["cursor": .int(self.cursor), "newest": .object(newest)]
+    }
+}
+
+public struct CursorFile: Sendable {
+    public let path: String
+
+    public init(directory: String) { self.path = directory + "/cursor.json" }
+
+    /// The saved state; a fresh one when there is no file yet. Throws when the file is unreadable.
+    public func load() throws(ForwardFileError) -> ForwardState {
+        let fd = open(self.path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            if errno == ENOENT { return ForwardState() }
+            throw ForwardFileError("cannot read \(self.path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            bytes.append(contentsOf: chunk[0..<n])
+        }
+        guard case .object(let object)? = try? JSONValue(parsing: bytes), let cursor = object["cursor"]?.intValue else {
+            throw ForwardFileError("\(self.path) is damaged (not the forwarder's state); move it away to start over")
+        }
+        var state = ForwardState(cursor: cursor)
+        if case .object(let newest)? = object["newest"] {
+            for entry in newest.entries { if let millis = entry.value.intValue { state.newest[entry.key] = millis } }
+        }
+        return state
+    }
+
+    /// Replaces the file with `state`, durably.
+    public func save(_ state: ForwardState) throws(ForwardFileError) {
+        let temporary = self.path + ".tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw ForwardFileError("cannot write \(temporary): \(String(cString: strerror(errno)))") }
+        let bytes = Array((state.json.serialized() + "\n").utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 {
+                let message = String(cString: strerror(errno))
+                close(fd)
+                throw ForwardFileError("cannot write \(temporary): \(message)")
+            }
+            offset += n
+        }
+        guard fsync(fd) == 0 else {
+            let message = String(cString: strerror(errno))
+            close(fd)
+            throw ForwardFileError("cannot sync \(temporary): \(message)")
+        }
+        close(fd)
+        guard rename(temporary, self.path) == 0 else {
+            throw ForwardFileError("cannot replace \(self.path): \(String(cString: strerror(errno)))")
+        }
+        let directory = String(self.path[..<(self.path.lastIndex(of: "/") ?? self.path.startIndex)])
+        let dfd = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dfd >= 0 {
+            _ = fsync(dfd)
+            close(dfd)
+        }
+    }
+}
+
+public struct ForwardFileError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,136 @@
+import JSON
+import Locking
+import Varlink
+
+/// How many readings the forwarder holds (received from sugard, not yet acknowledged by the
+/// broker). The feed takes a slot per reading and stops reading from sugard when none is left;
+/// delivered readings give their slots back.
+final class Window: Sendable {
+    private struct State {
+        var used = 0
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    let limit: Int
+    private let state = Lock(State())
+
+    init(limit: Int) { self.limit = max(2, limit) }
+
+    var used: Int { self.state.withLock { $0.used } }
+
+    /// Takes a slot; false when that was the last one (the feed then pauses).
+    func take() -> Bool {
+        self.state.withLock { s -> Bool in
+            s.used += 1
+            return s.used < self.limit
+        }
+    }
+
+    func release(_ count: Int) {
+        let waiter = self.state.withLock { s -> CheckedContinuation<Void, Never>? in
+            s.used = max(0, s.used - count)
+            guard s.used <= self.limit / 2 else { return nil }
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Returns once at most half the slots are used (or the task is cancelled).
+    func waitForRoom() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = self.state.withLock { s -> Bool in
+                    if s.used <= self.limit / 2 || Task.isCancelled { return true }
+                    s.waiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = self.state.withLock { s -> CheckedContinuation<Void, Never>? in
+                defer { s.waiter = nil }
+                return s.waiter
+            }
+            waiter?.resume()
+        }
+    }
+}
+
+/// Reads sugard's readings with `FollowReadings` after a cursor and hands them to the forwarder
+/// as events, reconnecting (capped backoff) when sugard restarts. Meter identities come from
+/// `ListMeters` on each connect and whenever a reading names a meter not seen yet.
+struct Feed: Sendable {
+    enum Event: Sendable {
+        case connected
+        case disconnected(String)
+        case meters([String: JSONValue])
+        case reading(cursor: Int64, reading: JSONValue)
+    }
+
+    static let interface = "io.sugard.HealthDataSync"
+
+    let socketPath: String
+    let window: Window
+    let emit: @Sendable (Event) -> Void
+
+    func run(after start: Int64) async {
+        var cursor = start
+        var delay = 0.1
+        while !Task.isCancelled {
+            await self.window.waitForRoom()
+            if Task.isCancelled { return }
+            do {
+                let client = try VarlinkClient(socketPath: self.socketPath)
+                defer { client.close() }
+                var known = try await self.meters(client)
+                var looked: [String: Int64] = [:]
+                self.emit(.meters(known))
+                self.emit(.connected)
+                delay = 0.1
+                for try await reply in client.callMore(Self.interface + ".FollowReadings", ["after": .int(cursor)]) {
+                    guard let next = reply["cursor"]?.intValue, let reading = reply["reading"] else {
+                        throw VarlinkClientError.protocolViolation("a FollowReadings reply without cursor or reading")
+                    }
+                    guard next > cursor else { continue }
+                    // A meter not seen yet, or one whose Device Information sugard had not read at
+                    // the last look (at most one look per meter every 10 s).
+                    if let meter = reading["meter"]?.stringValue, known[meter] == nil
+                        || (Self.incomplete(known[meter]) && monotonicMillis() - (looked[meter] ?? .min / 2) > 10_000)
+                    {
+                        looked[meter] = monotonicMillis()
+                        let other = try VarlinkClient(socketPath: self.socketPath)
+                        defer { other.close() }
+                        known = try await self.meters(other)
+                        if known[meter] == nil { known[meter] = .null }
+                        self.emit(.meters(known))
+                    }
+                    self.emit(.reading(cursor: next, reading: reading))
+                    cursor = next
+                    if !self.window.take() { break }  // full: close, come back once half is delivered
+                }
+            } catch {
+                if Task.isCancelled { return }
+                self.emit(.disconnected("\(error)"))
+                try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+                delay = min(delay * 2, 5)
+            }
+        }
+    }
+
+    static func incomplete(_ identity: JSONValue?) -> Bool {
+        guard let identity, !identity.isNull else { return true }
+        return identity["manufacturer"]?.stringValue == nil && identity["model"]?.stringValue == nil
+            && identity["serialNumber"]?.stringValue == nil
+    }
+
+    private func meters(_ client: VarlinkClient) async throws -> [String: JSONValue] {
+        let reply = try await client.call(Self.interface + ".ListMeters")
+        var out: [String: JSONValue] = [:]
+        for entry in reply["meters"]?.arrayValue ?? [] {
+            guard let id = entry["id"]?.stringValue else { continue }
+            out[id] = entry["identity"] ?? .null
+        }
+        return out
+    }
+}

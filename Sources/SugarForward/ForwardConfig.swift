@@ -1,0 +1,254 @@
+import Glibc
+import HealthDataSync
+import SugarAPI
+
+/// Everything `sugard-forward` can be told: the keys of `/etc/sugard/forward.conf` (same
+/// `key = value` format and `file:line` errors as `sugard.conf`) and the flags.
+public struct ForwardConfig: Equatable, Sendable {
+    public enum Unit: String, Sendable { case mgdl, mmol }
+
+    public var mqttURL: String = "mqtt://localhost"
+    public var mqttHost: String = "localhost"
+    public var mqttPort: Int32 = 1883
+    public var mqttTLS = false
+    public var mqttCAFile: String?
+    public var mqttUsername: String?
+    public var mqttPasswordFile: String?
+    /// nil: `sugard-<gateway_id>`.
+    public var mqttClientIDSetting: String?
+    public var topicPrefix = "sugard"
+    public var gatewayID: String
+    public var homeAssistantDiscovery = true
+    public var homeAssistantPrefix = "homeassistant"
+    public var unit: Unit = .mgdl
+    public var logLevel: LogLevel = .info
+    /// sugard's socket.
+    public var socketPath: String
+    /// Where the delivery cursor (and the status socket) live.
+    public var stateDirectory: String
+
+    public var mqttClientID: String { self.mqttClientIDSetting ?? "sugard-\(self.gatewayID)" }
+
+    public init(gatewayID: String, socketPath: String, stateDirectory: String) {
+        self.gatewayID = gatewayID
+        self.socketPath = socketPath
+        self.stateDirectory = stateDirectory
+    }
+
+    public static let keys: [(key: String, help: String)] = [
+        ("mqtt_url", "mqtt://HOST[:PORT] (default port 1883) or mqtts://HOST[:PORT] (default 8883, needs mqtt_ca_file)"),
+        ("mqtt_ca_file", "CA certificates (PEM) the broker's TLS certificate must chain to"),
+        ("mqtt_username", "user name for the broker"),
+        ("mqtt_password_file", "file holding the broker password (first line)"),
+        ("mqtt_client_id", "MQTT client id (default sugard-<gateway_id>)"),
+        ("topic_prefix", "first topic level (default sugard)"),
+        ("gateway_id", "this gateway's topic level (default: the host name, lower-case)"),
+        ("homeassistant_discovery", "publish Home Assistant discovery configs (default true)"),
+        ("homeassistant_prefix", "Home Assistant's discovery prefix (default homeassistant)"),
+        ("unit", "the Home Assistant entity's unit: mgdl (default) or mmol"),
+        ("log_level", "error, warning, notice, info (default) or debug"),
+        ("socket", "sugard's socket (like sugarctl: $SUGARD_SOCKET, the system socket, the demo's)"),
+        ("state_dir", "directory for the delivery cursor and the status socket"),
+    ]
+
+    /// A topic level: no wildcards, separators or NUL.
+    static func topicLevel(_ key: String, _ value: String, allowSlash: Bool = false) throws(ConfigError) -> String {
+        guard !value.isEmpty else { throw ConfigError("\(key) needs a value") }
+        guard !value.contains(where: { $0 == "+" || $0 == "#" || $0 == "\0" || (!allowSlash && $0 == "/") }) else {
+            throw ConfigError("\(key) must not contain \(allowSlash ? "" : "'/', ")'+', '#' or NUL, not \"\(value)\"")
+        }
+        return value
+    }
+
+    public mutating func apply(key: String, value: String) throws(ConfigError) {
+        switch key {
+        case "mqtt_url":
+            let (tls, rest): (Bool, Substring)
+            if value.hasPrefix("mqtt://") {
+                (tls, rest) = (false, value.dropFirst(7))
+            } else if value.hasPrefix("mqtts://") {
+                (tls, rest) = (true, value.dropFirst(8))
+            } else {
+                throw ConfigError("mqtt_url must be mqtt://HOST[:PORT] or mqtts://HOST[:PORT], not \"\(value)\"")
+            }
+            var hostPart = rest.hasSuffix("/") ? rest.dropLast() : rest
+            var port: Int32 = tls ? 8883 : 1883
+            if let colon = hostPart.lastIndex(of: ":"), !hostPart.hasSuffix("]") {
+                guard let p = Int32(hostPart[hostPart.index(after: colon)...]), (1...65535).contains(p) else {
+                    throw ConfigError("mqtt_url has a bad port: \"\(value)\"")
+                }
+                port = p
+                hostPart = hostPart[..<colon]
+            }
+            if hostPart.hasPrefix("["), hostPart.hasSuffix("]") { hostPart = hostPart.dropFirst().dropLast() }
+            guard !hostPart.isEmpty, !hostPart.contains("/"), !hostPart.contains("@") else {
+                throw ConfigError("mqtt_url must be mqtt://HOST[:PORT] or mqtts://HOST[:PORT], not \"\(value)\"")
+            }
+            self.mqttURL = value
+            self.mqttHost = String(hostPart)
+            self.mqttPort = port
+            self.mqttTLS = tls
+        case "mqtt_ca_file": self.mqttCAFile = value.isEmpty ? nil : value
+        case "mqtt_username": self.mqttUsername = value.isEmpty ? nil : value
+        case "mqtt_password_file": self.mqttPasswordFile = value.isEmpty ? nil : value
+        case "mqtt_client_id": self.mqttClientIDSetting = value.isEmpty ? nil : value
+        case "topic_prefix": self.topicPrefix = try Self.topicLevel(key, value, allowSlash: true)
+        case "gateway_id": self.gatewayID = try Self.topicLevel(key, value)
+        case "homeassistant_discovery":
+            switch value.lowercased() {
+            case "true", "yes", "on", "1": self.homeAssistantDiscovery = true
+            case "false", "no", "off", "0": self.homeAssistantDiscovery = false
+            default: throw ConfigError("homeassistant_discovery must be true or false, not \"\(value)\"")
+            }
+        case "homeassistant_prefix": self.homeAssistantPrefix = try Self.topicLevel(key, value, allowSlash: true)
+        case "unit":
+            switch value.lowercased() {
+            case "mgdl", "mg/dl": self.unit = .mgdl
+            case "mmol", "mmol/l", "mmoll": self.unit = .mmol
+            default: throw ConfigError("unit must be mgdl or mmol, not \"\(value)\"")
+            }
+        case "log_level":
+            guard let level = LogLevel(name: value) else {
+                throw ConfigError("log_level must be error, warning, notice, info or debug, not \"\(value)\"")
+            }
+            self.logLevel = level
+        case "socket":
+            guard !value.isEmpty, value.utf8.count < 108 else { throw ConfigError("socket must be a path shorter than 108 bytes") }
+            self.socketPath = value
+        case "state_dir":
+            guard !value.isEmpty else { throw ConfigError("state_dir needs a value") }
+            self.stateDirectory = value
+        default:
+            throw ConfigError("unknown key \"\(key)\" (known keys: \(Self.keys.map(\.key).joined(separator: ", ")))")
+        }
+    }
+
+    /// Checks what only makes sense together (after the file and the flags).
+    public func validate(file: String?) throws(ConfigError) {
+        if self.mqttTLS, self.mqttCAFile == nil {
+            throw ConfigError(file: file, "mqtts:// needs mqtt_ca_file (the CA that signed the broker's certificate)")
+        }
+        if !self.mqttTLS, self.mqttCAFile != nil {
+            throw ConfigError(file: file, "mqtt_ca_file is set but mqtt_url is not mqtts://")
+        }
+    }
+
+    /// The broker password (first line of `mqtt_password_file`), nil when none is configured.
+    public func password() throws(ConfigError) -> String? {
+        guard let file = self.mqttPasswordFile else { return nil }
+        guard let text = try ConfigFile.readText(file) else { throw ConfigError(file: file, "no such file (mqtt_password_file)") }
+        let line = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }).first ?? ""
+        return String(line)
+    }
+
+    /// The host name, lower-case: the default gateway id.
+    public static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "gateway" }
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).lowercased()
+        let cleaned = String(name.map { $0 == "/" || $0 == "+" || $0 == "#" ? "-" : $0 })
+        return cleaned.isEmpty ? "gateway" : cleaned
+    }
+}
+
+/// What `sugard-forward`'s command line asked for.
+public enum ForwardCommand: Equatable, Sendable {
+    case run(ForwardConfig)
+    case help
+    case version
+}
+
+public enum ForwardCommandLine {
+    public static let defaultConfigFile = "/etc/sugard/forward.conf"
+    public static let defaultStateDirectory = "/var/lib/sugard-forward"
+
+    public static let usage = """
+        OVERVIEW: sugard-forward - every stored reading to an MQTT 5 broker and Home Assistant
+
+        Follows sugard's readings in commit order (FollowReadings) and publishes each one once
+        (QoS 1) to <topic_prefix>/<gateway_id>/<meter>/reading, keeps the retained state topic and
+        Home Assistant discovery up to date, and resumes after the last reading the broker
+        acknowledged when restarted.
+
+        USAGE: sugard-forward [--config FILE] [--socket PATH] [--state-dir DIR] [--log-level LEVEL]
+
+        OPTIONS:
+          --config FILE      Config file (default /etc/sugard/forward.conf; it must exist when given).
+          --socket PATH      sugard's socket (default $SUGARD_SOCKET, else the system socket
+                             /run/sugard/io.sugard.HealthDataSync if it exists, else the demo's).
+          --state-dir DIR    Delivery cursor and status socket io.sugard.Forward (default
+                             $STATE_DIRECTORY or /var/lib/sugard-forward).
+          --log-level LEVEL  error, warning, notice, info (default) or debug.
+          --version          Print the version.
+          -h, --help         Show this help.
+
+        CONFIG KEYS (key = value):
+        \(ForwardConfig.keys.map { "  \($0.key.padding(19))\($0.help)" }.joined(separator: "\n"))
+
+        Exit status: 0 stopped by SIGTERM/SIGINT, 64 bad flags, 78 bad config file.
+        """
+
+    /// Parses arguments (without the program name): defaults, then the file, then the flags.
+    public static func parse(_ arguments: [String], environment: [String: String]) throws(ConfigError) -> ForwardCommand {
+        var flags: [(String, String)] = []
+        var configFile: String?
+        var index = 0
+        while index < arguments.count {
+            let arg = arguments[index]
+            let (name, inline) = ConfigFile.splitFlag(arg)
+            func flagValue() throws(ConfigError) -> String {
+                if let inline { return inline }
+                index += 1
+                guard index < arguments.count, !arguments[index].hasPrefix("--") else { throw ConfigError("\(name) needs a value") }
+                return arguments[index]
+            }
+            switch name {
+            case "-h", "--help": return .help
+            case "--version": return .version
+            case "--config": configFile = try flagValue()
+            case "--socket": flags.append(("socket", try flagValue()))
+            case "--state-dir": flags.append(("state_dir", try flagValue()))
+            case "--log-level": flags.append(("log_level", try flagValue()))
+            default: throw ConfigError("unknown option \"\(arg)\" (see sugard-forward --help)")
+            }
+            index += 1
+        }
+        let state = environment["STATE_DIRECTORY"].flatMap { $0.isEmpty ? nil : String($0.split(separator: ":").first ?? "") }
+        var config = ForwardConfig(
+            gatewayID: ForwardConfig.hostName(), socketPath: DefaultPaths.clientSocket(environment: environment),
+            stateDirectory: state ?? Self.defaultStateDirectory)
+        let file = configFile ?? Self.defaultConfigFile
+        if let text = try ConfigFile.readText(file) {
+            try config.apply(fileText: text, file: file)
+        } else if configFile != nil {
+            throw ConfigError(file: file, "no such file")
+        }
+        for (key, value) in flags {
+            do {
+                try config.apply(key: key, value: value)
+            } catch {
+                throw ConfigError("--\(key.replacingUnderscores()): \(error.message)")
+            }
+        }
+        try config.validate(file: configFile ?? (ConfigFile.exists(file) ? file : nil))
+        return .run(config)
+    }
+}
+
+extension ForwardConfig {
+    public mutating func apply(fileText text: String, file: String) throws(ConfigError) {
+        try ConfigFile.parse(text, file: file) { (key, value) throws(ConfigError) in try self.apply(key: key, value: value) }
+    }
+}
+
+extension ConfigFile {
+    static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+}
+
+extension String {
+    fileprivate func padding(_ width: Int) -> String {
+        self.count >= width ? self + " " : self + String(repeating: " ", count: width - self.count)
+    }
+
+    fileprivate func replacingUnderscores() -> String { String(self.map { $0 == "_" ? "-" : $0 }) }
+}

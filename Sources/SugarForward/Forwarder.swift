@@ -1,0 +1,323 @@
+import Glibc
+import HealthDataSync
+import JSON
+import Locking
+import MQTT
+
+/// What `sugarctl status` shows about the MQTT sink.
+public struct SinkStatus: Sendable, Equatable {
+    public enum State: String, Sendable { case connected, retrying, failing }
+
+    public var name = "mqtt"
+    public var broker: String
+    public var state: State = .retrying
+    /// Why it is not connected (nil when connected).
+    public var reason: String? = "connecting"
+    /// Readings the forwarder holds that the broker has not acknowledged yet.
+    public var pending = 0
+    /// When the last PUBACK moved the cursor (epoch ms), and that cursor.
+    public var lastDeliveryMillis: Int64?
+    public var cursor: Int64 = 0
+    public var delivered = 0
+    /// Readings received from sugard since start (not in the JSON; sugar-bench reads it).
+    public var received = 0
+    /// Whether the reading feed from sugard is up, and why not.
+    public var feedConnected = false
+    public var feedReason: String? = "connecting"
+
+    public var json: JSONValue {
+        [
+            "name": .string(self.name), "broker": .string(self.broker), "state": .string(self.state.rawValue),
+            "reason": .from(self.reason), "pending": .from(self.pending), "lastDeliveryMillis": .from(self.lastDeliveryMillis),
+            "cursor": .int(self.cursor), "delivered": .from(self.delivered), "feedConnected": .bool(self.feedConnected),
+            "feedReason": .from(self.feedReason),
+        ]
+    }
+}
+
+/// sugard-forward's core: readings from the feed go out in commit order, at most `maxInFlight`
+/// unacknowledged at a time; the highest contiguously acknowledged cursor is saved; a lost
+/// connection re-sends everything unacknowledged, in order, on the next one.
+///
+/// All state below belongs to the one task running ``run()``; the feed and the MQTT thread only
+/// send it events.
+public final class Forwarder: Sendable {
+    enum Event: Sendable {
+        case mqtt(MQTTEvent)
+        case feed(Feed.Event)
+        case flush
+        case stop
+    }
+
+    public let config: ForwardConfig
+    let topics: ForwardTopics
+    let password: String?
+    let logger: Logger
+    public let status: Lock<SinkStatus>
+    let maxInFlight: Int
+    let window: Window
+    private let events: AsyncStream<Event>
+    private let continuation: AsyncStream<Event>.Continuation
+
+    public init(config: ForwardConfig, password: String?, logger: Logger, maxInFlight: Int = 256, maxHeld: Int = 4096) {
+        self.config = config
+        self.topics = ForwardTopics(config: config)
+        self.password = password
+        self.logger = logger
+        self.status = Lock(SinkStatus(broker: config.mqttURL))
+        self.maxInFlight = max(1, maxInFlight)
+        self.window = Window(limit: max(maxHeld, maxInFlight * 2))
+        (self.events, self.continuation) = AsyncStream.makeStream(of: Event.self)
+    }
+
+    /// Ends ``run()``: publishes `offline`, saves the cursor, disconnects.
+    public func stop() { self.continuation.yield(.stop) }
+
+    private struct Entry {
+        var cursor: Int64
+        var meter: String
+        var millis: Int64
+        var payload: [UInt8]
+        var updatesState: Bool
+        var outstanding = 0
+        var sent = false
+    }
+
+    /// Runs until ``stop()`` (or cancellation). Throws only when the state file is unusable.
+    public func run() async throws(ForwardFileError) {
+        let file = CursorFile(directory: self.config.stateDirectory)
+        var saved = try file.load()
+        var newest = saved.newest
+        self.status.withLock { $0.cursor = saved.cursor }
+        self.logger.notice(
+            "forwarding to \(self.config.mqttURL) as \(self.config.mqttClientID), resuming after cursor \(saved.cursor)")
+
+        var options = MQTTOptions(host: self.config.mqttHost, port: self.config.mqttPort, clientID: self.config.mqttClientID)
+        options.username = self.config.mqttUsername
+        options.password = self.password
+        options.caFile = self.config.mqttTLS ? self.config.mqttCAFile : nil
+        options.will = MQTTMessage(topic: self.topics.status, payload: Array("offline".utf8), qos: 1, retain: true)
+        if self.config.homeAssistantDiscovery { options.subscriptions = [self.topics.homeAssistantStatus] }
+        let continuation = self.continuation
+        let client = MQTTClient(options: options) { continuation.yield(.mqtt($0)) }
+        do {
+            try client.start()
+        } catch {
+            throw ForwardFileError("\(error)")
+        }
+        let feed = Feed(socketPath: self.config.socketPath, window: self.window) { continuation.yield(.feed($0)) }
+        let start = saved.cursor
+        let feedTask = Task { await feed.run(after: start) }
+        var flushTask: Task<Void, Never>?
+        defer {
+            feedTask.cancel()
+            flushTask?.cancel()
+        }
+
+        var entries: [Entry] = []
+        var nextToSend = 0
+        var inFlight = 0
+        var session: Int?
+        var meters: [String: JSONValue] = [:]
+        var stateCursor: [String: Int64] = [:]
+        var unsaved = 0
+        var lastSave = monotonicMillis()
+
+        func publishDiscovery(_ meter: String, _ session: Int) {
+            guard self.config.homeAssistantDiscovery else { return }
+            let config = self.topics.discoveryConfig(meter: meter, identity: meters[meter].flatMap { $0.isNull ? nil : $0 })
+            client.publish(
+                MQTTMessage(topic: self.topics.discovery(meter), payload: Array(config.serialized().utf8), qos: 1, retain: true),
+                session: session)
+        }
+        func send() {
+            guard let session else { return }
+            while inFlight < self.maxInFlight, nextToSend < entries.count {
+                let entry = entries[nextToSend]
+                client.publish(
+                    MQTTMessage(topic: self.topics.reading(entry.meter), payload: entry.payload, qos: 1, retain: false),
+                    token: entry.cursor << 1, session: session)
+                if entry.updatesState {
+                    client.publish(
+                        MQTTMessage(topic: self.topics.state(entry.meter), payload: entry.payload, qos: 1, retain: true),
+                        token: entry.cursor << 1 | 1, session: session)
+                }
+                entries[nextToSend].sent = true
+                entries[nextToSend].outstanding = entry.updatesState ? 2 : 1
+                inFlight += 1
+                nextToSend += 1
+            }
+        }
+        func save(force: Bool) {
+            guard unsaved > 0 else { return }
+            let now = monotonicMillis()
+            if !force, now - lastSave < 25, unsaved < self.maxInFlight / 2 {
+                if flushTask == nil {
+                    let continuation = self.continuation
+                    flushTask = Task {
+                        try? await Task.sleep(for: .milliseconds(25))
+                        continuation.yield(.flush)
+                    }
+                }
+                return
+            }
+            do {
+                try file.save(saved)
+                unsaved = 0
+                lastSave = now
+            } catch {
+                self.logger.error("cannot save the delivery cursor: \(error)")
+            }
+        }
+        /// The index of the entry with `cursor` (entries are sorted by cursor).
+        func find(_ cursor: Int64) -> Int? {
+            var low = 0
+            var high = entries.count
+            while low < high {
+                let mid = (low + high) / 2
+                if entries[mid].cursor < cursor { low = mid + 1 } else { high = mid }
+            }
+            return low < entries.count && entries[low].cursor == cursor ? low : nil
+        }
+        func acknowledge(_ tokens: [Int64]) {
+            for token in tokens {
+                guard let index = find(token >> 1), entries[index].outstanding > 0 else { continue }
+                entries[index].outstanding -= 1
+                if entries[index].outstanding == 0 { inFlight -= 1 }
+            }
+            var done = 0
+            while done < entries.count, entries[done].sent, entries[done].outstanding == 0 {
+                let entry = entries[done]
+                saved.cursor = entry.cursor
+                if entry.updatesState { saved.newest[entry.meter] = max(saved.newest[entry.meter] ?? .min, entry.millis) }
+                done += 1
+            }
+            guard done > 0 else { return }
+            entries.removeFirst(done)
+            nextToSend -= done
+            unsaved += done
+            self.window.release(done)
+            let now = wallMillis()
+            self.status.withLock {
+                $0.cursor = saved.cursor
+                $0.delivered += done
+                $0.lastDeliveryMillis = now
+                $0.pending = entries.count
+            }
+            save(force: false)
+        }
+
+        eventLoop: for await event in self.events {
+            switch event {
+            case .stop:
+                break eventLoop
+            case .flush:
+                flushTask = nil
+                save(force: true)
+            case .feed(.connected):
+                self.status.withLock {
+                    $0.feedConnected = true
+                    $0.feedReason = nil
+                }
+                self.logger.info("following sugard's readings at \(self.config.socketPath)")
+            case .feed(.disconnected(let reason)):
+                let changed = self.status.withLock { s -> Bool in
+                    defer {
+                        s.feedConnected = false
+                        s.feedReason = reason
+                    }
+                    return s.feedConnected || s.feedReason != reason
+                }
+                if changed { self.logger.warning("sugard's readings are not reachable (retrying): \(reason)") }
+            case .feed(.meters(let known)):
+                for (meter, identity) in known where meters[meter] != identity {
+                    let isNew = meters[meter] == nil
+                    meters[meter] = identity
+                    if let session, isNew || !identity.isNull { publishDiscovery(meter, session) }
+                }
+            case .feed(.reading(let cursor, let reading)):
+                guard let meter = reading["meter"]?.stringValue else { continue }
+                let millis = reading["time"]?["epochMillis"]?.intValue ?? 0
+                let updatesState = millis > (newest[meter] ?? .min)
+                if updatesState {
+                    newest[meter] = millis
+                    // The retained state only needs the newest: an older state update still
+                    // waiting to be sent is dropped (its reading message still goes out).
+                    if let previous = stateCursor[meter], let index = find(previous), !entries[index].sent {
+                        entries[index].updatesState = false
+                    }
+                    stateCursor[meter] = cursor
+                }
+                let payload = Array(ForwardTopics.payload(reading).serialized().utf8)
+                if self.logger.isEnabled(.debug) {
+                    self.logger.debug("reading \(cursor) queued", [("meter", meter), ("mgdL", reading["mgdL"]?.serialized() ?? "null")])
+                }
+                entries.append(Entry(cursor: cursor, meter: meter, millis: millis, payload: payload, updatesState: updatesState))
+                self.status.withLock {
+                    $0.pending = entries.count
+                    $0.received += 1
+                }
+                send()
+            case .mqtt(.connected(let s)):
+                session = s
+                self.logger.notice("connected to \(self.config.mqttURL)")
+                self.status.withLock {
+                    $0.state = .connected
+                    $0.reason = nil
+                }
+                client.publish(MQTTMessage(topic: self.topics.status, payload: Array("online".utf8), qos: 1, retain: true), session: s)
+                for meter in meters.keys.sorted() { publishDiscovery(meter, s) }
+                send()
+            case .mqtt(.disconnected(let reason, let permanent, let retryIn)):
+                let wasConnected = session != nil
+                session = nil
+                for index in entries.indices {
+                    entries[index].sent = false
+                    entries[index].outstanding = 0
+                }
+                nextToSend = 0
+                inFlight = 0
+                let previous = self.status.withLock { s -> SinkStatus in
+                    defer {
+                        s.state = permanent ? .failing : .retrying
+                        s.reason = reason
+                    }
+                    return s
+                }
+                let text = "\(reason); retrying in \(retryIn < 1 ? "\(Int(retryIn * 1000)) ms" : "\(Int(retryIn)) s")"
+                if permanent {
+                    self.logger.error("MQTT broker \(self.config.mqttURL): \(text)")
+                } else if wasConnected || previous.reason != reason {
+                    self.logger.warning("MQTT broker \(self.config.mqttURL): \(text)")
+                }
+            case .mqtt(.acknowledged(let tokens, let s)):
+                guard s == session else { continue }
+                acknowledge(tokens)
+                send()
+            case .mqtt(.message(let topic, let payload)):
+                if topic == self.topics.homeAssistantStatus, String(decoding: payload, as: UTF8.self) == "online",
+                    let session
+                {
+                    self.logger.info("Home Assistant came online: publishing discovery again")
+                    for meter in meters.keys.sorted() { publishDiscovery(meter, session) }
+                }
+            }
+        }
+        feedTask.cancel()
+        save(force: true)
+        client.stop(last: MQTTMessage(topic: self.topics.status, payload: Array("offline".utf8), qos: 1, retain: true))
+        self.logger.notice("stopped after cursor \(saved.cursor)")
+    }
+}
+
+func monotonicMillis() -> Int64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &spec)
+    return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+}
+
+func wallMillis() -> Int64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_REALTIME, &spec)
+    return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+}

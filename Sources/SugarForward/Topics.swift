@@ -1,0 +1,78 @@
+import JSON
+import SugarAPI
+
+/// The topics and payloads `sugard-forward` publishes (a contract: see the README).
+public struct ForwardTopics: Sendable {
+    public let config: ForwardConfig
+
+    public init(config: ForwardConfig) { self.config = config }
+
+    /// `c026da013a7f` for `C0:26:DA:01:3A:7F`: the address lower-case without colons.
+    public static func meterLevel(_ meter: String) -> String {
+        String(meter.lowercased().filter { $0 != ":" })
+    }
+
+    var base: String { "\(self.config.topicPrefix)/\(self.config.gatewayID)" }
+    public var status: String { "\(self.base)/status" }
+    public func reading(_ meter: String) -> String { "\(self.base)/\(Self.meterLevel(meter))/reading" }
+    public func state(_ meter: String) -> String { "\(self.base)/\(Self.meterLevel(meter))/state" }
+    public var homeAssistantStatus: String { "\(self.config.homeAssistantPrefix)/status" }
+    public func discovery(_ meter: String) -> String {
+        "\(self.config.homeAssistantPrefix)/sensor/\(self.config.gatewayID)_\(Self.meterLevel(meter))/glucose/config"
+    }
+
+    /// The reading payload from a `FollowReadings` reading (the `ListReadings` shape).
+    public static func payload(_ r: JSONValue) -> JSONValue {
+        let flags = r["flags"]?.arrayValue ?? []
+        let names = flags.compactMap(\.stringValue)
+        func name(_ value: JSONValue?) -> JSONValue {
+            guard let name = value?["name"]?.stringValue else { return .null }
+            return .string(name)
+        }
+        let object: JSONObject = [
+            "id": .string(ReadingExport.identifier(r)),
+            "meter": r["meter"] ?? .null,
+            "sequenceNumber": r["sequenceNumber"] ?? .null,
+            "time": r["time"]?["iso"] ?? .null,
+            "epochMillis": r["time"]?["epochMillis"] ?? .null,
+            "mgdL": r["mgdL"] ?? .null,
+            "mmolL": r["mmolL"] ?? .null,
+            "flags": .array(flags),
+            "sampleType": name(r["type"]),
+            "sampleLocation": name(r["sampleLocation"]),
+            "meal": name(r["context"]?["meal"]),
+            "controlSolution": .bool(names.contains("controlSolution")),
+        ]
+        return .object(object)
+    }
+
+    /// The Home Assistant discovery config of one meter's glucose sensor. `identity` is the
+    /// `MeterIdentity` object of `ListMeters` (or nil when sugard did not know it yet).
+    public func discoveryConfig(meter: String, identity: JSONValue?) -> JSONValue {
+        let level = Self.meterLevel(meter)
+        let mmol = self.config.unit == .mmol
+        var device: JSONObject = [
+            "identifiers": .array([.string("sugard_\(self.config.gatewayID)_\(level)")]),
+            "name": .string(identity?["displayName"]?.stringValue ?? identity?["name"]?.stringValue ?? "Glucose meter \(meter)"),
+        ]
+        for (key, source) in [("manufacturer", "manufacturer"), ("model", "model"), ("serial_number", "serialNumber")] {
+            if let text = identity?[source]?.stringValue, !text.isEmpty { device[key] = .string(text) }
+        }
+        if let firmware = identity?["firmware"]?.stringValue, !firmware.isEmpty { device["sw_version"] = .string(firmware) }
+        let object: JSONObject = [
+            "name": "Glucose",
+            "device_class": "blood_glucose_concentration",
+            "state_class": "measurement",
+            "unit_of_measurement": .string(mmol ? "mmol/L" : "mg/dL"),
+            "state_topic": .string(self.state(meter)),
+            "value_template": .string(mmol ? "{{ value_json.mmolL }}" : "{{ value_json.mgdL }}"),
+            "json_attributes_topic": .string(self.state(meter)),
+            "unique_id": .string("sugard_\(self.config.gatewayID)_\(level)_glucose"),
+            "availability_topic": .string(self.status),
+            "payload_available": "online",
+            "payload_not_available": "offline",
+            "device": .object(device),
+        ]
+        return .object(object)
+    }
+}

@@ -1,0 +1,336 @@
+import GlucoseStore
+import HealthDataSync
+import JSON
+import Locking
+import MQTT
+import SugarForward
+import Varlink
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `sugar-bench forward N [--samples S]`: sugard-forward against a local mosquitto, side by side
+/// with a plain C libmosquitto publisher of the same payloads, in one run.
+///
+/// 1. N readings (4 synthetic meters) are committed to a fresh database; the built `sugard` (next
+///    to sugar-bench) serves it, with one simulated meter that takes a reading a second.
+/// 2. `forwarderReadingsPerSecond`: the forwarder (SugarForward, in this process) from its start
+///    (FollowReadings after cursor 0) to the broker's PUBACK of the N-th reading.
+/// 3. `cPublisherReadingsPerSecond`: a C program built here with `cc … -lmosquitto` publishes the
+///    same N payloads to the same topics (QoS 1, MQTT 5, libmosquitto's own thread), from its
+///    first publish to its N-th PUBACK. `ratio` = forwarder / C.
+/// 4. Latency: the simulated meter's next S readings (default 20): from sugard's commit
+///    (`storedAt`) to an MQTT subscriber in this process receiving the reading message:
+///    `commitToSubscriberMillis` p50 and p99 (the commit time has millisecond resolution).
+enum ForwardBenchmark {
+    static let cSource = #"""
+        #include <mosquitto.h>
+        #include <pthread.h>
+        #include <stdio.h>
+        #include <stdlib.h>
+        #include <string.h>
+        #include <time.h>
+
+        static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+        static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
+        static int connected = 0, acked = 0, total = 0;
+
+        static void on_connect(struct mosquitto *m, void *o, int rc, int f, const mosquitto_property *p) {
+            pthread_mutex_lock(&lock); connected = rc == 0 ? 1 : -1; pthread_cond_broadcast(&changed); pthread_mutex_unlock(&lock);
+        }
+        static void on_publish(struct mosquitto *m, void *o, int mid, int rc, const mosquitto_property *p) {
+            pthread_mutex_lock(&lock); acked++; if (acked == total) pthread_cond_broadcast(&changed); pthread_mutex_unlock(&lock);
+        }
+        static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
+
+        int main(int argc, char **argv) {
+            if (argc != 4) { fprintf(stderr, "usage: host port file\n"); return 64; }
+            FILE *f = fopen(argv[3], "rb"); if (!f) { perror("open"); return 1; }
+            fseek(f, 0, SEEK_END); long size = ftell(f); fseek(f, 0, SEEK_SET);
+            char *text = malloc(size + 1); if (fread(text, 1, size, f) != (size_t)size) return 1; text[size] = 0; fclose(f);
+            for (long i = 0; i < size; i++) if (text[i] == '\n') total++;
+            char **topics = malloc(sizeof(char *) * total), **payloads = malloc(sizeof(char *) * total);
+            char *line = text;
+            for (int i = 0; i < total; i++) {
+                char *end = strchr(line, '\n'); *end = 0; char *tab = strchr(line, '\t'); *tab = 0;
+                topics[i] = line; payloads[i] = tab + 1; line = end + 1;
+            }
+            mosquitto_lib_init();
+            struct mosquitto *m = mosquitto_new("sugar-bench-c-publisher", true, NULL);
+            mosquitto_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
+            mosquitto_connect_v5_callback_set(m, on_connect);
+            mosquitto_publish_v5_callback_set(m, on_publish);
+            if (mosquitto_connect_bind_v5(m, argv[1], atoi(argv[2]), 30, NULL, NULL) != MOSQ_ERR_SUCCESS) return 1;
+            mosquitto_loop_start(m);
+            pthread_mutex_lock(&lock); while (connected == 0) pthread_cond_wait(&changed, &lock); pthread_mutex_unlock(&lock);
+            if (connected < 0) return 1;
+            double t0 = now();
+            for (int i = 0; i < total; i++)
+                mosquitto_publish_v5(m, NULL, topics[i], (int)strlen(payloads[i]), payloads[i], 1, false, NULL);
+            pthread_mutex_lock(&lock); while (acked < total) pthread_cond_wait(&changed, &lock); pthread_mutex_unlock(&lock);
+            double t1 = now();
+            printf("{\"messages\": %d, \"seconds\": %.6f}\n", total, t1 - t0);
+            mosquitto_disconnect(m); mosquitto_loop_stop(m, false); mosquitto_destroy(m);
+            return 0;
+        }
+        """#
+
+    struct BenchError: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    static func run(count: Int, samples: Int) async -> Int32 {
+        guard let dir = makeScratchDirectory("sbench-fwd", for: "forward") else { return 1 }
+        var children: [pid_t] = []
+        defer {
+            for pid in children {
+                kill(pid, SIGTERM)
+                var status: Int32 = 0
+                var waited = 0
+                while waitpid(pid, &status, WNOHANG) == 0 {
+                    waited += 1
+                    if waited == 500 { kill(pid, SIGKILL) }  // 5 s
+                    usleep(10_000)
+                }
+            }
+            // Everything in it is ours: the database, the broker's and forwarder's files, the C helper.
+            _ = spawnAndWait("/bin/rm", ["-rf", dir])
+        }
+        do {
+            let result = try await self.measure(count: count, samples: samples, dir: dir, children: &children)
+            writeStdout(JSONValue.object(result).serialized() + "\n")
+            return 0
+        } catch {
+            writeStderr("sugar-bench forward: \(error)\n")
+            return 1
+        }
+    }
+
+    static func measure(count: Int, samples: Int, dir: String, children: inout [pid_t]) async throws -> JSONObject {
+        // 1. The database and sugard.
+        mkdir(dir + "/state", 0o700)
+        let store = try SQLiteReadingStore(path: dir + "/state/sugard.sqlite")
+        for batch in SyntheticIngest(readings: count, meters: 4, duplicateFraction: 0).batches() {
+            _ = try await store.commit(batch)
+        }
+        await store.close()
+        let here = String(CommandLine.arguments[0].prefix(upTo: CommandLine.arguments[0].lastIndex(of: "/") ?? CommandLine.arguments[0].startIndex))
+        let sugard = (here.isEmpty ? "." : here) + "/sugard"
+        let socket = dir + "/s"
+        let now = Int64(time(nil))
+        try writeText(dir + "/sugard.conf", """
+            state_dir = \(dir)/state
+            socket = \(socket)
+            simulate_meters = 1
+            simulate_start = \(now + 1)
+            demo_interval = 1
+            cooldown_seconds = 0
+            timezone = UTC
+            log_level = warning
+
+            """)
+        children.append(try spawn(sugard, ["--config", dir + "/sugard.conf"], log: dir + "/sugard.log"))
+        try await waitFor(seconds: 30, "sugard's socket") { access(socket, F_OK) == 0 }
+
+        // 2. The broker.
+        let port = try freeLoopbackPort()
+        let candidates: [String] = ["/usr/sbin/mosquitto", "/usr/bin/mosquitto"]
+        let mosquitto = candidates.first { (path: String) in access(path, X_OK) == 0 }
+        guard let mosquitto else { throw BenchError("mosquitto is not installed (scripts/install-deps)") }
+        try writeText(dir + "/mosquitto.conf", "listener \(port) 127.0.0.1\nallow_anonymous true\npersistence false\n"
+            + (getuid() == 0 ? "user root\n" : ""))
+        children.append(try spawn(mosquitto, ["-c", dir + "/mosquitto.conf"], log: dir + "/mosquitto.log"))
+        try await waitFor(seconds: 10, "mosquitto") { canConnect(port) }
+
+        // 3. The latency subscriber (connected first, so it sees every reading message).
+        let arrivals = Lock<[String: Int64]>([:])
+        var subscriberOptions = MQTTOptions(host: "127.0.0.1", port: Int32(port), clientID: "sugar-bench-subscriber")
+        subscriberOptions.subscriptions = ["sugard/bench/+/reading"]
+        let subscribed = Lock(false)
+        let subscriber = MQTTClient(options: subscriberOptions) { event in
+            switch event {
+            case .connected: subscribed.withLock { $0 = true }
+            case .message(_, let payload):
+                let at = wallMicros()
+                if let id = (try? JSONValue(parsing: payload))?["id"]?.stringValue {
+                    arrivals.withLock { if $0[id] == nil { $0[id] = at } }
+                }
+            default: break
+            }
+        }
+        try subscriber.start()
+        defer { subscriber.stop() }
+        try await waitFor(seconds: 10, "the subscriber") { subscribed.withLock { $0 } }
+        try await Task.sleep(for: .milliseconds(200))  // SUBACK
+
+        // 4. The forwarder, from cursor 0 to the N-th PUBACK.
+        var config = ForwardConfig(gatewayID: "bench", socketPath: socket, stateDirectory: dir + "/fwd")
+        try config.apply(key: "mqtt_url", value: "mqtt://127.0.0.1:\(port)")
+        config.homeAssistantDiscovery = false
+        mkdir(dir + "/fwd", 0o700)
+        let forwarder = Forwarder(config: config, password: nil, logger: .disabled)
+        let started = ContinuousClock.now
+        let task = Task { try await forwarder.run() }
+        defer { forwarder.stop() }
+        let feedDone = Lock<ContinuousClock.Instant?>(nil)
+        let watch = Task {
+            while !Task.isCancelled, forwarder.status.withLock({ $0.received }) < count { try? await Task.sleep(for: .milliseconds(1)) }
+            feedDone.withLock { $0 = ContinuousClock.now }
+        }
+        defer { watch.cancel() }
+        // The bulk readings are cursors 1...N (a fresh database); the live meter's come after them.
+        try await waitFor(seconds: 600, "the forwarder's \(count) PUBACKs") { forwarder.status.withLock { $0.cursor } >= Int64(count) }
+        let forwarderSeconds = seconds(since: started)
+        let feedSeconds = feedDone.withLock { $0 }.map { d -> Double in
+            let x = d - started
+            return Double(x.components.seconds) + Double(x.components.attoseconds) / 1e18
+        } ?? forwarderSeconds
+
+        // 5. Latency: the simulated meter's next readings, commit to subscriber.
+        let liveMeter = "D4:A0:5E:00:00:00"
+        try await waitFor(seconds: Double(samples) * 3 + 30, "\(samples) live readings") {
+            arrivals.withLock { $0.keys.filter { $0.hasPrefix(liveMeter) }.count } >= samples
+        }
+        let client = try VarlinkClient(socketPath: socket)
+        defer { client.close() }
+        var latencies: [Double] = []
+        var all: [JSONValue] = []
+        for try await reply in client.callMore("io.sugard.HealthDataSync.ListReadings", ["limit": .int(Int64(count + 10_000))]) {
+            all += reply["readings"]?.arrayValue ?? []
+        }
+        let seen = arrivals.withLock { $0 }
+        for reading in all where reading["meter"]?.stringValue == liveMeter {
+            let id = ForwardTopics.payload(reading)["id"]?.stringValue ?? ""
+            guard let at = seen[id], let stored = reading["storedAt"]?["epochMillis"]?.intValue else { continue }
+            latencies.append(Double(at - stored * 1000) / 1000)
+        }
+        latencies.sort()
+        func percentile(_ p: Double) -> Double {
+            latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int((Double(latencies.count - 1) * p).rounded()))]
+        }
+        forwarder.stop()
+        try await task.value
+
+        // 6. The C publisher with the same payloads and topics.
+        let topics = ForwardTopics(config: config)
+        var lines = ""
+        var published = 0
+        for reading in all where reading["meter"]?.stringValue != liveMeter && published < count {
+            lines += topics.reading(reading["meter"]?.stringValue ?? "") + "\t" + ForwardTopics.payload(reading).serialized() + "\n"
+            published += 1
+        }
+        try writeText(dir + "/payloads.txt", lines)
+        try writeText(dir + "/publisher.c", cSource)
+        let cc = spawnAndWait("/usr/bin/cc", ["-O2", "-o", dir + "/publisher", dir + "/publisher.c", "-lmosquitto", "-lpthread"])
+        guard cc == 0 else { throw BenchError("cc could not build the C publisher (needs libmosquitto-dev)") }
+        let output = dir + "/publisher.out"
+        let c = try spawn(dir + "/publisher", ["127.0.0.1", String(port), dir + "/payloads.txt"], log: output)
+        var status: Int32 = 0
+        _ = waitpid(c, &status, 0)
+        guard status == 0, let cResult = try? JSONValue(parsing: String(decoding: try readFile(output), as: UTF8.self)),
+            let cSeconds = cResult["seconds"]?.doubleValue, cSeconds > 0
+        else { throw BenchError("the C publisher failed: \(String(decoding: (try? readFile(output)) ?? [], as: UTF8.self))") }
+
+        let forwarderRate = Double(count) / forwarderSeconds
+        let cRate = Double(published) / cSeconds
+        func rounded(_ x: Double, _ digits: Double = 1000) -> JSONValue { .double((x * digits).rounded() / digits) }
+        return [
+            "benchmark": "forward", "readings": .int(Int64(count)),
+            "forwarderSeconds": rounded(forwarderSeconds), "feedSeconds": rounded(feedSeconds), "forwarderReadingsPerSecond": rounded(forwarderRate, 1),
+            "cPublisherMessages": .int(Int64(published)), "cPublisherSeconds": rounded(cSeconds),
+            "cPublisherReadingsPerSecond": rounded(cRate, 1), "ratio": rounded(forwarderRate / cRate),
+            "latencySamples": .int(Int64(latencies.count)), "commitToSubscriberP50Millis": rounded(percentile(0.5)),
+            "commitToSubscriberP99Millis": rounded(percentile(0.99)),
+        ]
+    }
+
+    // MARK: Helpers
+
+    static func seconds(since start: ContinuousClock.Instant) -> Double {
+        let d = ContinuousClock.now - start
+        return Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+    }
+
+    static func waitFor(seconds: Double, _ what: String, _ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+        while !condition() {
+            if ContinuousClock.now > deadline { throw BenchError("no \(what) within \(Int(seconds)) s") }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+    }
+
+    static func writeText(_ path: String, _ text: String) throws { try writeFile(path, Array(text.utf8)) }
+
+    static func spawn(_ path: String, _ arguments: [String], log: String) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let environment: [String] = ["PATH=/usr/bin:/bin", "TZ=UTC"]
+        let envp = environment.map { strdup($0) } + [nil]
+        defer {
+            for p in argv { free(p) }
+            for p in envp { free(p) }
+        }
+        // The children get default signal handling and no blocked signals, whatever this process has.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for sig in [SIGTERM, SIGINT, SIGHUP, SIGPIPE] { sigaddset(&defaults, sig) }
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
+        guard rc == 0 else { throw BenchError("cannot start \(path): \(String(cString: strerror(rc)))") }
+        return pid
+    }
+
+    static func spawnAndWait(_ path: String, _ arguments: [String]) -> Int32 {
+        guard let pid = try? spawn(path, arguments, log: "/dev/null") else { return -1 }
+        var status: Int32 = 0
+        _ = waitpid(pid, &status, 0)
+        return status
+    }
+
+    static func freeLoopbackPort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard ok else { throw BenchError("cannot bind a loopback port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    static func canConnect(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+
+    static func wallMicros() -> Int64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Int64(spec.tv_sec) * 1_000_000 + Int64(spec.tv_nsec) / 1000
+    }
+}

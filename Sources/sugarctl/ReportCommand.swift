@@ -1,0 +1,220 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import GlucoseReport
+import JSON
+import SugarAPI
+
+/// `sugarctl report`: the glucose report of a period as a self-contained HTML page, a PDF printed
+/// by headless Chromium, or the figures as JSON. The readings come from `ListReadings`, the meter
+/// names from `ListMeters`; the figures and the page are `GlucoseReport`'s.
+enum ReportCommand {
+    static let help = CommandHelp(
+        name: "report",
+        abstract: "Make a glucose report of a period (HTML, PDF or JSON): statistics, time in ranges, the day by time of day, lows, a logbook.",
+        usage:
+            "report [--since <time>] [--until <time>] [--days <n>] [--meter <id>]... [--person <name>] [--unit mgdl|mmol] [--target <low>-<high>] [--format html|pdf|json] [--output <file>]",
+        options: [
+            ("--since <time>", "Start of the period: ISO 8601 with a zone, a date (UTC midnight) or an age (24h, 7d)."),
+            ("--until <time>", "End of the period, exclusive (same forms; default: now)."),
+            ("--days <n>", "Length of the period in days (default 14), counted back from --until or on from --since."),
+            ("--meter <id>", "Only this meter (its Bluetooth address); repeat for several (default: every meter)."),
+            ("--person <name>", "The person the report is for: shown in the header; readings that name a person are kept only when it is this one."),
+            DaemonOptions.unitHelp,
+            ("--target <low>-<high>", "Target range (default 70-180 mg/dL); in mmol/L when both are at most 35 (3.9-10)."),
+            ("--format <format>", "html (default), pdf (printed by headless Chromium) or json (the figures)."),
+            ("--output <file>", "Where to write it; - for standard output. Default: sugard-report-<from>-<to>.html (or .pdf) in this folder; json goes to standard output."),
+        ] + DaemonOptions.help,
+        discussion: """
+            Every reading of the period except control-solution tests: number per day, mean, standard \
+            deviation (n - 1) and coefficient of variation; time in ranges (very low < 54 mg/dL, low 54-69, target \
+            70-180, high 181-250, very high > 250; HI counts as very high and LO as very low, and neither enters mean \
+            or SD); count and mean by meal tag; every reading by local time of day with hourly 10/25/50/75/90 \
+            percentile bands (hours with at least 5 readings); one chart per day; every reading below 70 mg/dL; a \
+            logbook by day and time slot. The HTML page fetches nothing and runs no script; it prints on two A4 pages.
+            json keys: period {from, to, days}, unit, readings, readingsPerDay, meanMgdL, sdMgdL, cvPercent, ranges \
+            {veryLow, low, target, high, veryHigh} (percent, one decimal), target {lowMgdL, highMgdL}, byMeal \
+            {fasting, beforeMeal, afterMeal, bedtime, none: {count, meanMgdL}}, hourly (24 x {hour, count, p10, p25, \
+            p50, p75, p90}), lows [{id, time, mgdL, meal}].
+            Exit status: 0 ok, 1 no readings in the period (or another failure), 64 usage (bad dates), 69 sugard not \
+            reachable, 77 permission denied.
+            """
+    )
+
+    static let subcommand = Subcommand(help: help) { arguments in await run(arguments) }
+
+    static let day: Int64 = 86_400_000
+
+    static func run(_ arguments: [String]) async -> Int32 {
+        await runDaemonCommand(
+            arguments, help: help, flags: [],
+            values: ["since", "until", "days", "meter", "person", "unit", "target", "format", "output"]
+        ) { parsed throws(CommandFailure) in
+            guard parsed.positionals.isEmpty else { throw usage("Unexpected argument '\(parsed.positionals[0])'", help) }
+            let format = parsed.values["format"] ?? "html"
+            guard ["html", "pdf", "json"].contains(format) else {
+                throw usage("--format must be html, pdf or json, not '\(format)'", help)
+            }
+            var target = TargetRange.standard
+            if let text = parsed.values["target"] {
+                guard let parsedTarget = TargetRange(parsing: text) else {
+                    throw usage("--target must be LOW-HIGH with LOW below HIGH (70-180, or 3.9-10 in mmol/L), not '\(text)'", help)
+                }
+                target = parsedTarget
+            }
+            _ = try displayUnit(parsed, daemonDefault: nil, help: help)  // a bad --unit is a usage error before connecting
+            let period = try self.period(parsed)
+
+            let daemon = try Daemon.connect(parsed)
+            let meters = parsed.lists["meter"] ?? []
+            var json: [JSONValue] = []
+            var truncated = false
+            var daemonUnit: String?
+            for meter in meters.isEmpty ? [nil] : meters.map(Optional.some) {
+                var parameters: JSONObject = [
+                    "since": .string(APITime.iso(epochMillis: period.fromMillis)),
+                    "until": .string(APITime.iso(epochMillis: period.toMillis)), "limit": 100_000,
+                ]
+                if let meter { parameters["meter"] = .string(meter) }
+                try await daemon.stream("ListReadings", parameters) { reply throws(CommandFailure) in
+                    json += reply["readings"]?.arrayValue ?? []
+                    if reply["truncated"] == true { truncated = true }
+                    daemonUnit = reply["unit"]?.stringValue ?? daemonUnit
+                    return true
+                }
+            }
+            let unit: ReportUnit = try displayUnit(parsed, daemonDefault: daemonUnit, help: help) == .mmol ? .mmol : .mgdl
+            if truncated { writeStderr("sugarctl: the period holds more than 100000 readings per meter; the report shows the first ones.\n") }
+
+            var readings: [ReportReading] = []
+            var controlSolution = 0
+            var notGlucose = 0
+            for element in json {
+                switch ReportReading.parse(element) {
+                case .success(let reading): readings.append(reading)
+                case .failure(let why): if why.exclusion == .controlSolution { controlSolution += 1 } else { notGlucose += 1 }
+                }
+            }
+            let person = parsed.values["person"]
+            if let person, readings.contains(where: { $0.person != nil }) {
+                readings = readings.filter { $0.person == person }
+            }
+            let periodText = "\(APITime.iso(epochMillis: period.fromMillis)) to \(APITime.iso(epochMillis: period.toMillis))"
+            guard !readings.isEmpty else {
+                throw CommandFailure(
+                    ExitCode.failure,
+                    "Error: no readings from \(periodText)\(meters.isEmpty ? "" : " for \(meters.joined(separator: ", "))")"
+                        + "\(person.map { " for \($0)" } ?? "") (control-solution tests do not count). Try a longer period, e.g. --days 90.")
+            }
+            let figures = ReportFigures(readings: readings, period: period, target: target)
+            let context = ReportContext(
+                unit: unit, person: person ?? self.onlyPerson(readings),
+                meters: try await self.meters(daemon, used: Set(readings.map(\.meter))),
+                madeAtMillis: APITime.now(), madeAtUTCOffsetMinutes: self.localOffsetMinutes(),
+                controlSolutionCount: controlSolution, notGlucoseCount: notGlucose)
+
+            let output = parsed.values["output"]
+            let name = "sugard-report-\(APITime.iso(epochMillis: period.fromMillis).prefix(10))-\(APITime.iso(epochMillis: period.toMillis).prefix(10))"
+            switch format {
+            case "json":
+                let text = figures.json(context).prettySerialized() + "\n"
+                if let output, output != "-" {
+                    try self.write(text, to: output)
+                    writeStdout(output + "\n")
+                } else {
+                    writeStdout(text)
+                }
+            case "pdf":
+                let path = output ?? name + ".pdf"
+                try await PDFPrinter.print(html: figures.html(context), to: path)
+                if path != "-" { writeStdout(path + "\n") }
+            default:
+                let text = figures.html(context)
+                let path = output ?? name + ".html"
+                if path == "-" {
+                    writeStdout(text)
+                } else {
+                    try self.write(text, to: path)
+                    writeStdout(path + "\n")
+                }
+            }
+            return ExitCode.success
+        }
+    }
+
+    /// The period from --since, --until and --days: 14 days up to now unless told otherwise.
+    static func period(_ parsed: ParsedArguments) throws(CommandFailure) -> ReportPeriod {
+        func instant(_ option: String) throws(CommandFailure) -> Int64? {
+            guard let text = parsed.values[option] else { return nil }
+            let iso = try timeArgument(text, option: option, help: help)
+            guard let millis = APITime.parse(iso) else { throw usage("--\(option): cannot read '\(text)'", help) }
+            return millis
+        }
+        var days: Int64?
+        if let text = parsed.values["days"] {
+            guard let n = Int64(text), n > 0, n <= 3660 else {
+                throw usage("--days must be a whole number of days from 1 to 3660, not '\(text)'", help)
+            }
+            days = n
+        }
+        let since = try instant("since")
+        let until = try instant("until")
+        let from: Int64
+        let to: Int64
+        switch (since, until, days) {
+        case (let s?, let u?, nil): (from, to) = (s, u)
+        case (let s?, nil, let n?): (from, to) = (s, s + n * Self.day)
+        case (let s?, nil, nil): (from, to) = (s, APITime.now())
+        case (nil, let u?, let n): (from, to) = (u - (n ?? 14) * Self.day, u)
+        case (nil, nil, let n): (from, to) = (APITime.now() - (n ?? 14) * Self.day, APITime.now())
+        case (_?, _?, _?): throw usage("give at most two of --since, --until and --days", help)
+        }
+        guard from < to else {
+            throw usage("the period is empty: --since (\(APITime.iso(epochMillis: from))) must be before --until (\(APITime.iso(epochMillis: to)))", help)
+        }
+        return ReportPeriod(fromMillis: from, toMillis: to)
+    }
+
+    /// The person every reading names, when they all name the same one.
+    static func onlyPerson(_ readings: [ReportReading]) -> String? {
+        let people = Set(readings.map(\.person))
+        return people.count == 1 ? people.first ?? nil : nil
+    }
+
+    /// Name and serial number of the meters the readings come from (`ListMeters`).
+    static func meters(_ daemon: Daemon, used: Set<String>) async throws(CommandFailure) -> [ReportContext.Meter] {
+        let reply = try await daemon.call("ListMeters")
+        var result: [ReportContext.Meter] = []
+        var seen: Set<String> = []
+        for entry in reply["meters"]?.arrayValue ?? [] {
+            guard let id = entry["id"]?.stringValue, used.contains(id) else { continue }
+            let identity = entry["identity"]
+            result.append(
+                ReportContext.Meter(
+                    id: id, name: identity?["displayName"]?.stringValue ?? id, serialNumber: identity?["serialNumber"]?.stringValue))
+            seen.insert(id)
+        }
+        for id in used.subtracting(seen).sorted() { result.append(ReportContext.Meter(id: id, name: id, serialNumber: nil)) }
+        return result
+    }
+
+    /// This machine's UTC offset now, in minutes.
+    static func localOffsetMinutes() -> Int {
+        var seconds = time_t(APITime.now() / 1000)
+        var parts = tm()
+        guard localtime_r(&seconds, &parts) != nil else { return 0 }
+        return Int(parts.tm_gmtoff / 60)
+    }
+
+    static func write(_ text: String, to path: String) throws(CommandFailure) {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw CommandFailure(ExitCode.failure, "Error: cannot write \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        let ok = writeAll(text, to: descriptor)
+        guard ok else { throw CommandFailure(ExitCode.failure, "Error: cannot write \(path): \(String(cString: strerror(errno)))") }
+    }
+}

@@ -1,0 +1,8 @@
+// sugard-forward: every reading sugard stores, to an MQTT 5 broker and Home Assistant. Parses the
+// environment and runs SugarForward; everything worth testing lives there.
+import Glibc
+import SugarAPI
+import SugarForward
+
+let environment = processEnvironment()
+exit(await ForwardMain.run(arguments: Array(CommandLine.arguments.dropFirst()), environment: environment))
