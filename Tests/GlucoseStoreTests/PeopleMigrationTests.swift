@@ -31,7 +31,7 @@ enum V1Fixture {
         for (index, reading) in Self.readings.enumerated() {
             let meterRow: Int64 = reading.meter == testMeter ? 1 : 2
             _ = try ReadingRows.insert(
-                reading, baseTimeText: reading.baseTime.isoString, meterRowID: meterRow, epoch: meterRow == 1 ? 1 : 0,
+                reading, meterRowID: meterRow, epoch: meterRow == 1 ? 1 : 0,
                 storedAt: Instant(epochMillis: 1_710_000_004_000 + Int64(index)), sessionID: meterRow, db)
         }
     }

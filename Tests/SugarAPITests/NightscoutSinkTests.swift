@@ -267,7 +267,7 @@ struct ListReadingsSource: NightscoutReadingSource {
     @Test func refusedConnectionsAndTimeoutsAreRetried() async throws {
         try await withAPIServer { f in
             // Nothing listens on this port (bound and closed again).
-            let port = try Self.unusedPort()
+            let port = try freePort()
             let refused = try Self.sink(nil, name: "down", url: "http://127.0.0.1:\(port)", secret: "s", directory: f.directory)
             let slow = try await NightscoutStandIn()
             try await slow.control(["delay": 3])  // longer than the sink's 2 s request timeout
@@ -351,17 +351,5 @@ struct ListReadingsSource: NightscoutReadingSource {
         var config = NightscoutSinkConfig()
         try config.apply(key: "nightscout_api_secret_file", value: "/nonexistent/secret")
         #expect(throws: NightscoutConfigError.self) { _ = try config.apiSecretHeader() }
-    }
-
-    static func unusedPort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }

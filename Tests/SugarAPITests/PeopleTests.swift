@@ -116,13 +116,8 @@ import Varlink
     @Test(.enabled(if: getuid() == 0, "needs root to switch uid"))
     func assigningIsForAdminsOnly() async throws {
         try await withAPIServer(access: AccessPolicy(socketGroup: 4242, adminGroup: 4343, daemonUID: geteuid())) { f in
-            chmod(f.directory, 0o755)
-            let binary = try sugarctlPath()
             func run(_ groups: String, _ arguments: [String]) async throws -> ProcessOutput {
-                try await runProcess(
-                    "/usr/bin/setpriv",
-                    ["--reuid=65534", "--regid=65534", "--groups=\(groups)", binary, "--socket", f.path] + arguments,
-                    environment: ["HOME": "/nonexistent-home"])
+                try await sugarctlAsNobody(f, groups: groups, arguments)
             }
             let reader = try await run("4242", ["meters", "assign", meterA.id.rawValue, "Mia"])
             #expect(reader.status == 77, "\(reader)")

@@ -124,13 +124,8 @@ import Varlink
     @Test(.enabled(if: getuid() == 0, "needs root to switch uid"))
     func permissionDeniedIs77() async throws {
         try await withAPIServer(access: AccessPolicy(socketGroup: 4242, adminGroup: 4343, daemonUID: geteuid())) { f in
-            chmod(f.directory, 0o755)
-            let binary = try sugarctlPath()
             func run(_ groups: String, _ arguments: [String]) async throws -> ProcessOutput {
-                try await runProcess(
-                    "/usr/bin/setpriv",
-                    ["--reuid=65534", "--regid=65534", "--groups=\(groups)", binary, "--socket", f.path] + arguments,
-                    environment: ["HOME": "/nonexistent-home"])
+                try await sugarctlAsNobody(f, groups: groups, arguments)
             }
             let read = try await run("4242", ["meters"])
             #expect(read.status == 0, "\(read.stderr)")
