@@ -1,4 +1,5 @@
 import HealthDataSync
+import Testing
 import Locking
 
 // Test doubles for the sync engine: a scripted GATT meter that answers RACP from a list of
@@ -312,6 +313,11 @@ actor MemoryStore: ReadingStore {
         var inserted: [StoredReading] = []
         var duplicates = 0
         var resets = 0
+        if batch.meterReset {
+            meter.epoch += 1
+            meter.highWater = nil
+            resets += 1
+        }
         for r in batch.readings {
             let same = self.stored.filter { $0.reading.meter == r.meter && $0.epoch == meter.epoch && $0.reading.sequenceNumber == r.sequenceNumber }
             if same.contains(where: { $0.reading.baseTime == r.baseTime && $0.reading.concentrationRaw == r.concentrationRaw }) {
@@ -343,6 +349,7 @@ actor MemoryStore: ReadingStore {
         session.id = Int64(self.sessionList.count + 1)
         session.stored = inserted.count
         session.duplicates += duplicates
+        session.sequenceResets = resets
         self.sessionList.insert(session, at: 0)
         return CommitResult(inserted: inserted, duplicates: duplicates, sequenceResets: resets, meter: meter, session: session)
     }
@@ -381,4 +388,73 @@ final class TestClock: Sendable {
     let value = Lock<Int64>(1_718_445_600_000)  // 2024-06-15T10:00:00Z
     var now: Instant { Instant(epochMillis: self.value.withLock { $0 }) }
     func advance(seconds: Int64) { self.value.withLock { $0 += seconds * 1000 } }
+}
+
+/// A monotonic clock the test moves by hand: sleepers wake when ``advance(by:)`` passes their
+/// deadline, never by themselves.
+final class ManualSyncClock: SyncClock, Sendable {
+    private struct Sleeper {
+        var id: UInt64
+        var deadline: Duration
+        var continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private struct State {
+        var now: Duration = .seconds(1000)
+        var sleepers: [Sleeper] = []
+        var nextID: UInt64 = 0
+    }
+
+    private let state = Lock<State>(State())
+
+    var now: Duration { self.state.withLock { $0.now } }
+
+    /// Sleepers waiting now.
+    var sleepers: Int { self.state.withLock { $0.sleepers.count } }
+
+    /// Deadlines of the sleepers waiting now, earliest first.
+    var deadlines: [Duration] { self.state.withLock { $0.sleepers.map(\.deadline).sorted() } }
+
+    func advance(by step: Duration) {
+        let due = self.state.withLock { s -> [Sleeper] in
+            s.now += step
+            let now = s.now
+            let due = s.sleepers.filter { $0.deadline <= now }
+            s.sleepers.removeAll { $0.deadline <= now }
+            return due
+        }
+        for sleeper in due { sleeper.continuation.resume() }
+    }
+
+    func sleep(until deadline: Duration) async throws {
+        let id = self.state.withLock { s -> UInt64 in
+            s.nextID += 1
+            return s.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+                let wakeNow = self.state.withLock { s -> Bool in
+                    if s.now >= deadline || Task.isCancelled { return true }
+                    s.sleepers.append(Sleeper(id: id, deadline: deadline, continuation: c))
+                    return false
+                }
+                if wakeNow { Task.isCancelled ? c.resume(throwing: CancellationError()) : c.resume() }
+            }
+        } onCancel: {
+            let sleeper = self.state.withLock { s -> Sleeper? in
+                guard let i = s.sleepers.firstIndex(where: { $0.id == id }) else { return nil }
+                return s.sleepers.remove(at: i)
+            }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+    }
+}
+
+/// Waits (up to 5 s of real time) until `condition` holds.
+func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
+    for _ in 0..<1000 {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    Issue.record("timed out waiting: \(what)")
 }

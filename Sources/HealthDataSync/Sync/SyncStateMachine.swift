@@ -39,6 +39,10 @@ public struct SyncStateMachine: Sendable {
         public var advertisedName: String?
         /// The stored high-water sequence number; nil for a new meter.
         public var highWater: UInt16?
+        /// The measurement packet stored at ``highWater`` (current epoch). When known, the sync asks
+        /// from the high-water record itself and compares it: gone or different means the meter was
+        /// reset, and everything is downloaded into a new epoch.
+        public var highWaterRecord: [UInt8]?
         /// Ask for all records even when a high-water mark is stored.
         public var fullDownload: Bool
         public var zone: TimeZoneRules
@@ -46,12 +50,14 @@ public struct SyncStateMachine: Sendable {
         public var configuration: SyncConfiguration
 
         public init(
-            meter: MeterID, advertisedName: String? = nil, highWater: UInt16?, fullDownload: Bool = false,
-            zone: TimeZoneRules, quirks: QuirkTable = .builtIn, configuration: SyncConfiguration = SyncConfiguration()
+            meter: MeterID, advertisedName: String? = nil, highWater: UInt16?, highWaterRecord: [UInt8]? = nil,
+            fullDownload: Bool = false, zone: TimeZoneRules, quirks: QuirkTable = .builtIn,
+            configuration: SyncConfiguration = SyncConfiguration()
         ) {
             self.meter = meter
             self.advertisedName = advertisedName
             self.highWater = highWater
+            self.highWaterRecord = highWaterRecord
             self.fullDownload = fullDownload
             self.zone = zone
             self.quirks = quirks
@@ -109,6 +115,10 @@ public struct SyncStateMachine: Sendable {
     private var lastMeasurementSequence: UInt16?
     private var racpInFlight = false
     private var reportFilterDropped = false
+    /// The meter no longer holds the record at the high-water mark: a full download into a new epoch.
+    public private(set) var resetDetected = false
+    /// The batch waiting for the store's answer about already stored content (reversed sequence).
+    private var pendingBatch: SyncBatch?
     private var connected = false
     private var ending: (result: SyncResult, failure: SyncFailure?)?
 
@@ -245,6 +255,10 @@ public struct SyncStateMachine: Sendable {
             self.setPhase(self.phase(for: op), &out)
             self.issue(op, &out)
 
+        case .storedLookup(let highest, let known):
+            guard self.phase == .committing, self.pendingBatch != nil else { break }
+            self.commitNormalized(highest: highest, known: known, &out)
+
         case .committed(let result):
             guard self.phase == .committing else { break }
             out.append(.publish(.committed(self.context.meter, result)))
@@ -295,11 +309,16 @@ public struct SyncStateMachine: Sendable {
 
     private var usesHighWaterFilter: Bool {
         self.profile.requestPolicy == .fromHighWater && !self.context.fullDownload && !self.reportFilterDropped
-            && (self.context.highWater.map { $0 < UInt16.max } ?? false)
+            && !self.resetDetected && (self.context.highWater.map { $0 < UInt16.max } ?? false)
+    }
+
+    /// Asking from the high-water record itself, to check the meter still holds it.
+    private var verifiesHighWater: Bool {
+        self.usesHighWaterFilter && self.context.highWaterRecord != nil
     }
 
     private func racpBytes(_ purpose: RACPWritePurpose) -> [UInt8] {
-        let from = (self.context.highWater ?? 0) &+ 1
+        let from = (self.context.highWater ?? 0) &+ (self.verifiesHighWater ? 0 : 1)
         switch purpose {
         case .count:
             return (self.usesHighWaterFilter ? RACPMessage.countGreaterOrEqual(sequenceNumber: from) : .countAll).encoded()
@@ -508,6 +527,11 @@ public struct SyncStateMachine: Sendable {
             }
             self.racpInFlight = false
             self.pending = nil
+            if self.verifiesHighWater && count == 0 {
+                // Not even the high-water record is left: the meter was reset.
+                self.restartAfterReset(&out)
+                return
+            }
             self.expected = Int(count)
             out.append(.publish(.progress(self.context.meter, received: self.records.count, expected: self.expected)))
             self.startReport(&out)
@@ -526,9 +550,14 @@ public struct SyncStateMachine: Sendable {
         case (.reportStoredRecords, .racp(.report)?):
             self.racpInFlight = false
             self.pending = nil
+            if (code == .success || code == .noRecordsFound) && self.verifiesHighWater && !self.highWaterVerified() {
+                self.restartAfterReset(&out)
+                return
+            }
             switch code {
             case .success:
-                self.end(result: .success, now, &out)
+                // Only the verified high-water record came: nothing new.
+                self.end(result: self.verifiesHighWater && self.records.isEmpty ? .noNewRecords : .success, now, &out)
             case .noRecordsFound:
                 self.end(result: .noNewRecords, now, &out)
             case .opCodeNotSupported:
@@ -546,6 +575,33 @@ public struct SyncStateMachine: Sendable {
         default:
             self.anomalies.append(SyncAnomaly(.unexpectedRACP, "The meter sent a RACP response to op code \(request.rawValue) that nothing was waiting for."))
         }
+    }
+
+    // MARK: - Resets
+
+    /// Whether the meter sent the high-water record unchanged. If so it is dropped from the batch
+    /// (it is stored already) and from the count.
+    private mutating func highWaterVerified() -> Bool {
+        guard let mark = self.context.highWater, let i = self.recordIndex[mark],
+            self.records[i].bytes == self.context.highWaterRecord
+        else { return false }
+        self.records.remove(at: i)
+        self.recordIndex = Dictionary(uniqueKeysWithValues: self.records.enumerated().map { ($1.measurement.sequenceNumber, $0) })
+        if let expected = self.expected { self.expected = max(0, expected - 1) }
+        return true
+    }
+
+    /// The meter was reset: forget what this attempt received and download everything.
+    private mutating func restartAfterReset(_ out: inout [SyncAction]) {
+        self.resetDetected = true
+        self.records = []
+        self.recordIndex = [:]
+        self.orphanContexts = [:]
+        self.lastMeasurementSequence = nil
+        self.expected = nil
+        out.append(.publish(.progress(self.context.meter, received: 0, expected: nil)))
+        self.setPhase(.counting, &out)
+        self.issue(.racp(.count), &out)
     }
 
     // MARK: - Errors and retries
@@ -707,7 +763,9 @@ public struct SyncStateMachine: Sendable {
         var highWater: UInt16?
         if result == .success || result == .noNewRecords, !self.profile.has(.reversedSequence) {
             let maxReceived = self.records.map(\.measurement.sequenceNumber).max()
-            if self.usesHighWaterFilter {
+            if self.resetDetected {
+                highWater = maxReceived
+            } else if self.usesHighWaterFilter {
                 highWater = [self.context.highWater, maxReceived].compactMap { $0 }.max()
             } else {
                 highWater = maxReceived ?? self.context.highWater
@@ -716,10 +774,33 @@ public struct SyncStateMachine: Sendable {
         let session = SyncSessionRecord(
             meter: self.context.meter, started: self.started, ended: now, result: result, expected: self.expected,
             received: self.records.count, error: failure?.message)
-        let batch = SyncBatch(meter: self.identity, features: self.features, readings: readings, newHighWater: highWater, session: session)
-        self.batch = batch
+        let batch = SyncBatch(
+            meter: self.identity, features: self.features, readings: readings, newHighWater: highWater, session: session,
+            meterReset: self.resetDetected)
         self.session = session
         self.setPhase(.committing, &out)
+        if self.profile.has(.reversedSequence) {
+            // Numbers identify nothing: ask the store which records it holds by content first.
+            self.pendingBatch = batch
+            out.append(.lookUpStored(readings.map(ReadingContent.init)))
+        } else {
+            self.batch = batch
+            out.append(.commit(batch))
+        }
+    }
+
+    /// TaiDoc: drops what is stored already and numbers the rest after the highest stored number.
+    private mutating func commitNormalized(highest: UInt16?, known: Set<ReadingContent>, _ out: inout [SyncAction]) {
+        guard var batch = self.pendingBatch else { return }
+        self.pendingBatch = nil
+        let (fresh, already) = ReversedSequenceNormalizer.normalize(
+            received: batch.readings, storedContent: known, highestStored: highest)
+        batch.readings = fresh
+        batch.session.duplicates += already
+        if batch.session.result == .success || batch.session.result == .noNewRecords {
+            batch.newHighWater = (fresh.map(\.sequenceNumber) + [highest].compactMap { $0 }).max()
+        }
+        self.batch = batch
         out.append(.commit(batch))
     }
 
