@@ -157,6 +157,12 @@ import Testing
         #expect(s.pairing == .pairing)
         SyncEventReducer.apply(.passkeySubmitted, to: &s)
         #expect(s.pairing == .pairing)
+        s.pairing = .waitingForPasskey
+        SyncEventReducer.apply(.passkeySubmitted, to: &s)
+        #expect(s.pairing == .pairing)
+        s.pairing = .failed
+        SyncEventReducer.apply(.passkeySubmitted, to: &s)
+        #expect(s.pairing == .failed, "a pairing that already ended stays ended")
         let error = SyncEventReducer.reportedError(SyncFailure(.pairingFailed, "wrong PIN"), meter: self.m, at: self.now)
         SyncEventReducer.apply(.failed(error, duringSync: true), to: &s)
         #expect(s.pairing == .failed && s.lastError == nil, "the sync reports its own failure")

@@ -108,7 +108,7 @@ public enum SyncEventReducer {
     public enum PairingEvent: Hashable, Sendable {
         /// The pair call started (a pairing already waiting for the passkey stays so).
         case started
-        /// The passkey was handed to the transport.
+        /// The passkey was handed to the transport (waiting for it becomes pairing).
         case passkeySubmitted
         case succeeded
         /// It failed; `duringSync` when a running sync reports the error itself.
@@ -121,7 +121,8 @@ public enum SyncEventReducer {
         case .started:
             if state.pairing != .waitingForPasskey { state.pairing = .pairing }
         case .passkeySubmitted:
-            state.pairing = .pairing
+            // The pairing may have ended meanwhile (the passkey's answer can come first).
+            if state.pairing == .waitingForPasskey { state.pairing = .pairing }
         case .succeeded:
             state.pairing = .paired
             if let code = state.lastError?.code, Self.pairingErrorCodes.contains(code) { state.lastError = nil }
