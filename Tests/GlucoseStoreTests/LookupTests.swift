@@ -28,6 +28,12 @@ import Testing
         let found = try await store.storedContent(meter: testMeter, among: [held, otherValue, notHeld])
         #expect(found == [held])
         #expect(try await store.storedContent(meter: otherMeter, among: [held]).isEmpty)
+        // An indexed lookup per base time, never a scan of the meter's history.
+        let plan = try await store.textForTesting(
+            "EXPLAIN QUERY PLAN SELECT time_offset_min FROM reading WHERE meter_id = 1 AND base_time = 'x'", column: 3)
+        #expect(plan.contains { $0.contains("reading_by_meter_base_time") }, "\(plan)")
+        let maxPlan = try await store.textForTesting("EXPLAIN QUERY PLAN SELECT max(seq) FROM reading WHERE meter_id = 1", column: 3)
+        #expect(maxPlan.contains { $0.contains("reading_by_seq") }, "\(maxPlan)")
     }
 
     @Test func aMeterResetOpensANewEpochAndIsRecordedInTheSession() async throws {

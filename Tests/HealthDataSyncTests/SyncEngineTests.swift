@@ -169,8 +169,10 @@ func waitForFinished(_ log: EventLog, count: Int) async throws {
                         ScriptedRecord(measurement: measurementBytes(seq: UInt16(i), 2024, 6, day, 9, sfloat: mgdl(100 + day)))
                     }
                 }
+                let queries = await store.readingQueries
                 let third = try await engine.sync(meter: id, force: true)
                 #expect(third.result == .success && third.stored == 1)
+                #expect(await store.readingQueries == queries, "the renumbering looks up only the received records")
                 let after = try await store.readings(ReadingQuery(meter: id)).map(\.reading)
                 #expect(after.map(\.baseTime.day) == [1, 2, 3, 4])
                 #expect(after.map(\.sequenceNumber) == [0, 1, 2, 3])

@@ -354,8 +354,27 @@ actor MemoryStore: ReadingStore {
         return CommitResult(inserted: inserted, duplicates: duplicates, sequenceResets: resets, meter: meter, session: session)
     }
 
+    /// How often the whole reading list was asked for (a sync never should).
+    var readingQueries = 0
+
     func readings(_ query: ReadingQuery) async throws(StoreError) -> [StoredReading] {
-        self.stored.filter { query.meter == nil || $0.reading.meter == query.meter }
+        self.readingQueries += 1
+        return self.stored.filter { query.meter == nil || $0.reading.meter == query.meter }
+    }
+
+    func storedMeasurement(meter: MeterID, sequenceNumber: UInt16) async throws(StoreError) -> [UInt8]? {
+        let epoch = self.metersByID[meter]?.epoch
+        return self.stored.last { $0.reading.meter == meter && $0.epoch == epoch && $0.reading.sequenceNumber == sequenceNumber }?
+            .reading.measurementBytes
+    }
+
+    func highestSequenceNumber(meter: MeterID) async throws(StoreError) -> UInt16? {
+        self.stored.filter { $0.reading.meter == meter }.map(\.reading.sequenceNumber).max()
+    }
+
+    func storedContent(meter: MeterID, among candidates: [ReadingContent]) async throws(StoreError) -> Set<ReadingContent> {
+        let wanted = Set(candidates)
+        return Set(self.stored.filter { $0.reading.meter == meter }.map { ReadingContent($0.reading) }.filter(wanted.contains))
     }
 
     func readingCount(meter: MeterID?) async throws(StoreError) -> Int {
