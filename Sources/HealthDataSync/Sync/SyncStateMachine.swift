@@ -100,12 +100,23 @@ public struct SyncStateMachine: Sendable {
 
     private var started = Instant(epochMillis: 0)
     private var services = MeterServices(characteristics: [])
-    private var pending: Operation?
+    /// Where the attempt is, with what that point needs.
+    private enum Step: Sendable {
+        /// Nothing in flight (before the start, or between two operations).
+        case none
+        /// An operation is in flight. `resume` is the operation it interrupted (pairing, or
+        /// re-enabling RACP indications), issued again once it succeeds.
+        case awaiting(Operation, resume: Operation?)
+        /// The pause before the one retry of an operation.
+        case pausing(Operation)
+        /// The attempt ended with this result; the batch is with the store (`lookup`: the batch
+        /// waits for the store's answer about stored content first), or the link is being closed.
+        case ended(SyncResult, SyncFailure?, lookup: SyncBatch?)
+    }
+
+    private var step: Step = .none
     private var retried: Set<Operation> = []
     private var pairingUsed = false
-    private var resumeAfterPairing: Operation?
-    private var resumeAfterReenable: Operation?
-    private var retryOperation: Operation?
     private var readQueue: [BluetoothUUID] = []
     private var subscribeQueue: [BluetoothUUID] = []
     private var clockUUID: BluetoothUUID?
@@ -117,10 +128,17 @@ public struct SyncStateMachine: Sendable {
     private var reportFilterDropped = false
     /// The meter no longer holds the record at the high-water mark: a full download into a new epoch.
     public private(set) var resetDetected = false
-    /// The batch waiting for the store's answer about already stored content (reversed sequence).
-    private var pendingBatch: SyncBatch?
     private var connected = false
-    private var ending: (result: SyncResult, failure: SyncFailure?)?
+
+    /// The operation in flight.
+    private var pending: Operation? {
+        if case .awaiting(let op, _) = self.step { op } else { nil }
+    }
+
+    /// The operation the one in flight interrupted.
+    private var resume: Operation? {
+        if case .awaiting(_, let resume) = self.step { resume } else { nil }
+    }
 
     public init(_ context: Context) {
         self.context = context
@@ -154,7 +172,7 @@ public struct SyncStateMachine: Sendable {
 
         case .connected(let services):
             guard self.pending == .connect else { break }
-            self.pending = nil
+            self.step = .none
             self.connected = true
             self.services = services
             guard services.has(.glucoseMeasurement), services.has(.recordAccessControlPoint) else {
@@ -172,9 +190,8 @@ public struct SyncStateMachine: Sendable {
 
         case .paired:
             guard self.pending == .pair else { break }
-            self.pending = nil
-            let resume = self.resumeAfterPairing ?? .connect
-            self.resumeAfterPairing = nil
+            let resume = self.resume ?? .connect
+            self.step = .none
             self.setPhase(self.phase(for: resume), &out)
             self.issue(resume, &out)
 
@@ -190,7 +207,7 @@ public struct SyncStateMachine: Sendable {
 
         case .readCompleted(let uuid, let bytes):
             guard self.pending == .read(uuid) else { break }
-            self.pending = nil
+            self.step = .none
             self.store(read: uuid, bytes: bytes, now: now)
             self.nextRead(now, &out)
 
@@ -200,9 +217,9 @@ public struct SyncStateMachine: Sendable {
 
         case .notificationsEnabled(let uuid):
             guard self.pending == .enable(uuid) else { break }
-            self.pending = nil
-            if let resume = self.resumeAfterReenable {
-                self.resumeAfterReenable = nil
+            let resume = self.resume
+            self.step = .none
+            if let resume {
                 self.setPhase(self.phase(for: resume), &out)
                 self.issue(resume, &out)
             } else {
@@ -246,18 +263,19 @@ public struct SyncStateMachine: Sendable {
             }
 
         case .timerFired(.operation):
-            guard let op = self.pending, self.isActive else { break }
-            self.timedOut(op, now, &out)
+            guard case .awaiting(let op, let resume) = self.step, self.isActive else { break }
+            self.timedOut(op, resume: resume, now, &out)
 
         case .timerFired(.retry):
-            guard self.phase == .waitingToRetry, let op = self.retryOperation else { break }
-            self.retryOperation = nil
+            guard self.phase == .waitingToRetry, case .pausing(let op) = self.step else { break }
+            self.step = .none
             self.setPhase(self.phase(for: op), &out)
             self.issue(op, &out)
 
         case .storedLookup(let highest, let known):
-            guard self.phase == .committing, self.pendingBatch != nil else { break }
-            self.commitNormalized(highest: highest, known: known, &out)
+            guard self.phase == .committing, case .ended(let result, let failure, let batch?) = self.step else { break }
+            self.step = .ended(result, failure, lookup: nil)
+            self.commitNormalized(batch, highest: highest, known: known, &out)
 
         case .committed(let result):
             guard self.phase == .committing else { break }
@@ -266,12 +284,12 @@ public struct SyncStateMachine: Sendable {
             self.afterCommit(&out)
 
         case .commitFailed(let error):
-            guard self.phase == .committing, let ending = self.ending else { break }
+            guard self.phase == .committing, case .ended(_, let earlier, _) = self.step else { break }
             let failure = SyncFailure(.storeError, "Readings from \(self.context.meter) could not be stored: \(error.message)")
-            self.ending = (.failed, failure)
+            self.step = .ended(.failed, failure, lookup: nil)
             var record = self.batch?.session ?? SyncSessionRecord(meter: self.context.meter, started: self.started, result: .failed)
             record.result = .failed
-            record.error = failure.message + (ending.failure.map { " (after: \($0.message))" } ?? "")
+            record.error = failure.message + (earlier.map { " (after: \($0.message))" } ?? "")
             self.session = record
             self.afterCommit(&out)
 
@@ -329,8 +347,8 @@ public struct SyncStateMachine: Sendable {
         }
     }
 
-    private mutating func issue(_ op: Operation, _ out: inout [SyncAction]) {
-        self.pending = op
+    private mutating func issue(_ op: Operation, resume: Operation? = nil, _ out: inout [SyncAction]) {
+        self.step = .awaiting(op, resume: resume)
         let config = self.context.configuration
         let seconds: Double
         switch op {
@@ -526,7 +544,7 @@ public struct SyncStateMachine: Sendable {
                 return
             }
             self.racpInFlight = false
-            self.pending = nil
+            self.step = .none
             if self.verifiesHighWater && count == 0 {
                 // Not even the high-water record is left: the meter was reset.
                 self.restartAfterReset(&out)
@@ -544,12 +562,12 @@ public struct SyncStateMachine: Sendable {
         switch (request, self.pending) {
         case (.reportNumberOfStoredRecords, .racp(.count)?):
             self.racpInFlight = false
-            self.pending = nil
+            self.step = .none
             self.anomalies.append(SyncAnomaly(.countUnavailable, "The meter answered the record count with \(code.name); downloading without a count."))
             self.startReport(&out)
         case (.reportStoredRecords, .racp(.report)?):
             self.racpInFlight = false
-            self.pending = nil
+            self.step = .none
             if (code == .success || code == .noRecordsFound) && self.verifiesHighWater && !self.highWaterVerified() {
                 self.restartAfterReset(&out)
                 return
@@ -614,7 +632,8 @@ public struct SyncStateMachine: Sendable {
     }
 
     private mutating func operationFailed(_ op: Operation, _ error: TransportError, _ now: Instant, _ out: inout [SyncAction]) {
-        self.pending = nil
+        let resume = self.resume
+        self.step = .none
         if error.code == .disconnected || error.code == .notConnected {
             self.connected = false
             self.end(SyncFailure(.meterDisconnected, "\(self.context.meter) disconnected during \(self.phase.name): \(error.message)"), now, &out)
@@ -636,13 +655,12 @@ public struct SyncStateMachine: Sendable {
                 return
             }
             self.pairingUsed = true
-            self.resumeAfterPairing = op
             self.setPhase(.pairing, &out)
-            self.issue(.pair, &out)
+            self.issue(.pair, resume: op, &out)
             return
         }
         if error.code == .timeout {
-            self.timedOut(op, now, &out)
+            self.timedOut(op, resume: resume, now, &out)
             return
         }
         if case .racp(let purpose) = op, let att = error.attError {
@@ -662,9 +680,8 @@ public struct SyncStateMachine: Sendable {
                     return
                 }
                 self.retried.insert(op)
-                self.resumeAfterReenable = .racp(purpose)
                 self.setPhase(.subscribing, &out)
-                self.issue(.enable(.recordAccessControlPoint), &out)
+                self.issue(.enable(.recordAccessControlPoint), resume: .racp(purpose), &out)
                 return
             }
         }
@@ -690,8 +707,8 @@ public struct SyncStateMachine: Sendable {
         }
     }
 
-    private mutating func timedOut(_ op: Operation, _ now: Instant, _ out: inout [SyncAction]) {
-        self.pending = nil
+    private mutating func timedOut(_ op: Operation, resume: Operation?, _ now: Instant, _ out: inout [SyncAction]) {
+        self.step = .none
         if op == .pair {
             self.end(SyncFailure(.pairingRequired, "Pairing with \(self.context.meter) timed out; was the passkey entered?"), now, &out)
             return
@@ -714,13 +731,12 @@ public struct SyncStateMachine: Sendable {
             out.append(.writeRACP(self.racpBytes(.abort), purpose: .abort))
             self.scheduleRetry(op, &out)
         } else {
-            self.issue(op, &out)
+            self.issue(op, resume: resume, &out)
         }
     }
 
     private mutating func scheduleRetry(_ op: Operation, _ out: inout [SyncAction]) {
-        self.pending = nil
-        self.retryOperation = op
+        self.step = .pausing(op)
         self.setPhase(.waitingToRetry, &out)
         out.append(.cancelTimer(.operation))
         out.append(.startTimer(.retry, seconds: self.context.configuration.retryDelay))
@@ -742,10 +758,8 @@ public struct SyncStateMachine: Sendable {
         if result == .aborted && self.racpInFlight && self.connected {
             out.append(.writeRACP(self.racpBytes(.abort), purpose: .abort))
         }
-        self.pending = nil
         self.racpInFlight = false
-        self.retryOperation = nil
-        self.ending = (result, failure)
+        self.step = .ended(result, failure, lookup: nil)
         for (seq, _) in self.orphanContexts.sorted(by: { $0.key < $1.key }) {
             self.anomalies.append(SyncAnomaly(.orphanContext, sequenceNumber: seq, "A context for record \(seq) came without its measurement."))
         }
@@ -781,7 +795,7 @@ public struct SyncStateMachine: Sendable {
         self.setPhase(.committing, &out)
         if self.profile.has(.reversedSequence) {
             // Numbers identify nothing: ask the store which records it holds by content first.
-            self.pendingBatch = batch
+            self.step = .ended(result, failure, lookup: batch)
             out.append(.lookUpStored(readings.map(ReadingContent.init)))
         } else {
             self.batch = batch
@@ -790,9 +804,10 @@ public struct SyncStateMachine: Sendable {
     }
 
     /// TaiDoc: drops what is stored already and numbers the rest after the highest stored number.
-    private mutating func commitNormalized(highest: UInt16?, known: Set<ReadingContent>, _ out: inout [SyncAction]) {
-        guard var batch = self.pendingBatch else { return }
-        self.pendingBatch = nil
+    private mutating func commitNormalized(
+        _ received: SyncBatch, highest: UInt16?, known: Set<ReadingContent>, _ out: inout [SyncAction]
+    ) {
+        var batch = received
         let (fresh, already) = ReversedSequenceNormalizer.normalize(
             received: batch.readings, storedContent: known, highestStored: highest)
         batch.readings = fresh
@@ -814,16 +829,16 @@ public struct SyncStateMachine: Sendable {
     }
 
     private mutating func finalize(_ out: inout [SyncAction]) {
-        guard let ending = self.ending, !self.phase.isFinal else { return }
+        guard case .ended(let result, let failure, _) = self.step, !self.phase.isFinal else { return }
         self.connected = false
-        if let failure = ending.failure {
+        if let failure {
             self.setPhase(.failed(failure), &out)
             out.append(.publish(.failed(self.context.meter, failure)))
         } else {
-            self.setPhase(.done(ending.result), &out)
+            self.setPhase(.done(result), &out)
         }
         if !self.anomalies.isEmpty { out.append(.publish(.anomalies(self.context.meter, self.anomalies))) }
-        let record = self.session ?? SyncSessionRecord(meter: self.context.meter, started: self.started, result: ending.result)
+        let record = self.session ?? SyncSessionRecord(meter: self.context.meter, started: self.started, result: result)
         out.append(.publish(.finished(self.context.meter, record)))
         out.append(.finished(record))
     }
