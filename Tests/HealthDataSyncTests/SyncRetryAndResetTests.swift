@@ -7,6 +7,20 @@ private func script(records: ClosedRange<UInt16>, base: Int = 90) -> MeterScript
     return s
 }
 
+/// A meter that drops the link after its first record, every time.
+private func droppingScript() -> MeterScript {
+    var s = script(records: 1...3)
+    s.disconnectAfter = 1
+    return s
+}
+
+/// Moves the monotonic clock on and checks that the meter was connected only once.
+private func expectNoFurtherAttempt(_ transport: ScriptedTransport, _ monotonic: ManualSyncClock, after: Duration) async throws {
+    monotonic.advance(by: after)
+    try await Task.sleep(for: .milliseconds(50))
+    #expect(transport.log.filter { $0 == "connect" }.count == 1)
+}
+
 private func retries(_ log: EventLog) -> [Int] {
     log.all.compactMap { if case .retryScheduled(_, _, let attempt) = $0 { return attempt } else { return nil } }
 }
@@ -59,16 +73,13 @@ private func finishedCount(_ log: EventLog) -> Int {
             let session = try await engine.sync(meter: s.id, force: true)
             #expect(session.result == .failed)
             #expect(await engine.scheduledAttempt(s.id) == nil)
-            monotonic.advance(by: .seconds(600))
-            try await Task.sleep(for: .milliseconds(50))
+            try await expectNoFurtherAttempt(transport, monotonic, after: .seconds(600))
             #expect(retries(log).isEmpty)
-            #expect(transport.log.filter { $0 == "connect" }.count == 1)
         }
     }
 
     @Test func forgettingTheMeterStopsItsRetries() async throws {
-        var s = script(records: 1...3)
-        s.disconnectAfter = 1
+        let s = droppingScript()
         let monotonic = ManualSyncClock()
         try await withEngine([s], monotonic: monotonic) { engine, transport, _, log in
             _ = try await engine.sync(meter: s.id, force: true)
@@ -77,15 +88,12 @@ private func finishedCount(_ log: EventLog) -> Int {
             #expect(await engine.scheduledAttempt(s.id) == nil)
             #expect(log.all.contains { if case .scheduleCleared = $0 { return true } else { return false } })
             try await eventually("the sleeper is cancelled") { monotonic.sleepers == 0 }
-            monotonic.advance(by: .seconds(10))
-            try await Task.sleep(for: .milliseconds(50))
-            #expect(transport.log.filter { $0 == "connect" }.count == 1)
+            try await expectNoFurtherAttempt(transport, monotonic, after: .seconds(10))
         }
     }
 
     @Test func shutdownCancelsScheduledRetries() async throws {
-        var s = script(records: 1...3)
-        s.disconnectAfter = 1
+        let s = droppingScript()
         let monotonic = ManualSyncClock()
         try await withEngine([s], monotonic: monotonic) { engine, transport, _, _ in
             _ = try await engine.sync(meter: s.id, force: true)
@@ -93,15 +101,12 @@ private func finishedCount(_ log: EventLog) -> Int {
             await engine.shutdown()
             #expect(monotonic.sleepers == 0)
             #expect(await engine.scheduledAttempt(s.id) == nil)
-            monotonic.advance(by: .seconds(10))
-            try await Task.sleep(for: .milliseconds(50))
-            #expect(transport.log.filter { $0 == "connect" }.count == 1)
+            try await expectNoFurtherAttempt(transport, monotonic, after: .seconds(10))
         }
     }
 
     @Test func theAdapterComingBackOrTheMeterAppearingRetriesAtOnce() async throws {
-        var s = script(records: 1...3)
-        s.disconnectAfter = 1
+        let s = droppingScript()
         let monotonic = ManualSyncClock()
         try await withEngine([s], automatic: true, monotonic: monotonic) { engine, transport, _, log in
             _ = try await engine.sync(meter: s.id, force: true)
