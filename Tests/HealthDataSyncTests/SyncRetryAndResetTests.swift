@@ -105,22 +105,27 @@ private func finishedCount(_ log: EventLog) -> Int {
         }
     }
 
-    @Test func theAdapterComingBackOrTheMeterAppearingRetriesAtOnce() async throws {
+    @Test func theAdapterComingBackRetriesAtOnceButAdvertisingDoesNotShortenThePause() async throws {
         let s = droppingScript()
         let monotonic = ManualSyncClock()
         try await withEngine([s], automatic: true, monotonic: monotonic) { engine, transport, _, log in
+            let powered = AdapterState(present: true, powered: true, discovering: false)
+            transport.emit(.adapter(powered))
             _ = try await engine.sync(meter: s.id, force: true)
             try await eventually("retry scheduled") { await engine.scheduledAttempt(s.id) != nil }
-            // bluetoothd came back: the waiting retry runs now, without the clock moving.
-            transport.emit(.adapter(AdapterState(present: true, powered: true, discovering: false)))
-            try await waitForFinished(log, count: 2)
-            try await eventually("retry 2 scheduled") { retries(log).count == 2 }
-            // The meter advertises during the pause: it is synced now (a failure holds no cooldown).
-            transport.update(s.id) { $0.disconnectAfter = nil }
+            // The meter advertising (and the adapter merely changing its discovery) during the pause
+            // starts nothing: the backoff stands.
             transport.emit(.meterAppeared(MeterAdvertisement(id: s.id, name: "meter")))
-            try await waitForFinished(log, count: 3)
+            transport.emit(.adapter(AdapterState(present: true, powered: true, discovering: true)))
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(transport.log.filter { $0 == "connect" }.count == 1)
+            // bluetoothd went away and came back: the waiting retry runs now, without the clock moving.
+            transport.emit(.adapter(.absent))
+            transport.update(s.id) { $0.disconnectAfter = nil }
+            transport.emit(.adapter(powered))
+            try await waitForFinished(log, count: 2)
             #expect(await engine.scheduledAttempt(s.id) == nil)
-            #expect(transport.log.filter { $0 == "connect" }.count == 3)
+            #expect(transport.log.filter { $0 == "connect" }.count == 2)
         }
     }
 

@@ -9,8 +9,9 @@
 ///   inside it is deferred to its end, never dropped. An attempt that ends for a transient reason
 ///   (link lost, bluetoothd gone, timeout, ATT busy, transport error) is retried by the engine
 ///   itself after 2 s, 10 s, 60 s, 5 min, then every 5 min, connecting to the meter directly
-///   whether or not it advertises, while the meter is known; a powered adapter coming back or the
-///   meter appearing retries at once. A success resets the backoff; a non-transient failure,
+///   whether or not it advertises, while the meter is known; an adapter that becomes available
+///   again (bluetoothd restarted) retries at once, the meter advertising does not shorten the
+///   pause. A success resets the backoff; a non-transient failure,
 ///   ``forget(meter:)`` and ``shutdown(deadlineSeconds:)`` stop the retries.
 /// - ``sync(meter:force:fullDownload:)`` starts a sync and returns its session when it ends. A
 ///   forced sync ignores the cooldown; nothing starts a second sync of a running meter.
@@ -73,6 +74,7 @@ public actor SyncEngine {
     private var nextToken: UInt64 = 0
     private var advertisements: [MeterID: MeterAdvertisement] = [:]
     private var lastSessions: [MeterID: SyncSessionRecord] = [:]
+    private var adapterAvailable = false
     private var shuttingDown = false
     private var stopRun: AsyncStream<Void>.Continuation?
 
@@ -228,14 +230,21 @@ public actor SyncEngine {
         switch event {
         case .adapter(let state):
             self.publish(.adapterChanged(state))
-            if state.present, state.powered {
-                // bluetoothd or the adapter is back: waiting retries go now.
+            let available = state.present && state.powered
+            defer { self.adapterAvailable = available }
+            if available, !self.adapterAvailable {
+                // bluetoothd or the adapter is back (a likely cause of the failures): retry now.
                 for (meter, entry) in self.scheduled where entry.kind == .retry { await self.fire(meter, token: entry.token) }
             }
         case .meterAppeared(let ad):
             self.advertisements[ad.id] = ad
             self.publish(.meterAppeared(ad))
             guard self.automaticSync, !self.shuttingDown, self.running[ad.id] == nil else { return }
+            if self.scheduled[ad.id]?.kind == .retry {
+                // A failing meter that advertises often is not asked more often than the backoff says.
+                self.logger.debug("meter appeared while its retry is scheduled", [("meter", ad.id.rawValue)])
+                return
+            }
             await self.startAutomatically(ad.id, .automatic)
         case .meterDisappeared(let id):
             self.publish(.meterDisappeared(id))
