@@ -279,7 +279,9 @@ public actor SyncEngine {
         } catch {
             throw SyncFailure(.storeError, "The stored state of \(meter) could not be read: \(error.message)")
         }
-        // Checked after the awaits: another caller may have started this meter meanwhile.
+        // Checked after the awaits: the engine may be shutting down, or another caller may have
+        // started this meter meanwhile.
+        guard !self.shuttingDown else { throw SyncFailure(.aborted, "The daemon is shutting down; \(meter) was not synced.") }
         if let stored, let last = stored.lastSync, stored.lastSyncResult == .success || stored.lastSyncResult == .noNewRecords {
             self.policy.noteEarlierSuccess(meter, ago: .milliseconds(self.now().epochMillis - last.epochMillis), at: self.clock.now)
         }
