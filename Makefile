@@ -8,12 +8,18 @@ UNITDIR     := $(PREFIX)/lib/systemd/system
 SYSUSERSDIR := $(PREFIX)/lib/sysusers.d
 TMPFILESDIR := $(PREFIX)/lib/tmpfiles.d
 DOCDIR      := $(PREFIX)/share/doc/sugard
+MANDIR      := $(PREFIX)/share/man
+BASHCOMPDIR := $(PREFIX)/share/bash-completion/completions
 # udev and dbus-daemon do not look under /usr/local.
 UDEVDIR     := /etc/udev/rules.d
 DBUSDIR     := /usr/share/dbus-1/system.d
 CONFDIR     := /etc/sugard
 
-.PHONY: all build test install uninstall
+.PHONY: all build test install uninstall deb
+
+# The Debian package (sugard_<version>_<arch>.deb): see scripts/package.
+deb:
+	bash scripts/package
 
 all: build
 
@@ -27,7 +33,7 @@ test:
 install: build
 	install -D -m 0755 .build/release/sugard $(DESTDIR)$(LIBEXECDIR)/sugard
 	install -D -m 0755 .build/release/sugarctl $(DESTDIR)$(BINDIR)/sugarctl
-	sed 's#^ExecStart=.*#ExecStart=$(LIBEXECDIR)/sugard#' systemd/sugard.service > sugard.service.tmp
+	sed 's#/usr/local/libexec/sugard#$(LIBEXECDIR)/sugard#' systemd/sugard.service > sugard.service.tmp
 	install -D -m 0644 sugard.service.tmp $(DESTDIR)$(UNITDIR)/sugard.service
 	rm -f sugard.service.tmp
 	install -D -m 0644 systemd/sugard.sysusers $(DESTDIR)$(SYSUSERSDIR)/sugard.conf
@@ -36,6 +42,11 @@ install: build
 	install -D -m 0644 udev/70-sugard.rules $(DESTDIR)$(UDEVDIR)/70-sugard.rules
 	install -D -m 0644 config/sugard.conf.example $(DESTDIR)$(CONFDIR)/sugard.conf.example
 	install -D -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASHCOMPDIR)
+	.build/release/sugard --generate-man sugard > $(DESTDIR)$(MANDIR)/man8/sugard.8
+	.build/release/sugard --generate-man sugard.conf > $(DESTDIR)$(MANDIR)/man5/sugard.conf.5
+	.build/release/sugarctl --generate-man > $(DESTDIR)$(MANDIR)/man1/sugarctl.1
+	.build/release/sugarctl --generate-completions bash > $(DESTDIR)$(BASHCOMPDIR)/sugarctl
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
 		systemd-sysusers sugard.conf 2>/dev/null || systemd-sysusers; \
 		systemd-tmpfiles --create sugard.conf 2>/dev/null || true; \
@@ -52,5 +63,7 @@ uninstall:
 	rm -f $(DESTDIR)$(UNITDIR)/sugard.service $(DESTDIR)$(SYSUSERSDIR)/sugard.conf $(DESTDIR)$(TMPFILESDIR)/sugard.conf
 	rm -f $(DESTDIR)$(DBUSDIR)/io.sugard.conf $(DESTDIR)$(UDEVDIR)/70-sugard.rules $(DESTDIR)$(CONFDIR)/sugard.conf.example
 	rm -rf $(DESTDIR)$(DOCDIR)
+	rm -f $(DESTDIR)$(MANDIR)/man8/sugard.8 $(DESTDIR)$(MANDIR)/man5/sugard.conf.5 $(DESTDIR)$(MANDIR)/man1/sugarctl.1
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/sugarctl
 	-@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 	@echo "removed; kept $(CONFDIR)/sugard.conf (if any) and /var/lib/sugard (your readings)"

@@ -57,6 +57,8 @@ let package = Package(
 
         // libdbus wrapper: the only importer of CDBus (Glibc allowed, no Foundation).
         .target(name: "DBus", dependencies: ["Locking", "CDBus"], swiftSettings: strict),
+        // libbluetooth at work: the only importer of CBlueZ (HCI socket probe, adapters, monitor channel).
+        .target(name: "BluetoothHost", dependencies: ["CBlueZ", "PacketCapture"], swiftSettings: strict),
         // MeterTransport over BlueZ: object manager mirror, GATT, pairing agent, bluetoothd restarts.
         .target(name: "BlueZTransport", dependencies: ["Locking", "DBus", "HealthDataSync"], swiftSettings: strict),
 
@@ -83,7 +85,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(name: "sugard", dependencies: ["SugarDaemon"], swiftSettings: strict),
         .executableTarget(
-            name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarAPI", "PacketCapture"],
+            name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarAPI", "PacketCapture", "BluetoothHost", "DBus"],
             swiftSettings: strict),
         .executableTarget(
             name: "sugar-bench",
@@ -130,8 +132,8 @@ let package = Package(
         .testTarget(
             name: "SugarAPITests",
             dependencies: [
-                "Locking", "SugarAPI", "GlucoseProfile", "GlucoseStore", "HealthDataSync", "JSON", "Varlink", "sugarctl",
-                "TestSupport",
+                "Locking", "SugarAPI", "SugarDaemon", "ReplayTransport", "PacketCapture", "GlucoseProfile", "GlucoseStore",
+                "HealthDataSync", "JSON", "Varlink", "sugarctl", "TestSupport",
             ],
             swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
@@ -160,6 +162,7 @@ let package = Package(
                 "TestSupport",
             ],
             swiftSettings: strict),
+        .testTarget(name: "BluetoothHostTests", dependencies: ["BluetoothHost", "PacketCapture"], swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
     ]
 )

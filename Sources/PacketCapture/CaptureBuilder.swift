@@ -226,20 +226,20 @@ public struct CaptureBuilder: Sendable {
     /// Full discovery as BlueZ does it: primary services (Read By Group Type), characteristics per service
     /// (Read By Type 0x2803), descriptors per characteristic (Find Information), each ended by
     /// "Attribute Not Found" where the procedure requires it. Responses are packed to the MTU.
-    public mutating func discover(handle: UInt16, layout: GATTLayout) {
+    public mutating func discover(handle: UInt16, layout: GATTLayout, client: Direction = .sent) {
         let mtu = self.mtu(handle: handle)
         var start: UInt16 = 1
         while true {
-            self.att(handle: handle, direction: .sent,
+            self.att(handle: handle, direction: client,
                      ATTEncoder.readByGroupTypeRequest(start: start, end: 0xFFFF, type: .primaryService))
             let remaining = layout.services.filter { $0.startHandle >= start }
             guard let first = remaining.first else {
-                self.notFound(handle, .readByGroupTypeRequest, start)
+                self.notFound(handle, .readByGroupTypeRequest, start, client)
                 break
             }
             let size = first.uuid.littleEndianBytes.count
             let batch = Array(remaining.prefix { $0.uuid.littleEndianBytes.count == size }.prefix((mtu - 2) / (4 + size)))
-            self.att(handle: handle, direction: .received,
+            self.att(handle: handle, direction: client.reversed,
                      ATTEncoder.readByGroupTypeResponse(batch.map { ($0.startHandle, $0.endHandle, $0.uuid) }))
             guard let last = batch.last, last.endHandle < 0xFFFF else { break }
             start = last.endHandle + 1
@@ -247,18 +247,18 @@ public struct CaptureBuilder: Sendable {
         for service in layout.services {
             var from = service.startHandle
             while from <= service.endHandle {
-                self.att(handle: handle, direction: .sent,
+                self.att(handle: handle, direction: client,
                          ATTEncoder.readByTypeRequest(start: from, end: service.endHandle, type: .characteristic))
                 let remaining = layout.characteristics.filter {
                     $0.declarationHandle >= from && $0.declarationHandle <= service.endHandle
                 }
                 guard let first = remaining.first else {
-                    self.notFound(handle, .readByTypeRequest, from)
+                    self.notFound(handle, .readByTypeRequest, from, client)
                     break
                 }
                 let size = first.uuid.littleEndianBytes.count
                 let batch = Array(remaining.prefix { $0.uuid.littleEndianBytes.count == size }.prefix((mtu - 2) / (5 + size)))
-                self.att(handle: handle, direction: .received, ATTEncoder.readByTypeResponse(batch.map {
+                self.att(handle: handle, direction: client.reversed, ATTEncoder.readByTypeResponse(batch.map {
                     ($0.declarationHandle, [$0.properties?.rawValue ?? 0] + Self.le16($0.valueHandle) + $0.uuid.littleEndianBytes)
                 }))
                 from = batch.last!.declarationHandle + 1
@@ -268,38 +268,39 @@ public struct CaptureBuilder: Sendable {
             let end = layout.characteristicEnd(index)
             var from = characteristic.valueHandle + 1
             while from <= end {
-                self.att(handle: handle, direction: .sent, ATTEncoder.findInformationRequest(start: from, end: end))
+                self.att(handle: handle, direction: client, ATTEncoder.findInformationRequest(start: from, end: end))
                 let remaining = characteristic.descriptors.filter { $0.handle >= from }
                 guard let first = remaining.first else {
-                    self.notFound(handle, .findInformationRequest, from)
+                    self.notFound(handle, .findInformationRequest, from, client)
                     break
                 }
                 let size = first.uuid.littleEndianBytes.count
                 let batch = Array(remaining.prefix { $0.uuid.littleEndianBytes.count == size }.prefix((mtu - 2) / (2 + size)))
-                self.att(handle: handle, direction: .received,
+                self.att(handle: handle, direction: client.reversed,
                          ATTEncoder.findInformationResponse(batch.map { ($0.handle, $0.uuid) }))
                 from = batch.last!.handle + 1
             }
         }
     }
 
-    private mutating func notFound(_ handle: UInt16, _ request: ATTOpcode, _ attribute: UInt16) {
-        self.att(handle: handle, direction: .received,
+    private mutating func notFound(_ handle: UInt16, _ request: ATTOpcode, _ attribute: UInt16, _ client: Direction) {
+        self.att(handle: handle, direction: client.reversed,
                  ATTEncoder.errorResponse(request: request, handle: attribute, code: .attributeNotFound))
     }
 
     /// Read Request and Response; values longer than MTU − 1 continue with Read Blob requests.
-    public mutating func read(handle: UInt16, attribute: UInt16, value: [UInt8]) {
+    /// `client` is the direction of the requests (`.received`: the peer reads the local host's server).
+    public mutating func read(handle: UInt16, attribute: UInt16, value: [UInt8], client: Direction = .sent) {
         let chunk = self.mtu(handle: handle) - 1
-        self.att(handle: handle, direction: .sent, ATTEncoder.readRequest(handle: attribute))
-        self.att(handle: handle, direction: .received, ATTEncoder.readResponse(Array(value.prefix(chunk))))
+        self.att(handle: handle, direction: client, ATTEncoder.readRequest(handle: attribute))
+        self.att(handle: handle, direction: client.reversed, ATTEncoder.readResponse(Array(value.prefix(chunk))))
         guard value.count >= chunk else { return }
         var offset = chunk
         while true {
-            self.att(handle: handle, direction: .sent,
+            self.att(handle: handle, direction: client,
                      ATTEncoder.readBlobRequest(handle: attribute, offset: UInt16(truncatingIfNeeded: offset)))
             let part = Array(value[min(offset, value.count)..<min(value.count, offset + chunk)])
-            self.att(handle: handle, direction: .received, ATTEncoder.readBlobResponse(part))
+            self.att(handle: handle, direction: client.reversed, ATTEncoder.readBlobResponse(part))
             offset += chunk
             if part.count < chunk { break }
         }
@@ -338,6 +339,102 @@ public struct CaptureBuilder: Sendable {
     public mutating func indicate(handle: UInt16, attribute: UInt16, value: [UInt8], confirm: Bool = true) {
         self.att(handle: handle, direction: .received, ATTEncoder.indication(handle: attribute, value: value))
         if confirm { self.att(handle: handle, direction: .sent, ATTEncoder.confirmation()) }
+    }
+
+    // MARK: - Advertising, pairing and keys
+
+    /// LE Advertising Report (one report): `data` is the advertising data (see `advertisingData`).
+    public mutating func advertise(
+        peer: BluetoothAddress, addressType: AddressType = .public, data: [UInt8], rssi: Int8 = -60
+    ) {
+        self.event(code: 0x3E, parameters: [0x02, 0x01, 0x00, addressType.rawValue] + peer.littleEndianBytes
+            + [UInt8(truncatingIfNeeded: data.count)] + data + [UInt8(bitPattern: rssi)])
+    }
+
+    /// Advertising data: flags, the complete list of 16-bit service UUIDs (when given) and the complete name.
+    public static func advertisingData(name: String, services: [UInt16] = []) -> [UInt8] {
+        var data: [UInt8] = [0x02, 0x01, 0x06]
+        if !services.isEmpty {
+            data += [UInt8(1 + 2 * services.count), 0x03] + services.flatMap(Self.le16)
+        }
+        let text = Array(name.utf8)
+        return data + [UInt8(1 + text.count), 0x09] + text
+    }
+
+    /// The keys one side distributes at the end of pairing.
+    public struct DistributedKeys: Sendable, Hashable {
+        public var ltk: [UInt8]
+        public var ediv: UInt16
+        public var rand: [UInt8]
+        public var irk: [UInt8]
+        public var identity: BluetoothAddress
+        public var csrk: [UInt8]
+
+        public init(ltk: [UInt8], ediv: UInt16, rand: [UInt8], irk: [UInt8], identity: BluetoothAddress, csrk: [UInt8]) {
+            self.ltk = ltk
+            self.ediv = ediv
+            self.rand = rand
+            self.irk = irk
+            self.identity = identity
+            self.csrk = csrk
+        }
+    }
+
+    /// LE legacy pairing as a central sees it: Pairing Request/Response, Confirm and Random both ways,
+    /// HCI LE Enable Encryption with `stk` (and its Command Status), Encryption Change, then the key
+    /// distribution of the peer (`peerKeys`) and of the local host (`localKeys`).
+    public mutating func pair(
+        handle: UInt16, confirm: [UInt8], random: [UInt8], stk: [UInt8], peerKeys: DistributedKeys,
+        localKeys: DistributedKeys
+    ) {
+        self.smp(handle: handle, direction: .sent, [0x01, 0x04, 0x00, 0x0D, 0x10, 0x07, 0x07])
+        self.smp(handle: handle, direction: .received, [0x02, 0x00, 0x00, 0x0D, 0x10, 0x07, 0x07])
+        self.smp(handle: handle, direction: .sent, [0x03] + confirm)
+        self.smp(handle: handle, direction: .received, [0x03] + confirm.reversed())
+        self.smp(handle: handle, direction: .sent, [0x04] + random)
+        self.smp(handle: handle, direction: .received, [0x04] + random.reversed())
+        self.enableEncryption(handle: handle, rand: [UInt8](repeating: 0, count: 8), ediv: 0, ltk: stk)
+        self.encryptionChange(handle: handle, enabled: true)
+        self.distributeKeys(handle: handle, direction: .received, peerKeys)
+        self.distributeKeys(handle: handle, direction: .sent, localKeys)
+    }
+
+    /// SMP key distribution: Encryption Information, Central Identification, Identity Information,
+    /// Identity Address Information, Signing Information.
+    public mutating func distributeKeys(handle: UInt16, direction: Direction, _ keys: DistributedKeys) {
+        self.smp(handle: handle, direction: direction, [0x06] + keys.ltk)
+        self.smp(handle: handle, direction: direction, [0x07] + Self.le16(keys.ediv) + keys.rand)
+        self.smp(handle: handle, direction: direction, [0x08] + keys.irk)
+        self.smp(handle: handle, direction: direction, [0x09, 0x00] + keys.identity.littleEndianBytes)
+        self.smp(handle: handle, direction: direction, [0x0A] + keys.csrk)
+    }
+
+    /// HCI LE Enable Encryption (central) and its Command Status.
+    public mutating func enableEncryption(handle: UInt16, rand: [UInt8], ediv: UInt16, ltk: [UInt8]) {
+        self.command(opcode: 0x2019, parameters: Self.le16(handle) + rand + Self.le16(ediv) + ltk)
+        self.event(code: 0x0F, parameters: [0x00, 0x01] + Self.le16(0x2019))
+    }
+
+    /// LE Long Term Key Request event (peripheral) and the host's LE Long Term Key Request Reply with its
+    /// Command Complete.
+    public mutating func longTermKeyRequest(handle: UInt16, rand: [UInt8], ediv: UInt16, ltk: [UInt8]) {
+        self.event(code: 0x3E, parameters: [0x05] + Self.le16(handle) + rand + Self.le16(ediv))
+        self.command(opcode: 0x201A, parameters: Self.le16(handle) + ltk)
+        self.event(code: 0x0E, parameters: [0x01] + Self.le16(0x201A) + [0x00] + Self.le16(handle))
+    }
+
+    /// HCI LE Add Device To Resolving List and its Command Complete.
+    public mutating func addToResolvingList(
+        peer: BluetoothAddress, addressType: AddressType = .public, peerIRK: [UInt8], localIRK: [UInt8]
+    ) {
+        self.command(opcode: 0x2027, parameters: [addressType.rawValue] + peer.littleEndianBytes + peerIRK + localIRK)
+        self.event(code: 0x0E, parameters: [0x01] + Self.le16(0x2027) + [0x00])
+    }
+
+    /// HCI Read BD_ADDR and its Command Complete carrying the local address.
+    public mutating func readLocalAddress(_ address: BluetoothAddress) {
+        self.command(opcode: 0x1009, parameters: [])
+        self.event(code: 0x0E, parameters: [0x01] + Self.le16(0x1009) + [0x00] + address.littleEndianBytes)
     }
 
     // MARK: - Output

@@ -432,7 +432,9 @@ public struct CaptureInspector {
                 self.context(value, frame: event.frame, position: position, &state)
             }
         case .read(let attribute, let value, let offset):
-            guard let uuid = attribute.uuid, attribute.isCharacteristicValue else { return }
+            // Only the peer's own attributes describe it: a meter that is also a GATT client reads the
+            // capturing phone's Device Name and clock, and those answers come from the phone.
+            guard let uuid = attribute.uuid, attribute.isCharacteristicValue, event.attributeServedByPeer else { return }
             self.read(uuid, value, offset: offset, frame: event.frame, timestamp: event.timestamp, position: position, &state)
         case .write(let attribute, let value, _):
             if attribute.isCCCD {

@@ -44,6 +44,25 @@ public struct GATTEvent: Hashable, Sendable {
     }
 }
 
+extension GATTEvent {
+    /// True when the attribute of this event lives in the peer's GATT server (the capturing host is the
+    /// client on this exchange), false when it lives in the capturing host's own server (the peer acts as
+    /// a GATT client, e.g. a meter reading the phone's Device Name). Either side may be client and
+    /// server on one connection, whatever its link-layer role: the side that answers a request, or that
+    /// notifies, is the server. Connection-level events (no attribute) report true.
+    public var attributeServedByPeer: Bool {
+        switch self.kind {
+        // Requests and commands travel client → server.
+        case .write: self.direction == .sent
+        // Responses, errors, notifications and indications travel server → client.
+        case .read, .writeResponse, .error, .notification, .indication: self.direction == .received
+        // Confirmations travel client → server.
+        case .confirmation: self.direction == .sent
+        default: true
+        }
+    }
+}
+
 /// What happened. Attributes carry the UUIDs learned from discovery (or reuse, or overrides) at that point.
 public enum GATTEventKind: Hashable, Sendable {
     /// An LE connection was established (HCI LE (Enhanced) Connection Complete), or traffic appeared on a

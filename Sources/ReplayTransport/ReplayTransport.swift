@@ -59,6 +59,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
         var slots: [MeterID: Slot] = [:]
         var order: [MeterID] = []
         var discovering = false
+        var adapterAbsent = false
         var shutDown = false
         var continuation: AsyncStream<TransportEvent>.Continuation?
     }
@@ -102,6 +103,15 @@ public final class ReplayTransport: MeterTransport, Sendable {
             slot.passkeyInput?.finish()
             state.order.removeAll { $0 == id }
             state.continuation?.yield(.meterDisappeared(id))
+        }
+    }
+
+    /// The adapter goes away (unplugged, bluetoothd stopped) or comes back, as BlueZ reports it:
+    /// an `adapter` event; while it is away, connecting fails with `adapterUnavailable`.
+    public func setAdapterPresent(_ present: Bool) {
+        self.state.withLock { state in
+            state.adapterAbsent = !present
+            state.continuation?.yield(.adapter(present ? self.adapterState(discovering: state.discovering) : .absent))
         }
     }
 
@@ -204,14 +214,21 @@ public final class ReplayTransport: MeterTransport, Sendable {
         }
     }
 
+    /// Pairs like BlueZ's `Device1.Pair`: connects first when the meter is not connected (and
+    /// disconnects again afterwards), asks for the passkey through `passkeyRequested` for a passkey
+    /// meter that is not bonded, and bonds.
     public func pair(_ meter: MeterID) async throws(TransportError) {
         try await self.pause()
         enum Plan {
             case done
             case ask(AsyncStream<UInt32?>)
         }
+        var connectedHere = false
         let plan = try self.withSlot(meter) { slot throws(TransportError) -> Plan in
-            guard slot.simulator.isConnected else { throw TransportError(.notConnected, "\(meter) is not connected.") }
+            if !slot.simulator.isConnected {
+                _ = slot.simulator.connect()
+                connectedHere = true
+            }
             guard case .passkey = slot.simulator.personality.pairing, !slot.simulator.isBonded else {
                 _ = slot.simulator.pair(passkey: nil)
                 return .done
@@ -221,7 +238,20 @@ public final class ReplayTransport: MeterTransport, Sendable {
             slot.passkeyInput = input
             return .ask(stream)
         }
-        guard case .ask(let stream) = plan else { return }
+        guard case .ask(let stream) = plan else {
+            if connectedHere { await self.disconnect(meter) }
+            return
+        }
+        do throws(TransportError) {
+            try await self.awaitPasskey(stream, meter: meter)
+        } catch {
+            if connectedHere { await self.disconnect(meter) }
+            throw error
+        }
+        if connectedHere { await self.disconnect(meter) }
+    }
+
+    private func awaitPasskey(_ stream: AsyncStream<UInt32?>, meter: MeterID) async throws(TransportError) {
         self.emit(.passkeyRequested(meter))
         var iterator = stream.makeAsyncIterator()
         let answer = await iterator.next()
@@ -380,6 +410,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
     ) throws(TransportError) -> R {
         try self.state.withLock { (state: inout State) throws(TransportError) -> R in
             guard !state.shutDown else { throw TransportError(.adapterUnavailable, "The replay transport has shut down.") }
+            guard !state.adapterAbsent else { throw TransportError(.adapterUnavailable, "The adapter is gone.") }
             guard state.slots[meter] != nil else { throw TransportError(.meterNotFound, "No replay meter \(meter).") }
             return try body(&state.slots[meter]!)
         }

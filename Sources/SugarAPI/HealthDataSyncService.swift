@@ -1,6 +1,7 @@
 public import HealthDataSync
 public import JSON
 public import Varlink
+import Locking
 
 /// The `io.sugard.HealthDataSync` interface: validates, authorises and translates calls to a
 /// ``SugarBackend`` (the daemon), and streams the view model to watchers.
@@ -254,7 +255,10 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
 
     private func watch(_ p: JSONObject, replier: VarlinkReplier) async throws(VarlinkError) {
         let policy = WatchPolicy(rawValue: p["policy"]?.stringValue ?? "coalesced") ?? .coalesced
-        if let meter = try Self.optionalMeter(p["meter"]) {
+        if p["followSyncing"]?.boolValue == true {
+            let fields = try Self.fields(p["fields"], MeterField.self)
+            try await self.followSyncing(from: try Self.optionalMeter(p["meter"]), fields: fields, policy: policy, replier: replier)
+        } else if let meter = try Self.optionalMeter(p["meter"]) {
             let fields = try Self.fields(p["fields"], MeterField.self)
             guard let model = self.backend.models.model(for: meter) else { throw Self.meterNotFound(meter) }
             try await self.stream(
@@ -284,17 +288,87 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         }
         switch watcher.endReason {
         case .droppedSlowConsumer?:
-            throw Self.error("SlowConsumer", [
-                "message": .string(
-                    "The watcher fell more than \(self.limits.watchOutputCap) changes behind and was dropped; watch again for a fresh snapshot."
-                )
-            ])
+            throw self.slowConsumer()
         case .modelClosed?:
             throw closed
         case .cancelled?, nil:
             return
         }
     }
+
+    /// A meter watcher that follows whichever meter is syncing: it starts on `start` (else a meter
+    /// syncing now, else the first known one) and, each time another meter starts a sync, rebinds
+    /// to that meter's model on the same call. The generation advances with each rebind, the next
+    /// reply is a snapshot of the new meter, every reply names its meter, and nothing the old meter
+    /// emits after the rebind reaches the client (the watcher rejects its late emissions).
+    private func followSyncing(
+        from start: MeterID?, fields: Set<MeterField>?, policy: WatchPolicy, replier: VarlinkReplier
+    ) async throws(VarlinkError) {
+        let models = self.backend.models
+        let meters = models.viewModel.state.meters
+        guard let first = start ?? meters.values.filter({ Self.isSyncing($0.sync) }).map(\.id).min() ?? models.meterIDs.first
+        else {
+            throw Self.error("MeterNotFound", ["meter": "", "message": "No meter is known yet: wake a meter near the adapter."])
+        }
+        guard let model = models.model(for: first) else { throw Self.meterNotFound(first) }
+        let watcher = model.watch(fields: fields, policy: policy, outputCap: self.limits.watchOutputCap)
+        defer { watcher.cancel() }
+        // Which meter each generation is bound to, so each reply names its meter.
+        let bound = Lock<[UInt64: MeterID]>([watcher.generation: first])
+        let follower = models.viewModel.watch(fields: [.meters], policy: .coalesced)
+        defer { follower.cancel() }
+        let service = self
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                var syncing = Set(meters.values.filter { Self.isSyncing($0.sync) }.map(\.id))
+                var current = first
+                for await message in follower {
+                    guard case .meters(let states)? = message[.meters] else { continue }
+                    let now = Set(states.filter { Self.isSyncing($0.sync) }.map(\.id))
+                    let started = now.subtracting(syncing)
+                    syncing = now
+                    guard let next = started.sorted().first, next != current, let model = models.model(for: next) else {
+                        continue
+                    }
+                    // Only this task rebinds, so the next generation is known before the rebind.
+                    bound.withLock { $0[watcher.generation &+ 1] = next }
+                    if watcher.rebind(to: model) { current = next }
+                }
+            }
+            group.addTask {
+                while true {
+                    await service.waitForReader(replier) { watcher.endReason == nil }
+                    guard let message = await watcher.next() else { break }
+                    guard case .object(var object) = message.json else { break }
+                    object["meter"] = bound.withLock { $0[message.generation] }.map { .string($0.rawValue) } ?? .null
+                    guard replier.reply(object, continues: true) else { break }
+                }
+                follower.cancel()
+            }
+            await group.next()
+            group.cancelAll()
+            follower.cancel()
+            watcher.cancel()
+        }
+        switch watcher.endReason {
+        case .droppedSlowConsumer?:
+            throw self.slowConsumer()
+        case .modelClosed?:
+            throw Self.meterNotFound(bound.withLock { $0[watcher.generation] } ?? first, "The meter was forgotten.")
+        case .cancelled?, nil:
+            return
+        }
+    }
+
+    private func slowConsumer() -> VarlinkError {
+        Self.error("SlowConsumer", [
+            "message": .string(
+                "The watcher fell more than \(self.limits.watchOutputCap) changes behind and was dropped; watch again for a fresh snapshot."
+            )
+        ])
+    }
+
+    static func isSyncing(_ phase: SyncPhase) -> Bool { phase != .idle && !phase.isFinal }
 
     /// Returns once the connection's unread output is below ``Limits/backpressureBytes``, the
     /// connection closed, the task was cancelled, or `stillWanted` turned false.

@@ -175,13 +175,18 @@ extension HealthDataSyncService {
         # none means all. policy coalesced (default) delivers each changed field once with its latest
         # value; immediate delivers every change in order. fields in a reply has the shape of State
         # (or of Meter) restricted to the fields present. A watcher that falls too far behind ends with
-        # SlowConsumer: call Watch again for a fresh snapshot.
-        method Watch(fields: ?[]string, policy: ?(coalesced, immediate), meter: ?string) -> (
+        # SlowConsumer: call Watch again for a fresh snapshot. followSyncing watches a meter model that
+        # follows whichever meter is syncing: it starts on meter (else a meter syncing now, else the first
+        # known one) and rebinds on the same call each time another meter starts a sync; generation
+        # advances with each rebind, the reply after it is a snapshot of the new meter, meter names the
+        # meter each reply is about, and nothing the previous meter emits after the rebind arrives.
+        method Watch(fields: ?[]string, policy: ?(coalesced, immediate), meter: ?string, followSyncing: ?bool) -> (
           generation: int,
           revision: int,
           snapshot: bool,
           fields: object,
-          revisions: [string]int
+          revisions: [string]int,
+          meter: ?string
         )
 
         # Stored readings. since (inclusive) and until (exclusive) are ISO 8601 instants with a zone

@@ -7,35 +7,65 @@ public enum DaemonCommand: Equatable, Sendable {
     case run(DaemonConfig, configFile: String?)
     case help
     case version
+    /// `--prepare-runtime-dir`: hand the socket's directory to `socket_group` (run as root).
+    case prepareRuntimeDirectory(DaemonConfig)
+    /// `--generate-man sugard|sugard.conf`: print a man page (roff) built from the tables.
+    case manPage(String)
 }
 
 public enum DaemonCommandLine {
-    public static let usage = """
-        OVERVIEW: sugard - Bluetooth LE blood-glucose meter gateway
+    /// sugard's options: the one table `--help`, the man page and the tests read.
+    public static let options: [(flag: String, argument: String?, help: String)] = [
+        ("--config", "FILE", "Config file (default /etc/sugard/sugard.conf when it exists; with --demo, none unless given). Drop-ins FILE.d/*.conf are read after it, in lexical order."),
+        ("--state-dir", "DIR", "Directory for the database (default $STATE_DIRECTORY or /var/lib/sugard; with --demo, ~/.local/state/sugard-demo)."),
+        ("--socket", "PATH", "Varlink socket (default $RUNTIME_DIRECTORY/io.sugard.HealthDataSync or /run/sugard/io.sugard.HealthDataSync; with --demo, in the demo folder)."),
+        ("--replay", "CAPTURE", "Play a btsnoop capture as a meter instead of using BlueZ (repeatable)."),
+        ("--demo", nil, "Run a simulated meter that pairs, syncs and keeps taking readings; needs no Bluetooth and no system service."),
+        ("--log-level", "LEVEL", "error, warning, notice, info (default) or debug. Reading values are only logged at debug."),
+        ("--prepare-runtime-dir", nil, "Run as root before the daemon (the unit's ExecStartPre=+): give the socket's directory ($RUNTIME_DIRECTORY) to socket_group, setgid, so the socket gets that group although the daemon's user is not a member."),
+        ("--version", nil, "Print the version."),
+        ("-h, --help", nil, "Show this help."),
+    ]
 
+    public static let overview = """
         Finds meters through BlueZ, downloads their records with the Glucose Profile, stores every
         reading once in SQLite and serves the status over a Varlink socket (see sugarctl).
-
-        USAGE: sugard [--config FILE] [--state-dir DIR] [--socket PATH] [--replay CAPTURE]... [--demo]
-                      [--log-level LEVEL]
-
-        OPTIONS:
-          --config FILE      Config file (default /etc/sugard/sugard.conf when it exists; with
-                             --demo, none unless given).
-          --state-dir DIR    Directory for the database (default $STATE_DIRECTORY or /var/lib/sugard;
-                             with --demo, ~/.local/state/sugard-demo).
-          --socket PATH      Varlink socket (default $RUNTIME_DIRECTORY/io.sugard.HealthDataSync or
-                             /run/sugard/io.sugard.HealthDataSync; with --demo, in the demo folder).
-          --replay CAPTURE   Play a btsnoop capture as a meter instead of using BlueZ (repeatable).
-          --demo             Run a simulated meter that pairs, syncs and keeps taking readings; needs
-                             no Bluetooth and no system service.
-          --log-level LEVEL  error, warning, notice, info (default) or debug. Reading values are only
-                             logged at debug.
-          --version          Print the version.
-          -h, --help         Show this help.
-
-        SIGNALS: SIGTERM/SIGINT stop gracefully; SIGHUP reloads the config file.
         """
+
+    public static let signals = "SIGTERM/SIGINT stop gracefully; SIGHUP reloads the config file and its drop-ins."
+
+    public static var usage: String {
+        var lines = ["OVERVIEW: sugard - Bluetooth LE blood-glucose meter gateway", "", overview, "",
+            "USAGE: sugard [--config FILE] [--state-dir DIR] [--socket PATH] [--replay CAPTURE]... [--demo]",
+            "              [--log-level LEVEL]", "", "OPTIONS:"]
+        let width = 21
+        for option in options {
+            let head = "  " + option.flag + (option.argument.map { " " + $0 } ?? "")
+            let wrapped = wrap(option.help, width: 98 - width)
+            if head.count >= width - 1 { lines.append(head) }
+            for (i, text) in wrapped.enumerated() {
+                let left = i == 0 && head.count < width - 1 ? head : ""
+                lines.append(left + String(repeating: " ", count: max(1, width - left.count)) + text)
+            }
+        }
+        lines += ["", "SIGNALS: " + signals]
+        return lines.joined(separator: "\n")
+    }
+
+    /// Greedy word wrap.
+    static func wrap(_ text: String, width: Int) -> [String] {
+        var lines: [String] = []
+        var current = ""
+        for word in text.split(separator: " ") {
+            if !current.isEmpty, current.count + 1 + word.count > width {
+                lines.append(current)
+                current = ""
+            }
+            current += (current.isEmpty ? "" : " ") + word
+        }
+        if !current.isEmpty { lines.append(current) }
+        return lines
+    }
 
     /// Parses arguments (without the program name) over the environment's defaults and the config
     /// file. Precedence: built-in defaults, then the config file, then flags.
@@ -43,6 +73,7 @@ public enum DaemonCommandLine {
         var flags: [(key: String, value: String)] = []
         var configFile: String?
         var demo = false
+        var prepare = false
         var index = 0
         func value(for flag: String) throws(ConfigError) -> String {
             index += 1
@@ -66,6 +97,8 @@ public enum DaemonCommandLine {
             switch name {
             case "-h", "--help": return .help
             case "--version": return .version
+            case "--generate-man": return .manPage(try flagValue())
+            case "--prepare-runtime-dir": prepare = true
             case "--demo": demo = true
             case "--config": configFile = try flagValue()
             case "--state-dir": flags.append(("state_dir", try flagValue()))
@@ -94,6 +127,13 @@ public enum DaemonCommandLine {
             guard let text = try readTextFile(file) else { throw ConfigError(file: file, "no such file") }
             try config.apply(fileText: text, file: file)
         }
+        // Drop-ins (`<config>.d/*.conf`) after the main file, in lexical order; each may override it.
+        if let base = configFile ?? (demo ? nil : DefaultPaths.systemConfigFile) {
+            for file in try dropInFiles(base + ".d") {
+                guard let text = try readTextFile(file) else { continue }
+                try config.apply(fileText: text, file: file)
+            }
+        }
         // Flags win over the file; --replay flags replace the file's list.
         if flags.contains(where: { $0.key == "replay" }) { config.replay = [] }
         for (key, value) in flags {
@@ -103,11 +143,29 @@ public enum DaemonCommandLine {
                 throw ConfigError("--\(key.replacingUnderscores()): \(error.message)")
             }
         }
-        return .run(config, configFile: configFile)
+        return prepare ? .prepareRuntimeDirectory(config) : .run(config, configFile: configFile)
+    }
+
+    /// The `*.conf` files in a drop-in directory, sorted by name (bytewise); none when it is missing.
+    public static func dropInFiles(_ directory: String) throws(ConfigError) -> [String] {
+        guard let dir = opendir(directory) else {
+            if errno == ENOENT || errno == ENOTDIR { return [] }
+            throw ConfigError(file: directory, "cannot read the drop-in directory: \(String(cString: strerror(errno)))")
+        }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard name.hasSuffix(".conf"), !name.hasPrefix(".") else { continue }
+            var info = stat()
+            guard stat(directory + "/" + name, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+            names.append(name)
+        }
+        return names.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }.map { directory + "/" + $0 }
     }
 
     /// systemd passes colon-separated lists in STATE_DIRECTORY/RUNTIME_DIRECTORY; use the first.
-    private static func firstPath(_ value: String) -> String? {
+    static func firstPath(_ value: String) -> String? {
         let first = value.split(separator: ":").first.map(String.init)
         return (first?.isEmpty ?? true) ? nil : first
     }
@@ -115,4 +173,31 @@ public enum DaemonCommandLine {
 
 extension String {
     fileprivate func replacingUnderscores() -> String { String(self.map { $0 == "_" ? "-" : $0 }) }
+}
+
+extension DaemonCommandLine {
+    /// `sugard --prepare-runtime-dir`, run as root by the unit's `ExecStartPre=+` before the daemon:
+    /// when `socket_group` is set, the socket's directory (only `$RUNTIME_DIRECTORY` itself) gets that
+    /// group and mode 2750, so the socket the daemon binds there inherits the group (setgid directory)
+    /// and the group's members can reach it, although the daemon's user is not a member and could
+    /// not chown to it. Returns what it did, for the journal.
+    public static func prepareRuntimeDirectory(_ config: DaemonConfig, environment: [String: String]) throws(ConfigError) -> String {
+        guard let group = config.socketGroup else { return "socket_group not set: nothing to prepare" }
+        let directory = String(config.socketPath.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/"))
+        guard let runtime = environment["RUNTIME_DIRECTORY"].flatMap({ firstPath($0) }), runtime == directory else {
+            return "the socket \(config.socketPath) is not in $RUNTIME_DIRECTORY: its directory is left as it is"
+        }
+        let gid: UInt32
+        if let number = UInt32(group) {
+            gid = number
+        } else if let entry = getgrnam(group) {
+            gid = entry.pointee.gr_gid
+        } else {
+            throw ConfigError("socket_group: no group named \"\(group)\"")
+        }
+        guard chown(directory, uid_t.max, gid_t(gid)) == 0, chmod(directory, 0o2750) == 0 else {
+            throw ConfigError("cannot give \(directory) to group \(group): \(String(cString: strerror(errno)))")
+        }
+        return "\(directory) belongs to group \(group) (mode 2750)"
+    }
 }

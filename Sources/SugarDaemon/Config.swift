@@ -126,8 +126,8 @@ public struct DaemonConfig: Equatable, Sendable {
             guard let mode = UInt32(value.hasPrefix("0o") ? String(value.dropFirst(2)) : value, radix: 8), mode <= 0o777
             else { throw ConfigError("socket_mode must be an octal mode such as 0660, not \"\(value)\"") }
             self.socketMode = mode
-        case "socket_group": self.socketGroup = value.isEmpty ? nil : value
-        case "admin_group": self.adminGroup = value.isEmpty ? nil : value
+        case "socket_group": self.socketGroup = value.isEmpty ? nil : try Self.checkedGroup(key, value)
+        case "admin_group": self.adminGroup = value.isEmpty ? nil : try Self.checkedGroup(key, value)
         case "log_level":
             guard let level = LogLevel(name: value) else {
                 throw ConfigError("log_level must be error, warning, notice, info or debug, not \"\(value)\"")
@@ -139,7 +139,7 @@ public struct DaemonConfig: Equatable, Sendable {
         case "demo_interval": self.demoInterval = try int(1...86_400)
         case "adapter": self.adapter = value.isEmpty ? nil : value
         case "cooldown_seconds": self.cooldownSeconds = try int(0...86_400)
-        case "timezone": self.timeZone = value.isEmpty ? nil : value
+        case "timezone": self.timeZone = value.isEmpty ? nil : try Self.checkedZone(value)
         case "unit":
             switch value.lowercased() {
             case "mgdl", "mg/dl": self.unit = .mgdL
@@ -156,8 +156,40 @@ public struct DaemonConfig: Equatable, Sendable {
         }
     }
 
-    /// Parses config-file text, applying each setting in order. Errors name `file` and the line.
+    /// Keys that may appear more than once in one file (each adds to a list).
+    public static let repeatableKeys: Set<String> = ["replay"]
+
+    /// A group name (or number) that exists on this host; `socket_group`/`admin_group` naming a
+    /// missing group would otherwise only fail once the socket is made, without the line.
+    static func checkedGroup(_ key: String, _ value: String) throws(ConfigError) -> String {
+        if UInt32(value) != nil || getgrnam(value) != nil { return value }
+        throw ConfigError("\(key): no group named \"\(value)\" on this host (create it, e.g. groupadd \(value))")
+    }
+
+    /// An IANA zone name whose TZif file exists and parses; otherwise every reading's time would
+    /// silently be resolved in UTC.
+    static func checkedZone(_ value: String) throws(ConfigError) -> String {
+        let allowed = value.utf8.allSatisfy {
+            ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39)
+                || $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "+")
+        }
+        guard allowed, !value.hasPrefix("/"), !value.split(separator: "/").contains(where: { $0 == ".." || $0 == "." }),
+            let bytes = readBinaryFile(DaemonConfig.zoneDirectory + "/" + value),
+            (try? TimeZoneRules(tzif: bytes, identifier: value)) != nil
+        else {
+            throw ConfigError("timezone: \"\(value)\" is not an IANA time zone (see \(DaemonConfig.zoneDirectory), e.g. Europe/Berlin or UTC)")
+        }
+        return value
+    }
+
+    /// Where IANA zone files are looked up.
+    public static let zoneDirectory = "/usr/share/zoneinfo"
+
+    /// Parses config-file text, applying each setting in order. Errors name `file` and the line: a
+    /// key set twice in one file (other than `replay`), and a value with a stray or unterminated
+    /// double quote, are errors too.
     public mutating func apply(fileText text: String, file: String) throws(ConfigError) {
+        var seen: [String: Int] = [:]
         var lineNumber = 0
         // "\r\n" is one Character in Swift, so CRLF files need it named as a separator.
         for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }) {
@@ -169,10 +201,22 @@ public struct DaemonConfig: Equatable, Sendable {
             }
             let key = line[..<eq].trimmingSpaces()
             var value = line[line.index(after: eq)...].trimmingSpaces()
-            if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") {
+            guard !key.isEmpty else { throw ConfigError(file: file, line: lineNumber, "missing key before \"=\"") }
+            if value.hasPrefix("\"") {
+                guard value.count >= 2, value.hasSuffix("\"") else {
+                    throw ConfigError(file: file, line: lineNumber, "\(key): unterminated quote in \(value)")
+                }
                 value = String(value.dropFirst().dropLast())
             }
-            guard !key.isEmpty else { throw ConfigError(file: file, line: lineNumber, "missing key before \"=\"") }
+            if value.contains("\"") {
+                throw ConfigError(file: file, line: lineNumber, "\(key): stray double quote in the value (quote the whole value once)")
+            }
+            if !Self.repeatableKeys.contains(key), Self.keys.contains(where: { $0.key == key }) {
+                if let first = seen[key] {
+                    throw ConfigError(file: file, line: lineNumber, "\(key) is set twice in this file (first on line \(first))")
+                }
+                seen[key] = lineNumber
+            }
             do {
                 try self.apply(key: key, value: value)
             } catch {

@@ -5,7 +5,7 @@ import SugarAPI
 import Locking
 
 /// The daemon's version, shown by `sugard --version` and in the status.
-public let sugardVersion = "0.1.0"
+public let sugardVersion = sugarVersion
 
 /// Something the daemon runs until its task is cancelled (the socket server).
 public protocol DaemonService: Sendable {

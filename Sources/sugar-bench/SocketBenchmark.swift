@@ -1,7 +1,10 @@
-import GlucoseStore
+import GlucoseProfile
 import HealthDataSync
 import JSON
+import Locking
+import ReplayTransport
 import SugarAPI
+import SugarDaemon
 import Synchronization
 import Varlink
 import ViewModelBenchmarks
@@ -12,38 +15,61 @@ import Glibc
 import Darwin
 #endif
 
-/// `sugar-bench socket C [--seconds S]`: a live io.sugard.HealthDataSync server (the interface's test
-/// backend over SQLite in a scratch directory) with C clients calling GetStatus in a loop and C
-/// watchers following the view model while it changes every 10 ms. Prints callsPerSecond,
-/// p50Micros, p99Micros (GetStatus round trips), watcherMessages and peakRSSBytes (VmHWM).
+/// `sugar-bench socket C [--seconds S]`: the daemon hosted in this process (store in a scratch
+/// directory, one simulated meter with 100 records on the replay transport, synced by itself) with C
+/// clients calling GetStatus in a loop and C watchers following the view model while it changes
+/// every 10 ms. Prints callsPerSecond, p50Micros, p99Micros (GetStatus round trips), watcherMessages
+/// and peakRSSBytes (VmHWM).
 enum SocketBenchmark {
     static func run(clients: Int, seconds: Int) async -> Int32 {
         guard let directory = makeScratchDirectory("sbench", for: "socket") else { return 1 }
-        defer { removeScratchDirectory(directory, files: ["readings.db", "readings.db-wal", "readings.db-shm", "io.sugard.HealthDataSync"]) }
+        defer {
+            removeScratchDirectory(
+                directory, files: ["sugard.sqlite", "sugard.sqlite-wal", "sugard.sqlite-shm", "io.sugard.HealthDataSync"])
+        }
+        var config = DaemonConfig(stateDirectory: directory, socketPath: directory + "/io.sugard.HealthDataSync")
+        config.logLevel = .warning
+        config.timeZone = "UTC"
+        config.maxConnectionsPerUID = max(1024, 2 * clients + 16)
+        config.maxConnections = max(4096, 2 * clients + 16)
+        var simulator = MeterSimulator(personality: SimulatedFleet.personality(meter: 0))
+        let start: Int64 = 1_711_864_800_000
+        for i in 0..<100 {
+            simulator.addRecord(
+                GlucoseMeasurement(
+                    sequenceNumber: 0, baseTime: SimulatedFleet.baseTime(unixMillis: start + Int64(i) * 600_000),
+                    concentration: SFloat(rawValue: 0xB000 | UInt16(80 + i)), unit: .kilogramsPerLiter,
+                    type: .capillaryPlasma, sampleLocation: .finger))
+        }
+        let replay = ReplayTransport(meters: [simulator], options: ReplayTransport.Options(adapterName: "bench"))
+        let runtimeBox = Lock<DaemonRuntime?>(nil)
+        let parts = DaemonParts(
+            transport: replay, background: { runtime in runtimeBox.withLock { $0 = runtime } },
+            shutdown: { await replay.shutdown() })
+        let daemon = Daemon(config: config, configFile: nil, environment: [:])
         do {
-            let store = try SQLiteReadingStore(path: directory + "/readings.db")
-            let backend = InterfaceTestBackend(store: store)
-            let meter = MeterIdentity(id: MeterID("C0:26:DA:01:02:03"), manufacturer: "Roche", model: "Accu-Chek Guide")
-            backend.addMeter(meter)
-            let start = Instant(epochMillis: 1_711_864_800_000)
-            let readings = (0..<100).map {
-                InterfaceTestBackend.reading(
-                    meter: meter.id, sequence: UInt16($0 + 1), mgdL: 80 + $0,
-                    at: Instant(epochMillis: start.epochMillis + Int64($0) * 600_000))
-            }
-            try await backend.seed(meter, readings: readings, at: start)
-            let service = HealthDataSyncService(backend: backend, access: .currentProcess(socketGroup: nil, adminGroup: nil))
-            let path = directory + "/io.sugard.HealthDataSync"
-            let server = try service.makeServer(listen: .path(path), version: "bench")
-            let result = try await withThrowingTaskGroup(of: Void.self) { group -> JSONObject in
-                group.addTask { try await server.run() }
-                let result = try await self.load(path: path, clients: clients, seconds: seconds, models: backend.models)
-                group.cancelAll()
+            let result = try await withThrowingTaskGroup(of: JSONObject?.self) { group -> JSONObject in
+                group.addTask {
+                    try await daemon.run(
+                        transportFactory: { _, _ in parts }, serverFactory: DaemonAssembly.server, handleSignals: false)
+                    return nil
+                }
+                defer { daemon.stop() }
+                var runtime: DaemonRuntime?
+                for _ in 0..<2000 {
+                    runtime = runtimeBox.withLock { $0 }
+                    if let runtime, runtime.models.viewModel.state.readingCount == 100 { break }
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                guard let runtime, runtime.models.viewModel.state.readingCount == 100 else {
+                    throw DaemonError("the daemon did not start and sync its meter within 10 s")
+                }
+                let result = try await self.load(
+                    path: config.socketPath, clients: clients, seconds: seconds, models: runtime.models)
+                daemon.stop()
                 try await group.waitForAll()
                 return result
             }
-            backend.models.shutdown()
-            await store.close()
             var object: JSONObject = ["benchmark": "socket", "clients": .int(Int64(clients)), "watchers": .int(Int64(clients))]
             for entry in result.entries { object[entry.key] = entry.value }
             object["peakRSSBytes"] = .from(FanoutBenchmark.peakRSSBytes())

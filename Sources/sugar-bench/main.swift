@@ -53,7 +53,7 @@ let usage = """
       fanout         Run <watchers> view-model watchers (half on one field, half on all) over <emissions>
                      writes shaped like a sync; print messagesDelivered, messagesNaive, reductionPercent,
                      p99DeliveryMicros, peakRSSBytes.
-      socket         Serve io.sugard.HealthDataSync (test backend over SQLite) on a scratch socket; run <clients>
+      socket         Host the daemon (replayed meter, SQLite) on a scratch socket; run <clients>
                      connections calling GetStatus in a loop and <clients> watchers while the view model changes
                      every 10 ms; print callsPerSecond, p50Micros, p99Micros, watcherMessages, peakRSSBytes.
       e2e            Run the daemon in this process (SQLite store, models, sync engine, Varlink server) on

@@ -7,9 +7,13 @@ enum CaptureCommand {
     static let help = CommandHelp(
         name: "capture",
         abstract: "Inspect a Bluetooth capture (btsnoop) of a glucose meter (offline, no daemon needed).",
-        usage: "capture inspect <file> [--json] [--handle <handle>=<uuid> ...]",
+        usage: "capture inspect <file> [--json] [--handle <handle>=<uuid> ...]\n"
+            + "       sugarctl capture redact <in> <out> [--meter <addr>] [--keep-addresses]\n"
+            + "       sugarctl capture record <out> [--meter <addr>] [--redact]",
         arguments: [
             ("inspect", "The action: decode the meter sessions found in <file>."),
+            ("redact", "Make a capture safe to share (see 'sugarctl capture redact --help')."),
+            ("record", "Record live Bluetooth traffic (see 'sugarctl capture record --help')."),
             ("<file>", "A btsnoop capture: Android btsnoop_hci.log (H4) or btmon -w (monitor)."),
         ],
         options: [
@@ -36,6 +40,8 @@ enum CaptureCommand {
     static let subcommand = Subcommand(help: help) { arguments in run(arguments) }
 
     static func run(_ arguments: [String]) -> Int32 {
+        if arguments.first == "redact" { return CaptureShareCommand.redact(Array(arguments.dropFirst())) }
+        if arguments.first == "record" { return CaptureShareCommand.record(Array(arguments.dropFirst())) }
         let parsed: ParsedArguments
         var overrides: [HandleOverride] = []
         do throws(UsageError) {
@@ -45,7 +51,7 @@ enum CaptureCommand {
                 return ExitCode.success
             }
             guard let action = parsed.positionals.first else { throw UsageError(message: "Missing expected argument 'inspect'") }
-            guard action == "inspect" else { throw UsageError(message: "Unknown action '\(action)'; use inspect") }
+            guard action == "inspect" else { throw UsageError(message: "Unknown action '\(action)'; use inspect, redact or record") }
             guard parsed.positionals.count >= 2 else { throw UsageError(message: "Missing expected argument '<file>'") }
             guard parsed.positionals.count == 2 else {
                 throw UsageError(message: "Unexpected argument '\(parsed.positionals[2])'")

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import JSON
 import SugarAPI
 
@@ -24,13 +27,14 @@ enum StatusCommand {
                 return ExitCode.success
             }
             let unit = try displayUnit(parsed, daemonDefault: reply["unit"]?.stringValue, help: help)
-            writeStdout(self.render(reply["state"] ?? .null, unit: unit))
+            writeStdout(self.render(reply["state"] ?? .null, unit: unit, color: Terminal.colorWanted()))
             return ExitCode.success
         }
     }
 
     /// The status screen for a `State` value.
-    static func render(_ state: JSONValue, unit: DisplayUnit) -> String {
+    static func render(_ state: JSONValue, unit: DisplayUnit, color: Bool = false) -> String {
+        let paint = Terminal(enabled: color)
         var out = ""
         let daemon = state["daemon"]
         var head = "sugard \(daemon?["version"]?.stringValue ?? "?")"
@@ -40,6 +44,7 @@ enum StatusCommand {
         let storage = daemon?["storage"]?["status"]?.stringValue ?? "unknown"
         head += ", storage \(storage)"
         if storage != "ok", let message = daemon?["storage"]?["error"]?["message"]?.stringValue { head += ": \(message)" }
+        if storage != "ok" { head = paint.red(head) }
         out += head + "\n\n"
 
         // The newest reading: value with unit, age, when and from which meter.
@@ -48,7 +53,8 @@ enum StatusCommand {
             let flags = reading["flags"]?.arrayValue?.compactMap(\.stringValue) ?? []
             var value =
                 glucoseText(mgdL: reading["glucose"]?["mgdL"]?.doubleValue, mmolL: reading["glucose"]?["mmolL"]?.doubleValue, unit: unit)
-                ?? (flags.contains("hi") ? "HI (above the meter's range)" : flags.contains("lo") ? "LO (below the meter's range)" : nil)
+                ?? (flags.contains("hi") ? paint.red("HI") + " (above the meter's range)"
+                    : flags.contains("lo") ? paint.red("LO") + " (below the meter's range)" : nil)
                 ?? reading["ketoneMmolL"]?.doubleValue.map { "ketone \(ReadingExport.formatted($0, digits: 1)) mmol/L" }
                 ?? "no value"
             if flags.contains("controlSolution") { value += " [control solution]" }
@@ -89,11 +95,11 @@ enum StatusCommand {
 
         let errors = state["errors"]?.arrayValue ?? []
         if !errors.isEmpty {
-            out += "\nRecent errors\n"
+            out += "\n" + paint.red("Recent errors") + "\n"
             for error in errors.suffix(5) {
                 let when = error["at"]?["epochMillis"]?.intValue.map { ageText(epochMillis: $0) } ?? ""
                 let meter = error["meter"]?.stringValue.map { " \($0)" } ?? ""
-                out += "  \(when)\(meter): \(error["message"]?.stringValue ?? "") [\(error["code"]?.stringValue ?? "")]\n"
+                out += "  \(when)\(meter): " + paint.red(error["message"]?.stringValue ?? "") + " [\(error["code"]?.stringValue ?? "")]\n"
                 if let hint = error["hint"]?.stringValue { out += "    Hint: \(hint)\n" }
             }
         }
@@ -135,4 +141,17 @@ extension String {
     func replacingSuffix(_ suffix: String, with replacement: String) -> String {
         self.hasSuffix(suffix) ? String(self.dropLast(suffix.count)) + replacement : self
     }
+}
+
+/// ANSI colour for a terminal: only when stdout is one, never with NO_COLOR (no-color.org) or TERM=dumb.
+struct Terminal {
+    var enabled: Bool
+
+    static func colorWanted() -> Bool {
+        let env = environment()
+        if let noColor = env["NO_COLOR"], !noColor.isEmpty { return false }
+        return isatty(1) == 1 && env["TERM"] != "dumb"
+    }
+
+    func red(_ text: String) -> String { self.enabled ? "\u{1B}[1;31m" + text + "\u{1B}[0m" : text }
 }

@@ -10,15 +10,19 @@ enum SyncCommand {
         arguments: [("<meter>", "The meter's id (Bluetooth address); all known meters when left out.")],
         options: [
             ("--force", "Sync even if the meter synced moments ago (skips the cooldown)."),
-            ("--json", "Print each progress reply and the final one as a JSON line."),
+            ("--json", "Print the sessions the sync ended with as one JSON object ({\"sessions\": [...]}), no progress."),
         ] + DaemonOptions.help,
         discussion: """
-            Needs root or the admin group. Exit status: 0 ok, 1 failure (sync failed, unknown meter, no adapter), \
-            64 usage, 69 sugard not reachable, 77 permission denied.
+            Needs root or the admin group. Exit status: 0 every sync succeeded or found no new records (or was \
+            skipped in the cooldown), 1 a sync failed, was interrupted or aborted (stderr names the meter and why), \
+            unknown meter or no adapter; 64 usage, 69 sugard not reachable, 77 permission denied.
             """
     )
 
     static let subcommand = Subcommand(help: help) { arguments in await run(arguments) }
+
+    /// Session results that mean the meter's records were all fetched.
+    static let successfulResults: Set<String> = ["success", "noNewRecords"]
 
     static func run(_ arguments: [String]) async -> Int32 {
         await runDaemonCommand(arguments, help: help, flags: ["force", "json"], values: []) { parsed throws(CommandFailure) in
@@ -30,9 +34,7 @@ enum SyncCommand {
             let daemon = try Daemon.connect(parsed)
             var sessions: [JSONValue] = []
             try await daemon.stream("Sync", parameters) { reply throws(CommandFailure) in
-                if json {
-                    writeStdout(JSONValue.object(reply).serialized() + "\n")
-                } else if let phase = reply["phase"]?.stringValue {
+                if !json, let phase = reply["phase"]?.stringValue {
                     var line = "\(reply["meter"]?.stringValue ?? "?"): \(phase)"
                     if phase == "receiving" || phase == "counting", let received = reply["received"]?.intValue {
                         line += " \(received)" + (reply["expected"]?.intValue.map { "/\($0)" } ?? "") + " records"
@@ -42,19 +44,29 @@ enum SyncCommand {
                 if let final = reply["sessions"]?.arrayValue { sessions = final }
                 return true
             }
-            if json { return ExitCode.success }
-            if sessions.isEmpty {
-                writeStdout("Nothing synced: the meter synced moments ago (use --force to sync anyway).\n")
+            let unsuccessful = sessions.filter { !successfulResults.contains($0["result"]?.stringValue ?? "") }
+            if json {
+                writeStdout(JSONValue.object(["sessions": .array(sessions)]).serialized() + "\n")
+            } else {
+                if sessions.isEmpty {
+                    writeStdout("Nothing synced: the meter synced moments ago (use --force to sync anyway).\n")
+                }
+                for session in sessions {
+                    let meter = session["meter"]?.stringValue ?? "?"
+                    let result = session["result"]?.stringValue ?? "?"
+                    var line = "\(meter): \(result), \(session["stored"]?.intValue ?? 0) new"
+                    if let duplicates = session["duplicates"]?.intValue, duplicates > 0 { line += ", \(duplicates) already stored" }
+                    if let error = session["error"]?.stringValue { line += " (\(error))" }
+                    writeStdout(line + "\n")
+                }
             }
-            for session in sessions {
+            for session in unsuccessful {
                 let meter = session["meter"]?.stringValue ?? "?"
                 let result = session["result"]?.stringValue ?? "?"
-                var line = "\(meter): \(result), \(session["stored"]?.intValue ?? 0) new"
-                if let duplicates = session["duplicates"]?.intValue, duplicates > 0 { line += ", \(duplicates) already stored" }
-                if let error = session["error"]?.stringValue { line += " (\(error))" }
-                writeStdout(line + "\n")
+                let why = session["error"]?.stringValue ?? "no reason was reported"
+                writeStderr("Error: the sync of \(meter) \(result == "failed" ? "failed" : "was \(result)"): \(why)\n")
             }
-            return ExitCode.success
+            return unsuccessful.isEmpty ? ExitCode.success : ExitCode.failure
         }
     }
 }

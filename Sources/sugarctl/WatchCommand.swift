@@ -6,10 +6,11 @@ enum WatchCommand {
     static let help = CommandHelp(
         name: "watch",
         abstract: "Follow the daemon's state live until Ctrl-C: a snapshot first, then each change.",
-        usage: "watch [--field <field>]... [--meter <id>] [--policy coalesced|immediate] [--json] [--count <n>] [--unit mgdl|mmol]",
+        usage: "watch [--field <field>]... [--meter <id>] [--follow-syncing] [--policy coalesced|immediate] [--json] [--count <n>] [--unit mgdl|mmol]",
         options: [
             ("--field <field>", "Only this field (repeatable): daemon, adapter, meters, lastReading, readingCount, sync, errors; with --meter: identity, link, sync, progress, lastSync, highWater, pairing, lastError."),
             ("--meter <id>", "Watch one meter's model instead of the whole view model."),
+            ("--follow-syncing", "Watch the model of whichever meter is syncing, switching to each meter as its sync starts (starts on --meter if given)."),
             ("--policy <policy>", "coalesced (default: each changed field once, latest value) or immediate (every change)."),
             ("--json", "Print each Watch reply as one JSON line."),
             ("--count <n>", "Stop after n updates (the snapshot counts)."),
@@ -21,12 +22,13 @@ enum WatchCommand {
     static let subcommand = Subcommand(help: help) { arguments in await run(arguments) }
 
     static func run(_ arguments: [String]) async -> Int32 {
-        await runDaemonCommand(arguments, help: help, flags: ["json"], values: ["field", "meter", "policy", "count", "unit"]) {
+        await runDaemonCommand(arguments, help: help, flags: ["json", "follow-syncing"], values: ["field", "meter", "policy", "count", "unit"]) {
             parsed throws(CommandFailure) in
             guard parsed.positionals.isEmpty else { throw usage("Unexpected argument '\(parsed.positionals[0])'", help) }
             var parameters: JSONObject = [:]
             if let fields = parsed.lists["field"] { parameters["fields"] = .array(fields.map { .string($0) }) }
             if let meter = parsed.values["meter"] { parameters["meter"] = .string(meter) }
+            if parsed.flags.contains("follow-syncing") { parameters["followSyncing"] = true }
             if let policy = parsed.values["policy"] {
                 guard policy == "coalesced" || policy == "immediate" else {
                     throw usage("--policy must be coalesced or immediate, not '\(policy)'", help)
@@ -44,10 +46,15 @@ enum WatchCommand {
             if parsed.values["unit"] == nil, !json {
                 unit = try displayUnit(parsed, daemonDefault: try await daemon.reconnect().call("GetStatus")["unit"]?.stringValue, help: help)
             }
+            var following: String?
             try await daemon.stream("Watch", parameters) { reply throws(CommandFailure) in
                 if json {
                     writeStdout(JSONValue.object(reply).serialized() + "\n")
                 } else {
+                    if let meter = reply["meter"]?.stringValue, meter != following {
+                        following = meter
+                        writeStdout("following \(meter)\n")
+                    }
                     writeStdout(self.describe(reply, unit: unit))
                 }
                 remaining -= 1

@@ -17,6 +17,7 @@ let subcommands: [Subcommand] = [
     SessionsCommand.subcommand,
     DecodeCommand.subcommand,
     CaptureCommand.subcommand,
+    DoctorCommand.subcommand,
 ]
 
 let rootHelp = CommandHelp(
@@ -24,7 +25,10 @@ let rootHelp = CommandHelp(
     abstract: "Talk to sugard, the blood-glucose meter daemon, and decode Glucose Profile packets.",
     usage: "[--socket <path>] [<subcommand>] [arguments] [--help]",
     subcommands: subcommands.map { ($0.help.name, $0.help.abstract) },
-    options: [("--socket <path>", "The sugard socket (also $SUGARD_SOCKET); default: the system socket if present, else the demo's.")],
+    options: [
+        ("--socket <path>", "The sugard socket (also $SUGARD_SOCKET); default: the system socket if present, else the demo's."),
+        ("--version", "Print sugarctl's version and, when it answers, the daemon's."),
+    ],
     discussion: """
         Without a subcommand, sugarctl shows the status. See 'sugarctl <subcommand> --help' for details on each \
         subcommand.
@@ -62,5 +66,13 @@ func runRoot(_ arguments: [String]) async -> Int32 {
     return await command.run(Array(arguments.dropFirst()) + global)
 }
 
-let status = await runRoot(Array(CommandLine.arguments.dropFirst()))
+let arguments = Array(CommandLine.arguments.dropFirst())
+let status: Int32
+if let generated = Generate.run(arguments) {
+    status = generated
+} else if arguments.contains("--version"), !arguments.contains(where: { subcommands.map(\.help.name).contains($0) }) {
+    status = await Generate.version(arguments)
+} else {
+    status = await runRoot(arguments)
+}
 exit(status)

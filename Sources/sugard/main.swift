@@ -32,6 +32,15 @@ case .help:
     print(DaemonCommandLine.usage)
 case .version:
     print("sugard \(sugardVersion)")
+case .manPage(let page):
+    guard let text = ManPages.page(page) else { fail("--generate-man: unknown page \"\(page)\" (\(ManPages.names.joined(separator: ", ")))", status: 64) }
+    print(text, terminator: "")
+case .prepareRuntimeDirectory(let config):
+    do {
+        print("sugard: " + (try DaemonCommandLine.prepareRuntimeDirectory(config, environment: environment)))
+    } catch {
+        fail(error.description, status: 78)
+    }
 case .run(let config, let configFile):
     // SIGHUP parses the same command line again, so flags keep winning over the file.
     let arguments = Array(CommandLine.arguments.dropFirst())

@@ -271,6 +271,12 @@ import Varlink
         ("log_level = info\ndemo_interval = 0\n", 2, "demo_interval"),
         ("replay_delay_ms = soon\n", 1, "replay_delay_ms"),
         ("\n\nstate_dir\n", 3, "key = value"),
+        // #22: invalid zone, duplicate key, bad quoting, unknown groups.
+        ("timezone = Europe/Atlantis\n", 1, "not an IANA time zone"),
+        ("log_level = info\nlog_level = debug\n", 2, "set twice"),
+        ("adapter = \"hci0\n", 1, "unterminated quote"),
+        ("socket_group = sugard-no-such-group\n", 1, "no group named"),
+        ("\nadmin_group = sugard-no-such-group\n", 2, "no group named"),
     ])
     func badConfigFileStopsStartWithFileAndLine(text: String, line: Int, mentions: String) async throws {
         let dir = try TempDirectory()
@@ -284,6 +290,17 @@ import Varlink
         #expect(stderr.split(separator: "\n").count == 1, "one line: \(stderr)")
         #expect(run.notify.messages.isEmpty)
         #expect(access(run.socketPath, F_OK) != 0)
+    }
+
+    @Test func aBadDropInStopsStartWithItsFileAndLine() async throws {
+        let dir = try TempDirectory()
+        try dir.write("main.conf", "log_level = info\n")
+        mkdir(dir.file("main.conf.d"), 0o755)
+        try dir.write("main.conf.d/10-ok.conf", "cooldown_seconds = 5\n")
+        try dir.write("main.conf.d/20-bad.conf", "# zone\ntimezone = Nowhere/Land\n")
+        let run = try SugardRun(in: dir, arguments: ["--config", dir.file("main.conf")])
+        #expect(await run.process.waitForExit(within: 30) == .exited(78))
+        #expect(run.stderr.contains(dir.file("main.conf.d/20-bad.conf") + ":2:"), "stderr: \(run.stderr)")
     }
 
     @Test func missingConfigFileIsAConfigError() async throws {

@@ -83,7 +83,7 @@ import Varlink
                 #expect(try await connection.readMessage(timeout: .seconds(30))?.parameters?["fields"] == ["readingCount": 1000])
             }
             connections.removeAll()
-            #expect(await eventually(timeout: .seconds(20)) { f.stats.liveWatchers == 0 })
+            #expect(await eventually(timeout: .seconds(20)) { f.clientWatchers == 0 })
             try await Self.stillServed(f)
         }
     }
@@ -106,17 +106,17 @@ import Varlink
             let out = Pipe()
             process.standardOutput = out
             try processLaunchLock.withLock { try process.run() }
-            #expect(await eventually { f.stats.liveWatchers == 1 })
+            #expect(await eventually { f.clientWatchers == 1 })
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
-            #expect(await eventually { f.stats.liveWatchers == 0 && f.stats.liveHubs == 0 })
+            #expect(await eventually { f.noClientWatchers })
             // A client that drops its connection in the middle of a streamed Sync.
             let raw = try f.raw()
             await raw.send(#"{"method":"io.sugard.HealthDataSync.Sync","parameters":{"meter":"C0:26:DA:01:02:03","force":true},"more":true}"#)
             #expect(try await raw.readMessage()?.parameters?["phase"] != nil)
             raw.close()
             // The sync itself is the daemon's business; the next one is not blocked by the dead client.
-            #expect(await eventually(timeout: .seconds(10)) { f.models.model(for: meterA.id)?.state.sync == .idle })
+            #expect(await eventually(timeout: .seconds(10)) { !f.isSyncing(meterA.id) })
             let sessions = try await f.call(api + "Sync", ["meter": .string(meterA.id.rawValue), "force": true])
             #expect(sessions["sessions"]?.arrayValue?.count == 1)
             try await Self.stillServed(f)

@@ -46,8 +46,8 @@ import Varlink
             // Once the snapshot is in, change the watched field until the script has its second reply.
             var n = 100
             let deadline = ContinuousClock.now + .seconds(30)
-            while ContinuousClock.now < deadline, !(f.stats.liveWatchers == 0 && n > 100) {
-                if f.stats.liveWatchers > 0 {
+            while ContinuousClock.now < deadline, !(f.clientWatchers == 0 && n > 100) {
+                if f.clientWatchers > 0 {
                     n += 1
                     let value = n
                     f.models.viewModel.update { $0.readingCount = value }

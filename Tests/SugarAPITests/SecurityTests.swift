@@ -2,7 +2,9 @@ import Foundation
 import Glibc
 import HealthDataSync
 import JSON
+import ReplayTransport
 import SugarAPI
+import SugarDaemon
 import Testing
 import Varlink
 
@@ -38,7 +40,10 @@ import Varlink
         for method in ["Sync", "Forget", "Pair", "SubmitPasskey"] {
             #expect(HealthDataSyncService.level(of: method) == .admin)
         }
-        let backend = InterfaceTestBackend(store: NoStore())
+        let models = ModelStore(
+            viewModel: ViewModel(ViewState(daemon: DaemonInfo(version: "test", startedAt: seedStart, storage: StorageHealth(status: .ok, path: "none")))))
+        let engine = SyncEngine(transport: ReplayTransport(), store: NoStore(), zone: .utc, now: { seedStart })
+        let backend = DaemonBackend(models: models, store: NoStore(), engine: engine)
         let service = HealthDataSyncService(backend: backend, access: Self.policy)
         let reader = Self.peer(uid: 1000, groups: [Self.socketGroup])
         #expect(throws: Never.self) { try service.authorize("GetStatus", peer: reader) }

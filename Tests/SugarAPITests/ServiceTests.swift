@@ -3,11 +3,13 @@ import Glibc
 import GlucoseStore
 import HealthDataSync
 import JSON
+import ReplayTransport
 import SugarAPI
 import Testing
 import Varlink
 
-/// Every method of io.sugard.HealthDataSync over a real socket, with the test backend over SQLite.
+/// Every method of io.sugard.HealthDataSync over a real socket, served by the daemon itself (engine,
+/// SQLite in a temp directory, two simulated meters on the replay transport).
 @Suite struct ServiceTests {
     @Test func interfaceDescriptionIsTheCheckedInFileAndDocumented() throws {
         let file = try String(contentsOfFile: packageRoot + "/Sources/SugarAPI/io.sugard.HealthDataSync.varlink", encoding: .utf8)
@@ -71,8 +73,9 @@ import Varlink
                 #expect(readings[0].objectValue?[key] != nil, "missing \(key)")
             }
             #expect(readings[0]["time"]?["iso"] == "2024-03-31T06:00:00Z")
-            #expect(readings[2]["flags"] == ["controlSolution"])
-            #expect(readings[3]["flags"] == ["hi"])
+            // The simulated meters have no readable clock, so every time is flagged clockUnverified.
+            #expect(readings[2]["flags"] == ["controlSolution", "clockUnverified"])
+            #expect(readings[3]["flags"] == ["hi", "clockUnverified"])
             #expect(readings[0]["context"] == .null)
 
             let desc = try await client.call(api + "ListReadings", ["order": "desc", "limit": 2])
@@ -128,7 +131,7 @@ import Varlink
     @Test func listMetersJoinsLiveModelsAndTheStore() async throws {
         try await withAPIServer { f in
             let stored = MeterIdentity(id: MeterID("C0:26:DA:FF:FF:01"), name: "Old meter")
-            let reading = InterfaceTestBackend.reading(meter: stored.id, sequence: 1, mgdL: 100, at: seedStart)
+            let reading = storedReading(meter: stored.id, sequence: 1, mgdL: 100, at: seedStart)
             _ = try await f.store.commit(
                 SyncBatch(
                     meter: stored, features: nil, readings: [reading], newHighWater: 1,
@@ -137,7 +140,7 @@ import Varlink
             expectValidReply("ListMeters", reply)
             let meters = try #require(reply["meters"]?.arrayValue)
             #expect(meters.map { $0["id"]?.stringValue } == [meterA.id.rawValue, meterB.id.rawValue, stored.id.rawValue])
-            #expect(meters[0]["live"]?["sync"] == "idle")
+            #expect(meters[0]["live"]?["sync"] == "done")  // its first sync, when it appeared, ended
             #expect(meters[0]["stored"]?["readingCount"] == 5)
             #expect(meters[0]["identity"]?["displayName"] == "Roche Accu-Chek Guide")
             #expect(meters[2]["live"] == .null)
@@ -149,11 +152,11 @@ import Varlink
         try await withAPIServer { f in
             let client = try f.client()
             let new = (6...8).map {
-                InterfaceTestBackend.reading(
-                    meter: meterA.id, sequence: UInt16($0), mgdL: 100 + $0, at: Instant(epochMillis: seedStart.epochMillis + Int64($0) * hour))
+                meterRecord(sequence: UInt16($0), mgdL: 100 + $0, at: Instant(epochMillis: seedStart.epochMillis + Int64($0) * hour))
             }
-            f.backend.queue(new, for: meterA.id)
-            let reply = try await client.call(api + "Sync", ["meter": .string(meterA.id.rawValue)])
+            f.queue(new, for: meterA.id)
+            // Forced: the meter synced by itself moments ago, when it appeared.
+            let reply = try await client.call(api + "Sync", ["meter": .string(meterA.id.rawValue), "force": true])
             expectValidReply("Sync", reply)
             let sessions = try #require(reply["sessions"]?.arrayValue)
             #expect(sessions.count == 1)
@@ -166,9 +169,12 @@ import Varlink
             #expect(skipped["sessions"] == [])
             let forced = try await client.call(api + "Sync", ["meter": .string(meterA.id.rawValue), "force": true])
             #expect(forced["sessions"]?.arrayValue?.first?["result"] == "noNewRecords")
-            // All meters: B has not synced yet, A is in its cooldown.
+            // All meters: both synced by themselves when they appeared (B) or just now (A), so both are
+            // in their cooldown; force syncs both.
             let everyone = try await client.call(api + "Sync")
-            #expect(everyone["sessions"]?.arrayValue?.map { $0["meter"]?.stringValue } == [meterB.id.rawValue])
+            #expect(everyone["sessions"] == [])
+            let everyoneForced = try await client.call(api + "Sync", ["force": true])
+            #expect(everyoneForced["sessions"]?.arrayValue?.map { $0["meter"]?.stringValue } == [meterA.id.rawValue, meterB.id.rawValue])
         }
     }
 
@@ -178,40 +184,47 @@ import Varlink
             let missing = await remoteError { _ = try await client.call(api + "Sync", ["meter": "C0:26:DA:00:00:99"]) }
             #expect(missing?.name == api + "MeterNotFound")
             #expect(missing?.parameters["meter"] == "C0:26:DA:00:00:99")
-            f.backend.failNextSync(of: meterA.id, "The meter stopped answering.")
-            let failed = await remoteError { _ = try await client.call(api + "Sync", ["meter": .string(meterA.id.rawValue)]) }
-            #expect(failed?.name == api + "SyncFailed")
-            #expect(f.models.viewModel.state.errors.last?.message == "The meter stopped answering.")
+            // A meter that keeps refusing the download: the sync ends failed, with the meter's error.
+            f.failNextSync(of: meterA.id)
+            let failed = try await client.call(api + "Sync", ["meter": .string(meterA.id.rawValue), "force": true])
+            expectValidReply("Sync", failed)
+            let failedSession = try #require(failed["sessions"]?.arrayValue?.first)
+            #expect(failedSession["result"] == "failed")
+            #expect(failedSession["error"]?.stringValue?.contains("indications") == true, "\(failedSession)")
+            #expect(f.models.model(for: meterA.id)?.state.lastError?.code == "cccdImproperlyConfigured")
             // Two syncs of one meter at once: the second is refused.
-            let first = Task { try await f.call(api + "Sync", ["meter": .string(meterB.id.rawValue)]) }
-            #expect(await eventually { f.models.model(for: meterB.id)?.state.sync != .idle })
+            let first = Task { try await f.call(api + "Sync", ["meter": .string(meterB.id.rawValue), "force": true]) }
+            #expect(await eventually { f.isSyncing(meterB.id) })
             let busy = await remoteError { _ = try await client.call(api + "Sync", ["meter": .string(meterB.id.rawValue)]) }
             #expect(busy?.name == api + "SyncInProgress")
             _ = try await first.value
-            f.backend.setAdapterPresent(false)
+            f.transport.setAdapterPresent(false)
+            #expect(await eventually { !f.models.viewModel.state.adapter.present })
             let adapter = await remoteError { _ = try await client.call(api + "Sync", ["force": true]) }
             #expect(adapter?.name == api + "AdapterUnavailable")
-            for error in [missing, failed, busy, adapter].compactMap({ $0 }) { expectValidError(error) }
+            for error in [missing, busy, adapter].compactMap({ $0 }) { expectValidError(error) }
         }
     }
 
     @Test func syncWithMoreStreamsProgressThenSessions() async throws {
         try await withAPIServer(stepDelay: .milliseconds(15)) { f in
             let new = (6...9).map {
-                InterfaceTestBackend.reading(
-                    meter: meterB.id, sequence: UInt16($0), mgdL: 100, at: Instant(epochMillis: seedStart.epochMillis + Int64($0) * hour))
+                meterRecord(sequence: UInt16($0), mgdL: 100, at: Instant(epochMillis: seedStart.epochMillis + Int64($0) * hour))
             }
-            f.backend.queue(new, for: meterB.id)
+            f.queue(new, for: meterB.id)
             let client = try f.client()
             defer { client.close() }
-            let replies = try await collect(client.callMore(api + "Sync", ["meter": .string(meterB.id.rawValue)]))
+            let replies = try await collect(client.callMore(api + "Sync", ["meter": .string(meterB.id.rawValue), "force": true]))
             for reply in replies { expectValidReply("Sync", reply) }
             let progress = replies.dropLast()
             #expect(progress.count >= 3)
             let phases = progress.compactMap { $0["phase"]?.stringValue }
             #expect(phases.contains("receiving"))
             // Coalescing may fold phases together, never reorder them.
-            let order = ["connecting", "readingDeviceInfo", "readingClock", "subscribing", "counting", "receiving", "committing", "done"]
+            let order = [
+                "connecting", "readingDeviceInfo", "readingClock", "subscribing", "counting", "receiving", "committing",
+                "disconnecting", "done",
+            ]
             let ranks = phases.compactMap { order.firstIndex(of: $0) }
             #expect(ranks.count == phases.count && ranks == ranks.sorted(), "\(phases)")
             #expect(progress.allSatisfy { $0["meter"]?.stringValue == meterB.id.rawValue })
@@ -247,6 +260,7 @@ import Varlink
 
     @Test func pairStreamsThePasskeyRequestAndSubmitPasskeyAnswersIt() async throws {
         try await withAPIServer { f in
+            f.removeBond(of: meterA.id)
             let meter = JSONValue.string(meterA.id.rawValue)
             let pairing = try f.client()
             defer { pairing.close() }
@@ -273,6 +287,7 @@ import Varlink
 
     @Test func aWrongPasskeyEndsPairingWithPairingFailed() async throws {
         try await withAPIServer { f in
+            f.removeBond(of: meterB.id)
             let meter = JSONValue.string(meterB.id.rawValue)
             let notWaiting = await remoteError {
                 _ = try await f.call(api + "SubmitPasskey", ["meter": meter, "passkey": "000000"])

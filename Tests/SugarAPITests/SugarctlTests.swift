@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import HealthDataSync
 import JSON
+import ReplayTransport
 import SugarAPI
 import Testing
 import Varlink
@@ -142,10 +143,11 @@ import Varlink
 
     @Test func syncPairForgetSessionsAndWatch() async throws {
         try await withAPIServer(stepDelay: .milliseconds(5)) { f in
-            f.backend.queue(
-                [InterfaceTestBackend.reading(meter: meterB.id, sequence: 3, mgdL: 120, at: Instant(epochMillis: seedStart.epochMillis + 9 * hour))],
+            f.queue(
+                [meterRecord(sequence: 3, mgdL: 120, at: Instant(epochMillis: seedStart.epochMillis + 9 * hour))],
                 for: meterB.id)
-            let sync = try await Self.run(f, ["sync", meterB.id.rawValue])
+            f.removeBond(of: meterA.id)
+            let sync = try await Self.run(f, ["sync", meterB.id.rawValue, "--force"])
             #expect(sync.status == 0, "\(sync.stderr)")
             #expect(sync.stdout.contains("\(meterB.id.rawValue): connecting") || sync.stdout.contains("records"))
             #expect(sync.stdout.contains("\(meterB.id.rawValue): success, 1 new"))
@@ -168,6 +170,40 @@ import Varlink
             let forget = try await Self.run(f, ["forget", meterA.id.rawValue])
             #expect(forget.status == 0)
             #expect(f.models.model(for: meterA.id) == nil)
+        }
+    }
+    @Test func syncExitStatusFollowsTheSessions() async throws {
+        try await withAPIServer { f in
+            // Success and "no new records" exit 0; --json prints the sessions as one object.
+            f.queue([meterRecord(sequence: 3, mgdL: 120, at: Instant(epochMillis: seedStart.epochMillis + 9 * hour))], for: meterB.id)
+            let ok = try await Self.run(f, ["sync", meterB.id.rawValue, "--force", "--json"])
+            #expect(ok.status == 0, "\(ok.stderr)")
+            let okSessions = try #require(try JSONValue(parsing: ok.stdout)["sessions"]?.arrayValue)
+            #expect(okSessions.map { $0["result"] } == ["success"])
+            #expect(okSessions.first?["stored"] == 1)
+            let none = try await Self.run(f, ["sync", meterB.id.rawValue, "--force"])
+            #expect(none.status == 0, "\(none.stderr)")
+            #expect(none.stdout.contains("\(meterB.id.rawValue): noNewRecords, 0 new"))
+
+            // A meter that refuses the download: exit 1, and stderr names the meter and why.
+            f.failNextSync(of: meterA.id)
+            let failed = try await Self.run(f, ["sync", meterA.id.rawValue, "--force"])
+            #expect(failed.status == 1, "\(failed.stdout)")
+            #expect(failed.stdout.contains("\(meterA.id.rawValue): failed, 0 new"))
+            #expect(failed.stderr.contains("the sync of \(meterA.id.rawValue) failed"), "\(failed.stderr)")
+            #expect(failed.stderr.contains("ATT 0x81"), "\(failed.stderr)")
+
+            // The link drops after 2 of 4 new records: interrupted, 2 new, exit 1.
+            f.queue(
+                (4...7).map { meterRecord(sequence: UInt16($0), mgdL: 100 + $0, at: Instant(epochMillis: seedStart.epochMillis + Int64(10 + $0) * hour)) },
+                for: meterB.id)
+            f.transport.updateMeter(meterB.id) { $0.setFaults(SimulatorFaults(disconnectAfterRecords: 2)) }
+            let interrupted = try await Self.run(f, ["sync", meterB.id.rawValue, "--force", "--json"])
+            #expect(interrupted.status == 1, "\(interrupted.stdout)")
+            let sessions = try #require(try JSONValue(parsing: interrupted.stdout)["sessions"]?.arrayValue)
+            #expect(sessions.first?["result"] == "interrupted")
+            #expect(sessions.first?["stored"] == 2)
+            #expect(interrupted.stderr.contains("the sync of \(meterB.id.rawValue) was interrupted"), "\(interrupted.stderr)")
         }
     }
 }

@@ -1,9 +1,13 @@
 import Foundation
 import Glibc
+import GlucoseProfile
 import GlucoseStore
 import HealthDataSync
 import JSON
+import PacketCapture
+import ReplayTransport
 import SugarAPI
+import SugarDaemon
 import Testing
 import TestSupport
 import Varlink
@@ -21,22 +25,57 @@ let meterB = MeterIdentity(id: MeterID("C0:26:DA:0A:0B:0C"), name: "Contour", se
 /// 2024-03-31T06:00:00Z, the first seeded reading.
 let seedStart = Instant(epochMillis: 1_711_864_800_000)
 let hour: Int64 = 3_600_000
+/// The PIN both simulated meters show when pairing.
+let meterPasskey: UInt32 = 123_456
+/// The zone the meters' clocks are set to: UTC+1 all year (POSIX sign: Etc/GMT-1).
+let meterZone = "Etc/GMT-1"
+
+/// A record a simulated meter stores: `mgdL` in kg/L units, capillary whole blood from a finger,
+/// taken at `instant` (the meter's clock shows UTC+1). `hi`, `lo` and `controlSolution` in `flags`
+/// change the record as a meter would send it (+INF, -INF, sample type 10).
+func meterRecord(sequence: UInt16, mgdL: Int, at instant: Instant, flags: ReadingFlags = []) -> SimulatedRecord {
+    let local = LocalDateTime(secondsSinceEpoch: instant.epochMillis / 1000 + 3600)
+    var concentration = SFloat(rawValue: UInt16(0xB000 | (mgdL & 0x0FFF)))
+    if flags.contains(.hi) { concentration = .positiveInfinity }
+    if flags.contains(.lo) { concentration = .negativeInfinity }
+    let measurement = GlucoseMeasurement(
+        sequenceNumber: sequence,
+        baseTime: DateTime(
+            year: UInt16(local.year), month: UInt8(local.month), day: UInt8(local.day), hours: UInt8(local.hour),
+            minutes: UInt8(local.minute), seconds: UInt8(local.second)),
+        concentration: concentration, unit: .kilogramsPerLiter,
+        type: SampleType(code: flags.contains(.controlSolution) ? 10 : 1), sampleLocation: SampleLocation(code: 1))
+    return SimulatedRecord(measurement)
+}
 
 /// Seeded data: meter A has 5 readings an hour apart from `seedStart` (the 3rd a control-solution
 /// test, the 4th HI), meter B 2 readings after them.
-func seedReadings() -> [(MeterIdentity, [Reading])] {
-    let a: [Reading] = (0..<5).map { i in
+func seedRecords() -> [(MeterIdentity, [SimulatedRecord])] {
+    let a: [SimulatedRecord] = (0..<5).map { i in
         let flags: ReadingFlags = i == 2 ? [.controlSolution] : i == 3 ? [.hi] : []
-        return InterfaceTestBackend.reading(
-            meter: meterA.id, sequence: UInt16(i + 1), mgdL: 90 + i * 10,
-            at: Instant(epochMillis: seedStart.epochMillis + Int64(i) * hour), flags: flags)
+        return meterRecord(
+            sequence: UInt16(i + 1), mgdL: 90 + i * 10, at: Instant(epochMillis: seedStart.epochMillis + Int64(i) * hour),
+            flags: flags)
     }
-    let b: [Reading] = (0..<2).map { i in
-        InterfaceTestBackend.reading(
-            meter: meterB.id, sequence: UInt16(i + 1), mgdL: 150 + i,
-            at: Instant(epochMillis: seedStart.epochMillis + Int64(5 + i) * hour))
+    let b: [SimulatedRecord] = (0..<2).map { i in
+        meterRecord(
+            sequence: UInt16(i + 1), mgdL: 150 + i, at: Instant(epochMillis: seedStart.epochMillis + Int64(5 + i) * hour))
     }
     return [(meterA, a), (meterB, b)]
+}
+
+/// A simulated meter with this identity: passkey pairing (already bonded, as a meter paired
+/// before), no readable clock, the records given.
+func simulatedMeter(_ identity: MeterIdentity, records: [SimulatedRecord]) -> MeterSimulator {
+    let address = try! BluetoothAddress(parsing: identity.id.rawValue)
+    let personality = MeterPersonality(
+        address: address, name: identity.name ?? "meter", manufacturer: identity.manufacturer, model: identity.model,
+        serialNumber: identity.serialNumber, firmware: "1.0", feature: GlucoseFeature(rawValue: 0x0400), hasContext: false,
+        clock: .none, pairing: .passkey(meterPasskey), mtu: 23)
+    var simulator = MeterSimulator(personality: personality)
+    for record in records { simulator.addRecord(record) }
+    _ = simulator.pair(passkey: meterPasskey)
+    return simulator
 }
 
 /// A short directory under /tmp (socket paths must fit 108 bytes).
@@ -47,14 +86,34 @@ func makeTemporaryDirectory() -> String {
     return String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
-/// A live server with the interface's test backend over a real SQLite store in a temp directory.
+/// The daemon itself, hosted in the test process: its store (SQLite in a temp directory), models,
+/// sync engine and socket, with two simulated meters on the replay transport instead of BlueZ.
 struct Fixture: Sendable {
-    let backend: InterfaceTestBackend
-    let store: SQLiteReadingStore
+    let backend: any SugarBackend
+    let transport: ReplayTransport
     let directory: String
     let path: String
+    /// Watchers and hubs the daemon keeps for itself (its status line follows the view model),
+    /// counted once the fixture is up: what the stats return to when every client has left.
+    let baseline: (watchers: Int, hubs: Int, viewModelWatchers: Int)
 
     var models: ModelStore { self.backend.models }
+
+    /// Watchers of clients (the daemon's own left out).
+    var clientWatchers: Int { self.stats.liveWatchers - self.baseline.watchers }
+
+    /// Whether the meter's sync is running (not idle, not ended).
+    func isSyncing(_ meter: MeterID) -> Bool {
+        guard let phase = self.models.model(for: meter)?.state.sync else { return false }
+        return phase != .idle && !phase.isFinal
+    }
+
+    /// No client watcher or hub is left.
+    var noClientWatchers: Bool {
+        self.stats.liveWatchers == self.baseline.watchers && self.stats.liveHubs == self.baseline.hubs
+            && self.models.viewModel.watcherCount == self.baseline.viewModelWatchers
+    }
+    var store: any ReadingStore { self.backend.store }
     var stats: ObservationStats { self.backend.models.stats }
 
     func client() throws -> VarlinkClient { try VarlinkClient(socketPath: self.path) }
@@ -67,48 +126,113 @@ struct Fixture: Sendable {
         defer { client.close() }
         return try await client.call(method, parameters)
     }
+
+    /// The meter takes these readings without advertising: the next sync finds them.
+    func queue(_ records: [SimulatedRecord], for meter: MeterID) {
+        self.transport.updateMeter(meter) { simulator in
+            for record in records { simulator.addRecord(record) }
+        }
+    }
+
+    /// The meter forgets its bond (it was reset or paired with a phone): the next pairing asks for
+    /// the PIN again.
+    func removeBond(of meter: MeterID) {
+        self.transport.updateMeter(meter) { $0.removeBond() }
+    }
+
+    /// The meter's next download fails: it answers every RACP request with "CCCD improperly
+    /// configured" (ATT 0x81), also after sugard re-enabled indications.
+    func failNextSync(of meter: MeterID) {
+        self.transport.updateMeter(meter) { $0.setFaults(SimulatorFaults(racpWriteErrors: [0x81, 0x81, 0x81])) }
+    }
 }
 
 func withAPIServer<R>(
     access: AccessPolicy? = nil,
-    limits: HealthDataSyncService.Limits = HealthDataSyncService.Limits(),
+    limits: HealthDataSyncService.Limits? = nil,
     unit: GlucoseUnit = .mgdL,
-    stepDelay: Duration = .milliseconds(1),
+    stepDelay: Duration = .zero,
     seed: Bool = true,
-    configure: (inout VarlinkServerConfiguration) -> Void = { _ in },
+    configure: (@Sendable (inout VarlinkServerConfiguration) -> Void)? = nil,
     _ body: (Fixture) async throws -> R
 ) async throws -> R {
     let directory = makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let store = try SQLiteReadingStore(path: directory + "/readings.db")
-    let backend = InterfaceTestBackend(store: store, stepDelay: stepDelay)
-    backend.addMeter(meterA)
-    backend.addMeter(meterB)
-    if seed {
-        for (meter, readings) in seedReadings() { try await backend.seed(meter, readings: readings, at: seedStart) }
-    }
-    let service = HealthDataSyncService(
-        backend: backend, access: access ?? .currentProcess(socketGroup: nil, adminGroup: nil), unit: unit,
-        limits: limits)
     let path = directory + "/io.sugard.HealthDataSync"
-    let server = try service.makeServer(listen: .path(path), version: "test", configure: configure)
-    let fixture = Fixture(backend: backend, store: store, directory: directory, path: path)
-    let result: R = try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await server.run() }
+    var config = DaemonConfig(stateDirectory: directory, socketPath: path)
+    config.logLevel = getenv("SUGARD_TEST_LOG").map { LogLevel(name: String(cString: $0)) ?? .warning } ?? .warning
+    config.timeZone = meterZone
+    config.unit = unit
+    let seeded = seed ? seedRecords() : [(meterA, []), (meterB, [])]
+    let transport = ReplayTransport(
+        meters: seeded.map { simulatedMeter($0.0, records: $0.1) },
+        options: ReplayTransport.Options(operationDelay: stepDelay, adapterName: "hci0"))
+    let parts = DaemonParts(transport: transport, shutdown: { await transport.shutdown() })
+    let backendBox = Lock<(any SugarBackend)?>(nil)
+    let serverFactory: ServerFactory
+    if access != nil || limits != nil || configure != nil {
+        // The production server with the test's policy, limits or caps.
+        serverFactory = { config, backend, _ in
+            backendBox.withLock { $0 = backend }
+            let service = HealthDataSyncService(
+                backend: backend, access: access ?? .currentProcess(socketGroup: nil, adminGroup: nil), unit: config.unit,
+                limits: limits ?? HealthDataSyncService.Limits())
+            return try service.makeServer(listen: .path(config.socketPath), version: sugardVersion) { configuration in
+                configure?(&configuration)
+            }
+        }
+    } else {
+        serverFactory = { config, backend, logger in
+            backendBox.withLock { $0 = backend }
+            return try DaemonAssembly.server(config, backend, logger)
+        }
+    }
+    let daemon = Daemon(config: config, configFile: nil, environment: ["TZ": "UTC"])
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask {
+            try await daemon.run(transportFactory: { _, _ in parts }, serverFactory: serverFactory, handleSignals: false)
+        }
+        defer { daemon.stop() }
         do {
+            var backend: (any SugarBackend)?
+            let deadline = ContinuousClock.now + .seconds(30)
+            while backend == nil, ContinuousClock.now < deadline {
+                backend = backendBox.withLock { $0 }
+                if backend == nil { try await Task.sleep(for: .milliseconds(5)) }
+            }
+            guard let backend else { throw TestError("the daemon did not start within 30 s") }
+            // Both meters appeared and synced once by themselves (automatic sync): the seeded
+            // records are stored, both syncs have ended.
+            let expected = seeded.reduce(0) { $0 + $1.1.count }
+            let settled = await eventually(timeout: .seconds(30)) {
+                let sessions = (try? await backend.store.sessions(meter: nil, limit: 10)) ?? []
+                return backend.models.viewModel.state.readingCount == expected
+                    && Set(sessions.map(\.meter)) == [meterA.id, meterB.id]
+                    && [meterA.id, meterB.id].allSatisfy { id in
+                        backend.models.model(for: id).map { $0.state.sync == .idle || $0.state.sync.isFinal } == true
+                    }
+            }
+            guard settled else {
+                let sessions = (try? await backend.store.sessions(meter: nil, limit: 10)) ?? []
+                let phases = [meterA.id, meterB.id].map { "\($0): \(backend.models.model(for: $0)?.state.sync.name ?? "no model")" }
+                throw TestError(
+                    "the seeded meters did not sync within 30 s: \(backend.models.viewModel.state.readingCount) of \(expected) readings, "
+                        + "sessions \(sessions.map { "\($0.meter) \($0.result.rawValue) \($0.error ?? "")" }), \(phases)")
+            }
+            let stats = backend.models.stats
+            let fixture = Fixture(
+                backend: backend, transport: transport, directory: directory, path: path,
+                baseline: (stats.liveWatchers, stats.liveHubs, backend.models.viewModel.watcherCount))
             let result = try await body(fixture)
-            group.cancelAll()
+            daemon.stop()
             try await group.waitForAll()
             return result
         } catch {
-            group.cancelAll()
+            daemon.stop()
             try? await group.waitForAll()
             throw error
         }
     }
-    backend.models.shutdown()
-    await store.close()
-    return result
 }
 
 /// Polls `condition` until it holds or `timeout` passes.
@@ -251,3 +375,22 @@ func sugarctlPath() throws -> String {
 /// The repository root (for files checked in next to the sources).
 let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent().path
+
+/// A reading as the store keeps it, for tests that commit straight into the store (a meter known
+/// only from an earlier run): `mgdL` in kg/L units, capillary whole blood from a finger, taken at
+/// `instant` on a meter clock in UTC+1.
+func storedReading(meter: MeterID, sequence: UInt16, mgdL: Int, at instant: Instant) -> Reading {
+    let local = LocalDateTime(secondsSinceEpoch: instant.epochMillis / 1000 + 3600)
+    let raw = UInt16(0xB000 | (mgdL & 0x0FFF))
+    var bytes: [UInt8] = [0x03, UInt8(sequence & 0xff), UInt8(sequence >> 8)]
+    bytes += [UInt8(local.year & 0xff), UInt8(local.year >> 8), UInt8(local.month), UInt8(local.day)]
+    bytes += [UInt8(local.hour), UInt8(local.minute), UInt8(local.second), 0, 0]
+    bytes += [UInt8(raw & 0xff), UInt8(raw >> 8), (1 << 4) | 1]
+    let time = TimeResolution(
+        method: .meterClock, zone: meterZone, utcOffsetSeconds: 3600, meterClockSkewSeconds: 0, meterLocalTime: local)
+    return Reading(
+        meter: meter, sequenceNumber: sequence, measurementBytes: bytes, contextBytes: nil, baseTime: local,
+        timeOffsetMinutes: 0, concentrationRaw: raw, unit: .kilogramsPerLiter, sampleType: 1, sampleLocation: 1,
+        sensorStatus: nil, meal: nil, instant: instant, time: time, mgdL: Double(mgdL),
+        mmolL: Double(mgdL) / GlucoseUnit.molarMass, ketoneMmolL: nil, flags: [])
+}

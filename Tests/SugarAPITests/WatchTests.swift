@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import HealthDataSync
 import JSON
+import ReplayTransport
 import SugarAPI
 import Testing
 import TestSupport
@@ -50,7 +51,7 @@ import Varlink
             var replies = client.callMore(api + "Watch", ["fields": ["adapter"]]).makeAsyncIterator()
             #expect(try await replies.next()?["fields"]?.objectValue?.keys == ["adapter"])
             f.models.viewModel.update { $0.readingCount = 99 }
-            f.backend.setAdapterPresent(false)
+            f.transport.setAdapterPresent(false)
             let change = try #require(try await replies.next())
             #expect(change["fields"]?.objectValue?.keys == ["adapter"])
             #expect(change["fields"]?["adapter"]?["present"] == false)
@@ -63,9 +64,10 @@ import Varlink
             defer { client.close() }
             var replies = client.callMore(api + "Watch", ["meter": .string(meterB.id.rawValue), "fields": ["pairing"]])
                 .makeAsyncIterator()
-            #expect(try await replies.next()?["fields"] == ["pairing": "unknown"])
-            f.models.model(for: meterB.id)?.update { $0.pairing = .paired }
+            // The meter advertised as bonded.
             #expect(try await replies.next()?["fields"] == ["pairing": "paired"])
+            f.models.model(for: meterB.id)?.update { $0.pairing = .notPaired }
+            #expect(try await replies.next()?["fields"] == ["pairing": "notPaired"])
         }
     }
 
@@ -192,9 +194,68 @@ import Varlink
             }
             #expect(f.stats.liveWatchers == baseline + 20)
             for client in clients { client.close() }
-            #expect(await eventually { f.stats.liveWatchers == baseline && f.stats.liveHubs == 0 })
-            #expect(f.models.viewModel.watcherCount == 0)
+            #expect(await eventually { f.noClientWatchers })
             #expect(f.models.model(for: meterA.id)?.watcherCount == 0)
+        }
+    }
+    /// Rebinding over the socket: one Watch call follows whichever meter is syncing. When B starts
+    /// while A is still receiving, the watcher rebinds to B (the generation advances, a snapshot of
+    /// B comes), and none of A's later changes reach the client.
+    @Test func followSyncingRebindsToTheMeterThatStartsSyncing() async throws {
+        try await withAPIServer(stepDelay: .milliseconds(15)) { f in
+            f.queue(
+                (6...35).map { meterRecord(sequence: UInt16($0), mgdL: 100 + $0, at: Instant(epochMillis: seedStart.epochMillis + Int64($0) * hour)) },
+                for: meterA.id)
+            f.queue([meterRecord(sequence: 3, mgdL: 140, at: Instant(epochMillis: seedStart.epochMillis + 40 * hour))], for: meterB.id)
+            let client = try f.client()
+            defer { client.close() }
+            var replies = client.callMore(
+                api + "Watch", ["followSyncing": true, "meter": .string(meterA.id.rawValue), "fields": ["sync", "progress"]]
+            ).makeAsyncIterator()
+            let first = try #require(try await replies.next())
+            expectValidReply("Watch", first)
+            #expect(first["snapshot"] == true)
+            #expect(first["meter"] == .string(meterA.id.rawValue))
+            let firstGeneration = try #require(first["generation"]?.intValue)
+
+            let syncA = Task { try await f.call(api + "Sync", ["meter": .string(meterA.id.rawValue), "force": true]) }
+            #expect(await eventually { (f.models.model(for: meterA.id)?.state.progress.received ?? 0) >= 3 })
+            let syncB = Task { try await f.call(api + "Sync", ["meter": .string(meterB.id.rawValue), "force": true]) }
+
+            var seen: [JSONObject] = []
+            var aSyncingAtRebind = false
+            var rebound: JSONObject?
+            while let reply = try await replies.next() {
+                expectValidReply("Watch", reply)
+                seen.append(reply)
+                if rebound == nil, reply["meter"] == .string(meterB.id.rawValue) {
+                    rebound = reply
+                    aSyncingAtRebind = f.isSyncing(meterA.id)
+                }
+                if rebound != nil, reply["fields"]?["sync"] == "done" { break }
+            }
+            let sessionsA = try await syncA.value
+            _ = try await syncB.value
+            #expect(sessionsA["sessions"]?.arrayValue?.first?["stored"] == 30)
+
+            let rebind = try #require(rebound)
+            #expect(rebind["snapshot"] == true)
+            #expect(rebind["generation"]?.intValue == firstGeneration + 1)
+            // A was still downloading when the watcher moved: its later progress must not arrive.
+            #expect(aSyncingAtRebind)
+            let rebindIndex = try #require(seen.firstIndex { $0["meter"] == .string(meterB.id.rawValue) })
+            let before = seen[..<rebindIndex]
+            let after = seen[rebindIndex...]
+            #expect(before.allSatisfy { $0["meter"] == .string(meterA.id.rawValue) && $0["generation"]?.intValue == firstGeneration })
+            #expect(after.allSatisfy { $0["meter"] == .string(meterB.id.rawValue) && $0["generation"]?.intValue == firstGeneration + 1 })
+            #expect(before.contains { ($0["fields"]?["progress"]?["received"]?.intValue ?? 0) > 0 })
+            // A's download ended while the watcher was on B: A's 30 records were never reported.
+            #expect(!seen.contains { $0["meter"] == .string(meterA.id.rawValue) && $0["fields"]?["progress"]?["received"] == 30 })
+
+            // sugarctl: the same call, one line of JSON per reply, naming the meter.
+            let watch = try await SugarctlTests.run(f, ["watch", "--follow-syncing", "--json", "--count", "1"])
+            #expect(watch.status == 0, "\(watch.stderr)")
+            #expect(try JSONValue(parsing: watch.stdout)["meter"]?.stringValue != nil)
         }
     }
 }

@@ -49,6 +49,15 @@ import Testing
         ("demo = maybe", 1, "demo must be true or false"),
         ("# ok\njust words", 2, "expected \"key = value\""),
         ("cooldown_seconds = -5", 1, "cooldown_seconds must be a whole number"),
+        // #22 item 7: invalid zone, duplicate keys, bad quoting, unknown groups.
+        ("unit = mmol\ntimezone = Mars/Olympus_Mons", 2, "not an IANA time zone"),
+        ("timezone = ../../etc/passwd", 1, "not an IANA time zone"),
+        ("timezone = Europe/Berlin\nlog_level = info\ntimezone = UTC", 3, "set twice in this file (first on line 1)"),
+        ("adapter = \"hci0", 1, "unterminated quote"),
+        ("adapter = \"", 1, "unterminated quote"),
+        ("state_dir = /var/lib/\"x\"", 1, "stray double quote"),
+        ("# groups\nsocket_group = no-such-group-sugard-test", 2, "no group named \"no-such-group-sugard-test\""),
+        ("admin_group = no-such-group-sugard-test", 1, "admin_group: no group named"),
     ])
     func badFilesNameTheLine(text: String, line: Int, fragment: String) {
         var config = DaemonConfig(stateDirectory: "/s", socketPath: "/s/sock")
