@@ -147,8 +147,8 @@ func waitForFinished(_ log: EventLog, count: Int) async throws {
                 // Meter clock 11:00:30 at host 10:00:00Z in UTC: skew 3630 s; +60 min offset applied.
                 #expect(readings[0].time.meterClockSkewSeconds == 3630)
                 #expect(readings[0].instant == Instant(epochSeconds: utc(2024, 6, 14, 8, 10) - 3630))
-                // The second sync asks from the high-water record (#7) to check it is unchanged.
-                #expect(transport.racpWrites.suffix(2) == ["write 04 03 01 07 00", "write 01 03 01 07 00"])
+                // The second sync asks for the records after #7, then checks #7 is unchanged.
+                #expect(transport.racpWrites.suffix(3) == ["write 04 03 01 08 00", "write 01 03 01 08 00", "write 01 04 01 07 00 07 00"])
             case .contourNextOne:
                 #expect(transport.log.contains("pair"))
                 #expect(readings.allSatisfy { $0.time.meterClockSkewSeconds == 180 })
@@ -189,8 +189,8 @@ func waitForFinished(_ log: EventLog, count: Int) async throws {
             transport.update(script.id) { $0.records.append(ScriptedRecord(measurement: measurementBytes(seq: 6, 2024, 6, 15, 9, sfloat: mgdl(140)))) }
             let second = try await engine.sync(meter: script.id, force: true)
             #expect(second.stored == 1 && second.received == 1 && second.expected == 1)
-            // Asked from the high-water record itself (#5), which is compared with the stored one.
-            #expect(transport.racpWrites.suffix(2) == ["write 04 03 01 05 00", "write 01 03 01 05 00"])
+            // The records after #5, then #5 itself, compared with the stored one (no reset).
+            #expect(transport.racpWrites.suffix(3) == ["write 04 03 01 06 00", "write 01 03 01 06 00", "write 01 04 01 05 00 05 00"])
             #expect(try await store.meter(script.id)?.highWater == 6)
         }
     }

@@ -180,8 +180,10 @@ private func finishedCount(_ log: EventLog) -> Int {
             let stored = try await store.readings(ReadingQuery(meter: s.id))
             #expect(stored.count == 22)
             #expect(stored.filter { $0.epoch == 1 }.map(\.reading.sequenceNumber) == Array(1...12))
-            // The check asked for the high-water record (#10), found it changed, then asked for all.
-            #expect(transport.racpWrites.suffix(4) == ["write 04 03 01 0a 00", "write 01 03 01 0a 00", "write 04 01", "write 01 01"])
+            // The records after #10, then #10 itself: changed, so everything is asked for.
+            #expect(transport.racpWrites.suffix(5) == [
+                "write 04 03 01 0b 00", "write 01 03 01 0b 00", "write 01 04 01 0a 00 0a 00", "write 04 01", "write 01 01",
+            ])
             // Next time it checks #12 of the new epoch and finds nothing new.
             let again = try await engine.sync(meter: s.id, force: true)
             #expect(again.result == .noNewRecords && again.stored == 0 && !again.reset)
@@ -196,8 +198,10 @@ private func finishedCount(_ log: EventLog) -> Int {
             transport.update(s.id) { $0.records = script(records: 1...3, base: 150).records }
             let session = try await engine.sync(meter: s.id, force: true)
             #expect(session.result == .success && session.stored == 3 && session.reset)
-            // The count from the high-water record was 0: no report of it, straight to everything.
-            #expect(transport.racpWrites.suffix(3) == ["write 04 03 01 0a 00", "write 04 01", "write 01 01"])
+            // Nothing after #10, and #10 itself is gone: everything is asked for.
+            #expect(transport.racpWrites.suffix(5) == [
+                "write 04 03 01 0b 00", "write 01 03 01 0b 00", "write 01 04 01 0a 00 0a 00", "write 04 01", "write 01 01",
+            ])
             #expect(try await store.meter(s.id)?.highWater == 3)
         }
     }

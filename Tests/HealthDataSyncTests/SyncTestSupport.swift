@@ -227,8 +227,11 @@ final class ScriptedTransport: MeterTransport, Sendable {
 
     private func answer(_ request: [UInt8], script: MeterScript, meter: MeterID) {
         func racp(_ bytes: [UInt8]) { self.emit(.value(meter, .recordAccessControlPoint, bytes)) }
-        let minSeq: UInt16? = request.count >= 5 && request[1] == 0x03 ? UInt16(request[3]) | UInt16(request[4]) << 8 : nil
-        let selected = script.records.filter { minSeq == nil || $0.seq >= minSeq! }
+        let filtered = request.count >= 5 && (request[1] == 0x03 || request[1] == 0x04)
+        let minSeq: UInt16? = filtered ? UInt16(request[3]) | UInt16(request[4]) << 8 : nil
+        // Within range (`04`): a second sequence number bounds it.
+        let maxSeq: UInt16? = filtered && request[1] == 0x04 && request.count >= 7 ? UInt16(request[5]) | UInt16(request[6]) << 8 : nil
+        let selected = script.records.filter { (minSeq == nil || $0.seq >= minSeq!) && (maxSeq == nil || $0.seq <= maxSeq!) }
         switch request.first {
         case 0x03:
             racp([0x06, 0x00, 0x03, 0x01])

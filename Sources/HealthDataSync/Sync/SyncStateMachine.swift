@@ -128,6 +128,10 @@ public struct SyncStateMachine: Sendable {
     private var reportFilterDropped = false
     /// The meter no longer holds the record at the high-water mark: a full download into a new epoch.
     public private(set) var resetDetected = false
+    /// How the delta report ended, while the high-water record is checked.
+    private var deltaResult: SyncResult?
+    /// The high-water record as the meter sent it for the check.
+    private var verifyRecord: [UInt8]?
     private var connected = false
 
     /// The operation in flight.
@@ -330,14 +334,21 @@ public struct SyncStateMachine: Sendable {
             && !self.resetDetected && (self.context.highWater.map { $0 < UInt16.max } ?? false)
     }
 
-    /// Asking from the high-water record itself, to check the meter still holds it.
+    /// After the delta report, the high-water record itself is asked for again and compared with
+    /// the stored one (a reset meter no longer holds it).
     private var verifiesHighWater: Bool {
         self.usesHighWaterFilter && self.context.highWaterRecord != nil
     }
 
     private func racpBytes(_ purpose: RACPWritePurpose) -> [UInt8] {
-        let from = (self.context.highWater ?? 0) &+ (self.verifiesHighWater ? 0 : 1)
+        let from = (self.context.highWater ?? 0) &+ 1
         switch purpose {
+        case .verify:
+            // `01 04 01 <hw> <hw>`: the record at the high-water mark, and only it.
+            let mark = self.context.highWater ?? 0
+            return RACPMessage(
+                opCode: .reportStoredRecords, operator: .withinRange, operand: .filter(.sequenceNumber(min: mark, max: mark))
+            ).encoded()
         case .count:
             return (self.usesHighWaterFilter ? RACPMessage.countGreaterOrEqual(sequenceNumber: from) : .countAll).encoded()
         case .report:
@@ -474,6 +485,12 @@ public struct SyncStateMachine: Sendable {
             return
         }
         let seq = m.sequenceNumber
+        if self.pending == .racp(.verify) {
+            // The check of the high-water record: compared, never part of the batch.
+            if seq == self.context.highWater { self.verifyRecord = bytes }
+            self.keepWaiting(&out)
+            return
+        }
         defer { self.lastMeasurementSequence = seq }
         if seq == self.lastMeasurementSequence {
             self.anomalies.append(SyncAnomaly(.repeatedRecord, sequenceNumber: seq, "Record \(seq) was sent twice in a row; the repeat was skipped."))
@@ -545,11 +562,6 @@ public struct SyncStateMachine: Sendable {
             }
             self.racpInFlight = false
             self.step = .none
-            if self.verifiesHighWater && count == 0 {
-                // Not even the high-water record is left: the meter was reset.
-                self.restartAfterReset(&out)
-                return
-            }
             self.expected = Int(count)
             out.append(.publish(.progress(self.context.meter, received: self.records.count, expected: self.expected)))
             self.startReport(&out)
@@ -568,16 +580,16 @@ public struct SyncStateMachine: Sendable {
         case (.reportStoredRecords, .racp(.report)?):
             self.racpInFlight = false
             self.step = .none
-            if (code == .success || code == .noRecordsFound) && self.verifiesHighWater && !self.highWaterVerified() {
-                self.restartAfterReset(&out)
-                return
-            }
             switch code {
-            case .success:
-                // Only the verified high-water record came: nothing new.
-                self.end(result: self.verifiesHighWater && self.records.isEmpty ? .noNewRecords : .success, now, &out)
-            case .noRecordsFound:
-                self.end(result: .noNewRecords, now, &out)
+            case .success, .noRecordsFound:
+                let result: SyncResult = code == .success ? .success : .noNewRecords
+                if self.verifiesHighWater {
+                    self.deltaResult = result
+                    self.verifyRecord = nil
+                    self.issue(.racp(.verify), &out)
+                } else {
+                    self.end(result: result, now, &out)
+                }
             case .opCodeNotSupported:
                 self.end(SyncFailure(.reportNotSupported, "\(self.context.meter) does not support the RACP record report (op code not supported).", racpResponseCode: code.rawValue), now, &out)
             case let c where self.usesHighWaterFilter
@@ -588,6 +600,22 @@ public struct SyncStateMachine: Sendable {
             default:
                 self.end(SyncFailure(.racpError, "\(self.context.meter) ended the record report with RACP \(code.name) (0x\(String(code.rawValue, radix: 16))).", racpResponseCode: code.rawValue), now, &out)
             }
+        case (.reportStoredRecords, .racp(.verify)?):
+            self.racpInFlight = false
+            self.step = .none
+            let delta = self.deltaResult ?? .success
+            switch code {
+            case .success, .noRecordsFound:
+                if self.verifyRecord == self.context.highWaterRecord {
+                    self.end(result: delta, now, &out)
+                } else {
+                    self.restartAfterReset(&out)  // gone or different: the meter was reset
+                }
+            default:
+                self.anomalies.append(SyncAnomaly(
+                    .resetCheckUnavailable, "The meter answered the request for its high-water record with \(code.name); not checked for a reset."))
+                self.end(result: delta, now, &out)
+            }
         case (.abortOperation, _):
             break  // The answer to our own abort; nothing waits for it.
         default:
@@ -596,18 +624,6 @@ public struct SyncStateMachine: Sendable {
     }
 
     // MARK: - Resets
-
-    /// Whether the meter sent the high-water record unchanged. If so it is dropped from the batch
-    /// (it is stored already) and from the count.
-    private mutating func highWaterVerified() -> Bool {
-        guard let mark = self.context.highWater, let i = self.recordIndex[mark],
-            self.records[i].bytes == self.context.highWaterRecord
-        else { return false }
-        self.records.remove(at: i)
-        self.recordIndex = Dictionary(uniqueKeysWithValues: self.records.enumerated().map { ($1.measurement.sequenceNumber, $0) })
-        if let expected = self.expected { self.expected = max(0, expected - 1) }
-        return true
-    }
 
     /// The meter was reset: forget what this attempt received and download everything.
     private mutating func restartAfterReset(_ out: inout [SyncAction]) {
@@ -711,6 +727,13 @@ public struct SyncStateMachine: Sendable {
         self.step = .none
         if op == .pair {
             self.end(SyncFailure(.pairingRequired, "Pairing with \(self.context.meter) timed out; was the passkey entered?"), now, &out)
+            return
+        }
+        if op == .racp(.verify) {
+            self.racpInFlight = false
+            self.anomalies.append(SyncAnomaly(.resetCheckUnavailable, "The meter did not answer the request for its high-water record; not checked for a reset."))
+            out.append(.writeRACP(self.racpBytes(.abort), purpose: .abort))
+            self.end(result: self.deltaResult ?? .success, now, &out)
             return
         }
         if self.retried.contains(op) {

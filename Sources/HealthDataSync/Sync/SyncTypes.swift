@@ -146,6 +146,8 @@ public struct SyncAnomaly: Hashable, Sendable, CustomStringConvertible {
         case unexpectedRACP
         /// The RACP count could not be obtained; the report goes ahead without it.
         case countUnavailable
+        /// The meter did not give its high-water record back, so the sync could not check for a reset.
+        case resetCheckUnavailable
     }
 
     public var kind: Kind
@@ -174,6 +176,8 @@ public enum SyncTimer: String, Hashable, Sendable {
 public enum RACPWritePurpose: String, Hashable, Sendable {
     case count
     case report
+    /// The check of the high-water record after a delta report (`01 04 01 <hw> <hw>`).
+    case verify
     case abort
 }
 
