@@ -215,6 +215,13 @@ import Testing
     /// version before the latest needs an entry, so adding v2 forces a v1 fixture.
     static let fixtureWriters: [Int64: @Sendable (Connection) throws(StoreError) -> Void] = [
         0: { _ in },  // an empty, new file
+        // Version 1 holding readings; version 2 adds the base-time index the TaiDoc lookup uses.
+        1: { (db) throws(StoreError) in
+            try db.transaction("v1 fixture") { () throws(StoreError) in
+                var ingest = Ingest(db: db, now: Instant(epochSeconds: 1_718_445_600))
+                _ = try ingest.commit(syncOf(1...2))
+            }
+        },
     ]
 
     static func schema(_ path: String) throws -> [String] {
