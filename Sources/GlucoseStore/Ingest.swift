@@ -96,6 +96,11 @@ struct Ingest {
             resets += 1
         }
 
+        if batch.meterReset {
+            try Self.openEpoch(&meter, reason: .meterReset, sequenceNumber: meter.highWater, sessionID: sessionID, now: self.now, self.db)
+            resets += 1
+        }
+
         var inserted: [StoredReading] = []
         var duplicates = 0
         // Highest sequence number of this batch that is stored in the current epoch (inserted or
@@ -157,6 +162,7 @@ struct Ingest {
         session.received = received
         session.stored = inserted.count
         session.duplicates = duplicates
+        session.sequenceResets = resets
         return CommitResult(
             inserted: inserted, duplicates: duplicates, sequenceResets: resets, meter: try meter.stored(self.db),
             session: session)

@@ -15,7 +15,7 @@ struct MeterRow {
     var lastSync: Instant?
     var lastSyncResult: SyncResult?
     var forgotten: Instant?
-    /// Schema v2 (SchemaV2.swift).
+    /// Schema v3 (SchemaV3.swift).
     var person: String?
 
     static let columns = """
@@ -323,6 +323,66 @@ enum ReadingRows {
     }
 }
 
+extension ReadingRows {
+    /// The measurement bytes under `sequenceNumber` in the meter's current epoch (`reading_by_seq`).
+    static func measurement(meter: MeterID, sequenceNumber: UInt16, _ db: Connection) throws(StoreError) -> [UInt8]? {
+        try db.withStatement(
+            """
+            SELECT r.measurement_bytes FROM reading r JOIN meter m ON m.id = r.meter_id
+            WHERE m.address = ? AND r.seq = ? AND r.epoch = m.epoch
+            """
+        ) { (s) throws(StoreError) -> [UInt8]? in
+            try s.bind(meter.rawValue, at: 1)
+            try s.bind(Int64(sequenceNumber), at: 2)
+            guard try s.step("Looking up reading #\(sequenceNumber) of \(meter) in \(db.path)") else { return nil }
+            return s.optionalBlob(0)
+        }
+    }
+
+    /// The highest stored sequence number of the meter, any epoch (`reading_by_seq`).
+    static func highestSequenceNumber(meter: MeterID, _ db: Connection) throws(StoreError) -> UInt16? {
+        try db.withStatement(
+            "SELECT max(seq) FROM reading WHERE meter_id = (SELECT id FROM meter WHERE address = ?)"
+        ) { (s) throws(StoreError) -> UInt16? in
+            try s.bind(meter.rawValue, at: 1)
+            _ = try s.step("Finding the highest sequence number of \(meter) in \(db.path)")
+            return s.optionalInt64(0).map { UInt16(truncatingIfNeeded: $0) }
+        }
+    }
+
+    /// Which candidates the meter's stored readings hold, one `reading_by_meter_base_time` lookup
+    /// per distinct base time.
+    static func storedContent(meter: MeterID, among candidates: [ReadingContent], _ db: Connection) throws(StoreError)
+        -> Set<ReadingContent>
+    {
+        let wanted = Set(candidates)
+        let baseTimes = Set(candidates.map(\.baseTime))
+        var found: Set<ReadingContent> = []
+        try db.withStatement(
+            """
+            SELECT time_offset_min, concentration_raw, sample_type, sample_location, sensor_status FROM reading
+            WHERE meter_id = (SELECT id FROM meter WHERE address = ?) AND base_time = ?
+            """
+        ) { (s) throws(StoreError) in
+            for base in baseTimes.sorted() {
+                s.reset()
+                try s.bind(meter.rawValue, at: 1)
+                try s.bind(base.isoString, at: 2)
+                while try s.step("Looking up readings of \(meter) at \(base.isoString) in \(db.path)") {
+                    let content = ReadingContent(
+                        baseTime: base, timeOffsetMinutes: s.optionalInt(0),
+                        concentrationRaw: s.optionalInt64(1).map { UInt16(truncatingIfNeeded: $0) },
+                        sampleType: s.optionalInt64(2).map { UInt8(truncatingIfNeeded: $0) },
+                        sampleLocation: s.optionalInt64(3).map { UInt8(truncatingIfNeeded: $0) },
+                        sensorStatus: s.optionalInt64(4).map { UInt16(truncatingIfNeeded: $0) })
+                    if wanted.contains(content) { found.insert(content) }
+                }
+            }
+        }
+        return found
+    }
+}
+
 /// Sync session rows.
 enum SessionRows {
     static func insert(_ session: SyncSessionRecord, meterRowID: Int64, epoch: Int, highWater: UInt16?, now: Instant,
@@ -375,7 +435,7 @@ enum SessionRows {
     static func query(meter: MeterID?, limit: Int, _ db: Connection) throws(StoreError) -> [SyncSessionRecord] {
         let sql = """
             SELECT s.id, m.address, s.started_ms, s.ended_ms, s.result, s.expected, s.received, s.stored,
-                s.duplicates, s.error
+                s.duplicates, s.error, s.sequence_resets
             FROM sync_session s JOIN meter m ON m.id = s.meter_id
             \(meter == nil ? "" : "WHERE s.meter_id = (SELECT id FROM meter WHERE address = ?1)")
             ORDER BY s.started_ms DESC, s.id DESC LIMIT ?2
@@ -393,7 +453,7 @@ enum SessionRows {
                         id: s.int64(0), meter: MeterID(rawValue: s.optionalText(1) ?? ""),
                         started: Instant(epochMillis: s.int64(2)), ended: s.optionalInt64(3).map { Instant(epochMillis: $0) },
                         result: result, expected: s.optionalInt(5), received: Int(s.int64(6)), stored: Int(s.int64(7)),
-                        duplicates: Int(s.int64(8)), error: s.optionalText(9)))
+                        duplicates: Int(s.int64(8)), error: s.optionalText(9), sequenceResets: Int(s.int64(10))))
             }
             return out
         }

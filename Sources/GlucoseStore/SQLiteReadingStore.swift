@@ -315,6 +315,24 @@ public actor SQLiteReadingStore: ReadingStore {
         }
     }
 
+    public func storedMeasurement(meter: MeterID, sequenceNumber: UInt16) throws(StoreError) -> [UInt8]? {
+        try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [UInt8]? in
+            try ReadingRows.measurement(meter: meter, sequenceNumber: sequenceNumber, db)
+        }
+    }
+
+    public func highestSequenceNumber(meter: MeterID) throws(StoreError) -> UInt16? {
+        try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> UInt16? in
+            try ReadingRows.highestSequenceNumber(meter: meter, db)
+        }
+    }
+
+    public func storedContent(meter: MeterID, among candidates: [ReadingContent]) throws(StoreError) -> Set<ReadingContent> {
+        try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> Set<ReadingContent> in
+            try ReadingRows.storedContent(meter: meter, among: candidates, db)
+        }
+    }
+
     /// Detected sequence resets, newest first (all meters when `meter` is nil).
     public func events(meter: MeterID?, limit: Int) throws(StoreError) -> [SequenceResetEvent] {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [SequenceResetEvent] in

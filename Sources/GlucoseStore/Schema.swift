@@ -9,7 +9,7 @@ import HealthDataSync
 /// the migration tests (they open every earlier version and compare the result with a fresh DB).
 enum Schema {
     /// Every schema version this build knows, in order.
-    static let versions: [Int64] = [1, 2]
+    static let versions: [Int64] = [1, 2, 3]
 
     static var latestVersion: Int64 { Self.versions[Self.versions.count - 1] }
 
@@ -40,10 +40,17 @@ enum Schema {
     static func apply(version: Int64, on db: Connection) throws(StoreError) {
         switch version {
         case 1: try db.execute(Self.v1, "Creating schema version 1 in \(db.path)")
-        case 2: try Self.applyV2(on: db)
+        case 2: try db.execute(Self.v2, "Creating schema version 2 in \(db.path)")
+        case 3: try Self.applyV3(on: db)
         default: fatalError("Internal inconsistency: no migration step for schema version \(version)")
         }
     }
+
+    /// Version 2: readings by base time, so a meter that cannot number its records (TaiDoc) is
+    /// matched by content with an indexed lookup instead of loading its history.
+    static let v2 = """
+        CREATE INDEX reading_by_meter_base_time ON reading(meter_id, base_time);
+        """
 
     /// Version 1.
     ///

@@ -12,6 +12,9 @@ public struct SequenceResetEvent: Hashable, Sendable {
         case highWaterBackwards
         /// The meter reported a different Device Information serial number under the same address.
         case serialNumberChanged
+        /// The sync found the meter's record at the high-water mark gone or different (its memory was
+        /// cleared or its counter restarted) and downloaded everything into the new epoch.
+        case meterReset
     }
 
     public var id: Int64

@@ -57,11 +57,19 @@ public struct SyncSessionRecord: Hashable, Sendable {
     public var duplicates: Int
     /// What went wrong, in words; nil on success.
     public var error: String?
+    /// Sequence resets detected in this attempt (each opened a new epoch: the meter's memory was
+    /// cleared or its counter restarted).
+    public var sequenceResets: Int
+
+    /// Whether this attempt found the meter reset (a new epoch was opened).
+    public var reset: Bool { self.sequenceResets > 0 }
 
     public init(
         id: Int64? = nil, meter: MeterID, started: Instant, ended: Instant? = nil, result: SyncResult,
-        expected: Int? = nil, received: Int = 0, stored: Int = 0, duplicates: Int = 0, error: String? = nil
+        expected: Int? = nil, received: Int = 0, stored: Int = 0, duplicates: Int = 0, error: String? = nil,
+        sequenceResets: Int = 0
     ) {
+        self.sequenceResets = sequenceResets
         self.id = id
         self.meter = meter
         self.started = started
@@ -87,11 +95,16 @@ public struct SyncBatch: Sendable {
     public var newHighWater: UInt16?
     /// The attempt, as it ended.
     public var session: SyncSessionRecord
+    /// The sync found that the meter no longer holds what the store believes (its record at the
+    /// high-water mark is gone or different): the store opens a new epoch before storing the
+    /// readings, which are the meter's whole memory.
+    public var meterReset: Bool
 
     public init(
         meter: MeterIdentity, features: UInt16?, readings: [Reading], newHighWater: UInt16?,
-        session: SyncSessionRecord
+        session: SyncSessionRecord, meterReset: Bool = false
     ) {
+        self.meterReset = meterReset
         self.meter = meter
         self.features = features
         self.readings = readings
@@ -261,4 +274,60 @@ public protocol ReadingStore: Sendable {
     func people() async throws(StoreError) -> [MeterID: String]
     /// Current storage health (cheap; does not touch the disk).
     func health() async -> StorageHealth
+    /// The measurement packet stored under `sequenceNumber` in the meter's current epoch, if any
+    /// (the sync compares it with what the meter now holds there to notice a reset).
+    func storedMeasurement(meter: MeterID, sequenceNumber: UInt16) async throws(StoreError) -> [UInt8]?
+    /// The highest sequence number stored for the meter (any epoch), or nil when none is.
+    func highestSequenceNumber(meter: MeterID) async throws(StoreError) -> UInt16?
+    /// Which of `candidates` are stored for the meter already (any epoch), compared by content
+    /// (``ReadingContent``), not sequence number. Looks up only these, never the whole history.
+    func storedContent(meter: MeterID, among candidates: [ReadingContent]) async throws(StoreError) -> Set<ReadingContent>
+}
+
+/// What identifies a record of a meter whose sequence numbers cannot (TaiDoc): the raw facts of
+/// the measurement other than its number.
+public struct ReadingContent: Hashable, Sendable {
+    public var baseTime: LocalDateTime
+    public var timeOffsetMinutes: Int?
+    public var concentrationRaw: UInt16?
+    public var sampleType: UInt8?
+    public var sampleLocation: UInt8?
+    public var sensorStatus: UInt16?
+
+    public init(
+        baseTime: LocalDateTime, timeOffsetMinutes: Int?, concentrationRaw: UInt16?, sampleType: UInt8?,
+        sampleLocation: UInt8?, sensorStatus: UInt16?
+    ) {
+        self.baseTime = baseTime
+        self.timeOffsetMinutes = timeOffsetMinutes
+        self.concentrationRaw = concentrationRaw
+        self.sampleType = sampleType
+        self.sampleLocation = sampleLocation
+        self.sensorStatus = sensorStatus
+    }
+
+    public init(_ r: Reading) {
+        self.init(
+            baseTime: r.baseTime, timeOffsetMinutes: r.timeOffsetMinutes, concentrationRaw: r.concentrationRaw,
+            sampleType: r.sampleType, sampleLocation: r.sampleLocation, sensorStatus: r.sensorStatus)
+    }
+}
+
+extension ReadingStore {
+    // Defaults for stores without indexed lookups (they read the meter's readings); the SQLite
+    // store answers each with an indexed query.
+    public func storedMeasurement(meter: MeterID, sequenceNumber: UInt16) async throws(StoreError) -> [UInt8]? {
+        guard let epoch = try await self.meter(meter)?.epoch else { return nil }
+        return try await self.readings(ReadingQuery(meter: meter))
+            .last { $0.epoch == epoch && $0.reading.sequenceNumber == sequenceNumber }?.reading.measurementBytes
+    }
+
+    public func highestSequenceNumber(meter: MeterID) async throws(StoreError) -> UInt16? {
+        try await self.readings(ReadingQuery(meter: meter)).map(\.reading.sequenceNumber).max()
+    }
+
+    public func storedContent(meter: MeterID, among candidates: [ReadingContent]) async throws(StoreError) -> Set<ReadingContent> {
+        let wanted = Set(candidates)
+        return Set(try await self.readings(ReadingQuery(meter: meter)).map { ReadingContent($0.reading) }.filter(wanted.contains))
+    }
 }

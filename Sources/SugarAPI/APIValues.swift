@@ -141,6 +141,7 @@ enum APIJSON {
             "ended": s.ended.map(ReadingJSON.instant) ?? .null, "result": .string(s.result.rawValue),
             "expected": .from(s.expected), "received": .from(s.received), "stored": .from(s.stored),
             "duplicates": .from(s.duplicates), "error": .from(s.error),
+            "reset": .bool(s.reset), "sequenceResets": .from(s.sequenceResets),
         ]
     }
 

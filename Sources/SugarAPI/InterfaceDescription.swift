@@ -79,8 +79,8 @@ extension HealthDataSyncService {
         # Records received in the running attempt, and how many the meter announced.
         type Progress (received: int, expected: ?int)
 
-        # The last finished sync attempt of a meter.
-        type LastSync (meter: string, at: Instant, result: SyncResult, stored: int, duplicates: int)
+        # The last finished sync attempt of a meter. reset: it found the meter reset (a new epoch).
+        type LastSync (meter: string, at: Instant, result: SyncResult, stored: int, duplicates: int, reset: bool)
 
         # An error as people see it: a stable code, one sentence and what to do about it.
         type ReportedError (code: string, message: string, hint: ?string, at: Instant, meter: ?string, specCode: ?int)
@@ -95,7 +95,8 @@ extension HealthDataSyncService {
           lastSync: ?LastSync,
           highWater: ?int,
           pairing: PairingState,
-          lastError: ?ReportedError
+          lastError: ?ReportedError,
+          nextAttempt: ?Instant
         )
 
         # The newest stored reading, summarised. Age is now minus instant.
@@ -160,7 +161,9 @@ extension HealthDataSyncService {
           received: int,
           stored: int,
           duplicates: int,
-          error: ?string
+          error: ?string,
+          reset: bool,
+          sequenceResets: int
         )
 
         # The whole view model at one revision. revisions holds each field's last-changed revision;
@@ -171,7 +174,8 @@ extension HealthDataSyncService {
         # Watches the view model (or, with meter, that meter's model); needs 'more'. The first reply is
         # a snapshot of the watched fields, later replies carry only fields that changed. fields names
         # the fields to depend on (view model: daemon, adapter, meters, lastReading, readingCount, sync,
-        # errors; meter model: identity, link, sync, progress, lastSync, highWater, pairing, lastError);
+        # errors; meter model: identity, link, sync, progress, lastSync, highWater, pairing, lastError,
+        # nextAttempt);
         # none means all. policy coalesced (default) delivers each changed field once with its latest
         # value; immediate delivers every change in order. fields in a reply has the shape of State
         # (or of Meter) restricted to the fields present. A watcher that falls too far behind ends with

@@ -67,7 +67,7 @@ public struct DaemonConfig: Equatable, Sendable {
         ("demo", "--demo", "run the built-in simulated meter (true/false)"),
         ("demo_interval", nil, "seconds between new demo readings (default 40)"),
         ("adapter", nil, "BlueZ adapter name such as hci0 (default: the first powered one)"),
-        ("cooldown_seconds", nil, "skip automatic syncs this soon after the last one (default 30)"),
+        ("cooldown_seconds", nil, "defer automatic syncs to this long after the last successful one (default 30)"),
         ("timezone", nil, "IANA zone the meters' clocks are set to (default: the host's zone)"),
         ("unit", nil, "default display unit: mgdl or mmol"),
         ("max_connections", nil, "socket connection cap (default 4096)"),

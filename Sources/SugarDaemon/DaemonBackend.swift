@@ -68,7 +68,7 @@ public struct DaemonBackend: SugarBackend {
         guard try await self.isKnown(meter) else {
             throw SugarAPIError(.meterNotFound, "no meter \(meter) is known", subject: meter.rawValue)
         }
-        await self.engine.abort(meter: meter, reason: "meter forgotten")
+        await self.engine.forget(meter: meter)
         do {
             try await self.store.forget(meter)
         } catch {
@@ -83,25 +83,16 @@ public struct DaemonBackend: SugarBackend {
         }
         // A sync may already be pairing and waiting for the passkey: keep that state visible, the
         // transport joins the pairing in flight.
-        self.models.model(for: meter)?.update { if $0.pairing != .waitingForPasskey { $0.pairing = .pairing } }
+        self.models.model(for: meter)?.update { SyncEventReducer.apply(.started, to: &$0) }
         // When a sync is pairing, its failure reports the error (once); this call only follows it.
         let duringSync = await self.engine.isSyncing(meter)
         do {
             try await self.engine.pair(meter: meter)
-            self.models.model(for: meter)?.update { state in
-                state.pairing = .paired
-                if let code = state.lastError?.code, Self.pairingErrorCodes.contains(code) { state.lastError = nil }
-            }
+            self.models.model(for: meter)?.update { SyncEventReducer.apply(.succeeded, to: &$0) }
         } catch {
             let code: SyncFailure.Code = error.code == .authenticationFailed ? .pairingFailed : .pairingRequired
-            let failure = SyncFailure(code, error.message)
-            let reported = ReportedError(
-                code: code.rawValue, message: failure.message, hint: ModelBridge.hint(for: failure, meter: meter),
-                at: systemNow(), meter: meter)
-            self.models.model(for: meter)?.update { state in
-                state.pairing = .failed
-                if !duringSync { state.lastError = reported }
-            }
+            let reported = SyncEventReducer.reportedError(SyncFailure(code, error.message), meter: meter, at: systemNow())
+            self.models.model(for: meter)?.update { SyncEventReducer.apply(.failed(reported, duringSync: duringSync), to: &$0) }
             switch error.code {
             case .adapterUnavailable: throw SugarAPIError(.adapterUnavailable, error.message)
             case .meterNotFound: throw SugarAPIError(.meterNotFound, error.message, subject: meter.rawValue)
@@ -116,7 +107,7 @@ public struct DaemonBackend: SugarBackend {
         }
         do {
             try await self.engine.submitPasskey(passkey, for: meter)
-            self.models.model(for: meter)?.update { $0.pairing = .pairing }
+            self.models.model(for: meter)?.update { SyncEventReducer.apply(.passkeySubmitted, to: &$0) }
         } catch {
             throw SugarAPIError(.pairingFailed, error.message, subject: meter.rawValue)
         }
@@ -141,10 +132,6 @@ public struct DaemonBackend: SugarBackend {
             throw SugarAPIError(.storageError, "\(error)")
         }
     }
-
-    private static let pairingErrorCodes: Set<String> = [
-        SyncFailure.Code.pairingFailed.rawValue, SyncFailure.Code.pairingRequired.rawValue,
-    ]
 
     private func isKnown(_ meter: MeterID) async throws(SugarAPIError) -> Bool {
         if self.models.model(for: meter) != nil { return true }

@@ -10,7 +10,11 @@ enum SessionsCommand {
         arguments: [("<meter>", "Only this meter's sessions.")],
         options: [("--limit <n>", "At most n sessions (default 50)."), ("--json", "Print the ListSyncSessions reply as JSON.")]
             + DaemonOptions.help,
-        discussion: "Exit status: 0 ok, 1 failure, 64 usage, 69 sugard not reachable, 77 permission denied."
+        discussion: """
+            A result marked "(meter reset)" found the meter's memory cleared or its counter restarted: the
+            whole memory was downloaded into a new epoch (--json: "reset": true).
+            Exit status: 0 ok, 1 failure, 64 usage, 69 sugard not reachable, 77 permission denied.
+            """
     )
 
     static let subcommand = Subcommand(help: help) { arguments in await run(arguments) }
@@ -40,7 +44,7 @@ enum SessionsCommand {
                 let duration = started.flatMap { a in ended.map { b in "\(max(0, b - a) / 1000) s" } } ?? "-"
                 return [
                     started.map { localTimeText(epochMillis: $0) } ?? "?", s["meter"]?.stringValue ?? "?",
-                    s["result"]?.stringValue ?? "?", duration,
+                    (s["result"]?.stringValue ?? "?") + (s["reset"]?.boolValue == true ? " (meter reset)" : ""), duration,
                     "\(s["received"]?.intValue ?? 0)" + (s["expected"]?.intValue.map { "/\($0)" } ?? ""),
                     "\(s["stored"]?.intValue ?? 0)", "\(s["duplicates"]?.intValue ?? 0)", s["error"]?.stringValue ?? "",
                 ]

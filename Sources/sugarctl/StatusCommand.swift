@@ -164,9 +164,13 @@ enum StatusCommand {
             var text = "last sync \(last["result"]?.stringValue ?? "?")"
             if let millis = last["at"]?["epochMillis"]?.intValue { text += " \(ageText(epochMillis: millis))" }
             if let stored = last["stored"]?.intValue { text += " (\(stored) new)" }
+            if last["reset"]?.boolValue == true { text += ", meter reset: its memory was read again into a new epoch" }
             parts.append(text)
         } else {
             parts.append("never synced")
+        }
+        if let millis = meter["nextAttempt"]?["epochMillis"]?.intValue {
+            parts.append("next attempt \(localTimeText(epochMillis: millis))")
         }
         var line = parts.joined(separator: ", ")
         if let error = meter["lastError"], !error.isNull {

@@ -87,13 +87,14 @@ let shortTimeouts = SyncConfiguration(connectTimeout: 5, pairingTimeout: 5, oper
 func withEngine(
     _ scripts: [MeterScript], store: MemoryStore = MemoryStore(), clock: TestClock = TestClock(), cooldown: Double = 30,
     automatic: Bool = false, configuration: SyncConfiguration = fastConfiguration,
+    monotonic: any SyncClock = ContinuousSyncClock(),
     _ body: (SyncEngine, ScriptedTransport, MemoryStore, EventLog) async throws -> Void
 ) async throws {
     let transport = ScriptedTransport(scripts)
     let log = EventLog()
     let engine = SyncEngine(
         transport: transport, store: store, zone: .utc, configuration: configuration, cooldownSeconds: cooldown,
-        automaticSync: automatic, observer: log, now: { clock.now })
+        automaticSync: automatic, observer: log, now: { clock.now }, clock: monotonic)
     let runner = Task { await engine.run() }
     do {
         try await body(engine, transport, store, log)
@@ -146,7 +147,8 @@ func waitForFinished(_ log: EventLog, count: Int) async throws {
                 // Meter clock 11:00:30 at host 10:00:00Z in UTC: skew 3630 s; +60 min offset applied.
                 #expect(readings[0].time.meterClockSkewSeconds == 3630)
                 #expect(readings[0].instant == Instant(epochSeconds: utc(2024, 6, 14, 8, 10) - 3630))
-                #expect(transport.racpWrites.suffix(2) == ["write 04 03 01 08 00", "write 01 03 01 08 00"])
+                // The second sync asks for the records after #7, then checks #7 is unchanged.
+                #expect(transport.racpWrites.suffix(3) == ["write 04 03 01 08 00", "write 01 03 01 08 00", "write 01 04 01 07 00 07 00"])
             case .contourNextOne:
                 #expect(transport.log.contains("pair"))
                 #expect(readings.allSatisfy { $0.time.meterClockSkewSeconds == 180 })
@@ -167,8 +169,10 @@ func waitForFinished(_ log: EventLog, count: Int) async throws {
                         ScriptedRecord(measurement: measurementBytes(seq: UInt16(i), 2024, 6, day, 9, sfloat: mgdl(100 + day)))
                     }
                 }
+                let queries = await store.readingQueries
                 let third = try await engine.sync(meter: id, force: true)
                 #expect(third.result == .success && third.stored == 1)
+                #expect(await store.readingQueries == queries, "the renumbering looks up only the received records")
                 let after = try await store.readings(ReadingQuery(meter: id)).map(\.reading)
                 #expect(after.map(\.baseTime.day) == [1, 2, 3, 4])
                 #expect(after.map(\.sequenceNumber) == [0, 1, 2, 3])
@@ -185,28 +189,37 @@ func waitForFinished(_ log: EventLog, count: Int) async throws {
             transport.update(script.id) { $0.records.append(ScriptedRecord(measurement: measurementBytes(seq: 6, 2024, 6, 15, 9, sfloat: mgdl(140)))) }
             let second = try await engine.sync(meter: script.id, force: true)
             #expect(second.stored == 1 && second.received == 1 && second.expected == 1)
-            #expect(transport.racpWrites.suffix(2) == ["write 04 03 01 06 00", "write 01 03 01 06 00"])
+            // The records after #5, then #5 itself, compared with the stored one (no reset).
+            #expect(transport.racpWrites.suffix(3) == ["write 04 03 01 06 00", "write 01 03 01 06 00", "write 01 04 01 05 00 05 00"])
             #expect(try await store.meter(script.id)?.highWater == 6)
         }
     }
 
-    @Test func cooldownSkipsAutomaticSyncsButNotForcedOnes() async throws {
+    @Test func cooldownDefersAutomaticSyncsToItsEndButNotForcedOnesOnTheMonotonicClock() async throws {
         let clock = TestClock()
+        let monotonic = ManualSyncClock()
         let script = FixtureMeter.taiDoc.script
-        try await withEngine([script], clock: clock, automatic: true) { engine, transport, _, log in
+        try await withEngine([script], clock: clock, automatic: true, monotonic: monotonic) { engine, transport, _, log in
             transport.emit(.meterAppeared(MeterAdvertisement(id: script.id, name: "DM30")))
             try await waitForFinished(log, count: 1)
-            clock.advance(seconds: 10)
+            // Inside the cooldown: deferred to its end (scheduled, not dropped), nothing connects now.
+            monotonic.advance(by: .seconds(10))
             transport.emit(.meterAppeared(MeterAdvertisement(id: script.id, name: "DM30")))
-            for _ in 0..<200 where !log.all.contains(where: { if case .skipped = $0 { return true } else { return false } }) {
-                try await Task.sleep(for: .milliseconds(5))
-            }
+            try await eventually("the trigger is deferred") { await engine.scheduledAttempt(script.id) != nil }
+            #expect(await engine.scheduledAttempt(script.id) == monotonic.now + .seconds(20))
             #expect(log.all.contains(where: { if case .skipped(_, let f) = $0 { return f.code == .cooldown } else { return false } }))
+            #expect(log.all.contains(where: { if case .deferred = $0 { return true } else { return false } }))
             await #expect(throws: SyncFailure.self) { try await engine.sync(meter: script.id, force: false) }
+            #expect(transport.log.filter { $0 == "connect" }.count == 1)
+            // A forced sync runs at once (and replaces the deferred one).
             let forced = try await engine.sync(meter: script.id, force: true)
             #expect(forced.result == .success)
-            clock.advance(seconds: 31)
+            #expect(await engine.scheduledAttempt(script.id) == nil)
+            // The wall clock steps back an hour: the cooldown runs on the monotonic clock regardless.
+            clock.advance(seconds: -3600)
             transport.emit(.meterAppeared(MeterAdvertisement(id: script.id, name: "DM30")))
+            try await eventually("deferred again") { await engine.scheduledAttempt(script.id) != nil }
+            monotonic.advance(by: .seconds(31))
             try await waitForFinished(log, count: 3)
             #expect(transport.log.filter { $0 == "connect" }.count == 3)
         }

@@ -1,4 +1,5 @@
 import HealthDataSync
+import Testing
 import Locking
 
 // Test doubles for the sync engine: a scripted GATT meter that answers RACP from a list of
@@ -226,8 +227,11 @@ final class ScriptedTransport: MeterTransport, Sendable {
 
     private func answer(_ request: [UInt8], script: MeterScript, meter: MeterID) {
         func racp(_ bytes: [UInt8]) { self.emit(.value(meter, .recordAccessControlPoint, bytes)) }
-        let minSeq: UInt16? = request.count >= 5 && request[1] == 0x03 ? UInt16(request[3]) | UInt16(request[4]) << 8 : nil
-        let selected = script.records.filter { minSeq == nil || $0.seq >= minSeq! }
+        let filtered = request.count >= 5 && (request[1] == 0x03 || request[1] == 0x04)
+        let minSeq: UInt16? = filtered ? UInt16(request[3]) | UInt16(request[4]) << 8 : nil
+        // Within range (`04`): a second sequence number bounds it.
+        let maxSeq: UInt16? = filtered && request[1] == 0x04 && request.count >= 7 ? UInt16(request[5]) | UInt16(request[6]) << 8 : nil
+        let selected = script.records.filter { (minSeq == nil || $0.seq >= minSeq!) && (maxSeq == nil || $0.seq <= maxSeq!) }
         switch request.first {
         case 0x03:
             racp([0x06, 0x00, 0x03, 0x01])
@@ -321,6 +325,11 @@ actor MemoryStore: ReadingStore {
         var inserted: [StoredReading] = []
         var duplicates = 0
         var resets = 0
+        if batch.meterReset {
+            meter.epoch += 1
+            meter.highWater = nil
+            resets += 1
+        }
         for r in batch.readings {
             let same = self.stored.filter { $0.reading.meter == r.meter && $0.epoch == meter.epoch && $0.reading.sequenceNumber == r.sequenceNumber }
             if same.contains(where: { $0.reading.baseTime == r.baseTime && $0.reading.concentrationRaw == r.concentrationRaw }) {
@@ -352,6 +361,7 @@ actor MemoryStore: ReadingStore {
         session.id = Int64(self.sessionList.count + 1)
         session.stored = inserted.count
         session.duplicates += duplicates
+        session.sequenceResets = resets
         self.sessionList.insert(session, at: 0)
         return CommitResult(inserted: inserted, duplicates: duplicates, sequenceResets: resets, meter: meter, session: session)
     }
@@ -360,8 +370,27 @@ actor MemoryStore: ReadingStore {
         Array(self.stored.filter { $0.id > cursor }.prefix(limit))
     }
 
+    /// How often the whole reading list was asked for (a sync never should).
+    var readingQueries = 0
+
     func readings(_ query: ReadingQuery) async throws(StoreError) -> [StoredReading] {
-        self.stored.filter { query.meter == nil || $0.reading.meter == query.meter }
+        self.readingQueries += 1
+        return self.stored.filter { query.meter == nil || $0.reading.meter == query.meter }
+    }
+
+    func storedMeasurement(meter: MeterID, sequenceNumber: UInt16) async throws(StoreError) -> [UInt8]? {
+        let epoch = self.metersByID[meter]?.epoch
+        return self.stored.last { $0.reading.meter == meter && $0.epoch == epoch && $0.reading.sequenceNumber == sequenceNumber }?
+            .reading.measurementBytes
+    }
+
+    func highestSequenceNumber(meter: MeterID) async throws(StoreError) -> UInt16? {
+        self.stored.filter { $0.reading.meter == meter }.map(\.reading.sequenceNumber).max()
+    }
+
+    func storedContent(meter: MeterID, among candidates: [ReadingContent]) async throws(StoreError) -> Set<ReadingContent> {
+        let wanted = Set(candidates)
+        return Set(self.stored.filter { $0.reading.meter == meter }.map { ReadingContent($0.reading) }.filter(wanted.contains))
     }
 
     func readingCount(meter: MeterID?) async throws(StoreError) -> Int {
@@ -394,4 +423,73 @@ final class TestClock: Sendable {
     let value = Lock<Int64>(1_718_445_600_000)  // 2024-06-15T10:00:00Z
     var now: Instant { Instant(epochMillis: self.value.withLock { $0 }) }
     func advance(seconds: Int64) { self.value.withLock { $0 += seconds * 1000 } }
+}
+
+/// A monotonic clock the test moves by hand: sleepers wake when ``advance(by:)`` passes their
+/// deadline, never by themselves.
+final class ManualSyncClock: SyncClock, Sendable {
+    private struct Sleeper {
+        var id: UInt64
+        var deadline: Duration
+        var continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private struct State {
+        var now: Duration = .seconds(1000)
+        var sleepers: [Sleeper] = []
+        var nextID: UInt64 = 0
+    }
+
+    private let state = Lock<State>(State())
+
+    var now: Duration { self.state.withLock { $0.now } }
+
+    /// Sleepers waiting now.
+    var sleepers: Int { self.state.withLock { $0.sleepers.count } }
+
+    /// Deadlines of the sleepers waiting now, earliest first.
+    var deadlines: [Duration] { self.state.withLock { $0.sleepers.map(\.deadline).sorted() } }
+
+    func advance(by step: Duration) {
+        let due = self.state.withLock { s -> [Sleeper] in
+            s.now += step
+            let now = s.now
+            let due = s.sleepers.filter { $0.deadline <= now }
+            s.sleepers.removeAll { $0.deadline <= now }
+            return due
+        }
+        for sleeper in due { sleeper.continuation.resume() }
+    }
+
+    func sleep(until deadline: Duration) async throws {
+        let id = self.state.withLock { s -> UInt64 in
+            s.nextID += 1
+            return s.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+                let wakeNow = self.state.withLock { s -> Bool in
+                    if s.now >= deadline || Task.isCancelled { return true }
+                    s.sleepers.append(Sleeper(id: id, deadline: deadline, continuation: c))
+                    return false
+                }
+                if wakeNow { Task.isCancelled ? c.resume(throwing: CancellationError()) : c.resume() }
+            }
+        } onCancel: {
+            let sleeper = self.state.withLock { s -> Sleeper? in
+                guard let i = s.sleepers.firstIndex(where: { $0.id == id }) else { return nil }
+                return s.sleepers.remove(at: i)
+            }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+    }
+}
+
+/// Waits (up to 5 s of real time) until `condition` holds.
+func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
+    for _ in 0..<1000 {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    Issue.record("timed out waiting: \(what)")
 }

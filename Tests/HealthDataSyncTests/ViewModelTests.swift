@@ -358,29 +358,6 @@ import Testing
         #expect(activations.value == 1)
     }
 
-    // MARK: Cooldown
-
-    @Test func cooldownSkipsAnAutomaticSyncWithinTheIntervalButNeverAForcedOne() {
-        let cooldown = Cooldown()
-        #expect(cooldown.intervalMillis == 30_000)
-        let last = Instant(epochMillis: 1_000_000)
-        #expect(cooldown.decide(.automatic, lastSync: nil, now: last) == .run)
-        #expect(cooldown.decide(.automatic, lastSync: last, now: Instant(epochMillis: 1_010_000)) == .skip(remainingMillis: 20_000))
-        #expect(cooldown.decide(.automatic, lastSync: last, now: Instant(epochMillis: 1_029_999)) == .skip(remainingMillis: 1))
-        #expect(cooldown.decide(.automatic, lastSync: last, now: Instant(epochMillis: 1_030_000)) == .run)
-        #expect(cooldown.decide(.forced, lastSync: last, now: Instant(epochMillis: 1_000_001)) == .run)
-        // The host clock went back: do not hold syncs off.
-        #expect(cooldown.decide(.automatic, lastSync: last, now: Instant(epochMillis: 900_000)) == .run)
-        #expect(Cooldown(intervalMillis: 5_000).decide(.automatic, lastSync: last, now: Instant(epochMillis: 1_006_000)) == .run)
-
-        var meter = MeterState(identity: MeterIdentity(id: VM.meterA))
-        meter.lastSync = LastSync(meter: VM.meterA, at: last, result: .failed)
-        #expect(cooldown.decide(.automatic, meter: meter, now: Instant(epochMillis: 1_001_000)) == .run, "a failed sync may be retried")
-        meter.lastSync?.result = .noNewRecords
-        #expect(!cooldown.decide(.automatic, meter: meter, now: Instant(epochMillis: 1_001_000)).shouldRun)
-        #expect(cooldown.decide(.forced, meter: meter, now: Instant(epochMillis: 1_001_000)).shouldRun)
-    }
-
     // MARK: Per-instance state
 
     @Test func twoModelsShareNoState() async throws {

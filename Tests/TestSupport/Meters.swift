@@ -90,14 +90,15 @@ extension Rig {
         return last
     }
 
-    /// Waits until the meter's last finished sync has one of `results`; returns the meter model.
+    /// Waits until the meter's last finished sync has one of `results` and no attempt runs (the
+    /// meter is idle, done, failed, or waiting for the engine's retry); returns the meter model.
     @discardableResult
     package func waitForLastSync(_ meter: String, _ results: Set<String>, seconds: Int = 30) async throws -> JSONValue {
         var model: JSONValue?
         try await self.waitUntil("a \(results.sorted()) sync of \(meter)", seconds: seconds) {
             model = try await self.meter(meter)
             guard let result = model?["lastSync"]?["result"]?.stringValue else { return false }
-            return results.contains(result) && model?["sync"]?.stringValue.map { ["idle", "done", "failed"].contains($0) } == true
+            return results.contains(result) && model?["sync"]?.stringValue.map { ["idle", "done", "failed", "waitingToRetry"].contains($0) } == true
         }
         guard let model else { throw RigError("no model of \(meter)") }
         return model

@@ -122,29 +122,22 @@ public struct ReadingBuilder: Sendable {
 /// Handling for meters that number records newest-first (TaiDoc): their sequence numbers change
 /// with every new measurement, so they cannot identify a record.
 public enum ReversedSequenceNormalizer {
-    /// Drops received readings already stored (same base time, offset, raw value, type, location and
-    /// status) and numbers the new ones after the highest stored sequence number, oldest first. The
-    /// meter's own number stays in ``Reading/measurementBytes``.
+    /// Drops received readings already stored (same ``ReadingContent``) and numbers the new ones
+    /// after the highest stored sequence number, oldest first. The meter's own number stays in
+    /// ``Reading/measurementBytes``.
+    /// - Parameters:
+    ///   - storedContent: which of the received readings' contents the store holds.
+    ///   - highestStored: the highest stored sequence number of the meter (nil: none stored).
     /// - Returns: the new readings and how many were already stored.
-    public static func normalize(received: [Reading], stored: [Reading]) -> (readings: [Reading], alreadyStored: Int) {
-        struct Key: Hashable {
-            var base: LocalDateTime
-            var offset: Int?
-            var raw: UInt16?
-            var type: UInt8?
-            var location: UInt8?
-            var status: UInt16?
-        }
-        func key(_ r: Reading) -> Key {
-            Key(base: r.baseTime, offset: r.timeOffsetMinutes, raw: r.concentrationRaw, type: r.sampleType,
-                location: r.sampleLocation, status: r.sensorStatus)
-        }
-        var known = Set(stored.map(key))
-        var next = Int(stored.map(\.sequenceNumber).max() ?? 0) + (stored.isEmpty ? 0 : 1)
+    public static func normalize(
+        received: [Reading], storedContent: Set<ReadingContent>, highestStored: UInt16?
+    ) -> (readings: [Reading], alreadyStored: Int) {
+        var known = storedContent
+        var next = highestStored.map { Int($0) + 1 } ?? 0
         var fresh: [Reading] = []
         var already = 0
         for r in received.sorted(by: { ($0.baseTime, $1.sequenceNumber) < ($1.baseTime, $0.sequenceNumber) }) {
-            let k = key(r)
+            let k = ReadingContent(r)
             if known.contains(k) {
                 already += 1
                 continue
@@ -158,5 +151,12 @@ public enum ReversedSequenceNormalizer {
             fresh.append(copy)
         }
         return (fresh, already)
+    }
+
+    /// The same, against stored readings (tests and small stores).
+    public static func normalize(received: [Reading], stored: [Reading]) -> (readings: [Reading], alreadyStored: Int) {
+        Self.normalize(
+            received: received, storedContent: Set(stored.map(ReadingContent.init)),
+            highestStored: stored.map(\.sequenceNumber).max())
     }
 }

@@ -3,14 +3,23 @@
 /// - One sync per meter at a time; many meters sync in parallel, each in its own task.
 /// - ``run()`` consumes the transport's event stream (call it once) and routes values and
 ///   disconnects to the meter's running sync. A meter appearing starts an automatic sync when
-///   `automaticSync` is on, unless the meter synced within the cooldown (default 30 s).
+///   `automaticSync` is on.
+/// - One policy (``SyncPolicy``) on the monotonic clock (``SyncClock``): after a successful sync
+///   (success or no new records) the meter is in its cooldown (default 30 s); an automatic trigger
+///   inside it is deferred to its end, never dropped. An attempt that ends for a transient reason
+///   (link lost, bluetoothd gone, timeout, ATT busy, transport error) is retried by the engine
+///   itself after 2 s, 10 s, 60 s, 5 min, then every 5 min, connecting to the meter directly
+///   whether or not it advertises, while the meter is known; an adapter that becomes available
+///   again (bluetoothd restarted) retries at once, the meter advertising does not shorten the
+///   pause. A success resets the backoff; a non-transient failure,
+///   ``forget(meter:)`` and ``shutdown(deadlineSeconds:)`` stop the retries.
 /// - ``sync(meter:force:fullDownload:)`` starts a sync and returns its session when it ends. A
 ///   forced sync ignores the cooldown; nothing starts a second sync of a running meter.
 /// - ``shutdown(deadlineSeconds:)`` aborts every running sync (RACP `03 00` when a procedure is in
 ///   flight), commits what arrived (without a high-water mark), disconnects and cancels every task.
 ///
 /// Every task the engine starts is stored and cancelled by it; timers are sleeping child tasks of
-/// the meter's task.
+/// the meter's task, and scheduled retries and deferred syncs are tasks in ``scheduled``.
 public actor SyncEngine {
     /// What reaches a meter's task: machine events, and a timer's sleeper waking up (the meter's
     /// task then decides whether the timer fired, moved or was cancelled meanwhile).
@@ -38,6 +47,15 @@ public actor SyncEngine {
         var waiters: [CheckedContinuation<Result<SyncSessionRecord, SyncFailure>, Never>]
     }
 
+    /// A retry or a deferred sync waiting for its time.
+    private struct Scheduled {
+        enum Kind { case retry, deferred }
+        var kind: Kind
+        var at: Duration
+        var token: UInt64
+        var task: Task<Void, Never>
+    }
+
     private let transport: any MeterTransport
     private let store: any ReadingStore
     private let zone: TimeZoneRules
@@ -48,11 +66,15 @@ public actor SyncEngine {
     private let observer: (any SyncObserver)?
     private let logger: Logger
     private let now: @Sendable () -> Instant
+    private let clock: any SyncClock
 
-    private var scheduler: SyncScheduler
+    private var policy: SyncPolicy
     private var running: [MeterID: Running] = [:]
+    private var scheduled: [MeterID: Scheduled] = [:]
+    private var nextToken: UInt64 = 0
     private var advertisements: [MeterID: MeterAdvertisement] = [:]
     private var lastSessions: [MeterID: SyncSessionRecord] = [:]
+    private var adapterAvailable = false
     private var shuttingDown = false
     private var stopRun: AsyncStream<Void>.Continuation?
 
@@ -62,17 +84,20 @@ public actor SyncEngine {
     ///   - zone: the zone meter clocks are read in (the host's, or the configured one).
     ///   - meterZones: per-meter zones that override `zone`.
     ///   - quirks: the vendor table.
-    ///   - configuration: timeouts and retry pacing.
-    ///   - cooldownSeconds: automatic syncs within this long of a meter's last sync are skipped.
+    ///   - configuration: timeouts, retry pacing and the retry backoff.
+    ///   - cooldownSeconds: automatic syncs within this long of a meter's last successful sync are
+    ///     deferred to its end.
     ///   - automaticSync: start a sync when a meter appears.
     ///   - observer: receives progress; the view model plugs in here.
     ///   - logger: never logs reading values above debug.
-    ///   - now: the wall clock (the pure module has none of its own).
+    ///   - now: the wall clock (session times, and the wall-clock reading of scheduled times).
+    ///   - clock: the monotonic clock cooldowns and retries run on.
     public init(
         transport: any MeterTransport, store: any ReadingStore, zone: TimeZoneRules,
         meterZones: [MeterID: TimeZoneRules] = [:], quirks: QuirkTable = .builtIn,
         configuration: SyncConfiguration = SyncConfiguration(), cooldownSeconds: Double = 30, automaticSync: Bool = true,
-        observer: (any SyncObserver)? = nil, logger: Logger = .disabled, now: @escaping @Sendable () -> Instant
+        observer: (any SyncObserver)? = nil, logger: Logger = .disabled, now: @escaping @Sendable () -> Instant,
+        clock: any SyncClock = ContinuousSyncClock()
     ) {
         self.transport = transport
         self.store = store
@@ -80,11 +105,12 @@ public actor SyncEngine {
         self.meterZones = meterZones
         self.quirks = quirks
         self.configuration = configuration
-        self.scheduler = SyncScheduler(cooldownSeconds: cooldownSeconds)
+        self.policy = SyncPolicy(cooldownSeconds: cooldownSeconds, backoffSeconds: configuration.retryBackoff)
         self.automaticSync = automaticSync
         self.observer = observer
         self.logger = logger.named("sync")
         self.now = now
+        self.clock = clock
     }
 
     // MARK: - Public API
@@ -114,10 +140,11 @@ public actor SyncEngine {
     ///   - force: ignore the cooldown (an explicit request).
     ///   - fullDownload: ask for every record even when a high-water mark is stored.
     /// - Throws: ``SyncFailure`` with code `syncInProgress` when this meter is already syncing (it
-    ///   does not join it), `cooldown` for an unforced sync within the cooldown, `aborted` while
-    ///   shutting down, `storeError` when the stored meter cannot be read.
+    ///   does not join it), `cooldown` for an unforced sync within the cooldown (it is deferred to
+    ///   the cooldown's end), `aborted` while shutting down, `storeError` when the stored meter
+    ///   cannot be read.
     public func sync(meter: MeterID, force: Bool, fullDownload: Bool = false) async throws(SyncFailure) -> SyncSessionRecord {
-        try await self.start(meter, force: force, fullDownload: fullDownload)
+        try await self.start(meter, force ? .forced : .automatic, fullDownload: fullDownload)
         let result = await withCheckedContinuation { (c: CheckedContinuation<Result<SyncSessionRecord, SyncFailure>, Never>) in
             if var entry = self.running[meter] {
                 entry.waiters.append(c)
@@ -149,15 +176,30 @@ public actor SyncEngine {
     /// Whether a sync of the meter is running.
     public func isSyncing(_ meter: MeterID) -> Bool { self.running[meter] != nil }
 
-    /// Stops the running sync of one meter (forget): aborts, commits what arrived, disconnects.
+    /// When the meter's scheduled retry or deferred sync runs (monotonic), if one is scheduled.
+    public func scheduledAttempt(_ meter: MeterID) -> Duration? { self.scheduled[meter]?.at }
+
+    /// Stops the running sync of one meter: aborts, commits what arrived, disconnects.
     public func abort(meter: MeterID, reason: String) {
         self.running[meter]?.session.yield(.abort(reason: reason))
     }
 
-    /// Aborts every sync, waits for them to commit and disconnect (up to the deadline, then cancels
-    /// them), and ends ``run()``. Safe to call twice.
+    /// The meter is forgotten: its sync is aborted, its scheduled retry or deferred sync dropped,
+    /// and its cooldown and backoff cleared.
+    public func forget(meter: MeterID) {
+        self.abort(meter: meter, reason: "meter forgotten")
+        self.unschedule(meter)
+        self.policy.forget(meter)
+        self.advertisements[meter] = nil
+    }
+
+    /// Aborts every sync, drops every scheduled retry, waits for the syncs to commit and disconnect
+    /// (up to the deadline, then cancels them), and ends ``run()``. Safe to call twice.
     public func shutdown(deadlineSeconds: Double = 10) async {
         self.shuttingDown = true
+        let timers = self.scheduled.values.map(\.task)
+        self.scheduled = [:]
+        for task in timers { task.cancel() }
         let tasks = self.running.values.map(\.task)
         for entry in self.running.values { entry.session.yield(.abort(reason: "the daemon is shutting down")) }
         await withTaskGroup(of: Bool.self) { group in
@@ -174,6 +216,7 @@ public actor SyncEngine {
             group.cancelAll()
         }
         for task in tasks { await task.value }
+        for task in timers { await task.value }
         self.stopRun?.finish()
     }
 
@@ -187,16 +230,22 @@ public actor SyncEngine {
         switch event {
         case .adapter(let state):
             self.publish(.adapterChanged(state))
+            let available = state.present && state.powered
+            defer { self.adapterAvailable = available }
+            if available, !self.adapterAvailable {
+                // bluetoothd or the adapter is back (a likely cause of the failures): retry now.
+                for (meter, entry) in self.scheduled where entry.kind == .retry { await self.fire(meter, token: entry.token) }
+            }
         case .meterAppeared(let ad):
             self.advertisements[ad.id] = ad
             self.publish(.meterAppeared(ad))
             guard self.automaticSync, !self.shuttingDown, self.running[ad.id] == nil else { return }
-            do throws(SyncFailure) {
-                try await self.start(ad.id, force: false, fullDownload: false)
-            } catch {
-                if error.code == .cooldown { self.publish(.skipped(ad.id, error)) }
-                self.logger.info("automatic sync not started", [("meter", ad.id.rawValue), ("reason", error.code.rawValue)])
+            if self.scheduled[ad.id]?.kind == .retry {
+                // A failing meter that advertises often is not asked more often than the backoff says.
+                self.logger.debug("meter appeared while its retry is scheduled", [("meter", ad.id.rawValue)])
+                return
             }
+            await self.startAutomatically(ad.id, .automatic)
         case .meterDisappeared(let id):
             self.publish(.meterDisappeared(id))
         case .disconnected(let id, let reason):
@@ -208,42 +257,124 @@ public actor SyncEngine {
         }
     }
 
-    private func start(_ meter: MeterID, force: Bool, fullDownload: Bool) async throws(SyncFailure) {
+    /// Starts a sync nobody waits for (appearance, retry, deferred trigger); logs why not.
+    private func startAutomatically(_ meter: MeterID, _ trigger: SyncTrigger) async {
+        do throws(SyncFailure) {
+            try await self.start(meter, trigger, fullDownload: false)
+        } catch {
+            self.logger.info(
+                "automatic sync not started now", [("meter", meter.rawValue), ("trigger", trigger.rawValue), ("reason", error.code.rawValue)])
+        }
+    }
+
+    private func start(_ meter: MeterID, _ trigger: SyncTrigger, fullDownload: Bool) async throws(SyncFailure) {
         guard !self.shuttingDown else { throw SyncFailure(.aborted, "The daemon is shutting down; \(meter) was not synced.") }
         let stored: StoredMeter?
+        var highWaterRecord: [UInt8]?
         do {
             stored = try await self.store.meter(meter)
+            if let mark = stored?.highWater, !fullDownload {
+                highWaterRecord = try await self.store.storedMeasurement(meter: meter, sequenceNumber: mark)
+            }
         } catch {
             throw SyncFailure(.storeError, "The stored state of \(meter) could not be read: \(error.message)")
         }
-        // Checked after the await: another caller may have started this meter meanwhile.
-        if let last = stored?.lastSync { self.scheduler.noteLastSync(meter, at: last) }
-        switch self.scheduler.request(meter, force: force, now: self.now()) {
+        // Checked after the awaits: the engine may be shutting down, or another caller may have
+        // started this meter meanwhile.
+        guard !self.shuttingDown else { throw SyncFailure(.aborted, "The daemon is shutting down; \(meter) was not synced.") }
+        if let stored, let last = stored.lastSync, stored.lastSyncResult == .success || stored.lastSyncResult == .noNewRecords {
+            self.policy.noteEarlierSuccess(meter, ago: .milliseconds(self.now().epochMillis - last.epochMillis), at: self.clock.now)
+        }
+        switch self.policy.request(meter, trigger, at: self.clock.now) {
         case .start: break
         case .alreadyRunning:
             throw SyncFailure(.syncInProgress, "A sync of \(meter) is already running.")
-        case .skipCooldown(let remaining):
-            throw SyncFailure(.cooldown, "\(meter) synced moments ago; the next automatic sync may start in \((remaining + 999) / 1000) s.")
+        case .deferred(let until):
+            let failure = SyncFailure(
+                .cooldown, "\(meter) synced moments ago; the sync is deferred to the end of the cooldown, in \(Self.seconds(until - self.clock.now)) s.")
+            self.publish(.skipped(meter, failure))
+            if self.scheduled[meter].map({ $0.kind == .deferred && $0.at <= until }) != true {
+                self.schedule(meter, .deferred, at: until)
+                self.publish(.deferred(meter, until: self.wallClock(at: until)))
+            }
+            throw failure
         }
+        self.unschedule(meter, announce: false)  // this attempt replaces a waiting retry or deferred sync
         let context = SyncStateMachine.Context(
             meter: meter, advertisedName: self.advertisements[meter]?.name ?? stored?.identity.name,
-            highWater: stored?.highWater, fullDownload: fullDownload, zone: self.meterZones[meter] ?? self.zone,
-            quirks: self.quirks, configuration: self.configuration)
+            highWater: stored?.highWater, highWaterRecord: highWaterRecord, fullDownload: fullDownload,
+            zone: self.meterZones[meter] ?? self.zone, quirks: self.quirks, configuration: self.configuration)
         let session = Session(meter: meter)
         let task = Task { await self.drive(session, SyncStateMachine(context)) }
         self.running[meter] = Running(session: session, task: task, waiters: [])
         session.yield(.start)
-        self.logger.info("sync started", [("meter", meter.rawValue), ("force", String(force))])
+        self.logger.info("sync started", [("meter", meter.rawValue), ("trigger", trigger.rawValue)])
     }
 
-    private func ended(_ meter: MeterID, _ record: SyncSessionRecord) {
-        self.scheduler.finished(meter, at: self.now())
+    private func ended(_ meter: MeterID, _ record: SyncSessionRecord, failure: SyncFailure?) {
+        let followup = self.policy.finished(meter, record.result, failure: failure?.code, at: self.clock.now)
         self.lastSessions[meter] = record
         guard let entry = self.running.removeValue(forKey: meter) else { return }
         entry.session.input.finish()
         for waiter in entry.waiters { waiter.resume(returning: .success(record)) }
         self.logger.info("sync ended", [("meter", meter.rawValue), ("result", record.result.rawValue)])
+        if case .retry(let at, let attempt) = followup, !self.shuttingDown {
+            self.schedule(meter, .retry, at: at)
+            self.publish(.retryScheduled(meter, at: self.wallClock(at: at), attempt: attempt))
+            self.logger.info(
+                "sync will be retried", [("meter", meter.rawValue), ("attempt", String(attempt)), ("inSeconds", Self.seconds(at - self.clock.now))])
+        }
     }
+
+    // MARK: - Scheduling (retries and deferred syncs)
+
+    private func schedule(_ meter: MeterID, _ kind: Scheduled.Kind, at: Duration) {
+        self.scheduled[meter]?.task.cancel()
+        self.nextToken += 1
+        let token = self.nextToken
+        let clock = self.clock
+        let task = Task {
+            do {
+                try await clock.sleep(until: at)
+            } catch {
+                return
+            }
+            await self.fire(meter, token: token)
+        }
+        self.scheduled[meter] = Scheduled(kind: kind, at: at, token: token, task: task)
+    }
+
+    private func unschedule(_ meter: MeterID, announce: Bool = true) {
+        guard let entry = self.scheduled.removeValue(forKey: meter) else { return }
+        entry.task.cancel()
+        if announce { self.publish(.scheduleCleared(meter)) }
+    }
+
+    /// A scheduled retry or deferred sync is due (or was brought forward).
+    private func fire(_ meter: MeterID, token: UInt64) async {
+        guard let entry = self.scheduled[meter], entry.token == token else { return }  // replaced or dropped
+        self.scheduled[meter] = nil
+        guard !self.shuttingDown, self.running[meter] == nil else { return }
+        if entry.kind == .retry {
+            // Retries only while the meter is known (stored and not forgotten, or seen).
+            let known = (try? await self.store.meter(meter)) != nil || self.advertisements[meter] != nil
+            guard known else {
+                self.publish(.scheduleCleared(meter))
+                return
+            }
+        }
+        await self.startAutomatically(meter, entry.kind == .retry ? .retry : .automatic)
+    }
+
+    private func wallClock(at point: Duration) -> Instant {
+        Instant(epochMillis: self.now().epochMillis + Self.millis(point - self.clock.now))
+    }
+
+    private static func millis(_ d: Duration) -> Int64 {
+        d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
+    }
+
+    private static func seconds(_ d: Duration) -> String { String((Self.millis(d) + 999) / 1000) }
 
     // MARK: - Driving one meter
 
@@ -256,6 +387,15 @@ public actor SyncEngine {
     private struct TimerState {
         var deadlines: [SyncTimer: ContinuousClock.Instant] = [:]
         var armed: [SyncTimer: ContinuousClock.Instant] = [:]
+    }
+
+    /// What one meter's task keeps between events.
+    private struct DriveState {
+        var machine: SyncStateMachine
+        var timers = TimerState()
+        /// The failure the machine reported, for the retry decision.
+        var failure: SyncFailure?
+        var finished = false
     }
 
     private static func sleeper(
@@ -272,140 +412,155 @@ public actor SyncEngine {
     }
 
     private func drive(_ session: Session, _ initial: SyncStateMachine) async {
-        var machine = initial
-        var timers = TimerState()
-        let meter = session.meter
-        let transport = self.transport
-        let store = self.store
-        let input = session
+        var state = DriveState(machine: initial)
         await withTaskGroup(of: Void.self) { group in
-            var finished = false
             for await driverEvent in session.events {
-                let event: SyncEvent
-                switch driverEvent {
-                case .machine(let e):
-                    event = e
-                case .timerWake(let timer, let armed):
-                    guard timers.armed[timer] == armed else { continue }  // replaced by an earlier one
-                    timers.armed[timer] = nil
-                    guard let deadline = timers.deadlines[timer] else { continue }  // cancelled
-                    if deadline > ContinuousClock.now {
-                        // Restarted since this sleeper started: sleep for the rest.
-                        timers.armed[timer] = deadline
-                        group.addTask(operation: Self.sleeper(timer, until: deadline, input))
-                        continue
-                    }
-                    timers.deadlines[timer] = nil
-                    event = .timerFired(timer)
+                guard let event = Self.machineEvent(driverEvent, &state.timers, &group, session) else { continue }
+                for action in state.machine.handle(event, at: self.now()) {
+                    self.perform(action, session, &state, &group)
                 }
-                for action in machine.handle(event, at: self.now()) {
-                    switch action {
-                    case .connect:
-                        group.addTask {
-                            do throws(TransportError) {
-                                input.yield(.connected(try await transport.connect(meter)))
-                            } catch {
-                                input.yield(.connectFailed(error))
-                            }
-                        }
-                    case .pair:
-                        group.addTask {
-                            do throws(TransportError) {
-                                try await transport.pair(meter)
-                                input.yield(.paired)
-                            } catch {
-                                input.yield(.pairingFailed(error))
-                            }
-                        }
-                    case .read(let uuid):
-                        group.addTask {
-                            do throws(TransportError) {
-                                input.yield(.readCompleted(uuid, try await transport.read(uuid, on: meter)))
-                            } catch {
-                                input.yield(.readFailed(uuid, error))
-                            }
-                        }
-                    case .enableNotifications(let uuid):
-                        group.addTask {
-                            do throws(TransportError) {
-                                try await transport.setNotifications(true, for: uuid, on: meter)
-                                input.yield(.notificationsEnabled(uuid))
-                            } catch {
-                                input.yield(.notificationsFailed(uuid, error))
-                            }
-                        }
-                    case .writeRACP(let bytes, let purpose):
-                        group.addTask {
-                            do throws(TransportError) {
-                                try await transport.write(bytes, to: .recordAccessControlPoint, on: meter)
-                                input.yield(.writeCompleted(purpose))
-                            } catch {
-                                input.yield(.writeFailed(purpose, error))
-                            }
-                        }
-                    case .startTimer(let timer, let seconds):
-                        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
-                        timers.deadlines[timer] = deadline
-                        if let armed = timers.armed[timer], armed <= deadline { break }  // wakes in time
-                        timers.armed[timer] = deadline
-                        group.addTask(operation: Self.sleeper(timer, until: deadline, input))
-                    case .cancelTimer(let timer):
-                        timers.deadlines[timer] = nil
-                    case .commit(let batch):
-                        let reversed = machine.profile.has(.reversedSequence)
-                        group.addTask {
-                            do throws(StoreError) {
-                                let prepared = reversed ? try await Self.renumber(batch, store: store) : batch
-                                input.yield(.committed(try await store.commit(prepared)))
-                            } catch {
-                                input.yield(.commitFailed(error))
-                            }
-                        }
-                    case .disconnect:
-                        group.addTask {
-                            await transport.disconnect(meter)
-                            input.yield(.disconnectCompleted)
-                        }
-                    case .publish(let event):
-                        if case .anomalies(_, let anomalies) = event {
-                            // Kinds and sequence numbers only: anomaly messages never carry values.
-                            let kinds = anomalies.map(\.kind.rawValue).joined(separator: ",")
-                            self.logger.notice("odd packets during sync", [("meter", meter.rawValue), ("anomalies", kinds)])
-                        }
-                        if case .failed(_, let failure) = event {
-                            self.logger.warning(failure.message, [("meter", meter.rawValue), ("code", failure.code.rawValue)])
-                        }
-                        self.publish(event)
-                    case .finished(let record):
-                        finished = true
-                        self.ended(meter, record)
-                    }
-                }
-                if finished { break }
+                if state.finished { break }
             }
             group.cancelAll()
         }
-        if machine.isActive {
+        if state.machine.isActive {
             // Cancelled before the machine ended (shutdown deadline): release the meter anyway.
-            await transport.disconnect(meter)
+            await self.transport.disconnect(session.meter)
             let record = SyncSessionRecord(
-                meter: meter, started: self.now(), ended: self.now(), result: .aborted, received: machine.received,
-                error: "The sync was cancelled before it could finish.")
-            self.ended(meter, record)
+                meter: session.meter, started: self.now(), ended: self.now(), result: .aborted,
+                received: state.machine.received, error: "The sync was cancelled before it could finish.")
+            self.ended(session.meter, record, failure: SyncFailure(.aborted, record.error ?? ""))
         }
     }
 
-    /// TaiDoc: drop what is already stored by content, number new records after the stored maximum.
-    private static func renumber(_ batch: SyncBatch, store: any ReadingStore) async throws(StoreError) -> SyncBatch {
-        let stored = try await store.readings(ReadingQuery(meter: batch.meter.id)).map(\.reading)
-        let (fresh, already) = ReversedSequenceNormalizer.normalize(received: batch.readings, stored: stored)
-        var copy = batch
-        copy.readings = fresh
-        copy.session.duplicates += already
-        if batch.session.result == .success || batch.session.result == .noNewRecords {
-            copy.newHighWater = (fresh.map(\.sequenceNumber) + stored.map(\.sequenceNumber)).max()
+    /// The machine event a driver event stands for; nil for a timer wake that is stale or early
+    /// (an early one sleeps again for the rest).
+    private static func machineEvent(
+        _ driverEvent: DriverEvent, _ timers: inout TimerState, _ group: inout TaskGroup<Void>, _ session: Session
+    ) -> SyncEvent? {
+        switch driverEvent {
+        case .machine(let event):
+            return event
+        case .timerWake(let timer, let armed):
+            guard timers.armed[timer] == armed else { return nil }  // replaced by an earlier one
+            timers.armed[timer] = nil
+            guard let deadline = timers.deadlines[timer] else { return nil }  // cancelled
+            if deadline > ContinuousClock.now {
+                // Restarted since this sleeper started: sleep for the rest.
+                timers.armed[timer] = deadline
+                group.addTask(operation: Self.sleeper(timer, until: deadline, session))
+                return nil
+            }
+            timers.deadlines[timer] = nil
+            return .timerFired(timer)
         }
-        return copy
+    }
+
+    /// Carries out one action: I/O as a child task that answers with an event; timers, publishing
+    /// and the end of the sync here.
+    private func perform(_ action: SyncAction, _ session: Session, _ state: inout DriveState, _ group: inout TaskGroup<Void>) {
+        let meter = session.meter
+        switch action {
+        case .startTimer(let timer, let seconds):
+            let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+            state.timers.deadlines[timer] = deadline
+            if let armed = state.timers.armed[timer], armed <= deadline { return }  // wakes in time
+            state.timers.armed[timer] = deadline
+            group.addTask(operation: Self.sleeper(timer, until: deadline, session))
+        case .cancelTimer(let timer):
+            state.timers.deadlines[timer] = nil
+        case .publish(let event):
+            if case .anomalies(_, let anomalies) = event {
+                // Kinds and sequence numbers only: anomaly messages never carry values.
+                let kinds = anomalies.map(\.kind.rawValue).joined(separator: ",")
+                self.logger.notice("odd packets during sync", [("meter", meter.rawValue), ("anomalies", kinds)])
+            }
+            if case .failed(_, let failure) = event {
+                state.failure = failure
+                self.logger.warning(failure.message, [("meter", meter.rawValue), ("code", failure.code.rawValue)])
+            }
+            self.publish(event)
+        case .finished(let record):
+            state.finished = true
+            self.ended(meter, record, failure: state.failure)
+        default:
+            if let io = Self.io(action, meter, self.transport, self.store, session) { group.addTask(operation: io) }
+        }
+    }
+
+    /// The transport or store call an action stands for, answering the machine with an event.
+    private static func io(
+        _ action: SyncAction, _ meter: MeterID, _ transport: any MeterTransport, _ store: any ReadingStore, _ input: Session
+    ) -> (@Sendable () async -> Void)? {
+        switch action {
+        case .connect:
+            return {
+                do throws(TransportError) {
+                    input.yield(.connected(try await transport.connect(meter)))
+                } catch {
+                    input.yield(.connectFailed(error))
+                }
+            }
+        case .pair:
+            return {
+                do throws(TransportError) {
+                    try await transport.pair(meter)
+                    input.yield(.paired)
+                } catch {
+                    input.yield(.pairingFailed(error))
+                }
+            }
+        case .read(let uuid):
+            return {
+                do throws(TransportError) {
+                    input.yield(.readCompleted(uuid, try await transport.read(uuid, on: meter)))
+                } catch {
+                    input.yield(.readFailed(uuid, error))
+                }
+            }
+        case .enableNotifications(let uuid):
+            return {
+                do throws(TransportError) {
+                    try await transport.setNotifications(true, for: uuid, on: meter)
+                    input.yield(.notificationsEnabled(uuid))
+                } catch {
+                    input.yield(.notificationsFailed(uuid, error))
+                }
+            }
+        case .writeRACP(let bytes, let purpose):
+            return {
+                do throws(TransportError) {
+                    try await transport.write(bytes, to: .recordAccessControlPoint, on: meter)
+                    input.yield(.writeCompleted(purpose))
+                } catch {
+                    input.yield(.writeFailed(purpose, error))
+                }
+            }
+        case .lookUpStored(let contents):
+            return {
+                do throws(StoreError) {
+                    let highest = try await store.highestSequenceNumber(meter: meter)
+                    let known = try await store.storedContent(meter: meter, among: contents)
+                    input.yield(.storedLookup(highest: highest, known: known))
+                } catch {
+                    input.yield(.commitFailed(error))
+                }
+            }
+        case .commit(let batch):
+            return {
+                do throws(StoreError) {
+                    input.yield(.committed(try await store.commit(batch)))
+                } catch {
+                    input.yield(.commitFailed(error))
+                }
+            }
+        case .disconnect:
+            return {
+                await transport.disconnect(meter)
+                input.yield(.disconnectCompleted)
+            }
+        case .startTimer, .cancelTimer, .publish, .finished:
+            return nil
+        }
     }
 }
-

@@ -39,6 +39,10 @@ public struct SyncStateMachine: Sendable {
         public var advertisedName: String?
         /// The stored high-water sequence number; nil for a new meter.
         public var highWater: UInt16?
+        /// The measurement packet stored at ``highWater`` (current epoch). When known, the sync asks
+        /// from the high-water record itself and compares it: gone or different means the meter was
+        /// reset, and everything is downloaded into a new epoch.
+        public var highWaterRecord: [UInt8]?
         /// Ask for all records even when a high-water mark is stored.
         public var fullDownload: Bool
         public var zone: TimeZoneRules
@@ -46,12 +50,14 @@ public struct SyncStateMachine: Sendable {
         public var configuration: SyncConfiguration
 
         public init(
-            meter: MeterID, advertisedName: String? = nil, highWater: UInt16?, fullDownload: Bool = false,
-            zone: TimeZoneRules, quirks: QuirkTable = .builtIn, configuration: SyncConfiguration = SyncConfiguration()
+            meter: MeterID, advertisedName: String? = nil, highWater: UInt16?, highWaterRecord: [UInt8]? = nil,
+            fullDownload: Bool = false, zone: TimeZoneRules, quirks: QuirkTable = .builtIn,
+            configuration: SyncConfiguration = SyncConfiguration()
         ) {
             self.meter = meter
             self.advertisedName = advertisedName
             self.highWater = highWater
+            self.highWaterRecord = highWaterRecord
             self.fullDownload = fullDownload
             self.zone = zone
             self.quirks = quirks
@@ -94,12 +100,23 @@ public struct SyncStateMachine: Sendable {
 
     private var started = Instant(epochMillis: 0)
     private var services = MeterServices(characteristics: [])
-    private var pending: Operation?
+    /// Where the attempt is, with what that point needs.
+    private enum Step: Sendable {
+        /// Nothing in flight (before the start, or between two operations).
+        case none
+        /// An operation is in flight. `resume` is the operation it interrupted (pairing, or
+        /// re-enabling RACP indications), issued again once it succeeds.
+        case awaiting(Operation, resume: Operation?)
+        /// The pause before the one retry of an operation.
+        case pausing(Operation)
+        /// The attempt ended with this result; the batch is with the store (`lookup`: the batch
+        /// waits for the store's answer about stored content first), or the link is being closed.
+        case ended(SyncResult, SyncFailure?, lookup: SyncBatch?)
+    }
+
+    private var step: Step = .none
     private var retried: Set<Operation> = []
     private var pairingUsed = false
-    private var resumeAfterPairing: Operation?
-    private var resumeAfterReenable: Operation?
-    private var retryOperation: Operation?
     private var readQueue: [BluetoothUUID] = []
     private var subscribeQueue: [BluetoothUUID] = []
     private var clockUUID: BluetoothUUID?
@@ -109,8 +126,23 @@ public struct SyncStateMachine: Sendable {
     private var lastMeasurementSequence: UInt16?
     private var racpInFlight = false
     private var reportFilterDropped = false
+    /// The meter no longer holds the record at the high-water mark: a full download into a new epoch.
+    public private(set) var resetDetected = false
+    /// How the delta report ended, while the high-water record is checked.
+    private var deltaResult: SyncResult?
+    /// The high-water record as the meter sent it for the check.
+    private var verifyRecord: [UInt8]?
     private var connected = false
-    private var ending: (result: SyncResult, failure: SyncFailure?)?
+
+    /// The operation in flight.
+    private var pending: Operation? {
+        if case .awaiting(let op, _) = self.step { op } else { nil }
+    }
+
+    /// The operation the one in flight interrupted.
+    private var resume: Operation? {
+        if case .awaiting(_, let resume) = self.step { resume } else { nil }
+    }
 
     public init(_ context: Context) {
         self.context = context
@@ -144,7 +176,7 @@ public struct SyncStateMachine: Sendable {
 
         case .connected(let services):
             guard self.pending == .connect else { break }
-            self.pending = nil
+            self.step = .none
             self.connected = true
             self.services = services
             guard services.has(.glucoseMeasurement), services.has(.recordAccessControlPoint) else {
@@ -162,9 +194,8 @@ public struct SyncStateMachine: Sendable {
 
         case .paired:
             guard self.pending == .pair else { break }
-            self.pending = nil
-            let resume = self.resumeAfterPairing ?? .connect
-            self.resumeAfterPairing = nil
+            let resume = self.resume ?? .connect
+            self.step = .none
             self.setPhase(self.phase(for: resume), &out)
             self.issue(resume, &out)
 
@@ -180,7 +211,7 @@ public struct SyncStateMachine: Sendable {
 
         case .readCompleted(let uuid, let bytes):
             guard self.pending == .read(uuid) else { break }
-            self.pending = nil
+            self.step = .none
             self.store(read: uuid, bytes: bytes, now: now)
             self.nextRead(now, &out)
 
@@ -190,9 +221,9 @@ public struct SyncStateMachine: Sendable {
 
         case .notificationsEnabled(let uuid):
             guard self.pending == .enable(uuid) else { break }
-            self.pending = nil
-            if let resume = self.resumeAfterReenable {
-                self.resumeAfterReenable = nil
+            let resume = self.resume
+            self.step = .none
+            if let resume {
                 self.setPhase(self.phase(for: resume), &out)
                 self.issue(resume, &out)
             } else {
@@ -236,14 +267,19 @@ public struct SyncStateMachine: Sendable {
             }
 
         case .timerFired(.operation):
-            guard let op = self.pending, self.isActive else { break }
-            self.timedOut(op, now, &out)
+            guard case .awaiting(let op, let resume) = self.step, self.isActive else { break }
+            self.timedOut(op, resume: resume, now, &out)
 
         case .timerFired(.retry):
-            guard self.phase == .waitingToRetry, let op = self.retryOperation else { break }
-            self.retryOperation = nil
+            guard self.phase == .waitingToRetry, case .pausing(let op) = self.step else { break }
+            self.step = .none
             self.setPhase(self.phase(for: op), &out)
             self.issue(op, &out)
+
+        case .storedLookup(let highest, let known):
+            guard self.phase == .committing, case .ended(let result, let failure, let batch?) = self.step else { break }
+            self.step = .ended(result, failure, lookup: nil)
+            self.commitNormalized(batch, highest: highest, known: known, &out)
 
         case .committed(let result):
             guard self.phase == .committing else { break }
@@ -252,12 +288,12 @@ public struct SyncStateMachine: Sendable {
             self.afterCommit(&out)
 
         case .commitFailed(let error):
-            guard self.phase == .committing, let ending = self.ending else { break }
+            guard self.phase == .committing, case .ended(_, let earlier, _) = self.step else { break }
             let failure = SyncFailure(.storeError, "Readings from \(self.context.meter) could not be stored: \(error.message)")
-            self.ending = (.failed, failure)
+            self.step = .ended(.failed, failure, lookup: nil)
             var record = self.batch?.session ?? SyncSessionRecord(meter: self.context.meter, started: self.started, result: .failed)
             record.result = .failed
-            record.error = failure.message + (ending.failure.map { " (after: \($0.message))" } ?? "")
+            record.error = failure.message + (earlier.map { " (after: \($0.message))" } ?? "")
             self.session = record
             self.afterCommit(&out)
 
@@ -295,12 +331,24 @@ public struct SyncStateMachine: Sendable {
 
     private var usesHighWaterFilter: Bool {
         self.profile.requestPolicy == .fromHighWater && !self.context.fullDownload && !self.reportFilterDropped
-            && (self.context.highWater.map { $0 < UInt16.max } ?? false)
+            && !self.resetDetected && (self.context.highWater.map { $0 < UInt16.max } ?? false)
+    }
+
+    /// After the delta report, the high-water record itself is asked for again and compared with
+    /// the stored one (a reset meter no longer holds it).
+    private var verifiesHighWater: Bool {
+        self.usesHighWaterFilter && self.context.highWaterRecord != nil
     }
 
     private func racpBytes(_ purpose: RACPWritePurpose) -> [UInt8] {
         let from = (self.context.highWater ?? 0) &+ 1
         switch purpose {
+        case .verify:
+            // `01 04 01 <hw> <hw>`: the record at the high-water mark, and only it.
+            let mark = self.context.highWater ?? 0
+            return RACPMessage(
+                opCode: .reportStoredRecords, operator: .withinRange, operand: .filter(.sequenceNumber(min: mark, max: mark))
+            ).encoded()
         case .count:
             return (self.usesHighWaterFilter ? RACPMessage.countGreaterOrEqual(sequenceNumber: from) : .countAll).encoded()
         case .report:
@@ -310,8 +358,8 @@ public struct SyncStateMachine: Sendable {
         }
     }
 
-    private mutating func issue(_ op: Operation, _ out: inout [SyncAction]) {
-        self.pending = op
+    private mutating func issue(_ op: Operation, resume: Operation? = nil, _ out: inout [SyncAction]) {
+        self.step = .awaiting(op, resume: resume)
         let config = self.context.configuration
         let seconds: Double
         switch op {
@@ -437,6 +485,12 @@ public struct SyncStateMachine: Sendable {
             return
         }
         let seq = m.sequenceNumber
+        if self.pending == .racp(.verify) {
+            // The check of the high-water record: compared, never part of the batch.
+            if seq == self.context.highWater { self.verifyRecord = bytes }
+            self.keepWaiting(&out)
+            return
+        }
         defer { self.lastMeasurementSequence = seq }
         if seq == self.lastMeasurementSequence {
             self.anomalies.append(SyncAnomaly(.repeatedRecord, sequenceNumber: seq, "Record \(seq) was sent twice in a row; the repeat was skipped."))
@@ -507,7 +561,7 @@ public struct SyncStateMachine: Sendable {
                 return
             }
             self.racpInFlight = false
-            self.pending = nil
+            self.step = .none
             self.expected = Int(count)
             out.append(.publish(.progress(self.context.meter, received: self.records.count, expected: self.expected)))
             self.startReport(&out)
@@ -520,17 +574,22 @@ public struct SyncStateMachine: Sendable {
         switch (request, self.pending) {
         case (.reportNumberOfStoredRecords, .racp(.count)?):
             self.racpInFlight = false
-            self.pending = nil
+            self.step = .none
             self.anomalies.append(SyncAnomaly(.countUnavailable, "The meter answered the record count with \(code.name); downloading without a count."))
             self.startReport(&out)
         case (.reportStoredRecords, .racp(.report)?):
             self.racpInFlight = false
-            self.pending = nil
+            self.step = .none
             switch code {
-            case .success:
-                self.end(result: .success, now, &out)
-            case .noRecordsFound:
-                self.end(result: .noNewRecords, now, &out)
+            case .success, .noRecordsFound:
+                let result: SyncResult = code == .success ? .success : .noNewRecords
+                if self.verifiesHighWater {
+                    self.deltaResult = result
+                    self.verifyRecord = nil
+                    self.issue(.racp(.verify), &out)
+                } else {
+                    self.end(result: result, now, &out)
+                }
             case .opCodeNotSupported:
                 self.end(SyncFailure(.reportNotSupported, "\(self.context.meter) does not support the RACP record report (op code not supported).", racpResponseCode: code.rawValue), now, &out)
             case let c where self.usesHighWaterFilter
@@ -541,11 +600,42 @@ public struct SyncStateMachine: Sendable {
             default:
                 self.end(SyncFailure(.racpError, "\(self.context.meter) ended the record report with RACP \(code.name) (0x\(String(code.rawValue, radix: 16))).", racpResponseCode: code.rawValue), now, &out)
             }
+        case (.reportStoredRecords, .racp(.verify)?):
+            self.racpInFlight = false
+            self.step = .none
+            let delta = self.deltaResult ?? .success
+            switch code {
+            case .success, .noRecordsFound:
+                if self.verifyRecord == self.context.highWaterRecord {
+                    self.end(result: delta, now, &out)
+                } else {
+                    self.restartAfterReset(&out)  // gone or different: the meter was reset
+                }
+            default:
+                self.anomalies.append(SyncAnomaly(
+                    .resetCheckUnavailable, "The meter answered the request for its high-water record with \(code.name); not checked for a reset."))
+                self.end(result: delta, now, &out)
+            }
         case (.abortOperation, _):
             break  // The answer to our own abort; nothing waits for it.
         default:
             self.anomalies.append(SyncAnomaly(.unexpectedRACP, "The meter sent a RACP response to op code \(request.rawValue) that nothing was waiting for."))
         }
+    }
+
+    // MARK: - Resets
+
+    /// The meter was reset: forget what this attempt received and download everything.
+    private mutating func restartAfterReset(_ out: inout [SyncAction]) {
+        self.resetDetected = true
+        self.records = []
+        self.recordIndex = [:]
+        self.orphanContexts = [:]
+        self.lastMeasurementSequence = nil
+        self.expected = nil
+        out.append(.publish(.progress(self.context.meter, received: 0, expected: nil)))
+        self.setPhase(.counting, &out)
+        self.issue(.racp(.count), &out)
     }
 
     // MARK: - Errors and retries
@@ -558,7 +648,8 @@ public struct SyncStateMachine: Sendable {
     }
 
     private mutating func operationFailed(_ op: Operation, _ error: TransportError, _ now: Instant, _ out: inout [SyncAction]) {
-        self.pending = nil
+        let resume = self.resume
+        self.step = .none
         if error.code == .disconnected || error.code == .notConnected {
             self.connected = false
             self.end(SyncFailure(.meterDisconnected, "\(self.context.meter) disconnected during \(self.phase.name): \(error.message)"), now, &out)
@@ -580,13 +671,12 @@ public struct SyncStateMachine: Sendable {
                 return
             }
             self.pairingUsed = true
-            self.resumeAfterPairing = op
             self.setPhase(.pairing, &out)
-            self.issue(.pair, &out)
+            self.issue(.pair, resume: op, &out)
             return
         }
         if error.code == .timeout {
-            self.timedOut(op, now, &out)
+            self.timedOut(op, resume: resume, now, &out)
             return
         }
         if case .racp(let purpose) = op, let att = error.attError {
@@ -606,9 +696,8 @@ public struct SyncStateMachine: Sendable {
                     return
                 }
                 self.retried.insert(op)
-                self.resumeAfterReenable = .racp(purpose)
                 self.setPhase(.subscribing, &out)
-                self.issue(.enable(.recordAccessControlPoint), &out)
+                self.issue(.enable(.recordAccessControlPoint), resume: .racp(purpose), &out)
                 return
             }
         }
@@ -634,10 +723,17 @@ public struct SyncStateMachine: Sendable {
         }
     }
 
-    private mutating func timedOut(_ op: Operation, _ now: Instant, _ out: inout [SyncAction]) {
-        self.pending = nil
+    private mutating func timedOut(_ op: Operation, resume: Operation?, _ now: Instant, _ out: inout [SyncAction]) {
+        self.step = .none
         if op == .pair {
             self.end(SyncFailure(.pairingRequired, "Pairing with \(self.context.meter) timed out; was the passkey entered?"), now, &out)
+            return
+        }
+        if op == .racp(.verify) {
+            self.racpInFlight = false
+            self.anomalies.append(SyncAnomaly(.resetCheckUnavailable, "The meter did not answer the request for its high-water record; not checked for a reset."))
+            out.append(.writeRACP(self.racpBytes(.abort), purpose: .abort))
+            self.end(result: self.deltaResult ?? .success, now, &out)
             return
         }
         if self.retried.contains(op) {
@@ -658,13 +754,12 @@ public struct SyncStateMachine: Sendable {
             out.append(.writeRACP(self.racpBytes(.abort), purpose: .abort))
             self.scheduleRetry(op, &out)
         } else {
-            self.issue(op, &out)
+            self.issue(op, resume: resume, &out)
         }
     }
 
     private mutating func scheduleRetry(_ op: Operation, _ out: inout [SyncAction]) {
-        self.pending = nil
-        self.retryOperation = op
+        self.step = .pausing(op)
         self.setPhase(.waitingToRetry, &out)
         out.append(.cancelTimer(.operation))
         out.append(.startTimer(.retry, seconds: self.context.configuration.retryDelay))
@@ -686,10 +781,8 @@ public struct SyncStateMachine: Sendable {
         if result == .aborted && self.racpInFlight && self.connected {
             out.append(.writeRACP(self.racpBytes(.abort), purpose: .abort))
         }
-        self.pending = nil
         self.racpInFlight = false
-        self.retryOperation = nil
-        self.ending = (result, failure)
+        self.step = .ended(result, failure, lookup: nil)
         for (seq, _) in self.orphanContexts.sorted(by: { $0.key < $1.key }) {
             self.anomalies.append(SyncAnomaly(.orphanContext, sequenceNumber: seq, "A context for record \(seq) came without its measurement."))
         }
@@ -707,7 +800,9 @@ public struct SyncStateMachine: Sendable {
         var highWater: UInt16?
         if result == .success || result == .noNewRecords, !self.profile.has(.reversedSequence) {
             let maxReceived = self.records.map(\.measurement.sequenceNumber).max()
-            if self.usesHighWaterFilter {
+            if self.resetDetected {
+                highWater = maxReceived
+            } else if self.usesHighWaterFilter {
                 highWater = [self.context.highWater, maxReceived].compactMap { $0 }.max()
             } else {
                 highWater = maxReceived ?? self.context.highWater
@@ -716,10 +811,34 @@ public struct SyncStateMachine: Sendable {
         let session = SyncSessionRecord(
             meter: self.context.meter, started: self.started, ended: now, result: result, expected: self.expected,
             received: self.records.count, error: failure?.message)
-        let batch = SyncBatch(meter: self.identity, features: self.features, readings: readings, newHighWater: highWater, session: session)
-        self.batch = batch
+        let batch = SyncBatch(
+            meter: self.identity, features: self.features, readings: readings, newHighWater: highWater, session: session,
+            meterReset: self.resetDetected)
         self.session = session
         self.setPhase(.committing, &out)
+        if self.profile.has(.reversedSequence) {
+            // Numbers identify nothing: ask the store which records it holds by content first.
+            self.step = .ended(result, failure, lookup: batch)
+            out.append(.lookUpStored(readings.map(ReadingContent.init)))
+        } else {
+            self.batch = batch
+            out.append(.commit(batch))
+        }
+    }
+
+    /// TaiDoc: drops what is stored already and numbers the rest after the highest stored number.
+    private mutating func commitNormalized(
+        _ received: SyncBatch, highest: UInt16?, known: Set<ReadingContent>, _ out: inout [SyncAction]
+    ) {
+        var batch = received
+        let (fresh, already) = ReversedSequenceNormalizer.normalize(
+            received: batch.readings, storedContent: known, highestStored: highest)
+        batch.readings = fresh
+        batch.session.duplicates += already
+        if batch.session.result == .success || batch.session.result == .noNewRecords {
+            batch.newHighWater = (fresh.map(\.sequenceNumber) + [highest].compactMap { $0 }).max()
+        }
+        self.batch = batch
         out.append(.commit(batch))
     }
 
@@ -733,16 +852,16 @@ public struct SyncStateMachine: Sendable {
     }
 
     private mutating func finalize(_ out: inout [SyncAction]) {
-        guard let ending = self.ending, !self.phase.isFinal else { return }
+        guard case .ended(let result, let failure, _) = self.step, !self.phase.isFinal else { return }
         self.connected = false
-        if let failure = ending.failure {
+        if let failure {
             self.setPhase(.failed(failure), &out)
             out.append(.publish(.failed(self.context.meter, failure)))
         } else {
-            self.setPhase(.done(ending.result), &out)
+            self.setPhase(.done(result), &out)
         }
         if !self.anomalies.isEmpty { out.append(.publish(.anomalies(self.context.meter, self.anomalies))) }
-        let record = self.session ?? SyncSessionRecord(meter: self.context.meter, started: self.started, result: ending.result)
+        let record = self.session ?? SyncSessionRecord(meter: self.context.meter, started: self.started, result: result)
         out.append(.publish(.finished(self.context.meter, record)))
         out.append(.finished(record))
     }

@@ -88,7 +88,7 @@ public struct SyncFailure: Error, Hashable, Sendable, CustomStringConvertible {
         case aborted
         /// A sync of this meter is already running.
         case syncInProgress
-        /// An automatic sync was skipped: the meter synced less than the cooldown ago.
+        /// An automatic sync came within the cooldown of a successful sync: it was deferred to its end.
         case cooldown
     }
 
@@ -146,6 +146,8 @@ public struct SyncAnomaly: Hashable, Sendable, CustomStringConvertible {
         case unexpectedRACP
         /// The RACP count could not be obtained; the report goes ahead without it.
         case countUnavailable
+        /// The meter did not give its high-water record back, so the sync could not check for a reset.
+        case resetCheckUnavailable
     }
 
     public var kind: Kind
@@ -174,6 +176,8 @@ public enum SyncTimer: String, Hashable, Sendable {
 public enum RACPWritePurpose: String, Hashable, Sendable {
     case count
     case report
+    /// The check of the high-water record after a delta report (`01 04 01 <hw> <hw>`).
+    case verify
     case abort
 }
 
@@ -196,6 +200,9 @@ public enum SyncEvent: Hashable, Sendable {
     /// The link dropped.
     case disconnected(reason: String?)
     case timerFired(SyncTimer)
+    /// The store's answer to ``SyncAction/lookUpStored(_:)``: the highest stored sequence number
+    /// and which of the contents it holds.
+    case storedLookup(highest: UInt16?, known: Set<ReadingContent>)
     /// The store committed the batch.
     case committed(CommitResult)
     case commitFailed(StoreError)
@@ -216,6 +223,9 @@ public enum SyncAction: Sendable, CustomStringConvertible {
     case writeRACP([UInt8], purpose: RACPWritePurpose)
     case startTimer(SyncTimer, seconds: Double)
     case cancelTimer(SyncTimer)
+    /// Ask the store which of these are stored (any epoch) and its highest sequence number; answer
+    /// with ``SyncEvent/storedLookup(highest:known:)`` or ``SyncEvent/commitFailed(_:)``.
+    case lookUpStored([ReadingContent])
     /// Commit in one transaction; answer with ``SyncEvent/committed(_:)`` or ``SyncEvent/commitFailed(_:)``.
     case commit(SyncBatch)
     /// Disconnect; answer with ``SyncEvent/disconnectCompleted``.
@@ -235,6 +245,7 @@ public enum SyncAction: Sendable, CustomStringConvertible {
         case .writeRACP(let bytes, let purpose): return "write(\(hexString(bytes)) \(purpose.rawValue))"
         case .startTimer(let timer, let seconds): return "startTimer(\(timer.rawValue), \(seconds))"
         case .cancelTimer(let timer): return "cancelTimer(\(timer.rawValue))"
+        case .lookUpStored(let contents): return "lookUpStored(\(contents.count))"
         case .commit(let batch):
             return "commit(\(batch.readings.count), hw \(batch.newHighWater.map { String($0) } ?? "nil"), \(batch.session.result.rawValue))"
         case .disconnect: return "disconnect"
@@ -264,11 +275,18 @@ public struct SyncConfiguration: Hashable, Sendable {
     public var racpTimeout: Double
     /// The pause before the one retry (Tidepool waits 1–5 s).
     public var retryDelay: Double
+    /// The engine's pauses before retrying an attempt that ended for a transient reason: retry n
+    /// waits entry n (the last repeats).
+    public var retryBackoff: [Double]
+
+    /// 2 s, 10 s, 60 s, 5 min (then every 5 min).
+    public static let defaultRetryBackoff: [Double] = [2, 10, 60, 300]
 
     public init(
         connectTimeout: Double = 30, pairingTimeout: Double = 120, operationTimeout: Double = 10,
-        racpTimeout: Double = 20, retryDelay: Double = 2
+        racpTimeout: Double = 20, retryDelay: Double = 2, retryBackoff: [Double] = SyncConfiguration.defaultRetryBackoff
     ) {
+        self.retryBackoff = retryBackoff
         self.connectTimeout = connectTimeout
         self.pairingTimeout = pairingTimeout
         self.operationTimeout = operationTimeout
@@ -295,8 +313,15 @@ public enum SyncProgressEvent: Hashable, Sendable {
     case anomalies(MeterID, [SyncAnomaly])
     /// The sync ended; the session as recorded.
     case finished(MeterID, SyncSessionRecord)
-    /// An automatic sync was not started (cooldown).
+    /// An automatic sync was not started now (cooldown); ``deferred(_:until:)`` follows.
     case skipped(MeterID, SyncFailure)
+    /// A trigger inside the cooldown was deferred: the sync starts at `until` (the wall-clock
+    /// reading of the monotonic deadline when it was set).
+    case deferred(MeterID, until: Instant)
+    /// The attempt ended for a transient reason; the engine tries again at `at` (retry `attempt`).
+    case retryScheduled(MeterID, at: Instant, attempt: Int)
+    /// A scheduled retry or deferred sync was dropped (meter forgotten, shutdown, a sync started).
+    case scheduleCleared(MeterID)
     /// Pairing waits for the passkey the meter shows (answer with `SyncEngine.submitPasskey`).
     case passkeyRequested(MeterID)
 }

@@ -41,8 +41,11 @@ public struct LastSync: Hashable, Sendable {
     public var stored: Int
     /// Received records that were already stored.
     public var duplicates: Int
+    /// The attempt found the meter reset (memory cleared or counter restarted): a new epoch.
+    public var reset: Bool
 
-    public init(meter: MeterID, at: Instant, result: SyncResult, stored: Int = 0, duplicates: Int = 0) {
+    public init(meter: MeterID, at: Instant, result: SyncResult, stored: Int = 0, duplicates: Int = 0, reset: Bool = false) {
+        self.reset = reset
         self.meter = meter
         self.at = at
         self.result = result
@@ -87,6 +90,9 @@ public enum MeterField: String, Hashable, CaseIterable, Sendable {
     case highWater
     case pairing
     case lastError
+    /// When the engine's next attempt runs (a retry after a transient failure, or a sync deferred
+    /// to the end of the cooldown); null when none is scheduled.
+    case nextAttempt
 }
 
 /// One meter as the daemon sees it right now. A value: copying it never shares anything live.
@@ -100,14 +106,17 @@ public struct MeterState: Hashable, Sendable {
     public var highWater: UInt16?
     public var pairing: PairingState
     public var lastError: ReportedError?
+    /// When the engine's next attempt runs (retry or deferred sync), if one is scheduled.
+    public var nextAttempt: Instant?
 
     public var id: MeterID { self.identity.id }
 
     public init(
         identity: MeterIdentity, link: LinkPhase = .disconnected, sync: SyncPhase = .idle,
         progress: SyncProgress = .none, lastSync: LastSync? = nil, highWater: UInt16? = nil,
-        pairing: PairingState = .unknown, lastError: ReportedError? = nil
+        pairing: PairingState = .unknown, lastError: ReportedError? = nil, nextAttempt: Instant? = nil
     ) {
+        self.nextAttempt = nextAttempt
         self.identity = identity
         self.link = link
         self.sync = sync
@@ -128,6 +137,7 @@ public struct MeterState: Hashable, Sendable {
         case highWater(UInt16?)
         case pairing(PairingState)
         case lastError(ReportedError?)
+        case nextAttempt(Instant?)
     }
 }
 
@@ -144,6 +154,7 @@ extension MeterState: ObservableState {
         case .highWater: return .highWater(self.highWater)
         case .pairing: return .pairing(self.pairing)
         case .lastError: return .lastError(self.lastError)
+        case .nextAttempt: return .nextAttempt(self.nextAttempt)
         }
     }
 }

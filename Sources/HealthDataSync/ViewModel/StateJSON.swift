@@ -110,7 +110,7 @@ extension LastSync: JSONRepresentable {
     public var json: JSONValue {
         [
             "meter": .string(self.meter.rawValue), "at": self.at.json, "result": .string(self.result.rawValue),
-            "stored": .from(self.stored), "duplicates": .from(self.duplicates),
+            "stored": .from(self.stored), "duplicates": .from(self.duplicates), "reset": .bool(self.reset),
         ]
     }
 }
@@ -145,6 +145,7 @@ extension MeterState.Value: JSONRepresentable {
         case .highWater(let mark): return .from(mark)
         case .pairing(let pairing): return .string(pairing.rawValue)
         case .lastError(let error): return .from(error)
+        case .nextAttempt(let at): return .from(at)
         }
     }
 }

@@ -42,6 +42,9 @@ Meter options (JSON object):
     record_interval_ms: 0    0: records are notified inside WriteValue, before its reply (as dbusmock does);
                              > 0: WriteValue replies first, records follow one per interval (abort works)
     keep_gatt_when_disconnected: false  keep the GATT objects while disconnected (bonded-device cache)
+    bonded: false            the meter is bonded already (Paired), as bluetoothd restores it from its cache
+    advertising: true        false: the device has no RSSI (known to bluetoothd, not advertising); it never
+                             advertises by itself, only SetGlucoseMeterInRange brings an RSSI
 '''
 
 import json
@@ -533,6 +536,14 @@ def create_meter(adapter, address, name, options):
         dev.methods[DEVICE_IFACE][method] = (in_sig, out_sig, code, wrapper)
     uuids = [uuid16(0x1808), uuid16(0x180A)] + ([uuid16(0x1805)] if meter.options.get('cts') else [])
     set_device_props(meter, {'UUIDs': dbus.Array(uuids, signature='s')})
+    if meter.options.get('bonded'):
+        meter.paired = True
+        dev.paired = True
+        set_device_props(meter, {'Paired': dbus.Boolean(True)})
+    if meter.options.get('advertising') is False:
+        dev.props[DEVICE_IFACE].pop('RSSI', None)
+        dev.EmitSignal('org.freedesktop.DBus.Properties', 'PropertiesChanged', 'sa{sv}as',
+                       [DEVICE_IFACE, dbus.Dictionary({}, signature='sv'), dbus.Array(['RSSI'], signature='s')])
     if meter.options.get('keep_gatt_when_disconnected'):
         add_gatt(meter)
     return meter

@@ -1,0 +1,221 @@
+import HealthDataSync
+import Testing
+
+private func script(records: ClosedRange<UInt16>, base: Int = 90) -> MeterScript {
+    var s = MeterScript()
+    s.records = records.map { ScriptedRecord(measurement: measurementBytes(seq: $0, 2024, 6, 1 + Int($0 % 28), 8, sfloat: mgdl(base + Int($0)))) }
+    return s
+}
+
+/// A meter that drops the link after its first record, every time.
+private func droppingScript() -> MeterScript {
+    var s = script(records: 1...3)
+    s.disconnectAfter = 1
+    return s
+}
+
+/// Moves the monotonic clock on and checks that the meter was connected only once.
+private func expectNoFurtherAttempt(_ transport: ScriptedTransport, _ monotonic: ManualSyncClock, after: Duration) async throws {
+    monotonic.advance(by: after)
+    try await Task.sleep(for: .milliseconds(50))
+    #expect(transport.log.filter { $0 == "connect" }.count == 1)
+}
+
+private func retries(_ log: EventLog) -> [Int] {
+    log.all.compactMap { if case .retryScheduled(_, _, let attempt) = $0 { return attempt } else { return nil } }
+}
+
+private func finishedCount(_ log: EventLog) -> Int {
+    log.all.filter { if case .finished = $0 { return true } else { return false } }.count
+}
+
+/// The engine's one policy: transient failures retried with capped backoff on the monotonic clock,
+/// stopped by forget, shutdown and non-transient failures; a success resets the backoff.
+@Suite struct SyncRetryTests {
+    @Test func aTransientFailureIsRetriedWithCappedBackoffUntilItSucceeds() async throws {
+        var s = script(records: 1...5)
+        s.disconnectAfter = 1
+        let monotonic = ManualSyncClock()
+        try await withEngine([s], monotonic: monotonic) { engine, transport, store, log in
+            let first = try await engine.sync(meter: s.id, force: true)
+            #expect(first.result == .interrupted)
+            // 2 s, 10 s, 60 s, 5 min, then 5 min again.
+            for (attempt, pause) in [(1, 2), (2, 10), (3, 60), (4, 300), (5, 300)] {
+                try await eventually("retry \(attempt) scheduled") { retries(log).count == attempt }
+                #expect(await engine.scheduledAttempt(s.id) == monotonic.now + .seconds(pause), "retry \(attempt)")
+                monotonic.advance(by: .seconds(pause) - .milliseconds(1))
+                #expect(finishedCount(log) == attempt, "not before its time")
+                if attempt == 5 { transport.update(s.id) { $0.disconnectAfter = nil } }
+                monotonic.advance(by: .milliseconds(1))
+                try await waitForFinished(log, count: attempt + 1)
+            }
+            // The sixth attempt got everything; nothing more is scheduled.
+            try await eventually("stored") { try await store.readingCount(meter: s.id) == 5 }
+            #expect(await engine.scheduledAttempt(s.id) == nil)
+            #expect(transport.log.filter { $0 == "connect" }.count == 6)
+            // A success resets the backoff: the next failure waits 2 s again.
+            transport.update(s.id) {
+                $0.disconnectAfter = 0
+                $0.records.append(ScriptedRecord(measurement: measurementBytes(seq: 6, 2024, 6, 20, 8, sfloat: mgdl(120))))
+            }
+            #expect(try await engine.sync(meter: s.id, force: true).result == .interrupted)
+            try await eventually("retry after the success") { retries(log).count == 6 }
+            #expect(retries(log).last == 1)
+            #expect(await engine.scheduledAttempt(s.id) == monotonic.now + .seconds(2))
+        }
+    }
+
+    @Test func aFailureARetryCannotFixIsNotRetried() async throws {
+        var s = script(records: 1...3)
+        s.supportsReport = false
+        let monotonic = ManualSyncClock()
+        try await withEngine([s], monotonic: monotonic) { engine, transport, _, log in
+            let session = try await engine.sync(meter: s.id, force: true)
+            #expect(session.result == .failed)
+            #expect(await engine.scheduledAttempt(s.id) == nil)
+            try await expectNoFurtherAttempt(transport, monotonic, after: .seconds(600))
+            #expect(retries(log).isEmpty)
+        }
+    }
+
+    @Test func forgettingTheMeterStopsItsRetries() async throws {
+        let s = droppingScript()
+        let monotonic = ManualSyncClock()
+        try await withEngine([s], monotonic: monotonic) { engine, transport, _, log in
+            _ = try await engine.sync(meter: s.id, force: true)
+            try await eventually("retry scheduled") { await engine.scheduledAttempt(s.id) != nil }
+            await engine.forget(meter: s.id)
+            #expect(await engine.scheduledAttempt(s.id) == nil)
+            #expect(log.all.contains { if case .scheduleCleared = $0 { return true } else { return false } })
+            try await eventually("the sleeper is cancelled") { monotonic.sleepers == 0 }
+            try await expectNoFurtherAttempt(transport, monotonic, after: .seconds(10))
+        }
+    }
+
+    @Test func shutdownCancelsScheduledRetries() async throws {
+        let s = droppingScript()
+        let monotonic = ManualSyncClock()
+        try await withEngine([s], monotonic: monotonic) { engine, transport, _, _ in
+            _ = try await engine.sync(meter: s.id, force: true)
+            try await eventually("retry scheduled") { monotonic.sleepers == 1 }
+            await engine.shutdown()
+            #expect(monotonic.sleepers == 0)
+            #expect(await engine.scheduledAttempt(s.id) == nil)
+            try await expectNoFurtherAttempt(transport, monotonic, after: .seconds(10))
+        }
+    }
+
+    @Test func theAdapterComingBackRetriesAtOnceButAdvertisingDoesNotShortenThePause() async throws {
+        let s = droppingScript()
+        let monotonic = ManualSyncClock()
+        try await withEngine([s], automatic: true, monotonic: monotonic) { engine, transport, _, log in
+            let powered = AdapterState(present: true, powered: true, discovering: false)
+            transport.emit(.adapter(powered))
+            _ = try await engine.sync(meter: s.id, force: true)
+            try await eventually("retry scheduled") { await engine.scheduledAttempt(s.id) != nil }
+            // The meter advertising (and the adapter merely changing its discovery) during the pause
+            // starts nothing: the backoff stands.
+            transport.emit(.meterAppeared(MeterAdvertisement(id: s.id, name: "meter")))
+            transport.emit(.adapter(AdapterState(present: true, powered: true, discovering: true)))
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(transport.log.filter { $0 == "connect" }.count == 1)
+            // bluetoothd went away and came back: the waiting retry runs now, without the clock moving.
+            transport.emit(.adapter(.absent))
+            transport.update(s.id) { $0.disconnectAfter = nil }
+            transport.emit(.adapter(powered))
+            try await waitForFinished(log, count: 2)
+            #expect(await engine.scheduledAttempt(s.id) == nil)
+            #expect(transport.log.filter { $0 == "connect" }.count == 2)
+        }
+    }
+
+    @Test func transientAndPermanentFailureCodes() {
+        for code in [SyncFailure.Code.timeout, .meterDisconnected, .procedureAlreadyInProgress, .transportError] {
+            #expect(SyncPolicy.isTransient(code), "\(code)")
+        }
+        for code in [SyncFailure.Code.pairingRequired, .pairingFailed, .notAGlucoseMeter, .reportNotSupported, .aborted, .storeError] {
+            #expect(!SyncPolicy.isTransient(code), "\(code)")
+        }
+    }
+
+    @Test func thePolicyDefersOnlyAfterASuccessAndSeedsNoCooldownFromAClockThatWentBack() {
+        var policy = SyncPolicy(cooldownSeconds: 30)
+        let m = MeterID("C0:26:DA:01:02:03")
+        let t0 = Duration.seconds(100)
+        #expect(policy.request(m, .automatic, at: t0) == .start)
+        #expect(policy.request(m, .forced, at: t0) == .alreadyRunning)
+        #expect(policy.finished(m, .interrupted, failure: .meterDisconnected, at: t0) == .retry(at: t0 + .seconds(2), attempt: 1))
+        // A failure starts no cooldown.
+        #expect(policy.request(m, .automatic, at: t0 + .seconds(1)) == .start)
+        #expect(policy.finished(m, .success, failure: nil, at: t0 + .seconds(1)) == .none)
+        #expect(policy.failureCount(m) == 0)
+        #expect(policy.request(m, .automatic, at: t0 + .seconds(11)) == .deferred(until: t0 + .seconds(31)))
+        #expect(policy.request(m, .forced, at: t0 + .seconds(11)) == .start)
+        _ = policy.finished(m, .noNewRecords, failure: nil, at: t0 + .seconds(12))
+        #expect(policy.request(m, .automatic, at: t0 + .seconds(42)) == .start)
+        // Seeding from a stored sync: a wall-clock age below zero (clock stepped back) seeds nothing.
+        var fresh = SyncPolicy(cooldownSeconds: 30)
+        fresh.noteEarlierSuccess(m, ago: .seconds(-3600), at: t0)
+        #expect(fresh.request(m, .automatic, at: t0) == .start)
+        var seeded = SyncPolicy(cooldownSeconds: 30)
+        seeded.noteEarlierSuccess(m, ago: .seconds(10), at: t0)
+        #expect(seeded.request(m, .automatic, at: t0) == .deferred(until: t0 + .seconds(20)))
+    }
+}
+
+/// A meter whose memory was cleared (same address and serial, counter restarted) is downloaded
+/// again in full into a new epoch.
+@Suite struct SyncResetTests {
+    @Test func aResetMeterWithMoreRecordsThanBeforeIsDownloadedInFullIntoANewEpoch() async throws {
+        let s = script(records: 1...10)
+        try await withEngine([s]) { engine, transport, store, _ in
+            #expect(try await engine.sync(meter: s.id, force: true).stored == 10)
+            // Reset: the counter restarts and the meter holds 1-12 with new values.
+            transport.update(s.id) { $0.records = script(records: 1...12, base: 150).records }
+            let session = try await engine.sync(meter: s.id, force: true)
+            #expect(session.result == .success)
+            #expect(session.stored == 12 && session.reset)
+            let meter = try await store.meter(s.id)
+            #expect(meter?.epoch == 1 && meter?.highWater == 12)
+            let stored = try await store.readings(ReadingQuery(meter: s.id))
+            #expect(stored.count == 22)
+            #expect(stored.filter { $0.epoch == 1 }.map(\.reading.sequenceNumber) == Array(1...12))
+            // The records after #10, then #10 itself: changed, so everything is asked for.
+            #expect(transport.racpWrites.suffix(5) == [
+                "write 04 03 01 0b 00", "write 01 03 01 0b 00", "write 01 04 01 0a 00 0a 00", "write 04 01", "write 01 01",
+            ])
+            // Next time it checks #12 of the new epoch and finds nothing new.
+            let again = try await engine.sync(meter: s.id, force: true)
+            #expect(again.result == .noNewRecords && again.stored == 0 && !again.reset)
+            #expect(try await store.meter(s.id)?.epoch == 1)
+        }
+    }
+
+    @Test func aResetMeterWithFewerRecordsThanBeforeIsDownloadedToo() async throws {
+        let s = script(records: 1...10)
+        try await withEngine([s]) { engine, transport, store, _ in
+            _ = try await engine.sync(meter: s.id, force: true)
+            transport.update(s.id) { $0.records = script(records: 1...3, base: 150).records }
+            let session = try await engine.sync(meter: s.id, force: true)
+            #expect(session.result == .success && session.stored == 3 && session.reset)
+            // Nothing after #10, and #10 itself is gone: everything is asked for.
+            #expect(transport.racpWrites.suffix(5) == [
+                "write 04 03 01 0b 00", "write 01 03 01 0b 00", "write 01 04 01 0a 00 0a 00", "write 04 01", "write 01 01",
+            ])
+            #expect(try await store.meter(s.id)?.highWater == 3)
+        }
+    }
+
+    @Test func anUnchangedMeterIsNoReset() async throws {
+        let s = script(records: 1...10)
+        try await withEngine([s]) { engine, transport, store, _ in
+            _ = try await engine.sync(meter: s.id, force: true)
+            let same = try await engine.sync(meter: s.id, force: true)
+            #expect(same.result == .noNewRecords && same.stored == 0 && same.received == 0 && !same.reset)
+            transport.update(s.id) { $0.records += script(records: 11...11).records }
+            let more = try await engine.sync(meter: s.id, force: true)
+            #expect(more.result == .success && more.stored == 1 && more.received == 1 && more.expected == 1 && !more.reset)
+            #expect(try await store.meter(s.id)?.epoch == 0)
+        }
+    }
+}
