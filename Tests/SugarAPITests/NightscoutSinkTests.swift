@@ -125,9 +125,11 @@ struct ListReadingsSource: NightscoutReadingSource {
         }
     }
 
+    /// The highest reading id stored: the commit-order cursor a sink ends on (the newest reading by
+    /// measured time may have been committed earlier, by another meter's sync).
     static func lastCursor(_ f: Fixture) async throws -> Int64 {
-        let reply = try await f.call(api + "ListReadings", ["order": "desc", "limit": 1])
-        return reply["readings"]?.arrayValue?.first?["id"]?.intValue ?? -1
+        let reply = try await f.call(api + "ListReadings", ["limit": 10_000])
+        return reply["readings"]?.arrayValue?.compactMap { $0["id"]?.intValue }.max() ?? -1
     }
 
     @Test func entriesAndTreatmentsArriveWithTheSecretInBatchesOfAtMost100() async throws {
