@@ -22,6 +22,8 @@ let package = Package(
         .library(name: "BlueZTransport", targets: ["BlueZTransport"]),
         .library(name: "SugarAPI", targets: ["SugarAPI"]),
         .library(name: "SugarDaemon", targets: ["SugarDaemon"]),
+        .library(name: "HTTPClient", targets: ["HTTPClient"]),
+        .library(name: "NightscoutSink", targets: ["NightscoutSink"]),
         .executable(name: "sugard", targets: ["sugard"]),
         // The per-input logic of the fuzz targets, for the nested fuzz package in Fuzz/.
         .library(name: "FuzzTargets", targets: ["FuzzTargets"]),
@@ -36,6 +38,7 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CLinuxIO"),  // epoll and eventfd headers (glibc, nothing to link)
         // Counts malloc calls for sugar-bench (interposes the allocator; linked into sugar-bench only).
@@ -85,6 +88,12 @@ let package = Package(
                 "GlucoseProfile", "PacketCapture",
             ], swiftSettings: strict),
 
+        // HTTP(S) through libcurl: the only importer of CCurl.
+        .target(name: "HTTPClient", dependencies: ["Locking", "CCurl"], swiftSettings: strict),
+        // Readings to Nightscout (entries, BG Check treatments), one site per person, durable cursor.
+        .target(
+            name: "NightscoutSink", dependencies: ["Locking", "JSON", "HealthDataSync", "SugarAPI", "HTTPClient"],
+            swiftSettings: strict),
         // MQTT v5 over libmosquitto: the only importer of CMosquitto.
         .target(name: "MQTT", dependencies: ["Locking", "CMosquitto"], swiftSettings: strict),
         // sugard-forward: every stored reading (FollowReadings) to an MQTT broker and Home Assistant.
@@ -154,7 +163,7 @@ let package = Package(
             name: "SugarAPITests",
             dependencies: [
                 "Locking", "SugarAPI", "SugarDaemon", "ReplayTransport", "PacketCapture", "GlucoseProfile", "GlucoseStore",
-                "HealthDataSync", "JSON", "Varlink", "sugarctl", "TestSupport", "GlucoseReport",
+                "HealthDataSync", "JSON", "Varlink", "sugarctl", "TestSupport", "GlucoseReport", "NightscoutSink", "HTTPClient",
             ],
             swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),

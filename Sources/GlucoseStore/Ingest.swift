@@ -135,7 +135,8 @@ struct Ingest {
                 let id = try ReadingRows.insert(
                     reading, meterRowID: meter.rowID, epoch: meter.epoch, storedAt: self.now,
                     sessionID: sessionID, self.db)
-                inserted.append(StoredReading(id: id, epoch: meter.epoch, storedAt: self.now, reading: reading))
+                inserted.append(
+                    StoredReading(id: id, epoch: meter.epoch, storedAt: self.now, reading: reading, person: meter.person))
                 topInCurrentEpoch = max(topInCurrentEpoch ?? 0, reading.sequenceNumber)
             }
         }

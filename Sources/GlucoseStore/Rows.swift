@@ -15,10 +15,12 @@ struct MeterRow {
     var lastSync: Instant?
     var lastSyncResult: SyncResult?
     var forgotten: Instant?
+    /// Schema v3 (SchemaV3.swift).
+    var person: String?
 
     static let columns = """
         id, address, name, manufacturer, model, serial_number, firmware, features, first_seen_ms, last_seen_ms,
-        epoch, high_water, last_sync_ms, last_sync_result, forgotten_ms
+        epoch, high_water, last_sync_ms, last_sync_result, forgotten_ms, person
         """
 
     init(_ s: Statement) {
@@ -34,6 +36,7 @@ struct MeterRow {
         self.lastSync = s.optionalInt64(12).map { Instant(epochMillis: $0) }
         self.lastSyncResult = s.optionalText(13).flatMap { SyncResult(rawValue: $0) }
         self.forgotten = s.optionalInt64(14).map { Instant(epochMillis: $0) }
+        self.person = s.optionalText(15)
     }
 
     static func load(_ id: MeterID, _ db: Connection) throws(StoreError) -> MeterRow? {
@@ -140,7 +143,7 @@ struct MeterRow {
         StoredMeter(
             identity: self.identity, features: self.features, firstSeen: self.firstSeen, lastSeen: self.lastSeen,
             highWater: self.highWater, epoch: self.epoch, lastSync: self.lastSync,
-            lastSyncResult: self.lastSyncResult, readingCount: try self.readingCount(db))
+            lastSyncResult: self.lastSyncResult, readingCount: try self.readingCount(db), person: self.person)
     }
 
     func summary(_ db: Connection) throws(StoreError) -> MeterSummary {
@@ -236,7 +239,7 @@ enum ReadingRows {
         r.id, r.epoch, r.stored_ms, m.address, r.seq, r.measurement_bytes, r.context_bytes, r.base_time,
         r.time_offset_min, r.concentration_raw, r.unit, r.sample_type, r.sample_location, r.sensor_status, r.meal,
         r.instant_ms, r.time_method, r.time_zone, r.utc_offset_s, r.clock_skew_s, r.meter_local_time, r.quirks,
-        r.mgdl, r.mmoll, r.ketone_mmoll, r.flags
+        r.mgdl, r.mmoll, r.ketone_mmoll, r.flags, m.person
         """
 
     static func decode(_ s: Statement, _ db: Connection) throws(StoreError) -> StoredReading {
@@ -266,7 +269,9 @@ enum ReadingRows {
             instant: Instant(epochMillis: s.int64(15)), time: time, mgdL: s.optionalDouble(22),
             mmolL: s.optionalDouble(23), ketoneMmolL: s.optionalDouble(24),
             flags: ReadingFlags(rawValue: UInt32(truncatingIfNeeded: s.int64(25))))
-        return StoredReading(id: id, epoch: Int(s.int64(1)), storedAt: Instant(epochMillis: s.int64(2)), reading: reading)
+        return StoredReading(
+            id: id, epoch: Int(s.int64(1)), storedAt: Instant(epochMillis: s.int64(2)), reading: reading,
+            person: s.optionalText(26))
     }
 
     static func query(_ q: ReadingQuery, _ db: Connection) throws(StoreError) -> [StoredReading] {

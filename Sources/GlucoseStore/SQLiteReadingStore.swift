@@ -206,6 +206,39 @@ public actor SQLiteReadingStore: ReadingStore {
         }
     }
 
+    /// Assigns a meter to a person, or unassigns it (`person` nil). Forgotten meters can be
+    /// assigned too (their readings stay). Throws `.constraint` for a meter never seen or a name
+    /// longer than 64 characters.
+    public func assign(_ meter: MeterID, person: String?) throws(StoreError) {
+        if let person, person.isEmpty || person.count > Schema.maxPersonLength {
+            throw StoreError(.constraint, "A person's name has 1 to \(Schema.maxPersonLength) characters.")
+        }
+        try self.withDatabase(writing: true) { (db: Connection) throws(StoreError) in
+            let changed = try db.withStatement("UPDATE meter SET person = ? WHERE address = ?") {
+                (statement) throws(StoreError) -> Int in
+                try statement.bind(person, at: 1)
+                try statement.bind(meter.rawValue, at: 2)
+                try statement.run("Assigning meter \(meter) in \(db.path)")
+                return db.changes
+            }
+            guard changed == 1 else { throw StoreError(.constraint, "No meter \(meter) is stored.") }
+        }
+    }
+
+    /// The person of every assigned meter (forgotten ones too).
+    public func people() throws(StoreError) -> [MeterID: String] {
+        try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [MeterID: String] in
+            try db.withStatement("SELECT address, person FROM meter WHERE person IS NOT NULL") {
+                (s) throws(StoreError) -> [MeterID: String] in
+                var out: [MeterID: String] = [:]
+                while try s.step("Listing people in \(db.path)") {
+                    if let person = s.optionalText(1) { out[MeterID(rawValue: s.optionalText(0) ?? "")] = person }
+                }
+                return out
+            }
+        }
+    }
+
     // MARK: Commit
 
     /// Commits a sync attempt in ONE transaction: meter identity, readings, high-water mark, session

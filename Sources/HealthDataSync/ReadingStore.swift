@@ -120,12 +120,15 @@ public struct StoredReading: Hashable, Sendable {
     public var epoch: Int
     public var storedAt: Instant
     public var reading: Reading
+    /// The person the reading's meter is assigned to (`sugarctl meters assign`), when it is.
+    public var person: String?
 
-    public init(id: Int64, epoch: Int, storedAt: Instant, reading: Reading) {
+    public init(id: Int64, epoch: Int, storedAt: Instant, reading: Reading, person: String? = nil) {
         self.id = id
         self.epoch = epoch
         self.storedAt = storedAt
         self.reading = reading
+        self.person = person
     }
 }
 
@@ -142,11 +145,14 @@ public struct StoredMeter: Hashable, Sendable {
     public var lastSync: Instant?
     public var lastSyncResult: SyncResult?
     public var readingCount: Int
+    /// The person the meter is assigned to, when it is.
+    public var person: String?
 
     public init(
         identity: MeterIdentity, features: UInt16?, firstSeen: Instant, lastSeen: Instant, highWater: UInt16?,
-        epoch: Int, lastSync: Instant?, lastSyncResult: SyncResult?, readingCount: Int
+        epoch: Int, lastSync: Instant?, lastSyncResult: SyncResult?, readingCount: Int, person: String? = nil
     ) {
+        self.person = person
         self.identity = identity
         self.features = features
         self.firstSeen = firstSeen
@@ -261,6 +267,11 @@ public protocol ReadingStore: Sendable {
     /// seen again syncs from scratch (deduplication keeps that safe). Its readings and sessions
     /// are kept: forgetting a meter never deletes health data.
     func forget(_ meter: MeterID) async throws(StoreError)
+    /// Assigns a meter to a person (nil: unassigns it). The person is the meter's: its readings,
+    /// stored and future, carry it. Throws for a meter never seen.
+    func assign(_ meter: MeterID, person: String?) async throws(StoreError)
+    /// The person of every assigned meter.
+    func people() async throws(StoreError) -> [MeterID: String]
     /// Current storage health (cheap; does not touch the disk).
     func health() async -> StorageHealth
     /// The measurement packet stored under `sequenceNumber` in the meter's current epoch, if any

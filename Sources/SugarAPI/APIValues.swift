@@ -26,9 +26,26 @@ public enum DisplayUnit: String, Sendable, Hashable, CaseIterable {
 }
 
 extension ReadingExport {
-    /// ``fhir(_:unit:)`` for a client's display unit.
-    public static func fhir(_ readings: [JSONValue], displayUnit: DisplayUnit) -> (bundle: JSONValue, skipped: Int) {
-        self.fhir(readings, unit: displayUnit.glucoseUnit)
+    /// ``fhir(_:meters:unit:)`` for a client's display unit.
+    public static func fhir(
+        _ readings: [JSONValue], meters: [String: JSONValue], displayUnit: DisplayUnit
+    ) -> (bundle: JSONValue, skipped: Int) {
+        self.fhir(readings, meters: meters, unit: displayUnit.glucoseUnit)
+    }
+}
+
+/// People as the interface takes them (`AssignMeter`, `sugarctl meters assign`).
+public enum Person {
+    /// What a person's name may be, for error messages.
+    public static let rule = "A person is named by 1 to 64 characters, without control characters."
+
+    /// The name with surrounding white space removed, or nil when it breaks ``rule``.
+    public static func validated(_ text: String) -> String? {
+        let trimmed = String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+        guard !trimmed.isEmpty, trimmed.count <= 64,
+            !trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else { return nil }
+        return trimmed
     }
 }
 
@@ -134,7 +151,7 @@ enum APIJSON {
             "highWater": .from(m.highWater), "epoch": .from(m.epoch),
             "lastSync": m.lastSync.map(ReadingJSON.instant) ?? .null,
             "lastSyncResult": .from(m.lastSyncResult?.rawValue), "readingCount": .from(m.readingCount),
-            "features": .from(m.features),
+            "features": .from(m.features), "person": .from(m.person),
         ]
     }
 }

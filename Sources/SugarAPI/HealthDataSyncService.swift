@@ -42,7 +42,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         "GetStatus", "Watch", "ListReadings", "ListMeters", "ListSyncSessions", "FollowReadings",
     ]
     /// Methods that change something: root, the daemon's uid and the admin group only.
-    public static let adminMethods: Set<String> = ["Sync", "Forget", "Pair", "SubmitPasskey"]
+    public static let adminMethods: Set<String> = ["Sync", "Forget", "Pair", "SubmitPasskey", "AssignMeter"]
 
     /// The parsed ``interfaceDescription``.
     public static let parsedDefinition: VarlinkInterfaceDefinition = {
@@ -159,7 +159,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         try self.authorize(method, peer: call.peer)
         let p = call.parameters
         switch method {
-        case "GetStatus": self.getStatus(replier)
+        case "GetStatus": await self.getStatus(replier)
         case "Watch": try await self.watch(p, replier: replier)
         case "ListReadings": try await self.listReadings(p, more: call.more, replier: replier)
         case "ListMeters": try await self.listMeters(replier)
@@ -174,6 +174,19 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             }
             replier.reply()
         case "Pair": try await self.pair(p, replier: replier)
+        case "AssignMeter":
+            let meter = try Self.meter(p["meter"])
+            var person: String?
+            if let value = p["person"], !value.isNull {
+                guard let name = Person.validated(value.stringValue ?? "") else { throw Self.invalid("person", Person.rule) }
+                person = name
+            }
+            do throws(SugarAPIError) {
+                try await self.backend.assign(meter: meter, person: person)
+            } catch {
+                throw Self.error(for: error)
+            }
+            replier.reply()
         case "SubmitPasskey":
             let meter = try Self.meter(p["meter"])
             let text = p["passkey"]?.stringValue ?? ""
@@ -250,13 +263,21 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
 
     // MARK: Methods
 
-    private func getStatus(_ replier: VarlinkReplier) {
+    private func getStatus(_ replier: VarlinkReplier) async {
         let snapshot = self.backend.models.viewModel.snapshot()
         let json = snapshot.json
-        replier.reply([
+        var reply: JSONObject = [
             "revision": json["revision"] ?? 0, "revisions": json["revisions"] ?? [:], "state": json["fields"] ?? [:],
             "unit": .string(DisplayUnit(self.unit).rawValue),
-        ])
+        ]
+        // People come from the database; when it cannot be read, the state (with its storage
+        // error) still goes out, without them.
+        if let people = try? await self.backend.store.people() {
+            var object = JSONObject()
+            for (meter, person) in people.sorted(by: { $0.key < $1.key }) { object[meter.rawValue] = .string(person) }
+            reply["people"] = .object(object)
+        }
+        replier.reply(reply)
     }
 
     private func watch(_ p: JSONObject, replier: VarlinkReplier) async throws(VarlinkError) {
@@ -486,7 +507,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             let identity = state?.identity ?? record?.identity ?? MeterIdentity(id: id)
             return [
                 "id": .string(id.rawValue), "identity": identity.json, "live": state?.json ?? .null,
-                "stored": record.map(APIJSON.storedMeter) ?? .null,
+                "stored": record.map(APIJSON.storedMeter) ?? .null, "person": .from(record?.person),
             ]
         }
         replier.reply(["meters": .array(entries)])

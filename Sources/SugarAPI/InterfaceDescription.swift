@@ -15,8 +15,9 @@ extension HealthDataSyncService {
         # glucose value comes in mg/dL and mmol/L (mg/dL = mmol/L x 18.0156); enums are stable names.
         #
         # Access: read methods (GetStatus, Watch, ListReadings, ListMeters, ListSyncSessions,
-        # FollowReadings) are open to root, the daemon's own user and members of the socket group. Mutating methods (Sync, Forget,
-        # Pair, SubmitPasskey) are open to root, the daemon's own user and members of the admin group.
+        # FollowReadings) are open to root, the daemon's own user and members of the socket group. Mutating
+        # methods (Sync, Forget, Pair, SubmitPasskey, AssignMeter) are open to root, the daemon's own user
+        # and members of the admin group.
         # Anyone else gets PermissionDenied.
         interface io.sugard.HealthDataSync
 
@@ -132,7 +133,7 @@ extension HealthDataSyncService {
         # The display unit a client should use unless told otherwise.
         type Unit (mgdl, mmol)
 
-        # What the database holds about a meter.
+        # What the database holds about a meter. person: who the meter is assigned to (AssignMeter).
         type StoredMeter (
           firstSeen: Instant,
           lastSeen: Instant,
@@ -141,11 +142,13 @@ extension HealthDataSyncService {
           lastSync: ?Instant,
           lastSyncResult: ?SyncResult,
           readingCount: int,
-          features: ?int
+          features: ?int,
+          person: ?string
         )
 
-        # A meter known to the daemon (live model), to the database, or to both.
-        type MeterEntry (id: string, identity: MeterIdentity, live: ?Meter, stored: ?StoredMeter)
+        # A meter known to the daemon (live model), to the database, or to both; person is the person
+        # the meter is assigned to (null when it is not).
+        type MeterEntry (id: string, identity: MeterIdentity, live: ?Meter, stored: ?StoredMeter, person: ?string)
 
         # One sync attempt as recorded.
         type Session (
@@ -164,8 +167,9 @@ extension HealthDataSyncService {
         )
 
         # The whole view model at one revision. revisions holds each field's last-changed revision;
-        # unit is the configured display unit.
-        method GetStatus() -> (revision: int, revisions: [string]int, state: State, unit: Unit)
+        # unit is the configured display unit; people maps each assigned meter's id to its person (from
+        # the database, not part of the view model).
+        method GetStatus() -> (revision: int, revisions: [string]int, state: State, unit: Unit, people: ?[string]string)
 
         # Watches the view model (or, with meter, that meter's model); needs 'more'. The first reply is
         # a snapshot of the watched fields, later replies carry only fields that changed. fields names
@@ -194,7 +198,8 @@ extension HealthDataSyncService {
         # limit defaults to 1000 (at most 100000); order is asc (oldest first, default) or desc. Each
         # reading carries the keys of `sugarctl decode measurement --json` plus id, meter, epoch,
         # ketoneMmolL, flags, time {iso, epochMillis, local, utcOffsetMinutes, zone, method,
-        # meterLocalTime, meterClockSkewSeconds, quirks}, storedAt and context (or null). With 'more'
+        # meterLocalTime, meterClockSkewSeconds, quirks}, storedAt, context (or null) and person (the
+        # person the reading's meter is assigned to, or null). With 'more'
         # the readings come in several replies; without it, at most 10000 may be returned at once.
         # truncated (in the last reply) says the limit cut the list.
         method ListReadings(since: ?string, until: ?string, meter: ?string, limit: ?int, order: ?(asc, desc)) -> (
@@ -228,6 +233,11 @@ extension HealthDataSyncService {
         # Forgets a meter: it leaves the meter list and syncs from scratch when seen again. Its
         # readings are kept. Admin only.
         method Forget(meter: string) -> ()
+
+        # Assigns a meter to a person (1 to 64 characters, no control characters), or unassigns it
+        # when person is null or absent. The meter's readings, stored and future, carry its person.
+        # Admin only.
+        method AssignMeter(meter: string, person: ?string) -> ()
 
         # Pairs with a meter; needs 'more'. Replies stream the pairing state; when it is
         # waitingForPasskey, send the PIN the meter shows with SubmitPasskey (on another connection).

@@ -11,7 +11,7 @@ public enum ReadingExport {
     public static let csvColumns = [
         "reading_id", "meter", "sequence", "measured_at_utc", "epoch_millis", "meter_local_time",
         "utc_offset_minutes", "value_mg_dl", "value_mmol_l", "ketone_mmol_l", "sample_type",
-        "sample_location", "meal", "control_solution", "flags",
+        "sample_location", "meal", "control_solution", "flags", "person",
     ]
 
     /// RFC 4180 CSV with a header row. Both units are always written (mg/dL = mmol/L × 18.0156).
@@ -35,131 +35,68 @@ public enum ReadingExport {
                 r["context"]?["meal"]?["name"]?.stringValue ?? "",
                 flags.contains("controlSolution") ? "true" : "false",
                 flags.joined(separator: " "),
+                r["person"]?.stringValue ?? "",
             ]
             out += fields.map(self.csvField).joined(separator: ",") + "\r\n"
         }
         return out
     }
 
-    /// Nightscout `entries` (`type` "mbg", mg/dL, `date` epoch ms, `dateString`, `device`).
+    /// Nightscout `entries`, ready for `POST /api/v1/entries` (what the Nightscout sink posts):
+    /// `{"type": "mbg", "mbg": <mg/dL>, "date": <epoch ms>, "dateString": <ISO 8601 with the
+    /// reading's own UTC offset>, "utcOffset": <minutes>, "sysTime": <same as dateString>,
+    /// "device": "sugard://" + meter}`.
     ///
     /// Nightscout's `mbg` is a number in mg/dL; readings without one (HI, LO, no value), control
     /// solution tests and ketone records cannot be entries and are left out; `skipped` counts
     /// them so the caller can say so.
     public static func nightscout(_ readings: [JSONValue]) -> (entries: JSONValue, skipped: Int) {
-        var entries: [JSONValue] = []
-        var skipped = 0
-        for r in readings {
-            let flags = r["flags"]?.arrayValue?.compactMap(\.stringValue) ?? []
-            guard let mgdL = r["mgdL"]?.doubleValue, !flags.contains("controlSolution"), !flags.contains("ketone"),
-                let millis = r["time"]?["epochMillis"]?.intValue, let iso = r["time"]?["iso"]?.stringValue
-            else {
-                skipped += 1
-                continue
-            }
-            let entry: JSONObject = [
-                "type": "mbg",
-                "mbg": .int(Int64(mgdL.rounded())),
-                "date": .int(millis),
-                "dateString": .string(iso),
-                "device": .string("sugard://" + (r["meter"]?.stringValue ?? "unknown")),
-                "identifier": .string(self.identifier(r)),
-            ]
-            entries.append(.object(entry))
-        }
-        return (.array(entries), skipped)
+        let entries = readings.compactMap(self.nightscoutEntry)
+        return (.array(entries), readings.count - entries.count)
     }
 
-    /// A FHIR R4 `Bundle` (type `collection`) of glucose `Observation`s with one `Device` per
-    /// meter. LOINC 41653-7 (mass/volume, mg/dL) or 14743-9 (moles/volume, mmol/L) by `unit`;
-    /// `effectiveDateTime` carries the zone offset the meter's clock was read in. HI and LO
-    /// readings have no value: they carry `dataAbsentReason` and an H/L interpretation rather
-    /// than a made-up number. Control-solution tests and ketone records are not patient glucose
-    /// observations and are left out (`skipped`).
-    public static func fhir(_ readings: [JSONValue], unit: GlucoseUnit) -> (bundle: JSONValue, skipped: Int) {
-        var entries: [JSONValue] = []
-        var devices: [String] = []
-        var skipped = 0
-        for r in readings {
-            let flags = r["flags"]?.arrayValue?.compactMap(\.stringValue) ?? []
-            guard let meter = r["meter"]?.stringValue, !flags.contains("controlSolution"), !flags.contains("ketone")
-            else {
-                skipped += 1
-                continue
-            }
-            if !devices.contains(meter) { devices.append(meter) }
-            let deviceID = self.fhirID(meter)
-            let (loinc, display) =
-                unit == .mgdL
-                ? ("41653-7", "Glucose [Mass/volume] in Capillary blood by Glucometer")
-                : ("14743-9", "Glucose [Moles/volume] in Capillary blood by Glucometer")
-            var observation: JSONObject = [
-                "resourceType": "Observation",
-                "id": .string(self.fhirID(self.identifier(r))),
-                "identifier": [["system": "urn:sugard:reading", "value": .string(self.identifier(r))]],
-                "status": "final",
-                "category": [
-                    [
-                        "coding": [
-                            [
-                                "system": "http://terminology.hl7.org/CodeSystem/observation-category",
-                                "code": "laboratory", "display": "Laboratory",
-                            ]
-                        ]
-                    ]
-                ],
-                "code": [
-                    "coding": [["system": "http://loinc.org", "code": .string(loinc), "display": .string(display)]],
-                    "text": "Blood glucose",
-                ],
-                "effectiveDateTime": .from(r["time"]?["local"]?.stringValue ?? r["time"]?["iso"]?.stringValue),
-                "device": ["reference": .string("Device/" + deviceID)],
-            ]
-            let value = unit == .mgdL ? r["mgdL"]?.doubleValue : r["mmolL"]?.doubleValue
-            if let value {
-                observation["valueQuantity"] = [
-                    "value": .double(unit == .mgdL ? value.rounded() : (value * 10).rounded() / 10),
-                    "unit": .string(unit.rawValue), "system": "http://unitsofmeasure.org",
-                    "code": .string(unit == .mgdL ? "mg/dL" : "mmol/L"),
-                ]
-            } else {
-                let hi = flags.contains("hi"), lo = flags.contains("lo")
-                observation["dataAbsentReason"] = [
-                    "coding": [
-                        [
-                            "system": "http://terminology.hl7.org/CodeSystem/data-absent-reason",
-                            "code": hi || lo ? "error" : "unknown",
-                        ]
-                    ],
-                    "text": .string(hi ? "HI: above the meter's measuring range" : lo ? "LO: below the meter's measuring range" : "the meter reported no value"),
-                ]
-                if hi || lo {
-                    observation["interpretation"] = [
-                        [
-                            "coding": [
-                                [
-                                    "system": "http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation",
-                                    "code": .string(hi ? "HU" : "LU"),
-                                    "display": .string(hi ? "Significantly high" : "Significantly low"),
-                                ]
-                            ]
-                        ]
-                    ]
-                }
-            }
-            entries.append(["fullUrl": .string("urn:uuid:" + self.fhirID(self.identifier(r))), "resource": .object(observation)])
-        }
-        for meter in devices {
-            let device: JSONObject = [
-                "resourceType": "Device",
-                "id": .string(self.fhirID(meter)),
-                "identifier": [["system": "urn:sugard:meter", "value": .string(meter)]],
-                "type": ["text": "Blood glucose meter"],
-            ]
-            entries.insert(["fullUrl": .string("urn:sugard:device:" + self.fhirID(meter)), "resource": .object(device)], at: 0)
-        }
-        let bundle: JSONObject = ["resourceType": "Bundle", "type": "collection", "entry": .array(entries)]
-        return (.object(bundle), skipped)
+    /// The Nightscout entry of one reading, or nil when it cannot be one (see ``nightscout(_:)``).
+    public static func nightscoutEntry(_ r: JSONValue) -> JSONValue? {
+        guard let (mgdL, millis, local, offset) = self.nightscoutFacts(r) else { return nil }
+        let entry: JSONObject = [
+            "type": "mbg",
+            "mbg": .int(Int64(mgdL.rounded())),
+            "date": .int(millis),
+            "dateString": .string(local),
+            "utcOffset": .int(offset),
+            "sysTime": .string(local),
+            "device": .string("sugard://" + (r["meter"]?.stringValue ?? "unknown")),
+        ]
+        return .object(entry)
+    }
+
+    /// A Nightscout "BG Check" treatment for one reading (the same readings as entries):
+    /// `{"eventType": "BG Check", "glucose": <value>, "glucoseType": "Finger", "units": "mg/dl" or
+    /// "mmol", "created_at": <ISO 8601 with the reading's offset>, "enteredBy": "sugard"}`.
+    public static func nightscoutTreatment(_ r: JSONValue, unit: GlucoseUnit) -> JSONValue? {
+        guard let (mgdL, _, local, _) = self.nightscoutFacts(r) else { return nil }
+        let mmolL = r["mmolL"]?.doubleValue ?? mgdL / GlucoseUnit.molarMass
+        let treatment: JSONObject = [
+            "eventType": "BG Check",
+            "glucose": unit == .mgdL ? .int(Int64(mgdL.rounded())) : .double((mmolL * 10).rounded() / 10),
+            "glucoseType": "Finger",
+            "units": unit == .mgdL ? "mg/dl" : "mmol",
+            "created_at": .string(local),
+            "enteredBy": "sugard",
+        ]
+        return .object(treatment)
+    }
+
+    /// mg/dL, epoch ms, the local ISO 8601 time and the UTC offset in minutes of a reading that can
+    /// be a Nightscout entry.
+    private static func nightscoutFacts(_ r: JSONValue) -> (Double, Int64, String, Int64)? {
+        let flags = r["flags"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        guard let mgdL = r["mgdL"]?.doubleValue, !flags.contains("controlSolution"), !flags.contains("ketone"),
+            let millis = r["time"]?["epochMillis"]?.intValue
+        else { return nil }
+        let offset = r["time"]?["utcOffsetMinutes"]?.intValue ?? 0
+        guard let local = r["time"]?["local"]?.stringValue ?? r["time"]?["iso"]?.stringValue else { return nil }
+        return (mgdL, millis, local, offset)
     }
 
     /// `<meter>/<epoch>/<sequence>`: stable across exports and re-syncs.
@@ -168,11 +105,6 @@ public enum ReadingExport {
         let epoch = reading["epoch"]?.intValue ?? 0
         let seq = reading["sequenceNumber"]?.intValue ?? -1
         return "\(meter)/\(epoch)/\(seq)"
-    }
-
-    /// FHIR ids allow `[A-Za-z0-9\-\.]{1,64}`.
-    static func fhirID(_ text: String) -> String {
-        String(String(text.map { $0.isLetter && $0.isASCII || $0.isNumber && $0.isASCII || $0 == "." ? $0 : "-" }).prefix(64))
     }
 
     static func text(_ value: JSONValue?) -> String {

@@ -11,7 +11,7 @@ import JSON
 /// `id`, `meter`, `epoch` (sequence-reset epoch), `ketoneMmolL`, `flags` (names),
 /// `time` {`iso` (UTC), `epochMillis`, `local` (ISO 8601 with the zone offset used), `utcOffsetMinutes`,
 /// `zone`, `method`, `meterClockSkewSeconds`, `quirks`}, `storedAt` {`iso`, `epochMillis`} and `context`
-/// (the decoded context object or null).
+/// (the decoded context object or null) and `person` (the person the meter is assigned to, or null).
 public enum ReadingJSON {
     public static func object(_ stored: StoredReading) -> JSONValue {
         let r = stored.reading
@@ -39,6 +39,7 @@ public enum ReadingJSON {
         object["flags"] = .array(r.flags.names.map { .string($0) })
         object["time"] = self.time(r)
         object["storedAt"] = self.instant(stored.storedAt)
+        object["person"] = .from(stored.person)
         if let bytes = r.contextBytes, let context = try? MeasurementContext(bytes: bytes) {
             object["context"] = context.json
         } else {

@@ -54,4 +54,7 @@ public protocol SugarBackend: Sendable {
     func pair(meter: MeterID) async throws(SugarAPIError)
     /// Answers a passkey request.
     func submitPasskey(_ passkey: UInt32, meter: MeterID) async throws(SugarAPIError)
+    /// Assigns a meter to a person (already validated by ``Person/validated(_:)``), or unassigns it
+    /// (nil). Throws `meterNotFound` for a meter neither live nor stored.
+    func assign(meter: MeterID, person: String?) async throws(SugarAPIError)
 }

@@ -20,8 +20,9 @@ enum ReadingsCommand {
         discussion: """
             json: one array; each element has the keys of `sugarctl decode measurement --json` plus meter, time \
             {iso, epochMillis, ...}, context and flags. csv: RFC 4180 with a header row, both units. nightscout: \
-            entries (type "mbg", mg/dL, date in epoch ms, dateString, device). fhir: a Bundle of Observations \
-            (LOINC 41653-7 in mg/dL, 14743-9 with --unit mmol). Formats that cannot carry a reading (control \
+            entries (type "mbg", mg/dL, date in epoch ms, dateString and sysTime with the reading's UTC offset, utcOffset, \
+            device). fhir: a FHIR R4 transaction Bundle (Patient per person, Device per meter, Observations with \
+            LOINC by sample type, in mg/dL or with --unit mmol) to POST to a FHIR server's base URL. Formats that cannot carry a reading (control \
             solution, ketone, HI/LO in Nightscout) leave it out and say how many on stderr.
             Exit status: 0 ok, 1 failure, 64 usage, 69 sugard not reachable, 77 permission denied.
             """
@@ -76,7 +77,13 @@ enum ReadingsCommand {
                     writeStderr("sugarctl: skipped \(skipped) of \(readings.count) readings Nightscout entries cannot carry (control solution, ketone, HI/LO or no value).\n")
                 }
             case "fhir":
-                let (bundle, skipped) = ReadingExport.fhir(readings, displayUnit: unit)
+                // The Devices carry each meter's manufacturer, model and serial number.
+                let listed = try await daemon.call("ListMeters")
+                var meters: [String: JSONValue] = [:]
+                for entry in listed["meters"]?.arrayValue ?? [] {
+                    if let id = entry["id"]?.stringValue { meters[id] = entry["identity"] }
+                }
+                let (bundle, skipped) = ReadingExport.fhir(readings, meters: meters, displayUnit: unit)
                 writeStdout(bundle.prettySerialized() + "\n")
                 if skipped > 0 {
                     writeStderr("sugarctl: skipped \(skipped) of \(readings.count) readings that are not glucose observations (control solution, ketone).\n")

@@ -33,13 +33,15 @@ enum StatusCommand {
                 return ExitCode.success
             }
             let unit = try displayUnit(parsed, daemonDefault: reply["unit"]?.stringValue, help: help)
-            writeStdout(self.render(reply["state"] ?? .null, unit: unit, color: Terminal.colorWanted()) + self.renderSinks(sinks))
+            writeStdout(
+                self.render(reply["state"] ?? .null, unit: unit, color: Terminal.colorWanted(), people: reply["people"])
+                    + self.renderSinks(sinks))
             return ExitCode.success
         }
     }
 
     /// The status screen for a `State` value.
-    static func render(_ state: JSONValue, unit: DisplayUnit, color: Bool = false) -> String {
+    static func render(_ state: JSONValue, unit: DisplayUnit, color: Bool = false, people: JSONValue? = nil) -> String {
         let paint = Terminal(enabled: color)
         var out = ""
         let daemon = state["daemon"]
@@ -70,6 +72,7 @@ enum StatusCommand {
             let meterID = reading["meter"]?.stringValue ?? "?"
             let meter = state["meters"]?.arrayValue?.first { $0["id"]?.stringValue == meterID }
             value += ", \(meter.map(meterLabel) ?? meterID)"
+            if let person = people?[meterID]?.stringValue { value += ", \(person)" }
             last = value
         }
         let count = state["readingCount"]?.intValue ?? 0
@@ -95,7 +98,8 @@ enum StatusCommand {
         let meters = state["meters"]?.arrayValue ?? []
         if meters.isEmpty { out += "  none known yet: switch a paired meter on near the adapter (see `sugarctl pair`)\n" }
         for meter in meters {
-            out += "  " + meterLabel(meter) + "\n"
+            let person = (meter["id"]?.stringValue).flatMap { people?[$0]?.stringValue }
+            out += "  " + meterLabel(meter) + (person.map { ", person \($0)" } ?? "") + "\n"
             out += "    " + self.meterLine(meter) + "\n"
         }
 

@@ -9,24 +9,6 @@ import Varlink
 // own config and persistence folder, the built sugard on simulated meters, the built
 // sugard-forward, and mosquitto_sub as the independent subscriber.
 
-/// A free TCP port on 127.0.0.1 (bound to port 0 and released).
-func freePort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let ok = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
-        }
-    }
-    guard ok else { throw RigError("cannot bind a loopback port: errno \(errno)") }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
-
 /// Polls `condition` every 50 ms until it holds or `seconds` passed.
 func eventually(within seconds: Double, _ condition: () async throws -> Bool) async rethrows -> Bool {
     let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))

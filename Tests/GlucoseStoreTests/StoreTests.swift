@@ -212,16 +212,12 @@ import Testing
 
 @Suite struct MigrationTests {
     /// Writes representative rows into a database at the given (old) schema version. Every schema
-    /// version before the latest needs an entry, so adding v2 forces a v1 fixture.
+    /// version before the latest needs an entry, so adding v3 forced a v2 fixture.
     static let fixtureWriters: [Int64: @Sendable (Connection) throws(StoreError) -> Void] = [
         0: { _ in },  // an empty, new file
-        // Version 1 holding readings; version 2 adds the base-time index the TaiDoc lookup uses.
-        1: { (db) throws(StoreError) in
-            try db.transaction("v1 fixture") { () throws(StoreError) in
-                var ingest = Ingest(db: db, now: Instant(epochSeconds: 1_718_445_600))
-                _ = try ingest.commit(syncOf(1...2))
-            }
-        },
+        1: { (db) throws(StoreError) in try V1Fixture.write(db) },  // what the first release stored
+        // Version 2 (the base-time index the TaiDoc lookup uses) holding readings; version 3 adds people.
+        2: { (db) throws(StoreError) in try V1Fixture.write(db) },  // v2 only added an index: the same rows
     ]
 
     static func schema(_ path: String) throws -> [String] {
@@ -250,8 +246,9 @@ import Testing
             #expect(try await store.textForTesting("PRAGMA user_version") == [String(Schema.latestVersion)])
             #expect(try Self.schema(dir.database) == fresh, "schema after migrating from version \(version)")
             // The migrated database works.
-            _ = try await store.commit(syncOf(1...3))
-            #expect(try await store.readingCount(meter: nil) == 3)
+            let fresh = MeterID("C0:26:DA:0F:0F:0F")
+            _ = try await store.commit(syncOf(1...3, meter: identity(fresh)))
+            #expect(try await store.readingCount(meter: fresh) == 3)
         }
     }
 

@@ -285,6 +285,15 @@ actor MemoryStore: ReadingStore {
 
     func meters() async throws(StoreError) -> [StoredMeter] { self.metersByID.values.sorted { $0.identity.id < $1.identity.id } }
 
+    func assign(_ meter: MeterID, person: String?) async throws(StoreError) {
+        guard self.metersByID[meter] != nil else { throw StoreError(.constraint, "No meter \(meter) is stored.") }
+        self.metersByID[meter]?.person = person
+    }
+
+    func people() async throws(StoreError) -> [MeterID: String] {
+        self.metersByID.compactMapValues(\.person)
+    }
+
     func noteMeterSeen(_ identity: MeterIdentity, at: Instant) async throws(StoreError) {
         self.upsert(identity, features: nil, at: at)
     }

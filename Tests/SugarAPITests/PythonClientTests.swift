@@ -60,7 +60,8 @@ import Varlink
             #expect(lines.first == "READY")
             let json = try JSONValue(parsing: String(try #require(lines.last)))
             #expect(json["methods"] == [
-                "FollowReadings", "Forget", "GetStatus", "ListMeters", "ListReadings", "ListSyncSessions", "Pair", "SubmitPasskey", "Sync",
+                "AssignMeter", "FollowReadings", "Forget", "GetStatus", "ListMeters", "ListReadings", "ListSyncSessions", "Pair", "SubmitPasskey",
+                "Sync",
                 "Watch",
             ])
             #expect(json["readingCount"] == 7)

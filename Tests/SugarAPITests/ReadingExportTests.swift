@@ -23,7 +23,7 @@ import Testing
         let lines = text.split(separator: "\r\n").map(String.init)
         #expect(lines.count == 2)
         #expect(lines[0].hasPrefix("reading_id,meter,sequence,measured_at_utc"))
-        #expect(lines[1] == "C0:26:DA:01:02:03/0/7,C0:26:DA:01:02:03,7,2024-03-31T01:30:00Z,1711848600000,2024-03-31T03:30:00,120,100,5.6,,capillaryWholeBlood,finger,preprandial,false,timeFault")
+        #expect(lines[1] == "C0:26:DA:01:02:03/0/7,C0:26:DA:01:02:03,7,2024-03-31T01:30:00Z,1711848600000,2024-03-31T03:30:00,120,100,5.6,,capillaryWholeBlood,finger,preprandial,false,timeFault,")
     }
 
     @Test func csvQuotesFields() {
@@ -44,29 +44,93 @@ import Testing
         #expect(list.first?["type"] == "mbg")
         #expect(list.first?["mbg"] == .int(88))
         #expect(list.first?["date"] == .int(1_711_848_600_000))
-        #expect(list.first?["dateString"] == "2024-03-31T01:30:00Z")
-        #expect(list.first?["device"]?.stringValue?.contains("C0:26:DA:01:02:03") == true)
+        #expect(list.first?["dateString"] == "2024-03-31T03:30:00+02:00", "the reading's own UTC offset")
+        #expect(list.first?["utcOffset"] == 120)
+        #expect(list.first?["sysTime"] == "2024-03-31T03:30:00+02:00")
+        #expect(list.first?["device"] == "sugard://C0:26:DA:01:02:03")
+        #expect(list.first?.objectValue.map { Set($0.keys) } == ["type", "mbg", "date", "dateString", "utcOffset", "sysTime", "device"])
     }
 
-    @Test func fhirBundleUsesLoincByUnitAndKeepsLoReadings() throws {
-        let (bundle, skipped) = ReadingExport.fhir(
-            [self.reading(seq: 1, mgdL: 99), self.reading(seq: 2, mgdL: nil, flags: ["lo"])], unit: .mmolL)
-        #expect(skipped == 0)
-        #expect(bundle["resourceType"] == "Bundle")
-        let entries = try #require(bundle["entry"]?.arrayValue)
-        #expect(entries.count == 3)
-        #expect(entries[0]["resource"]?["resourceType"] == "Device")
-        let obs = try #require(entries[1]["resource"])
-        #expect(obs["code"]?["coding"]?.arrayValue?.first?["code"] == "14743-9")
-        #expect(obs["valueQuantity"]?["value"] == .double(5.5))
-        #expect(obs["valueQuantity"]?["code"] == "mmol/L")
-        #expect(obs["effectiveDateTime"] == "2024-03-31T03:30:00+02:00")
-        #expect(obs["device"]?["reference"]?.stringValue?.hasPrefix("Device/") == true)
-        let lo = try #require(entries[2]["resource"])
-        #expect(lo["valueQuantity"] == nil)
-        #expect(lo["interpretation"]?.arrayValue?.first?["coding"]?.arrayValue?.first?["code"] == "LU")
-        let (mg, _) = ReadingExport.fhir([self.reading(seq: 1, mgdL: 99)], unit: .mgdL)
-        #expect(mg["entry"]?.arrayValue?[1]["resource"]?["code"]?["coding"]?.arrayValue?.first?["code"] == "41653-7")
+    @Test func nightscoutTreatmentsAreBGChecksInTheConfiguredUnit() {
+        let mg = ReadingExport.nightscoutTreatment(self.reading(seq: 1, mgdL: 88.4), unit: .mgdL)
+        #expect(mg == [
+            "eventType": "BG Check", "glucose": 88, "glucoseType": "Finger", "units": "mg/dl",
+            "created_at": "2024-03-31T03:30:00+02:00", "enteredBy": "sugard",
+        ])
+        let mmol = ReadingExport.nightscoutTreatment(self.reading(seq: 1, mgdL: 88.4), unit: .mmolL)
+        #expect(mmol?["glucose"] == .double(4.9))
+        #expect(mmol?["units"] == "mmol")
+        #expect(ReadingExport.nightscoutTreatment(self.reading(seq: 2, mgdL: nil, flags: ["hi"]), unit: .mgdL) == nil)
+        #expect(ReadingExport.nightscoutTreatment(self.reading(seq: 3, mgdL: 99, flags: ["controlSolution"]), unit: .mgdL) == nil)
+    }
+
+    func typed(_ r: JSONValue, type: Int64, context: JSONValue? = nil) -> JSONValue {
+        guard case .object(var o) = r else { return r }
+        o["type"] = ["code": .int(type), "name": "x"]
+        if let context { o["context"] = context }
+        return .object(o)
+    }
+
+    /// LOINC follows the sample type and the unit; context becomes components; LO keeps no number.
+    @Test func fhirCodesFollowSampleTypeUnitAndContext() throws {
+        let base = self.reading(seq: 1, mgdL: 99)
+        let cases: [(Int64, GlucoseUnit, String)] = [
+            (1, .mgdL, "41653-7"), (1, .mmolL, "14743-9"), (2, .mgdL, "2345-7"), (2, .mmolL, "14749-6"),
+            (4, .mgdL, "2345-7"), (3, .mgdL, "2339-0"), (7, .mmolL, "15074-8"), (9, .mmolL, "99504-3"),
+        ]
+        for (type, unit, code) in cases {
+            let (bundle, _) = ReadingExport.fhir([self.typed(base, type: type)], meters: [:], unit: unit)
+            let obs = try #require(bundle["entry"]?.arrayValue?.last?["resource"])
+            #expect(obs["code"]?["coding"]?.arrayValue?.first?["code"]?.stringValue == code, "type \(type) \(unit)")
+            #expect(obs["valueQuantity"]?["system"] == "http://unitsofmeasure.org")
+        }
+        let (mmol, _) = ReadingExport.fhir([base], meters: [:], unit: .mmolL)
+        #expect(mmol["entry"]?.arrayValue?.last?["resource"]?["valueQuantity"]?["value"] == .double(5.5))
+        #expect(mmol["entry"]?.arrayValue?.last?["resource"]?["valueQuantity"]?["code"] == "mmol/L")
+
+        let context: JSONValue = [
+            "meal": ["code": 2, "name": "postprandial"], "tester": ["code": 1, "name": "self"],
+            "carbohydrate": ["id": ["code": 2, "name": "lunch"], "kg": 0.045], "hba1cPercent": 6.8,
+        ]
+        let (bundle, _) = ReadingExport.fhir([self.typed(base, type: 1, context: context)], meters: [:], unit: .mgdL)
+        let components = bundle["entry"]?.arrayValue?.last?["resource"]?["component"]?.arrayValue ?? []
+        let meal = try #require(components.first)
+        #expect(meal["code"]?["coding"]?.arrayValue?.first?["code"] == "8417864")
+        #expect(meal["valueCodeableConcept"]?["coding"]?.arrayValue?.first?["code"] == "8417872")
+        #expect(components.contains { $0["valueQuantity"]?["value"] == .double(45) && $0["valueQuantity"]?["code"] == "g" })
+        #expect(components.count == 4)
+
+        let (lo, _) = ReadingExport.fhir([self.reading(seq: 2, mgdL: nil, flags: ["lo"])], meters: [:], unit: .mgdL)
+        let obs = try #require(lo["entry"]?.arrayValue?.last?["resource"])
+        #expect(obs["valueQuantity"] == nil)
+        #expect(obs["dataAbsentReason"]?["coding"]?.arrayValue?.first?["code"] == "negative-infinity")
+        #expect(obs["interpretation"]?.arrayValue?.first?["coding"]?.arrayValue?.first?["code"] == "LL")
+    }
+
+    /// FIPS 180-4 / RFC 3174 test vectors, and Python's hashlib on inputs of every length around the block size.
+    @Test func sha1MatchesTheStandardAndHashlib() async throws {
+        #expect(SHA1.hex("abc") == "a9993e364706816aba3e25717850c26c9cd0d89d")
+        #expect(SHA1.hex("") == "da39a3ee5e6b4b0d3255bfef95601890afd80709")
+        #expect(SHA1.hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") == "84983e441c3bd26ebaae4aa1f95129e5e54670f1")
+        // Python's hashlib on inputs of every length around the block size (one process for all).
+        let lengths = [1, 55, 56, 63, 64, 65, 119, 120, 127, 128, 1000]
+        let texts = lengths.map { length in String((0..<length).map { Character(UnicodeScalar(UInt8(97 + $0 % 26))) }) }
+        let script = "import hashlib, sys\nfor line in sys.stdin.read().split():\n    print(hashlib.sha1(line.encode()).hexdigest())"
+        let out = try await runProcess("/usr/bin/env", ["python3", "-c", script], stdin: texts.joined(separator: "\n"))
+        #expect(out.stdout.split(separator: "\n").map(String.init) == texts.map(SHA1.hex))
+    }
+
+    /// RFC 4122 version-5 UUIDs agree with Python's `uuid.uuid5`.
+    @Test func nameUUIDsAgreeWithPython() async throws {
+        let names = ["https://github.com/sugard/sugard", "reading/C0:26:DA:01:02:03/0/7", "person/Mia", "ü"]
+        let script = """
+            import sys, uuid
+            for name in sys.stdin.read().split("\\n"):
+                print(uuid.uuid5(uuid.NAMESPACE_URL, name))
+            """
+        let out = try await runProcess("/usr/bin/env", ["python3", "-c", script], stdin: names.joined(separator: "\n"))
+        #expect(out.stdout.split(separator: "\n").map(String.init) == names.map { NameUUID(namespace: .urlNamespace, name: $0).description })
+        #expect(ReadingExport.uuidNamespace.description == NameUUID(namespace: .urlNamespace, name: names[0]).description)
     }
 
     @Test func fixedPointFormatting() {

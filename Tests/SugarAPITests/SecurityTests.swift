@@ -37,7 +37,7 @@ import Varlink
 
     @Test func everyMethodHasALevelAndDenialNamesTheMethod() throws {
         #expect(HealthDataSyncService.readMethods.isDisjoint(with: HealthDataSyncService.adminMethods))
-        for method in ["Sync", "Forget", "Pair", "SubmitPasskey"] {
+        for method in ["Sync", "Forget", "Pair", "SubmitPasskey", "AssignMeter"] {
             #expect(HealthDataSyncService.level(of: method) == .admin)
         }
         let models = ModelStore(
@@ -113,5 +113,9 @@ struct NoStore: ReadingStore {
     func readingCount(meter: MeterID?) async throws(StoreError) -> Int { 0 }
     func sessions(meter: MeterID?, limit: Int) async throws(StoreError) -> [SyncSessionRecord] { [] }
     func forget(_ meter: MeterID) async throws(StoreError) {}
+    func assign(_ meter: MeterID, person: String?) async throws(StoreError) {
+        throw StoreError(.readOnly, "This test store stores nothing.")
+    }
+    func people() async throws(StoreError) -> [MeterID: String] { [:] }
     func health() async -> StorageHealth { StorageHealth(status: .ok, path: "none") }
 }

@@ -419,3 +419,13 @@ func storedReading(meter: MeterID, sequence: UInt16, mgdL: Int, at instant: Inst
         sensorStatus: nil, meal: nil, instant: instant, time: time, mgdL: Double(mgdL),
         mmolL: Double(mgdL) / GlucoseUnit.molarMass, ketoneMmolL: nil, flags: [])
 }
+
+/// Runs the built `sugarctl` on the fixture's socket as uid/gid 65534 with these supplementary
+/// groups (root only: setpriv switches users), for the tests of who may call what.
+func sugarctlAsNobody(_ f: Fixture, groups: String, _ arguments: [String]) async throws -> ProcessOutput {
+    chmod(f.directory, 0o755)
+    return try await runProcess(
+        "/usr/bin/setpriv",
+        ["--reuid=65534", "--regid=65534", "--groups=\(groups)", try sugarctlPath(), "--socket", f.path] + arguments,
+        environment: ["HOME": "/nonexistent-home"])
+}

@@ -1,0 +1,171 @@
+import Glibc
+public import HealthDataSync
+import SugarAPI
+
+/// One Nightscout sink: one site, optionally limited to one person's readings.
+///
+/// Keys (the same in every sink): `nightscout_url` (required), `nightscout_api_secret_file` (a file
+/// holding the site's API_SECRET; sent as the `api-secret` header, its SHA-1 hex digest, as
+/// Nightscout expects) and/or `nightscout_token` (an access token, sent as `?token=`),
+/// `nightscout_treatments` (`false` by default; `true` also posts a "BG Check" treatment per
+/// reading), `nightscout_units` (`mgdl` or `mmol`: the unit of those treatments, default `mgdl`),
+/// `nightscout_ca_file` (PEM CA certificates for a site with a private CA; certificates are always
+/// verified) and `nightscout_person` (only readings of meters assigned to this person; without it
+/// the sink takes every reading, including those of unassigned meters).
+///
+/// A configuration file holds any number of sinks: keys before any section form the sink named
+/// `nightscout`; each `[nightscout NAME]` section starts the sink NAME (letters, digits, `-`, `_`).
+public struct NightscoutSinkConfig: Sendable, Hashable {
+    public var name: String
+    public var url: String = ""
+    public var apiSecretFile: String?
+    public var token: String?
+    public var treatments = false
+    public var treatmentUnit: GlucoseUnit = .mgdL
+    public var caFile: String?
+    public var person: String?
+
+    public init(name: String = "nightscout") { self.name = name }
+
+    /// Every key a sink understands.
+    public static let keys: Set<String> = [
+        "nightscout_url", "nightscout_api_secret_file", "nightscout_token", "nightscout_treatments", "nightscout_units",
+        "nightscout_ca_file", "nightscout_person",
+    ]
+
+    /// Sets one key. Throws a message (without the value when it may be secret) for a bad value.
+    public mutating func apply(key: String, value: String) throws(NightscoutConfigError) {
+        switch key {
+        case "nightscout_url":
+            var url = value
+            while url.hasSuffix("/") { url.removeLast() }
+            let lower = url.lowercased()
+            guard lower.hasPrefix("https://") || lower.hasPrefix("http://"), url.count > 8, !url.contains("?") else {
+                throw NightscoutConfigError("nightscout_url must be the site's http:// or https:// address, not \"\(value)\"")
+            }
+            self.url = url
+        case "nightscout_api_secret_file": self.apiSecretFile = value
+        case "nightscout_token":
+            guard !value.isEmpty, value.utf8.allSatisfy({ $0 > 32 && $0 < 127 }) else {
+                throw NightscoutConfigError("nightscout_token must be the access token Nightscout's admin page shows")
+            }
+            self.token = value
+        case "nightscout_treatments":
+            guard value == "true" || value == "false" else {
+                throw NightscoutConfigError("nightscout_treatments must be true or false, not \"\(value)\"")
+            }
+            self.treatments = value == "true"
+        case "nightscout_units":
+            guard value == "mgdl" || value == "mmol" else {
+                throw NightscoutConfigError("nightscout_units must be mgdl or mmol, not \"\(value)\"")
+            }
+            self.treatmentUnit = value == "mgdl" ? .mgdL : .mmolL
+        case "nightscout_ca_file": self.caFile = value
+        case "nightscout_person":
+            guard !value.isEmpty else { throw NightscoutConfigError("nightscout_person must name a person") }
+            self.person = value
+        default:
+            throw NightscoutConfigError("unknown key \"\(key)\"")
+        }
+    }
+
+    /// Checks that the sink can run: a URL, and a secret or token.
+    public func validate() throws(NightscoutConfigError) {
+        guard !self.url.isEmpty else { throw NightscoutConfigError("sink \(self.name) needs nightscout_url") }
+        guard self.apiSecretFile != nil || self.token != nil else {
+            throw NightscoutConfigError("sink \(self.name) needs nightscout_api_secret_file or nightscout_token")
+        }
+    }
+
+    /// The `api-secret` header value: the SHA-1 hex digest of the secret in `nightscout_api_secret_file`
+    /// (surrounding white space removed), or nil without a secret file.
+    public func apiSecretHeader() throws(NightscoutConfigError) -> String? {
+        guard let path = self.apiSecretFile else { return nil }
+        guard let text = readSmallFile(path) else {
+            throw NightscoutConfigError("cannot read nightscout_api_secret_file \(path): \(String(cString: strerror(errno)))")
+        }
+        let secret = String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+        guard !secret.isEmpty else { throw NightscoutConfigError("nightscout_api_secret_file \(path) is empty") }
+        return SHA1.hex(secret)
+    }
+
+    /// Parses the Nightscout sinks of a `key = value` file (`#` comments). Keys that are not
+    /// Nightscout's before the first section belong to the program's own configuration and are
+    /// skipped; inside a `[nightscout NAME]` section every key must be a sink key.
+    public static func parse(_ text: String, file: String) throws(NightscoutConfigError) -> [NightscoutSinkConfig] {
+        var sinks: [NightscoutSinkConfig] = []
+        var current: NightscoutSinkConfig?
+        var inSection = false
+        var lineNumber = 0
+        func finish() throws(NightscoutConfigError) {
+            if let sink = current {
+                try sink.validate()
+                sinks.append(sink)
+            }
+            current = nil
+        }
+        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            lineNumber += 1
+            let line = raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            let trimmed = line.trimmed
+            if trimmed.isEmpty { continue }
+            do throws(NightscoutConfigError) {
+                if trimmed.hasPrefix("[") {
+                    guard trimmed.hasSuffix("]") else { throw NightscoutConfigError("a section is [nightscout NAME]") }
+                    let words = trimmed.dropFirst().dropLast().split(separator: " ").map(String.init)
+                    guard words.count == 2, words[0] == "nightscout",
+                        words[1].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") })
+                    else { throw NightscoutConfigError("a section is [nightscout NAME] (NAME: letters, digits, - or _)") }
+                    try finish()
+                    guard !sinks.contains(where: { $0.name == words[1] }) else {
+                        throw NightscoutConfigError("sink \(words[1]) is defined twice")
+                    }
+                    current = NightscoutSinkConfig(name: words[1])
+                    inSection = true
+                    continue
+                }
+                guard let equals = trimmed.firstIndex(of: "=") else { throw NightscoutConfigError("expected key = value") }
+                let key = String(trimmed[..<equals]).trimmed
+                let value = String(trimmed[trimmed.index(after: equals)...]).trimmed
+                guard inSection || Self.keys.contains(key) else { continue }
+                if current == nil { current = NightscoutSinkConfig() }
+                try current?.apply(key: key, value: value)
+            } catch {
+                throw NightscoutConfigError("\(file):\(lineNumber): \(error.message)")
+            }
+        }
+        do throws(NightscoutConfigError) {
+            try finish()
+        } catch {
+            throw NightscoutConfigError("\(file): \(error.message)")
+        }
+        return sinks
+    }
+}
+
+/// A configuration problem, as one line for people (never contains a secret).
+public struct NightscoutConfigError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { self.message }
+}
+
+extension String {
+    var trimmed: String { String(self.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()) }
+}
+
+/// The contents of a small text file, or nil (errno set).
+func readSmallFile(_ path: String) -> String? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while bytes.count < 1 << 20 {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, 4096) }
+        if n < 0 { if errno == EINTR { continue }; return nil }
+        if n == 0 { break }
+        bytes += chunk[0..<n]
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}

@@ -1,0 +1,110 @@
+import Foundation
+import HealthDataSync
+import Testing
+
+@testable import GlucoseStore
+
+/// A database as the first release (schema version 1) left it: two meters, sync sessions, readings
+/// (one with a context packet) and a sequence reset, written with the v1 statements.
+enum V1Fixture {
+    static let readings: [Reading] = [
+        makeReading(1), makeReading(2, mgdL: 140, context: [0x02, 0x01, 0x00, 0x01]), makeReading(3, mgdL: 61),
+        makeReading(1, meter: otherMeter, mgdL: 200),
+    ]
+
+    static func write(_ db: Connection) throws(StoreError) {
+        try db.execute(
+            """
+            INSERT INTO meter (id, address, name, manufacturer, model, serial_number, firmware, features, first_seen_ms,
+                last_seen_ms, epoch, high_water, last_sync_ms, last_sync_result, forgotten_ms)
+            VALUES (1, '\(testMeter.rawValue)', 'meter', 'Roche', 'Accu-Chek Guide', 'SN-1', '1.0', 1026, 1710000000000,
+                1710000004000, 1, 3, 1710000004000, 'success', NULL),
+                (2, '\(otherMeter.rawValue)', 'Contour', 'Ascensia', 'Contour Next One', 'SN-2', '2.0', NULL, 1710000000000,
+                1710000004000, 0, 1, 1710000004000, 'success', 1715000000000);
+            INSERT INTO sync_session (id, meter_id, started_ms, ended_ms, result, expected, received, stored, duplicates,
+                sequence_resets, epoch, high_water_before, high_water_after, error, committed_ms)
+            VALUES (1, 1, 1710000000000, 1710000004000, 'success', 3, 3, 3, 0, 1, 1, NULL, 3, NULL, 1710000004000),
+                (2, 2, 1710000000000, 1710000004000, 'success', 1, 1, 1, 0, 0, 0, NULL, 1, NULL, 1710000004000);
+            INSERT INTO sequence_reset (meter_id, old_epoch, new_epoch, at_ms, reason, sequence_number, old_high_water, session_id)
+            VALUES (1, 0, 1, 1710000004000, 'sequenceConflict', 1, 40, 1);
+            """, "Writing the v1 fixture")
+        for (index, reading) in Self.readings.enumerated() {
+            let meterRow: Int64 = reading.meter == testMeter ? 1 : 2
+            _ = try ReadingRows.insert(
+                reading, meterRowID: meterRow, epoch: meterRow == 1 ? 1 : 0,
+                storedAt: Instant(epochMillis: 1_710_000_004_000 + Int64(index)), sessionID: meterRow, db)
+        }
+    }
+}
+
+@Suite struct PeopleMigrationTests {
+    /// A v1 file opened by this build: at the latest version (v3), every row as it was, every reading readable, and
+    /// people work on it.
+    @Test func v1DatabaseUpgradesWithNothingLost() async throws {
+        let dir = try TempDirectory()
+        do {
+            let db = try Connection(path: dir.database)
+            try Schema.migrate(db, to: 1)
+            try V1Fixture.write(db)
+            db.close()
+        }
+        let before = try Self.dump(dir.database)
+        let store = try openStore(dir.database)
+        #expect(try await store.textForTesting("PRAGMA user_version") == ["\(Schema.latestVersion)"])
+        #expect(try await store.integrityCheck() == ["ok"])
+
+        // Every v1 table holds the same rows; meter gained a NULL person on each.
+        let after = try Self.dump(dir.database)
+        for table in ["sync_session", "reading", "sequence_reset"] { #expect(after[table] == before[table], "\(table)") }
+        #expect(after["meter"] == before["meter"]?.map { $0 + "|NULL" })
+
+        let readings = try await store.readings(ReadingQuery())
+        #expect(readings.map(\.reading) == V1Fixture.readings.sorted { $0.instant < $1.instant || $0.instant == $1.instant && $0.meter < $1.meter })
+        #expect(readings.allSatisfy { $0.person == nil })
+        #expect(try await store.meter(testMeter)?.epoch == 1)
+        #expect(try await store.meter(testMeter)?.highWater == 3)
+        #expect(try await store.meter(otherMeter) == nil, "still forgotten")
+        #expect(try await store.sessions(meter: nil, limit: 10).count == 2)
+        #expect(try await store.events(meter: testMeter, limit: 10).map(\.reason) == [.sequenceConflict])
+
+        // People on the upgraded file: assigning attributes stored and new readings.
+        try await store.assign(testMeter, person: "Mia")
+        try await store.assign(otherMeter, person: "Jonas")
+        #expect(try await store.people() == [testMeter: "Mia", otherMeter: "Jonas"])
+        let committed = try await store.commit(makeBatch([makeReading(4)], newHighWater: 4))
+        #expect(committed.inserted.map(\.person) == ["Mia"])
+        #expect(committed.meter.person == "Mia")
+        let mine = try await store.readings(ReadingQuery(meter: testMeter))
+        #expect(mine.count == 4 && mine.allSatisfy { $0.person == "Mia" })
+        #expect(try await store.readings(ReadingQuery(meter: otherMeter)).map(\.person) == ["Jonas"])
+        #expect(try await store.summaries().map(\.meter.person) == ["Mia", "Jonas"])
+
+        try await store.assign(testMeter, person: nil)
+        #expect(try await store.people() == [otherMeter: "Jonas"])
+        #expect(try await store.readings(ReadingQuery(meter: testMeter)).allSatisfy { $0.person == nil })
+
+        // The person survives reopening; unknown meters and bad names are refused.
+        await store.close()
+        let reopened = try openStore(dir.database)
+        #expect(try await reopened.people() == [otherMeter: "Jonas"])
+        await #expect(throws: StoreError.self) { try await reopened.assign(MeterID("00:00:00:00:00:01"), person: "Mia") }
+        await #expect(throws: StoreError.self) { try await reopened.assign(testMeter, person: "") }
+        await #expect(throws: StoreError.self) {
+            try await reopened.assign(testMeter, person: String(repeating: "x", count: 65))
+        }
+        #expect(try await reopened.meter(testMeter)?.person == nil)
+    }
+
+    /// Every row of every table, `|`-separated, in rowid order.
+    static func dump(_ path: String) throws -> [String: [String]] {
+        let db = try Connection(path: path)
+        defer { db.close() }
+        var out: [String: [String]] = [:]
+        for table in ["meter", "sync_session", "reading", "sequence_reset"] {
+            let names = try db.textColumn("SELECT name FROM pragma_table_info('\(table)') ORDER BY cid", "columns")
+            let expression = names.map { "coalesce(quote(\($0)), '')" }.joined(separator: " || '|' || ")
+            out[table] = try db.textColumn("SELECT \(expression) FROM \(table) ORDER BY rowid", "dump \(table)")
+        }
+        return out
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import HealthDataSync
+import JSON
+import SugarAPI
+import Testing
+
+/// `sugarctl readings --format fhir` from the real daemon, checked by the FHIR R4 (4.0.1) models of
+/// the PyPI `fhir.resources` 6.4.0 release and by the rules a FHIR server applies to a transaction.
+@Suite struct FHIRExportTests {
+    /// The interpreter of the venv `scripts/install-deps` makes for `fhir.resources`.
+    static let validatorPython = ProcessInfo.processInfo.environment["SUGARD_FHIR_PYTHON"] ?? "/opt/sugard-fhir/bin/python"
+
+    static let validator = """
+        import json, sys
+        from fhir.resources import __fhir_version__
+        from fhir.resources.bundle import Bundle
+        assert __fhir_version__ == "4.0.1", __fhir_version__
+        bundle = Bundle.parse_raw(sys.stdin.read())
+        print(bundle.type, len(bundle.entry or []), ",".join(e.resource.resource_type for e in bundle.entry or []))
+        """
+
+    /// Runs the R4 model check; the stdout line, or the validator's complaint as the error.
+    static func validate(_ json: String) async throws -> ProcessOutput {
+        guard FileManager.default.isExecutableFile(atPath: self.validatorPython) else {
+            throw TestError("no FHIR validator at \(self.validatorPython): run scripts/install-deps")
+        }
+        return try await runProcess(self.validatorPython, ["-c", self.validator], stdin: json)
+    }
+
+    nonisolated(unsafe) static let uuidURN = #/urn:uuid:[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}/#
+
+    /// Every `reference` anywhere below `value`.
+    static func references(_ value: JSONValue) -> [String] {
+        switch value {
+        case .object(let o): return (o["reference"]?.stringValue.map { [$0] } ?? []) + o.entries.map(\.value).flatMap(self.references)
+        case .array(let a): return a.flatMap(self.references)
+        default: return []
+        }
+    }
+
+    /// Every identifier `system` below `value`.
+    static func identifierSystems(_ value: JSONValue) -> [String] {
+        switch value {
+        case .object(let o):
+            let own = o["identifier"]?.arrayValue?.compactMap { $0["system"]?.stringValue } ?? []
+            return own + o.entries.map(\.value).flatMap(self.identifierSystems)
+        case .array(let a): return a.flatMap(self.identifierSystems)
+        default: return []
+        }
+    }
+
+    @Test func bundleIsATransactionAServerAccepts() async throws {
+        try await withAPIServer { f in
+            let a = meterA.id.rawValue
+            _ = try await f.call(api + "AssignMeter", ["meter": .string(a), "person": "Mia"])
+            let out = try await runProcess(
+                try sugarctlPath(), ["--socket", f.path, "readings", "--format", "fhir"], environment: ["HOME": "/nonexistent-home"])
+            #expect(out.status == 0, "\(out.stderr)")
+            #expect(out.stderr.contains("skipped 1 of 7"), "the control-solution test")
+
+            let checked = try await Self.validate(out.stdout)
+            #expect(checked.status == 0, "fhir.resources rejected the Bundle: \(checked.stderr)")
+            #expect(checked.stdout.hasPrefix("transaction 9 Patient,Device,Device,Observation"), "\(checked.stdout)")
+
+            let bundle = try JSONValue(parsing: out.stdout)
+            #expect(bundle["type"] == "transaction")
+            let entries = try #require(bundle["entry"]?.arrayValue)
+            let fullUrls = entries.compactMap { $0["fullUrl"]?.stringValue }
+            #expect(fullUrls.count == entries.count && Set(fullUrls).count == entries.count)
+            for url in fullUrls { #expect(url.wholeMatch(of: Self.uuidURN) != nil, "\(url) is not a version-5 UUID URN") }
+            // Every reference resolves inside the Bundle.
+            let references = Self.references(bundle)
+            #expect(!references.isEmpty)
+            for reference in references { #expect(fullUrls.contains(reference), "dangling reference \(reference)") }
+            // Identifier systems are absolute URIs (no home-made urn:sugard: names).
+            for system in Self.identifierSystems(bundle) {
+                #expect(system == "urn:ietf:rfc:3986", "\(system)")
+            }
+            // POST each, unless a resource with its identifier exists (posting twice creates nothing twice).
+            for entry in entries {
+                let resource = try #require(entry["resource"])
+                let identifier = try #require(resource["identifier"]?.arrayValue?.first)
+                #expect(resource["id"] == nil, "a server assigns ids on POST")
+                #expect(entry["request"]?["method"] == "POST")
+                #expect(entry["request"]?["url"] == resource["resourceType"])
+                #expect(
+                    entry["request"]?["ifNoneExist"]?.stringValue
+                        == "identifier=\(identifier["system"]?.stringValue ?? "")|\(identifier["value"]?.stringValue ?? "")")
+            }
+
+            func resources(_ type: String) -> [JSONValue] {
+                entries.filter { $0["resource"]?["resourceType"]?.stringValue == type }.compactMap { $0["resource"] }
+            }
+            func urlOf(_ resource: JSONValue) -> String? { entries.first { $0["resource"] == resource }?["fullUrl"]?.stringValue }
+            let patient = try #require(resources("Patient").first)
+            #expect(patient["name"]?.arrayValue?.first?["text"] == "Mia")
+            let patientURL = try #require(urlOf(patient))
+            let device = try #require(resources("Device").first { $0["serialNumber"] == "92600001" })
+            #expect(device["manufacturer"] == "Roche")
+            #expect(device["modelNumber"] == "Accu-Chek Guide")
+            #expect(device["identifier"]?.arrayValue?.first?["value"] == "urn:dev:mac:c026da010203")
+            #expect(device["patient"]?["reference"]?.stringValue == patientURL)
+            let deviceURL = try #require(urlOf(device))
+
+            let observations = resources("Observation")
+            #expect(observations.count == 6)
+            let fromA = observations.filter { $0["device"]?["reference"]?.stringValue == deviceURL }
+            #expect(fromA.count == 4)
+            for observation in fromA { #expect(observation["subject"]?["reference"]?.stringValue == patientURL) }
+            for observation in observations where !fromA.contains(observation) {
+                #expect(observation["subject"] == nil, "meter B is nobody's")
+            }
+            for observation in observations {
+                #expect(observation["code"]?["coding"]?.arrayValue?.first?["code"] == "41653-7", "capillary whole blood, mg/dL")
+                #expect(observation["effectiveDateTime"]?.stringValue?.hasSuffix("+01:00") == true)
+            }
+            // The HI reading: no number, why not, and how to read it.
+            let hi = try #require(observations.first { $0["valueQuantity"] == nil })
+            #expect(hi["dataAbsentReason"]?["coding"]?.arrayValue?.first?["code"] == "positive-infinity")
+            #expect(hi["interpretation"]?.arrayValue?.first?["coding"]?.arrayValue?.first?["code"] == "HH")
+
+            // The same reading gets the same UUID in every export, and that UUID is the RFC 4122
+            // version-5 UUID of its reading id (checked with Python's uuid module).
+            let again = try await runProcess(
+                try sugarctlPath(), ["--socket", f.path, "readings", "--format", "fhir", "--unit", "mmol"],
+                environment: ["HOME": "/nonexistent-home"])
+            let mmol = try JSONValue(parsing: again.stdout)
+            #expect(mmol["entry"]?.arrayValue?.compactMap { $0["fullUrl"]?.stringValue } == fullUrls)
+            #expect(try await Self.validate(again.stdout).status == 0)
+            #expect(
+                mmol["entry"]?.arrayValue?.last?["resource"]?["code"]?["coding"]?.arrayValue?.first?["code"] == "14743-9")
+            let listed = try await f.call(api + "ListReadings", ["meter": .string(a), "limit": 1])
+            let id = ReadingExport.identifier(try #require(listed["readings"]?.arrayValue?.first))
+            let python = try await runProcess(
+                "/usr/bin/env",
+                [
+                    "python3", "-c",
+                    "import sys, uuid; ns = uuid.uuid5(uuid.NAMESPACE_URL, 'https://github.com/sugard/sugard'); print(uuid.uuid5(ns, 'reading/' + sys.argv[1]).urn)",
+                    id,
+                ])
+            #expect(fullUrls.contains(python.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), "\(python)")
+        }
+    }
+
+    /// The validator itself says no to a broken Bundle (so the check above can fail).
+    @Test func theValidatorRejectsABrokenBundle() async throws {
+        let (bundle, _) = ReadingExport.fhir(
+            [["meter": "C0:26:DA:01:02:03", "epoch": 0, "sequenceNumber": 1, "mgdL": 99, "mmolL": 5.5, "flags": [],
+              "time": ["iso": "2024-03-31T01:30:00Z", "epochMillis": 1_711_848_600_000, "local": "2024-03-31T03:30:00+02:00"]]],
+            meters: [:], unit: .mgdL)
+        #expect(try await Self.validate(bundle.serialized()).status == 0)
+        // An Observation without its required status.
+        let text = bundle.serialized()
+        let broken = text.replacingOccurrences(of: #""status":"final","#, with: "")
+        #expect(broken != text)
+        let refused = try await Self.validate(broken)
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("status"), "\(refused.stderr)")
+    }
+}
