@@ -66,6 +66,7 @@ enum DoctorCommand {
         let bluez = await self.bluezChecks()
         checks += bluez.checks
         checks += await self.daemonChecks(parsed, bluez: bluez.devices)
+        checks += self.sinkChecks(await StatusCommand.sinks())
         let failed = checks.contains { $0.status == .fail }
         if parsed.flags.contains("json") {
             writeStdout(JSONValue.object(["checks": .array(checks.map(\.json)), "ok": .bool(!failed)]).prettySerialized() + "\n")
@@ -75,6 +76,33 @@ enum DoctorCommand {
             writeStdout(failed ? "\n\(failures) check(s) failed; fix the first one first.\n" : "\nAll checks passed.\n")
         }
         return failed ? ExitCode.failure : ExitCode.success
+    }
+
+    /// One check per sink sugard-forward reports (none without a forwarder): connected is ok,
+    /// retrying a warning (it keeps trying by itself), failing or unreachable a failure.
+    static func sinkChecks(_ sinks: [JSONValue]) -> [Check] {
+        sinks.map { sink in
+            let name = "forwarder \(sink["name"]?.stringValue ?? "sink")"
+            let state = sink["state"]?.stringValue ?? "?"
+            var message = state + (sink["reason"]?.stringValue.map { " (\($0))" } ?? "")
+            if let pending = sink["pending"]?.intValue { message += ", \(pending) readings pending" }
+            switch state {
+            case "connected":
+                return Check(name: name, status: .ok, message: message)
+            case "retrying":
+                return Check(
+                    name: name, status: .warning, message: message,
+                    fix: "sugard-forward retries by itself; check that the broker or server is up and reachable")
+            case "unreachable":
+                return Check(
+                    name: name, status: .fail, message: message,
+                    fix: "systemctl status sugard-forward; journalctl -u sugard-forward -b")
+            default:
+                return Check(
+                    name: name, status: .fail, message: message,
+                    fix: "check the credentials, CA file and URL in /etc/sugard/forward.conf, then systemctl restart sugard-forward")
+            }
+        }
     }
 
     // MARK: - Kernel, adapters, rfkill

@@ -250,6 +250,15 @@ import Varlink
         return result.stdout
     }
 
+    /// `sugarctl doctor --json`'s check for the forwarder's sink (name "forwarder mqtt").
+    func doctorSinkCheck(_ rig: ForwardRig) async throws -> JSONValue? {
+        let result = try await runToEnd(
+            try builtProduct("sugarctl"), ["doctor", "--json", "--socket", rig.socket],
+            environment: ["SUGARD_FORWARD_SOCKET": rig.statusSocket, "TZ": "UTC"], dir: rig.dir, seconds: 20)
+        let checks = try JSONValue(parsing: result.stdout)["checks"]?.arrayValue ?? []
+        return checks.first { $0["name"] == "forwarder mqtt" }
+    }
+
     @Test func sugarctlStatusShowsTheSink() async throws {
         try await withRig(seconds: 2) { rig in
             try await rig.startBroker()
@@ -262,6 +271,7 @@ import Varlink
                     && !text.contains("last delivery never")
             }
             #expect(connected, "\(text)")
+            #expect(try await self.doctorSinkCheck(rig)?["status"] == "ok")
             rig.killBroker()
             let retrying = try await eventually(within: 10) {
                 text = try await self.sugarctlStatus(rig)
@@ -273,6 +283,9 @@ import Varlink
             #expect(sink["state"] == "retrying")
             #expect(sink["pending"]?.intValue != nil)
             #expect(sink["lastDeliveryMillis"]?.intValue != nil)
+            let check = try #require(try await self.doctorSinkCheck(rig))
+            #expect(check["status"] == "warning", "\(check)")
+            #expect(check["message"]?.stringValue?.contains("Connection refused") == true, "\(check)")
         }
     }
 
