@@ -156,37 +156,68 @@ public enum ForwardCommand: Equatable, Sendable {
     case run(ForwardConfig)
     case help
     case version
+    /// `--generate-man`: sugard-forward(8) in roff, from the same tables as `--help`.
+    case manPage
 }
 
 public enum ForwardCommandLine {
     public static let defaultConfigFile = "/etc/sugard/forward.conf"
     public static let defaultStateDirectory = "/var/lib/sugard-forward"
 
-    public static let usage = """
-        OVERVIEW: sugard-forward - every stored reading to an MQTT 5 broker and Home Assistant
-
-        Follows sugard's readings in commit order (FollowReadings) and publishes each one once
-        (QoS 1) to <topic_prefix>/<gateway_id>/<meter>/reading, keeps the retained state topic and
-        Home Assistant discovery up to date, and resumes after the last reading the broker
+    static let summary = "every stored reading to an MQTT 5 broker and Home Assistant"
+    static let description = """
+        Follows sugard's readings in commit order (FollowReadings) and publishes each one once \
+        (QoS 1) to <topic_prefix>/<gateway_id>/<meter>/reading, keeps the retained state topic and \
+        Home Assistant discovery up to date, and resumes after the last reading the broker \
         acknowledged when restarted.
+        """
+    static let synopsis = "sugard-forward [--config FILE] [--socket PATH] [--state-dir DIR] [--log-level LEVEL]"
+    static let exitStatus = "0 stopped by SIGTERM/SIGINT, 64 bad flags, 78 bad config file."
 
-        USAGE: sugard-forward [--config FILE] [--socket PATH] [--state-dir DIR] [--log-level LEVEL]
+    /// The flags, for `--help` and the man page.
+    public static let options: [(flag: String, help: String)] = [
+        ("--config FILE", "Config file (default /etc/sugard/forward.conf; it must exist when given)."),
+        ("--socket PATH", "sugard's socket (default $SUGARD_SOCKET, else the system socket /run/sugard/io.sugard.HealthDataSync if it exists, else the demo's)."),
+        ("--state-dir DIR", "Delivery cursor and status socket io.sugard.Forward (default $STATE_DIRECTORY or /var/lib/sugard-forward)."),
+        ("--log-level LEVEL", "error, warning, notice, info (default) or debug."),
+        ("--version", "Print the version."),
+        ("-h, --help", "Show this help."),
+    ]
+
+    public static let usage = """
+        OVERVIEW: sugard-forward - \(summary)
+
+        \(description)
+
+        USAGE: \(synopsis)
 
         OPTIONS:
-          --config FILE      Config file (default /etc/sugard/forward.conf; it must exist when given).
-          --socket PATH      sugard's socket (default $SUGARD_SOCKET, else the system socket
-                             /run/sugard/io.sugard.HealthDataSync if it exists, else the demo's).
-          --state-dir DIR    Delivery cursor and status socket io.sugard.Forward (default
-                             $STATE_DIRECTORY or /var/lib/sugard-forward).
-          --log-level LEVEL  error, warning, notice, info (default) or debug.
-          --version          Print the version.
-          -h, --help         Show this help.
+        \(options.map { "  \($0.flag.padding(19))\($0.help)" }.joined(separator: "\n"))
 
         CONFIG KEYS (key = value):
         \(ForwardConfig.keys.map { "  \($0.key.padding(19))\($0.help)" }.joined(separator: "\n"))
 
-        Exit status: 0 stopped by SIGTERM/SIGINT, 64 bad flags, 78 bad config file.
+        Exit status: \(exitStatus)
         """
+
+    /// sugard-forward(8), built from the tables behind `--help`.
+    public static func manPage() -> String {
+        var page = ManPage(name: "sugard-forward", section: 8, summary: summary)
+        page.section("Synopsis")
+        page.literal([synopsis])
+        page.section("Description")
+        page.paragraph(description)
+        page.section("Options")
+        for option in options { page.item(option.flag, option.help) }
+        page.section("Configuration")
+        page.paragraph("\(defaultConfigFile): one key = value per line, # comments; errors name the file and line.")
+        for key in ForwardConfig.keys { page.item(key.key, key.help) }
+        page.section("Exit status")
+        page.paragraph(exitStatus)
+        page.section("See also")
+        page.paragraph("sugard(8), sugarctl(1), sugard.conf(5)")
+        return page.roff
+    }
 
     /// Parses arguments (without the program name): defaults, then the file, then the flags.
     public static func parse(_ arguments: [String], environment: [String: String]) throws(ConfigError) -> ForwardCommand {
@@ -205,6 +236,7 @@ public enum ForwardCommandLine {
             switch name {
             case "-h", "--help": return .help
             case "--version": return .version
+            case "--generate-man": return .manPage
             case "--config": configFile = try flagValue()
             case "--socket": flags.append(("socket", try flagValue()))
             case "--state-dir": flags.append(("state_dir", try flagValue()))

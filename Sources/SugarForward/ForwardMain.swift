@@ -25,6 +25,9 @@ public enum ForwardMain {
         case .version:
             print("sugard-forward \(sugardForwardVersion)")
             return 0
+        case .manPage:
+            print(ForwardCommandLine.manPage(), terminator: "")
+            return 0
         case .run(let parsed):
             config = parsed
         }

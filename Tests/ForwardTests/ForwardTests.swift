@@ -312,6 +312,32 @@ import Varlink
         }
     }
 
+    /// sugard-forward(8) comes from the tables behind --help: every flag and config key is in it, and
+    /// man(1) formats it without a warning.
+    @Test func manPageCarriesEveryFlagAndKey() async throws {
+        let dir = NSTemporaryDirectory() + "sfw-man-\(getpid())"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let man = try await runToEnd(try builtProduct("sugard-forward"), ["--generate-man"], environment: [:], dir: dir, seconds: 20)
+        #expect(man.status == 0, "\(man.stderr)")
+        let help = try await runToEnd(try builtProduct("sugard-forward"), ["--help"], environment: [:], dir: dir, seconds: 20)
+        let escaped = man.stdout.replacingOccurrences(of: "\\-", with: "-")
+        for flag in ["--config", "--socket", "--state-dir", "--log-level", "--version", "--help"] {
+            #expect(escaped.contains(flag), "\(flag) missing from the man page")
+            #expect(help.stdout.contains(flag), "\(flag) missing from --help")
+        }
+        for key in ["mqtt_url", "mqtt_ca_file", "mqtt_username", "mqtt_password_file", "mqtt_client_id", "topic_prefix", "gateway_id",
+                    "homeassistant_discovery", "homeassistant_prefix", "unit"] {
+            #expect(escaped.contains(key), "\(key) missing from the man page")
+            #expect(help.stdout.contains(key), "\(key) missing from --help")
+        }
+        let page = dir + "/sugard-forward.8"
+        try man.stdout.write(toFile: page, atomically: true, encoding: .utf8)
+        let formatted = try await runToEnd("/usr/bin/man", ["--warnings", "-l", page], environment: ["MANWIDTH": "80", "PAGER": "cat"], dir: dir, seconds: 20)
+        #expect(formatted.status == 0, "\(formatted.stderr)")
+        #expect(formatted.stderr.isEmpty, "man warnings: \(formatted.stderr)")
+    }
+
     @Test func badConfigNamesFileAndLineAndExits78() async throws {
         try await withRig(seconds: 1) { rig in
             try "mqtt_url = mqtt://127.0.0.1:1\nfrobnicate = yes\n".write(
