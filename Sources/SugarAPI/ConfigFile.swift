@@ -74,8 +74,8 @@ public enum ConfigFile {
         return (String(argument[..<eq]), String(argument[argument.index(after: eq)...]))
     }
 
-    /// Reads a whole text file (at most 1 MiB of UTF-8); nil when it does not exist.
-    public static func readText(_ path: String) throws(ConfigError) -> String? {
+    /// Reads a whole file of at most `limit` bytes; nil when it does not exist.
+    public static func readBytes(_ path: String, limit: Int) throws(ConfigError) -> [UInt8]? {
         guard let fp = fopen(path, "rb") else {
             if errno == ENOENT { return nil }
             throw ConfigError(file: path, "cannot read: \(String(cString: strerror(errno)))")
@@ -87,8 +87,14 @@ public enum ConfigFile {
             let n = fread(&buffer, 1, buffer.count, fp)
             if n > 0 { bytes.append(contentsOf: buffer[0..<n]) }
             if n < buffer.count { break }
-            if bytes.count > 1 << 20 { throw ConfigError(file: path, "file is larger than 1 MiB") }
+            if bytes.count > limit { throw ConfigError(file: path, "file is larger than \(limit >> 20) MiB") }
         }
+        return bytes
+    }
+
+    /// Reads a whole text file (at most 1 MiB of UTF-8); nil when it does not exist.
+    public static func readText(_ path: String) throws(ConfigError) -> String? {
+        guard let bytes = try Self.readBytes(path, limit: 1 << 20) else { return nil }
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw ConfigError(file: path, "file is not UTF-8 text")
         }

@@ -393,15 +393,5 @@ public final class Daemon: Sendable {
 
 /// Reads a whole binary file (zone files); nil when unreadable.
 func readBinaryFile(_ path: String) -> [UInt8]? {
-    guard let fp = fopen(path, "rb") else { return nil }
-    defer { fclose(fp) }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65_536)
-    while true {
-        let n = fread(&buffer, 1, buffer.count, fp)
-        if n > 0 { bytes.append(contentsOf: buffer[0..<n]) }
-        if n < buffer.count { break }
-        if bytes.count > 4 << 20 { return nil }
-    }
-    return bytes
+    (try? ConfigFile.readBytes(path, limit: 4 << 20)) ?? nil
 }

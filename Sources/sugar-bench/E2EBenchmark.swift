@@ -56,33 +56,12 @@ enum E2EBenchmark {
             meters: [],
             options: ReplayTransport.Options(adapterName: "bench", clock: { SimulatedFleet.baseTime(unixMillis: unixMillis()) }))
         let timed = TimedTransport(replay)
-        let runtimeBox = Lock<DaemonRuntime?>(nil)
-        let parts = DaemonParts(
-            transport: timed, background: { runtime in runtimeBox.withLock { $0 = runtime } },
-            shutdown: { await replay.shutdown() })
-        let daemon = Daemon(config: config, configFile: nil, environment: [:])
-
         do {
-            let result = try await withThrowingTaskGroup(of: JSONObject?.self) { group -> JSONObject in
-                group.addTask {
-                    try await daemon.run(
-                        transportFactory: { _, _ in parts }, serverFactory: DaemonAssembly.server, handleSignals: false)
-                    return nil
-                }
-                defer { daemon.stop() }
-                var runtime: DaemonRuntime?
-                for _ in 0..<2000 {
-                    runtime = runtimeBox.withLock { $0 }
-                    if runtime != nil { break }
-                    try await Task.sleep(for: .milliseconds(5))
-                }
-                guard let runtime else { throw DaemonError("the daemon did not start within 10 s") }
-                let result = try await self.measure(
+            let result = try await HostedDaemon.run(config: config, transport: timed, shutdown: { await replay.shutdown() }) {
+                runtime in
+                try await self.measure(
                     path: config.socketPath, runtime: runtime, replay: replay, timed: timed, records: records,
                     watchers: watchers, samples: samples, idleSeconds: idleSeconds)
-                daemon.stop()
-                try await group.waitForAll()
-                return result
             }
             writeStdout(JSONValue.object(result).serialized() + "\n")
             return 0

@@ -42,33 +42,12 @@ enum SocketBenchmark {
                     type: .capillaryPlasma, sampleLocation: .finger))
         }
         let replay = ReplayTransport(meters: [simulator], options: ReplayTransport.Options(adapterName: "bench"))
-        let runtimeBox = Lock<DaemonRuntime?>(nil)
-        let parts = DaemonParts(
-            transport: replay, background: { runtime in runtimeBox.withLock { $0 = runtime } },
-            shutdown: { await replay.shutdown() })
-        let daemon = Daemon(config: config, configFile: nil, environment: [:])
         do {
-            let result = try await withThrowingTaskGroup(of: JSONObject?.self) { group -> JSONObject in
-                group.addTask {
-                    try await daemon.run(
-                        transportFactory: { _, _ in parts }, serverFactory: DaemonAssembly.server, handleSignals: false)
-                    return nil
-                }
-                defer { daemon.stop() }
-                var runtime: DaemonRuntime?
-                for _ in 0..<2000 {
-                    runtime = runtimeBox.withLock { $0 }
-                    if let runtime, runtime.models.viewModel.state.readingCount == 100 { break }
-                    try await Task.sleep(for: .milliseconds(5))
-                }
-                guard let runtime, runtime.models.viewModel.state.readingCount == 100 else {
-                    throw DaemonError("the daemon did not start and sync its meter within 10 s")
-                }
-                let result = try await self.load(
-                    path: config.socketPath, clients: clients, seconds: seconds, models: runtime.models)
-                daemon.stop()
-                try await group.waitForAll()
-                return result
+            let result = try await HostedDaemon.run(
+                config: config, transport: replay, shutdown: { await replay.shutdown() },
+                ready: { $0.models.viewModel.state.readingCount == 100 }
+            ) { runtime in
+                try await self.load(path: config.socketPath, clients: clients, seconds: seconds, models: runtime.models)
             }
             var object: JSONObject = ["benchmark": "socket", "clients": .int(Int64(clients)), "watchers": .int(Int64(clients))]
             for entry in result.entries { object[entry.key] = entry.value }
