@@ -206,6 +206,35 @@ private func finishedCount(_ log: EventLog) -> Int {
         }
     }
 
+    /// The check re-reads the high-water record, and with it its context: that context belongs to
+    /// the check, so no sync of a meter with contexts reports an orphan context.
+    @Test func theCheckedRecordsContextIsNoOrphan() async throws {
+        var s = MeterScript()
+        s.records = (1...4).map { seq in
+            ScriptedRecord(
+                measurement: measurementBytes(seq: seq, 2024, 6, 1, 8, Int(seq), sfloat: mgdl(100 + Int(seq)), contextFollows: true),
+                context: contextBytes(seq: seq, meal: 1))
+        }
+        try await withEngine([s]) { engine, transport, store, log in
+            #expect(try await engine.sync(meter: s.id, force: true).stored == 4)
+            transport.update(s.id) { script in
+                script.records.append(ScriptedRecord(
+                    measurement: measurementBytes(seq: 5, 2024, 6, 1, 9, sfloat: mgdl(130), contextFollows: true),
+                    context: contextBytes(seq: 5, meal: 2)))
+            }
+            let more = try await engine.sync(meter: s.id, force: true)
+            #expect(more.result == .success && more.stored == 1 && !more.reset)
+            let same = try await engine.sync(meter: s.id, force: true)
+            #expect(same.result == .noNewRecords && !same.reset)
+            let anomalies = log.all.flatMap { event -> [SyncAnomaly] in
+                if case .anomalies(_, let found) = event { return found.filter { $0.kind == .orphanContext } } else { return [] }
+            }
+            #expect(anomalies.isEmpty, "\(anomalies)")
+            let stored = try await store.readings(ReadingQuery(meter: s.id))
+            #expect(stored.count == 5 && stored.allSatisfy { $0.reading.contextBytes != nil })
+        }
+    }
+
     @Test func anUnchangedMeterIsNoReset() async throws {
         let s = script(records: 1...10)
         try await withEngine([s]) { engine, transport, store, _ in

@@ -525,6 +525,8 @@ public struct SyncStateMachine: Sendable {
             return
         }
         let seq = context.sequenceNumber
+        // The high-water record's context during the reset check: part of the check, not the batch.
+        if self.pending == .racp(.verify) { return }
         if let i = self.recordIndex[seq] {
             if self.records[i].context != nil {
                 self.anomalies.append(SyncAnomaly(.duplicateContext, sequenceNumber: seq, "Record \(seq) got a second context; the first was kept."))
