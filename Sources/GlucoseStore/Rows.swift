@@ -203,36 +203,45 @@ enum ReadingRows {
         _ db: Connection
     ) throws(StoreError) -> Int64 {
         try db.withStatement(Self.insertSQL) { (s) throws(StoreError) -> Int64 in
-            try s.bind(meterRowID, at: 1)
-            try s.bind(Int64(epoch), at: 2)
-            try s.bind(Int64(r.sequenceNumber), at: 3)
-            try s.bind(blob: r.measurementBytes, at: 4)
-            try s.bind(blob: r.contextBytes, at: 5)
-            try s.bind(isoText: r.baseTime, at: 6)
-            try s.bind(r.timeOffsetMinutes, at: 7)
-            try s.bind(r.concentrationRaw.map { Int64($0) }, at: 8)
-            try s.bind(r.unit?.rawValue, at: 9)
-            try s.bind(r.sampleType.map { Int64($0) }, at: 10)
-            try s.bind(r.sampleLocation.map { Int64($0) }, at: 11)
-            try s.bind(r.sensorStatus.map { Int64($0) }, at: 12)
-            try s.bind(r.meal.map { Int64($0) }, at: 13)
-            try s.bind(r.instant.epochMillis, at: 14)
-            try s.bind(r.time.method.rawValue, at: 15)
-            try s.bind(r.time.zone, at: 16)
-            try s.bind(r.time.utcOffsetSeconds, at: 17)
-            try s.bind(r.time.meterClockSkewSeconds, at: 18)
-            try s.bind(isoText: r.time.meterLocalTime, at: 19)
-            try s.bind(r.time.quirks.joined(separator: String(Self.quirkSeparator)), at: 20)
-            try s.bind(r.mgdL, at: 21)
-            try s.bind(r.mmolL, at: 22)
-            try s.bind(r.ketoneMmolL, at: 23)
-            try s.bind(Int64(r.flags.rawValue), at: 24)
-            try s.bind(r.flags.isEmpty ? "" : r.flags.names.joined(separator: ","), at: 25)
-            try s.bind(storedAt.epochMillis, at: 26)
-            try s.bind(sessionID, at: 27)
-            try s.run("Storing reading #\(r.sequenceNumber) of meter \(r.meter) in \(db.path)")
-            return db.lastInsertRowID
+            try Self.insert(r, meterRowID: meterRowID, epoch: epoch, storedAt: storedAt, sessionID: sessionID, with: s, db)
         }
+    }
+
+    /// The same with `s`, the prepared ``insertSQL`` the caller holds (a batch looks it up once);
+    /// the caller resets it.
+    static func insert(
+        _ r: Reading, meterRowID: Int64, epoch: Int, storedAt: Instant, sessionID: Int64?, with s: Statement,
+        _ db: Connection
+    ) throws(StoreError) -> Int64 {
+        try s.bind(meterRowID, at: 1)
+        try s.bind(Int64(epoch), at: 2)
+        try s.bind(Int64(r.sequenceNumber), at: 3)
+        try s.bind(blob: r.measurementBytes, at: 4)
+        try s.bind(blob: r.contextBytes, at: 5)
+        try s.bind(isoText: r.baseTime, at: 6)
+        try s.bind(r.timeOffsetMinutes, at: 7)
+        try s.bind(r.concentrationRaw.map { Int64($0) }, at: 8)
+        try s.bind(r.unit?.rawValue, at: 9)
+        try s.bind(r.sampleType.map { Int64($0) }, at: 10)
+        try s.bind(r.sampleLocation.map { Int64($0) }, at: 11)
+        try s.bind(r.sensorStatus.map { Int64($0) }, at: 12)
+        try s.bind(r.meal.map { Int64($0) }, at: 13)
+        try s.bind(r.instant.epochMillis, at: 14)
+        try s.bind(r.time.method.rawValue, at: 15)
+        try s.bind(r.time.zone, at: 16)
+        try s.bind(r.time.utcOffsetSeconds, at: 17)
+        try s.bind(r.time.meterClockSkewSeconds, at: 18)
+        try s.bind(isoText: r.time.meterLocalTime, at: 19)
+        try s.bind(r.time.quirks.isEmpty ? "" : r.time.quirks.joined(separator: String(Self.quirkSeparator)), at: 20)
+        try s.bind(r.mgdL, at: 21)
+        try s.bind(r.mmolL, at: 22)
+        try s.bind(r.ketoneMmolL, at: 23)
+        try s.bind(Int64(r.flags.rawValue), at: 24)
+        try s.bind(r.flags.isEmpty ? "" : r.flags.names.joined(separator: ","), at: 25)
+        try s.bind(storedAt.epochMillis, at: 26)
+        try s.bind(sessionID, at: 27)
+        try s.run("Storing reading #\(r.sequenceNumber) of meter \(r.meter) in \(db.path)")
+        return db.lastInsertRowID
     }
 
     static let selectColumns = """
