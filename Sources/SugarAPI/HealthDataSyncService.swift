@@ -37,6 +37,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     }
 
     public static let interfaceName = "io.sugard.HealthDataSync"
+    /// The most readings one `FollowReadings` reply carries (its `batch` parameter).
+    public static let maxFollowBatch = 256
     /// Methods open to the socket group.
     public static let readMethods: Set<String> = [
         "GetStatus", "Watch", "ListReadings", "ListMeters", "ListSyncSessions", "FollowReadings",
@@ -455,6 +457,10 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     /// one as it commits. A page is read from the database only once the client has read what it
     /// got (``waitForReader(_:stillWanted:)``), so a stalled client costs at most one page plus the
     /// connection's output cap. Commits are noticed through the view model's `readingCount`.
+    ///
+    /// With `batch`, one reply carries up to that many readings (`readings`, each with its cursor)
+    /// when more than one is waiting: the same stream with fewer messages. A reply never holds
+    /// more than one page, so the bound stays one page plus the output cap.
     private func followReadings(_ p: JSONObject, replier: VarlinkReplier) async throws(VarlinkError) {
         var cursor: Int64 = 0
         if let after = p["after"], !after.isNull {
@@ -462,6 +468,13 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                 throw Self.invalid("after", "after must be a cursor from an earlier reply (0 or more).")
             }
             cursor = n
+        }
+        var batch: Int?
+        if let value = p["batch"], !value.isNull {
+            guard let n = value.intValue, n >= 1, n <= Int64(Self.maxFollowBatch) else {
+                throw Self.invalid("batch", "batch must be 1 to \(Self.maxFollowBatch).")
+            }
+            batch = Int(n)
         }
         // Subscribed before the first read, so a commit between a read and the wait is not missed.
         let watcher = self.backend.models.viewModel.watch(fields: [.readingCount], policy: .coalesced)
@@ -474,12 +487,26 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             } catch {
                 throw Self.error(for: error)
             }
-            for stored in page {
-                await self.waitForReader(replier) { true }
-                if replier.isClosed || Task.isCancelled { return }
-                guard replier.reply(["cursor": .int(stored.id), "reading": ReadingJSON.object(stored)], continues: true)
-                else { return }
-                cursor = stored.id
+            if let batch {
+                var start = page.startIndex
+                while start < page.endIndex {
+                    let end = min(start + batch, page.endIndex)
+                    await self.waitForReader(replier) { true }
+                    if replier.isClosed || Task.isCancelled { return }
+                    let readings: [JSONValue] = page[start..<end].map { ["cursor": .int($0.id), "reading": ReadingJSON.object($0)] }
+                    guard replier.reply(["cursor": .int(page[end - 1].id), "readings": .array(readings)], continues: true)
+                    else { return }
+                    cursor = page[end - 1].id
+                    start = end
+                }
+            } else {
+                for stored in page {
+                    await self.waitForReader(replier) { true }
+                    if replier.isClosed || Task.isCancelled { return }
+                    guard replier.reply(["cursor": .int(stored.id), "reading": ReadingJSON.object(stored)], continues: true)
+                    else { return }
+                    cursor = stored.id
+                }
             }
             if page.count < pageSize {
                 guard await watcher.next() != nil else {

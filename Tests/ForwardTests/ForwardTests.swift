@@ -210,6 +210,27 @@ import Varlink
                 if resumed.count == cursors.count - cursors.count / 2 - 1 { break }
             }
             #expect(resumed == Array(cursors[(cursors.count / 2 + 1)...]))
+            // With batch: the same stream, several readings per reply, each with its cursor.
+            let batched = try VarlinkClient(socketPath: rig.socket)
+            defer { batched.close() }
+            var batchedCursors: [Int64] = []
+            var replies = 0
+            for try await reply in batched.callMore("io.sugard.HealthDataSync.FollowReadings", ["batch": 8]) {
+                replies += 1
+                let list = try #require(reply["readings"]?.arrayValue)
+                #expect(reply["reading"] == nil && !list.isEmpty && list.count <= 8)
+                #expect(reply["cursor"] == list.last?["cursor"])
+                #expect(list.allSatisfy { $0["reading"]?["time"]?["iso"] != nil })
+                batchedCursors += list.compactMap { $0["cursor"]?.intValue }
+                if batchedCursors.count >= cursors.count { break }
+            }
+            #expect(batchedCursors == cursors)
+            #expect(replies < cursors.count, "\(replies) replies for \(cursors.count) stored readings")
+            let tooLarge = try VarlinkClient(socketPath: rig.socket)
+            defer { tooLarge.close() }
+            await #expect(throws: VarlinkClientError.self) {
+                for try await _ in tooLarge.callMore("io.sugard.HealthDataSync.FollowReadings", ["batch": 100_000]) {}
+            }
             let plain = try VarlinkClient(socketPath: rig.socket)
             defer { plain.close() }
             await #expect(throws: VarlinkClientError.self) { _ = try await plain.call("io.sugard.HealthDataSync.FollowReadings") }
