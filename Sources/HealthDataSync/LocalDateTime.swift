@@ -31,46 +31,53 @@ public struct LocalDateTime: Hashable, Comparable, Sendable, CustomStringConvert
 
     /// `2019-02-27T11:10:30`.
     public var isoString: String {
-        // Each field: "-" when negative, then its digits zero-padded to the width; written
-        // straight into the string's storage (6 fields of at most 20 characters, 5 separators).
-        String(unsafeUninitializedCapacity: 128) { out in
-            var n = 0
-            func put(_ v: Int, _ width: Int, after separator: UInt8?) {
-                if let separator {
-                    out[n] = separator
-                    n += 1
-                }
-                if v < 0 {
-                    out[n] = UInt8(ascii: "-")
-                    n += 1
-                }
-                var digits = v.magnitude
-                var count = 1
-                while digits >= 10 {
-                    digits /= 10
-                    count += 1
-                }
-                for _ in count..<max(count, width) {
-                    out[n] = UInt8(ascii: "0")
-                    n += 1
-                }
-                digits = v.magnitude
-                var position = n + count - 1
-                repeat {
-                    out[position] = UInt8(ascii: "0") + UInt8(digits % 10)
-                    digits /= 10
-                    position -= 1
-                } while digits > 0
-                n += count
+        String(unsafeUninitializedCapacity: Self.isoStringMaxBytes) { self.writeISOString(into: $0) }
+    }
+
+    /// The most bytes ``writeISOString(into:)`` writes: 6 fields of at most 20 characters (a sign and
+    /// 19 digits) and 5 separators.
+    public static let isoStringMaxBytes = 128
+
+    /// Writes ``isoString``'s UTF-8 bytes into `out` (at least ``isoStringMaxBytes`` long) and
+    /// returns how many: each field is "-" when negative, then its digits zero-padded to its width.
+    /// No String is made, so the store can bind the text from the stack.
+    public func writeISOString(into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        var n = 0
+        func put(_ v: Int, _ width: Int, after separator: UInt8?) {
+            if let separator {
+                out[n] = separator
+                n += 1
             }
-            put(self.year, 4, after: nil)
-            put(self.month, 2, after: UInt8(ascii: "-"))
-            put(self.day, 2, after: UInt8(ascii: "-"))
-            put(self.hour, 2, after: UInt8(ascii: "T"))
-            put(self.minute, 2, after: UInt8(ascii: ":"))
-            put(self.second, 2, after: UInt8(ascii: ":"))
-            return n
+            if v < 0 {
+                out[n] = UInt8(ascii: "-")
+                n += 1
+            }
+            var digits = v.magnitude
+            var count = 1
+            while digits >= 10 {
+                digits /= 10
+                count += 1
+            }
+            for _ in count..<max(count, width) {
+                out[n] = UInt8(ascii: "0")
+                n += 1
+            }
+            digits = v.magnitude
+            var position = n + count - 1
+            repeat {
+                out[position] = UInt8(ascii: "0") + UInt8(digits % 10)
+                digits /= 10
+                position -= 1
+            } while digits > 0
+            n += count
         }
+        put(self.year, 4, after: nil)
+        put(self.month, 2, after: UInt8(ascii: "-"))
+        put(self.day, 2, after: UInt8(ascii: "-"))
+        put(self.hour, 2, after: UInt8(ascii: "T"))
+        put(self.minute, 2, after: UInt8(ascii: ":"))
+        put(self.second, 2, after: UInt8(ascii: ":"))
+        return n
     }
 
     public var description: String { self.isoString }
