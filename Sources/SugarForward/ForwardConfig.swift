@@ -211,7 +211,7 @@ public enum ForwardCommandLine {
     public static let options: [(flag: String, help: String)] = [
         ("--config FILE", "Config file (default /etc/sugard/forward.conf; it must exist when given)."),
         ("--socket PATH", "sugard's socket (default $SUGARD_SOCKET, else the system socket /run/sugard/io.sugard.HealthDataSync if it exists, else the demo's)."),
-        ("--state-dir DIR", "Delivery cursor and status socket io.sugard.Forward (default $STATE_DIRECTORY or /var/lib/sugard-forward)."),
+        ("--state-dir DIR", "Delivery cursors and status socket io.sugard.Forward (default $STATE_DIRECTORY or /var/lib/sugard-forward)."),
         ("--log-level LEVEL", "error, warning, notice, info (default) or debug."),
         ("--version", "Print the version."),
         ("-h, --help", "Show this help."),

@@ -254,22 +254,23 @@ final class NightscoutSite: Sendable {
     }
 
     /// A refused secret and a rejected batch: each sink shows why and waits (no tight loop), the MQTT
-    /// sink next to them delivers everything meanwhile, and SIGHUP makes both try again.
+    /// sink and a third site next to them deliver everything meanwhile, and SIGHUP makes both try again.
     @Test func refusedAndRejectedSinksShowWhyPauseAndHoldBackNothingElse() async throws {
         try await withRig(meters: 1, backlog: 10, seconds: 3) { rig in
             let refused = try await NightscoutSite(rig, name: "refused")
             let rejected = try await NightscoutSite(rig, name: "rejected")
             try await refused.control(["refuse": true])
             try await rejected.control(["reject": "entries are limited on this site"])
-            try rig.writeForwardConfig(refused.section("refused") + rejected.section("rejected"))
+            let healthy = try await NightscoutSite(rig, name: "healthy")
+            try rig.writeForwardConfig(refused.section("refused") + rejected.section("rejected") + healthy.section("healthy"))
             try await rig.startAll()
             var sinks: [JSONValue] = []
             let shown = try await eventually(within: 10) {
                 sinks = try await self.status(rig)
-                return sinks.count == 3 && sinks[1]["nightscoutState"] == "refused" && sinks[2]["nightscoutState"] == "paused"
+                return sinks.count == 4 && sinks[1]["nightscoutState"] == "refused" && sinks[2]["nightscoutState"] == "paused"
             }
             #expect(shown, "\(sinks)")
-            #expect(sinks.map { $0["kind"] } == ["mqtt", "nightscout", "nightscout"])
+            #expect(sinks.map { $0["kind"] } == ["mqtt", "nightscout", "nightscout", "nightscout"])
             #expect(sinks[1]["state"] == "failing" && sinks[1]["reason"] == "Nightscout refused the API secret")
             #expect(sinks[2]["state"] == "failing")
             let message = sinks[2]["reason"]?.stringValue ?? ""
@@ -278,9 +279,10 @@ final class NightscoutSite: Sendable {
             #expect(text.contains("  refused \(refused.url): failing (Nightscout refused the API secret), "), "\(text)")
             #expect(text.contains("  rejected \(rejected.url): failing (Nightscout did not take the readings (400): entries are limited"), "\(text)")
 
-            // MQTT is not held back: every stored reading reaches the subscriber.
+            // Neither MQTT nor the other site is held back: every stored reading reaches both.
             let stored = try await rig.waitForAllStored()
             await rig.expectDelivered(stored)
+            await self.waitForEntries(healthy, Self.firstPerDate(Self.entryReadings(try await rig.storedReadings())).count, rig)
             // Meanwhile neither site was asked again (slow retry and pause), and nothing was skipped.
             let refusedLog = await refused.log, rejectedLog = await rejected.log
             #expect(refusedLog.count == 1, "\(refusedLog)")
