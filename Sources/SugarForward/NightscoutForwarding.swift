@@ -7,25 +7,35 @@ import NightscoutSink
 /// saved cursor) fills a buffer of at most `window.limit` readings; the sink takes them in batches,
 /// and the readings up to the cursor it asks after (delivered, or not its person's) give their
 /// window slots back. So a slow or failing site stalls only its own feed, and sugard reads that
-/// feed's readings from its database only as the site takes them.
+/// feed's readings from its database only as the site takes them. A lost feed (sugard restarted)
+/// reconnects by itself; it shows as the sink's `feedConnected`/`feedReason`, as for the MQTT sink,
+/// not as a state of the site.
 final class FeedReadingSource: NightscoutReadingSource {
     private struct State {
         /// In cursor order, each above the sink's cursor when it was last asked.
         var buffer: [SinkReading] = []
         var waiter: CheckedContinuation<Void, Never>?
-        /// A lost feed not reported to the sink yet (the feed reconnects by itself).
-        var failure: String?
         var feedConnected = false
         var feedReason: String? = "connecting"
     }
 
     let window: Window
+    let name: String
+    let logger: Logger
     private let state = Lock(State())
 
-    init(window: Window) { self.window = window }
+    init(window: Window, name: String, logger: Logger) {
+        self.window = window
+        self.name = name
+        self.logger = logger
+    }
 
     /// Takes the feed's events (called from the feed's task).
     func handle(_ event: Feed.Event) {
+        if case .disconnected(let reason) = event {
+            let changed = self.state.withLock { s -> Bool in s.feedConnected || s.feedReason != reason }
+            if changed { self.logger.warning("Nightscout sink \(self.name): sugard's readings are not reachable (retrying): \(reason)") }
+        }
         let waiter = self.state.withLock { s -> CheckedContinuation<Void, Never>? in
             switch event {
             case .reading(let cursor, let reading):
@@ -33,10 +43,11 @@ final class FeedReadingSource: NightscoutReadingSource {
             case .connected:
                 s.feedConnected = true
                 s.feedReason = nil
+                return nil
             case .disconnected(let reason):
                 s.feedConnected = false
                 s.feedReason = reason
-                s.failure = reason
+                return nil
             case .meters:
                 return nil
             }
@@ -46,32 +57,26 @@ final class FeedReadingSource: NightscoutReadingSource {
         waiter?.resume()
     }
 
-    struct FeedUnreachable: Error, CustomStringConvertible {
-        var description: String
-    }
-
     func readings(after cursor: Int64, limit: Int) async throws -> [SinkReading] {
         while true {
             try Task.checkCancellation()
-            let (batch, failure, done) = self.state.withLock { s -> ([SinkReading], String?, Int) in
+            let (batch, done) = self.state.withLock { s -> ([SinkReading], Int) in
                 let done = s.buffer.prefix { $0.cursor <= cursor }.count
                 s.buffer.removeFirst(done)
-                defer { s.failure = nil }
-                return (Array(s.buffer.prefix(max(1, limit))), s.failure, done)
+                return (Array(s.buffer.prefix(max(1, limit))), done)
             }
             if done > 0 { self.window.release(done) }
             if !batch.isEmpty { return batch }
-            if let failure { throw FeedUnreachable(description: failure) }
-            await self.waitForEvent()
+            await self.waitForReading()
         }
     }
 
-    /// Returns once the buffer or the feed's state changed (or the task is cancelled).
-    private func waitForEvent() async {
+    /// Returns once the buffer holds a reading (or the task is cancelled).
+    private func waitForReading() async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let now = self.state.withLock { s -> Bool in
-                    if !s.buffer.isEmpty || s.failure != nil || Task.isCancelled { return true }
+                    if !s.buffer.isEmpty || Task.isCancelled { return true }
                     s.waiter = continuation
                     return false
                 }
@@ -116,7 +121,8 @@ public final class NightscoutForwarding: Sendable {
         for sink in config.nightscout {
             do {
                 let running = try NightscoutSink(config: sink, stateDirectory: config.stateDirectory, timing: timing)
-                sinks.append(Running(sink: running, source: FeedReadingSource(window: Window(limit: max(held, 2 * NightscoutSink.batchLimit)))))
+                let window = Window(limit: max(held, 2 * NightscoutSink.batchLimit))
+                sinks.append(Running(sink: running, source: FeedReadingSource(window: window, name: sink.name, logger: logger)))
             } catch {
                 throw NightscoutConfigError("Nightscout sink \(sink.name): \(error.message)")
             }
@@ -177,7 +183,7 @@ public final class NightscoutForwarding: Sendable {
         }
     }
 
-    /// Logs each sink's changes of state (looked at once a second).
+    /// Logs each sink's changes of state (looked at once a second; the feed logs its own).
     private func logChanges() async {
         var last: [String: (NightscoutStatus.State, String?)] = [:]
         while !Task.isCancelled {

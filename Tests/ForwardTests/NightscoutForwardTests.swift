@@ -157,6 +157,13 @@ final class NightscoutSite: Sendable {
         return json["sinks"]?.arrayValue ?? []
     }
 
+    /// One sink straight from the forwarder's io.sugard.Forward socket (sugard may be down).
+    func forwarderSink(_ name: String, _ rig: ForwardRig) async throws -> JSONValue? {
+        let client = try VarlinkClient(socketPath: rig.statusSocket)
+        defer { client.close() }
+        return try await client.call("io.sugard.Forward.GetStatus")["sinks"]?.arrayValue?.first { $0["name"]?.stringValue == name }
+    }
+
     func sink(_ name: String, _ rig: ForwardRig) async throws -> JSONValue? {
         try await self.status(rig).first { $0["name"]?.stringValue == name }
     }
@@ -376,6 +383,29 @@ final class NightscoutSite: Sendable {
             #expect(Set(await site.deliveredDates) == Set(expected.compactMap { $0["time"]?["epochMillis"]?.intValue }))
             let posted = await site.log.filter { $0["path"] == "/api/v1/entries" }.compactMap { $0["count"]?.intValue }.reduce(0, +)
             #expect(posted <= Int64(all.count) + 100, "\(posted) entries posted for \(all.count)")
+        }
+    }
+
+    @Test func sugardRestartedMidStreamLosesNothing() async throws {
+        try await withRig(meters: 1, backlog: 10, seconds: 5) { rig in
+            let site = try await NightscoutSite(rig, name: "home")
+            try rig.writeForwardConfig(site.section("home"), mqtt: false)
+            try await rig.startSugard()
+            try rig.startForwarder()
+            let some = await eventually(within: 20) { await site.entries.count >= 10 }
+            try #require(some, "nothing delivered:\n\(readFile(rig.forwarderLog))")
+            #expect(await rig.sugard?.terminate(graceSeconds: 10) == 0)
+            unlink(rig.socket)
+            let lost = try await eventually(within: 10) { try await self.forwarderSink("home", rig)?["feedConnected"] == false }
+            #expect(lost)
+            #expect(try await self.forwarderSink("home", rig)?["state"] == "connected", "the site itself is fine")
+            try await rig.startSugard()
+            _ = try await rig.waitForAllStored()
+            let expected = Self.firstPerDate(Self.entryReadings(try await rig.storedReadings()))
+            await self.waitForEntries(site, expected.count, rig)
+            #expect(await site.deliveredDates == expected.compactMap { $0["time"]?["epochMillis"]?.intValue })
+            #expect(readFile(rig.forwarderLog).contains("Nightscout sink home: sugard's readings are not reachable (retrying)"))
+            #expect(try await self.sink("home", rig)?["feedConnected"] == true)
         }
     }
 
