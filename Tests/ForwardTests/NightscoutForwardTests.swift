@@ -361,14 +361,21 @@ final class NightscoutSite: Sendable {
         }
     }
 
+    /// sugard and a forwarder with one Nightscout sink "home" (no MQTT); returns once the site has
+    /// `entries` entries.
+    func startMidStream(_ rig: ForwardRig, entries: Int) async throws -> NightscoutSite {
+        let site = try await NightscoutSite(rig, name: "home")
+        try rig.writeForwardConfig(site.section("home"), mqtt: false)
+        try await rig.startSugard()
+        try rig.startForwarder()
+        let some = await eventually(within: 20) { await site.entries.count >= entries }
+        try #require(some, "nothing delivered:\n\(readFile(rig.forwarderLog))")
+        return site
+    }
+
     @Test func aKilledForwarderResumesEachSinkFromItsCursor() async throws {
         try await withRig(meters: 1, backlog: 10, seconds: 5) { rig in
-            let site = try await NightscoutSite(rig, name: "home")
-            try rig.writeForwardConfig(site.section("home"), mqtt: false)
-            try await rig.startSugard()
-            try rig.startForwarder()
-            let some = await eventually(within: 20) { await site.entries.count >= 12 }
-            try #require(some, "nothing delivered:\n\(readFile(rig.forwarderLog))")
+            let site = try await self.startMidStream(rig, entries: 12)
             rig.forwarder?.kill()
             try await Task.sleep(for: .milliseconds(1500))  // readings keep being stored meanwhile
             try rig.startForwarder()
@@ -388,12 +395,7 @@ final class NightscoutSite: Sendable {
 
     @Test func sugardRestartedMidStreamLosesNothing() async throws {
         try await withRig(meters: 1, backlog: 10, seconds: 5) { rig in
-            let site = try await NightscoutSite(rig, name: "home")
-            try rig.writeForwardConfig(site.section("home"), mqtt: false)
-            try await rig.startSugard()
-            try rig.startForwarder()
-            let some = await eventually(within: 20) { await site.entries.count >= 10 }
-            try #require(some, "nothing delivered:\n\(readFile(rig.forwarderLog))")
+            let site = try await self.startMidStream(rig, entries: 10)
             #expect(await rig.sugard?.terminate(graceSeconds: 10) == 0)
             unlink(rig.socket)
             let lost = try await eventually(within: 10) { try await self.forwarderSink("home", rig)?["feedConnected"] == false }
