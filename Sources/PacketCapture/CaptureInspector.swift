@@ -108,6 +108,11 @@ public struct RACPExchange: Hashable, Sendable {
         self.measurements = measurements
     }
 
+    /// A request (not an abort) with neither a response nor a write error yet.
+    var awaitsResponse: Bool {
+        self.request != nil && self.response == nil && self.writeError == nil && self.request?.opCode != .abortOperation
+    }
+
     public var jsonValue: JSONValue {
         var object = JSONObject()
         object["requestFrame"] = .from(self.requestFrame)
@@ -310,9 +315,10 @@ public struct CaptureInspection: Hashable, Sendable {
 /// measurement, announced contexts that never come and reserved values are anomalies; the measurement of
 /// a record with an odd field is still a record.
 ///
-/// Memory: per open session the records not yet flushed (a session's records are flushed when it ends),
-/// plus the kept output. With `keepRecords` false only counts are kept; `writeJSON` (CaptureJSONStream.swift)
-/// writes records and anomalies out as they are decided.
+/// Memory: per open session the records that may still get a context (at most ``contextWindow``: a context
+/// joins one of the session's last `contextWindow` measurements), the session's summary (RACP exchanges,
+/// subscriptions), plus the kept output. With `keepRecords` false only counts are kept; `writeJSON`
+/// (CaptureJSONStream.swift) writes sessions, records and anomalies out as they are decided.
 ///
 /// `inspect` and `writeJSON` read with `skipCorruptRecords`: a damaged record is an anomaly with its frame
 /// number and the records after it are still inspected; they throw `.corruptRecord` only when no record at
@@ -326,10 +332,22 @@ public struct CaptureInspector {
         public init(keepRecords: Bool = true) { self.keepRecords = keepRecords }
     }
 
+    /// How many later measurements of its session a record waits for its context before it is final.
+    /// GLS sends a context right after its measurement; a window (not the whole session) keeps memory flat
+    /// in the session's length. A context that comes later than this is an anomaly and joins nothing.
+    public static let contextWindow = 4096
+
     private struct OpenSession {
-        var records: [InspectedRecord] = []
-        /// Sequence number → indices into `records`, oldest first.
+        /// The records that may still get a context (the last `contextWindow` of the session), frame order,
+        /// from `window[windowHead]`; the ones before `windowHead` are already final and gone.
+        var window: [InspectedRecord] = []
+        var windowHead = 0
+        /// Session ordinal of `window[0]` (a record's ordinal is its position among the session's records).
+        var windowBase = 0
+        /// Sequence number → ordinals of the window's records with that number, oldest first.
         var bySequence: [UInt16: [Int]] = [:]
+        /// Sequence numbers of records that left the window (a bit each, made on the first one).
+        var finalizedSequences: [UInt64] = []
         /// Contexts that came before any measurement with their sequence number.
         var earlyContexts: [UInt16: (frame: Int, bytes: [UInt8], context: MeasurementContext)] = [:]
         var lastMeasurement: (frame: Int, bytes: [UInt8])?
@@ -343,8 +361,53 @@ public struct CaptureInspector {
         var recordCount = 0
         var pairingRequests = 0
         var pairingFailures: [UInt8] = []
-        /// Frame of the session's first event: nothing it reports later sorts before it.
-        var firstFrame = Int.max
+
+        var pendingCount: Int { self.window.count - self.windowHead }
+
+        /// The earliest frame a record of this session not yet final has (Int.max when none).
+        var earliestPendingRecordFrame: Int { self.pendingCount > 0 ? self.window[self.windowHead].frame : Int.max }
+
+        /// The earliest frame an anomaly this session may still report has: a pending record (a context
+        /// that never came), an early context (an orphan), an unanswered RACP request.
+        var earliestPendingAnomalyFrame: Int {
+            var earliest = self.earliestPendingRecordFrame
+            for early in self.earlyContexts.values { earliest = min(earliest, early.frame) }
+            for exchange in self.racp where exchange.awaitsResponse { earliest = min(earliest, exchange.requestFrame ?? 0) }
+            return earliest
+        }
+
+        func wasFinalized(_ seq: UInt16) -> Bool {
+            !self.finalizedSequences.isEmpty && self.finalizedSequences[Int(seq >> 6)] & (1 << UInt64(seq & 63)) != 0
+        }
+
+        mutating func markFinalized(_ seq: UInt16) {
+            if self.finalizedSequences.isEmpty { self.finalizedSequences = [UInt64](repeating: 0, count: 1024) }
+            self.finalizedSequences[Int(seq >> 6)] |= 1 << UInt64(seq & 63)
+        }
+
+        /// The window's record of `ordinal`.
+        subscript(ordinal ordinal: Int) -> InspectedRecord {
+            get { self.window[ordinal - self.windowBase] }
+            set { self.window[ordinal - self.windowBase] = newValue }
+        }
+
+        /// Takes the oldest pending record out of the window.
+        mutating func takeOldest() -> InspectedRecord {
+            let record = self.window[self.windowHead]
+            let seq = record.measurement.sequenceNumber
+            if var ordinals = self.bySequence.removeValue(forKey: seq) {
+                ordinals.removeFirst()
+                if !ordinals.isEmpty { self.bySequence[seq] = ordinals }
+            }
+            self.markFinalized(seq)
+            self.windowHead += 1
+            if self.windowHead >= 1024, self.windowHead * 2 >= self.window.count {
+                self.window.removeFirst(self.windowHead)
+                self.windowBase += self.windowHead
+                self.windowHead = 0
+            }
+            return record
+        }
     }
 
     public let options: Options
@@ -437,7 +500,6 @@ public struct CaptureInspector {
         // Moved out and back so the session's arrays stay uniquely referenced (no copy per append).
         var state = self.open.removeValue(forKey: key) ?? OpenSession()
         defer { self.open[key] = state }
-        state.firstFrame = min(state.firstFrame, event.frame)
         let position = key - 1
         switch event.kind {
         case .notification(let attribute, let value):
@@ -493,8 +555,27 @@ public struct CaptureInspector {
         if let stream = self.stream { stream.add(anomaly: anomaly) } else { self.anomalies.append(anomaly) }
     }
 
-    /// The first frame of the earliest session still open (Int.max when none is).
-    var earliestOpenFrame: Int { self.open.values.lazy.map(\.firstFrame).min() ?? Int.max }
+    /// No record reported later has a frame before this one (Int.max when no session holds one).
+    var earliestPendingRecordFrame: Int { self.open.values.lazy.map(\.earliestPendingRecordFrame).min() ?? Int.max }
+
+    /// No anomaly reported later (but the reader's own, about frames still to come) has a frame before this.
+    var earliestPendingAnomalyFrame: Int { self.open.values.lazy.map(\.earliestPendingAnomalyFrame).min() ?? Int.max }
+
+    /// Records held because a context may still come for them, over all open sessions.
+    var pendingRecordCount: Int { self.open.values.reduce(0) { $0 + $1.pendingCount } }
+
+    /// A record that can no longer change: its late-context anomaly, then to the stream or the kept records.
+    private mutating func finalize(_ record: InspectedRecord) {
+        if record.measurement.contextFollows && record.context == nil {
+            self.note(record.frame, record.session, .glucoseMeasurement, "Record \(record.measurement.sequenceNumber) "
+                + "announces a context that never came; the record is kept without it.")
+        }
+        if let stream = self.stream {
+            stream.add(record: record)
+        } else if self.options.keepRecords {
+            self.records.append(record)
+        }
+    }
 
     private mutating func measurement(_ bytes: [UInt8], frame: Int, position: Int, _ state: inout OpenSession) {
         let measurement: GlucoseMeasurement
@@ -544,9 +625,10 @@ public struct CaptureInspector {
             record.contextBytes = early.bytes
             record.context = early.context
         }
-        state.bySequence[seq, default: []].append(state.records.count)
-        state.records.append(record)
+        state.bySequence[seq, default: []].append(state.windowBase + state.window.count)
+        state.window.append(record)
         state.recordCount += 1
+        if state.pendingCount > Self.contextWindow { self.finalize(state.takeOldest()) }
         self.recordCount += 1
         if let index = state.openExchange, state.racp[index].request?.opCode == .reportStoredRecords {
             state.racp[index].measurements += 1
@@ -564,15 +646,20 @@ public struct CaptureInspector {
         }
         let seq = context.sequenceNumber
         // The newest record with this number that has no context yet.
-        if let indices = state.bySequence[seq] {
-            if let index = indices.last(where: { state.records[$0].context == nil }) {
-                state.records[index].context = context
-                state.records[index].contextFrame = frame
-                state.records[index].contextBytes = bytes
+        if let ordinals = state.bySequence[seq] {
+            if let ordinal = ordinals.last(where: { state[ordinal: $0].context == nil }) {
+                state[ordinal: ordinal].context = context
+                state[ordinal: ordinal].contextFrame = frame
+                state[ordinal: ordinal].contextBytes = bytes
             } else {
                 self.note(frame, position, .glucoseMeasurementContext, "Record \(seq) already has a context; this "
                     + "second one is ignored.")
             }
+            return
+        }
+        if state.wasFinalized(seq) {
+            self.note(frame, position, .glucoseMeasurementContext, "Context for record \(seq) comes more than "
+                + "\(Self.contextWindow) records after its measurement; it is ignored.")
             return
         }
         if state.earlyContexts[seq] != nil {
@@ -686,20 +773,10 @@ public struct CaptureInspector {
             self.note(early.frame, position, .glucoseMeasurementContext, "Context for record \(seq) has no measurement "
                 + "in this session (orphan).")
         }
-        for record in state.records where record.measurement.contextFollows && record.context == nil {
-            self.note(record.frame, position, .glucoseMeasurement, "Record \(record.measurement.sequenceNumber) announces "
-                + "a context that never came; the record is kept without it.")
-        }
-        for exchange in state.racp where exchange.request != nil && exchange.response == nil && exchange.writeError == nil
-            && exchange.request?.opCode != .abortOperation
-        {
+        for record in state.window[state.windowHead...] { self.finalize(record) }
+        for exchange in state.racp where exchange.awaitsResponse {
             self.note(exchange.requestFrame ?? capture.lastFrame, position, .recordAccessControlPoint,
                       "RACP \(exchange.request!.opCode.name) got no response before the session ended.")
-        }
-        if let stream = self.stream {
-            stream.add(records: state.records)
-        } else if self.options.keepRecords {
-            self.records.append(contentsOf: state.records)
         }
         var session = InspectedSession(position: position, capture: capture)
         func text(_ short: UInt16) -> String? {
@@ -716,7 +793,7 @@ public struct CaptureInspector {
         session.recordCount = state.recordCount
         session.pairingRequests = state.pairingRequests
         session.pairingFailures = state.pairingFailures
-        self.finished.append(session)
+        if let stream = self.stream { stream.add(session: session) } else { self.finished.append(session) }
     }
 }
 

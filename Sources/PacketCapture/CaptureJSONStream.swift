@@ -343,28 +343,39 @@ struct OutputStream {
     }
 }
 
-/// Where a streaming inspection puts records and anomalies as they are decided: in frame order, records
-/// and anomalies spilled to temporary files, so memory does not grow with the capture (only with the
-/// sessions still open). The document's bytes are those of `CaptureInspection.jsonValue.serialized()`.
+/// Where a streaming inspection puts sessions, records and anomalies as they are decided: each array
+/// spilled to its own temporary file in the document's order, so memory does not grow with the capture
+/// (only with what is still pending: records that may get a context, anomalies an open session may still
+/// precede, sessions that ended before an earlier one). The document's bytes are those of
+/// `CaptureInspection.jsonValue.serialized()`.
 final class CaptureJSONStream {
+    let sessions: SpilledArray
     let records: SpilledArray
     let anomalies: SpilledArray
-    /// Records of ended sessions not written yet (another open session may still hold earlier ones).
+    /// Ended sessions waiting for an earlier one (sessions are written in the reader's order, 1, 2, …).
+    private var pendingSessions: [Int: InspectedSession] = [:]
+    private var nextSession = 1
+    /// Final records not written yet (another open session may still hold earlier ones).
     private var pendingRecords: [InspectedRecord] = []
     /// Anomalies with a frame, not written yet, with their arrival number (ties keep arrival order).
     private var pendingAnomalies: [(order: Int, anomaly: InspectionAnomaly)] = []
     /// Anomalies without a frame: they sort last, in arrival order.
     private var framelessAnomalies: [InspectionAnomaly] = []
     private var arrivals = 0
+    /// `pendingCount` at which the next flush is due (doubles while what is pending cannot be written).
+    private var flushThreshold = 4096
 
     init() throws(CaptureError) {
+        self.sessions = try SpilledArray()
         self.records = try SpilledArray()
         self.anomalies = try SpilledArray()
     }
 
-    var pendingCount: Int { self.pendingRecords.count + self.pendingAnomalies.count }
+    var pendingCount: Int { self.pendingRecords.count + self.pendingAnomalies.count + self.framelessAnomalies.count }
 
-    func add(records: [InspectedRecord]) { self.pendingRecords.append(contentsOf: records) }
+    var needsFlush: Bool { self.pendingCount >= self.flushThreshold }
+
+    func add(record: InspectedRecord) { self.pendingRecords.append(record) }
 
     func add(anomaly: InspectionAnomaly) {
         self.arrivals += 1
@@ -375,11 +386,30 @@ final class CaptureJSONStream {
         }
     }
 
-    /// Writes what sorts before `watermark`: nothing that arrives later can have a smaller frame.
-    func flush(below watermark: Int) throws(CaptureError) {
+    /// Writes the session, and the ones after it that ended before it, in the reader's order; its
+    /// position is the number of sessions before it (as ``CaptureInspector/finish()`` numbers them).
+    func add(session: InspectedSession) {
+        self.pendingSessions[session.capture.index] = session
+        while let next = self.pendingSessions.removeValue(forKey: self.nextSession) {
+            self.write(session: next)
+            self.nextSession += 1
+        }
+    }
+
+    private func write(session: InspectedSession) {
+        var session = session
+        session.position = self.sessions.count
+        self.sessions.element()
+        self.sessions.buffer.value(session.jsonValue)
+    }
+
+    /// Writes the records before `recordsBelow` and the anomalies before `anomaliesBelow`: nothing that
+    /// arrives later can have a smaller frame.
+    func flush(recordsBelow: Int, anomaliesBelow: Int) throws(CaptureError) {
+        try self.sessions.flushIfFull()
         if !self.pendingRecords.isEmpty {
             self.pendingRecords.sort { $0.frame < $1.frame }
-            let ready = self.pendingRecords.partitioningIndex { $0.frame >= watermark }
+            let ready = self.pendingRecords.partitioningIndex { $0.frame >= recordsBelow }
             var buffer = self.records.buffer
             for index in 0..<ready {
                 self.records.element()
@@ -390,7 +420,7 @@ final class CaptureJSONStream {
         }
         if !self.pendingAnomalies.isEmpty {
             self.pendingAnomalies.sort { ($0.anomaly.frame ?? Int.max, $0.order) < ($1.anomaly.frame ?? Int.max, $1.order) }
-            let ready = self.pendingAnomalies.partitioningIndex { $0.anomaly.frame ?? Int.max >= watermark }
+            let ready = self.pendingAnomalies.partitioningIndex { $0.anomaly.frame ?? Int.max >= anomaliesBelow }
             for item in self.pendingAnomalies[..<ready] {
                 self.anomalies.element()
                 self.anomalies.buffer.anomaly(item.anomaly)
@@ -398,23 +428,23 @@ final class CaptureJSONStream {
             }
             self.pendingAnomalies.removeSubrange(..<ready)
         }
+        self.flushThreshold = max(4096, 2 * self.pendingCount)
     }
 
     /// The whole document (and a newline) to `fd`, once the capture is read.
-    func finish(sessions: [InspectedSession], to fd: Int32) throws(CaptureError) {
-        try self.flush(below: Int.max)
+    func finish(to fd: Int32) throws(CaptureError) {
+        try self.flush(recordsBelow: Int.max, anomaliesBelow: Int.max)
         for anomaly in self.framelessAnomalies {
             self.anomalies.element()
             self.anomalies.buffer.anomaly(anomaly)
         }
         self.framelessAnomalies = []
+        // The reader ends every session it numbers, so none is left; kept in order should one be.
+        for index in self.pendingSessions.keys.sorted() { self.write(session: self.pendingSessions[index]!) }
+        self.pendingSessions = [:]
         var out = OutputStream(fd: fd)
         out.buffer.raw("{\"sessions\":[")
-        for (index, session) in sessions.enumerated() {
-            if index > 0 { out.buffer.bytes.append(UInt8(ascii: ",")) }
-            out.buffer.value(session.jsonValue)
-            if out.buffer.bytes.count >= 1 << 16 { try out.flush() }
-        }
+        try self.sessions.copy(to: &out)
         out.buffer.raw("],\"records\":[")
         try self.records.copy(to: &out)
         out.buffer.raw("],\"anomalies\":[")
@@ -442,32 +472,59 @@ extension CaptureInspector {
     /// ``CaptureInspection/jsonValue`` (and a newline) to `fd`, streaming: records and anomalies go to
     /// temporary files as they are decided, and nothing reaches `fd` unless the whole capture was read.
     /// - Throws: `CaptureError` as ``inspect(path:handleOverrides:options:)``, or `.io` for the output.
-    public static func writeJSON(path: String, handleOverrides: [HandleOverride] = [], to fd: Int32) throws(CaptureError) {
+    @discardableResult
+    public static func writeJSON(
+        path: String, handleOverrides: [HandleOverride] = [], to fd: Int32
+    ) throws(CaptureError) -> StreamStatistics {
         let reader = try GATTEventReader(path: path, options: Self.readerOptions(handleOverrides))
-        try Self.writeJSON(reader, to: fd)
+        return try Self.writeJSON(reader, to: fd)
     }
 
     /// The same for a capture image held in memory.
-    public static func writeJSON(bytes: [UInt8], handleOverrides: [HandleOverride] = [], to fd: Int32) throws(CaptureError) {
+    @discardableResult
+    public static func writeJSON(
+        bytes: [UInt8], handleOverrides: [HandleOverride] = [], to fd: Int32
+    ) throws(CaptureError) -> StreamStatistics {
         let reader = try GATTEventReader(bytes: bytes, options: Self.readerOptions(handleOverrides))
-        try Self.writeJSON(reader, to: fd)
+        return try Self.writeJSON(reader, to: fd)
     }
 
-    private static func writeJSON(_ reader: GATTEventReader, to fd: Int32) throws(CaptureError) {
+    /// What a streaming inspection held at most, besides its output files.
+    public struct StreamStatistics: Sendable {
+        /// Records held at once: the open sessions' context windows plus the final records and anomalies
+        /// waiting for an earlier frame to be decided.
+        public var peakHeldItems = 0
+    }
+
+    @discardableResult
+    private static func writeJSON(_ reader: GATTEventReader, to fd: Int32) throws(CaptureError) -> StreamStatistics {
         let stream = try CaptureJSONStream()
         var inspector = CaptureInspector(options: Options(keepRecords: false))
         inspector.stream = stream
         var firstCorrupt: CaptureAnomaly?
+        var statistics = StreamStatistics()
         while let item = try reader.next() {
             if case .anomaly(let anomaly) = item, anomaly.kind == .corruptRecord, firstCorrupt == nil { firstCorrupt = anomaly }
             inspector.consume(item)
             if case .sessionEnded = item {
-                try stream.flush(below: min(inspector.earliestOpenFrame, reader.statistics.frames))
-            } else if stream.pendingCount >= 4096 {
-                try stream.flush(below: min(inspector.earliestOpenFrame, reader.statistics.frames))
+                try Self.flush(stream, inspector, reader, &statistics)
+            } else if stream.needsFlush {
+                try Self.flush(stream, inspector, reader, &statistics)
             }
         }
         try Self.checkReadable(reader.statistics, firstCorrupt)
-        try stream.finish(sessions: inspector.finish().sessions, to: fd)
+        try Self.flush(stream, inspector, reader, &statistics)
+        try stream.finish(to: fd)
+        return statistics
+    }
+
+    private static func flush(
+        _ stream: CaptureJSONStream, _ inspector: CaptureInspector, _ reader: GATTEventReader,
+        _ statistics: inout StreamStatistics
+    ) throws(CaptureError) {
+        statistics.peakHeldItems = max(statistics.peakHeldItems, inspector.pendingRecordCount + stream.pendingCount)
+        try stream.flush(
+            recordsBelow: min(inspector.earliestPendingRecordFrame, reader.statistics.frames),
+            anomaliesBelow: min(inspector.earliestPendingAnomalyFrame, reader.statistics.frames))
     }
 }

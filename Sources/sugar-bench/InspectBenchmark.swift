@@ -10,14 +10,19 @@ import Glibc
 /// `sugar-bench capture --inspect [--records N]`: the whole `sugarctl capture inspect FILE --json`
 /// process on a capture of N glucose records (default 20 000, about 1 MB) made with `CaptureBuilder`, beside
 /// tshark with a glucose field filter on the same file when tshark is installed; and the same inspect on a
-/// capture ten times larger (one session: the inspector holds a session's records until it ends, to join
-/// late contexts). Best of three runs each (wall and CPU time, the least of each); output goes to /dev/null.
+/// capture ten times larger (one session: memory must stay flat, the inspector holds only the records a
+/// context may still join). Best of three runs each (wall and CPU time, the least of each); output goes to
+/// /dev/null. With `huge`, one more run on a one-session capture of about 200 MB.
 struct InspectBenchmark {
     var records: Int
+    var huge = false
+
+    /// Records of the `--huge` capture: 49 bytes each in the file, about 200 MB.
+    static let hugeRecords = 4_100_000
 
     func run() -> Int32 {
         guard let scratch = makeScratchDirectory("sugar-bench-inspect", for: "capture --inspect") else { return 1 }
-        defer { removeScratchDirectory(scratch, files: ["small.btsnoop", "large.btsnoop"]) }
+        defer { removeScratchDirectory(scratch, files: ["small.btsnoop", "large.btsnoop", "huge.btsnoop"]) }
         let sugarctl = siblingProgram("sugarctl")
         guard access(sugarctl, X_OK) == 0 else {
             writeStderr("sugar-bench capture --inspect: \(sugarctl) not found; build sugarctl first\n")
@@ -64,6 +69,24 @@ struct InspectBenchmark {
             object["speedupVsTshark"] = .double(ours.seconds > 0 ? theirs.seconds / ours.seconds : 0)
         } else {
             object["tsharkSeconds"] = .null
+        }
+        if self.huge {
+            let path = scratch + "/huge.btsnoop"
+            do {
+                try writeFile(path, Self.capture(records: Self.hugeRecords))
+            } catch {
+                writeStderr("sugar-bench capture --inspect: \(error)\n")
+                return 1
+            }
+            guard let run = runChild([sugarctl, "capture", "inspect", path, "--json"]) else {
+                writeStderr("sugar-bench capture --inspect: sugarctl capture inspect failed on the huge capture\n")
+                return 1
+            }
+            object["hugeRecords"] = .from(Self.hugeRecords)
+            object["hugeCaptureBytes"] = .from(fileSize(path))
+            object["hugeSugarctlSeconds"] = .double(run.seconds)
+            object["hugeSugarctlPeakRSSBytes"] = .from(run.peakRSS)
+            object["hugeRSSGrowth"] = .double(Double(run.peakRSS) / Double(max(ours.peakRSS, 1)))
         }
         writeStdout(JSONValue.object(object).serialized() + "\n")
         return 0
