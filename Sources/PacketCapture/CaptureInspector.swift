@@ -344,10 +344,11 @@ public struct CaptureInspector {
         var windowHead = 0
         /// Session ordinal of `window[0]` (a record's ordinal is its position among the session's records).
         var windowBase = 0
-        /// Sequence number → ordinals of the window's records with that number, oldest first.
-        var bySequence: [UInt16: [Int]] = [:]
-        /// Sequence numbers of records that left the window (a bit each, made on the first one).
-        var finalizedSequences: [UInt64] = []
+        /// Sequence number → ordinal of the session's newest record with it (a record with an ordinal
+        /// before the window's has left it: its number's context comes too late).
+        var newestBySequence: [UInt16: Int] = [:]
+        /// Per window record: the ordinal of the session's previous record with the same number, or −1.
+        var previousSameSequence: [Int] = []
         /// Contexts that came before any measurement with their sequence number.
         var earlyContexts: [UInt16: (frame: Int, bytes: [UInt8], context: MeasurementContext)] = [:]
         var lastMeasurement: (frame: Int, bytes: [UInt8])?
@@ -376,14 +377,8 @@ public struct CaptureInspector {
             return earliest
         }
 
-        func wasFinalized(_ seq: UInt16) -> Bool {
-            !self.finalizedSequences.isEmpty && self.finalizedSequences[Int(seq >> 6)] & (1 << UInt64(seq & 63)) != 0
-        }
-
-        mutating func markFinalized(_ seq: UInt16) {
-            if self.finalizedSequences.isEmpty { self.finalizedSequences = [UInt64](repeating: 0, count: 1024) }
-            self.finalizedSequences[Int(seq >> 6)] |= 1 << UInt64(seq & 63)
-        }
+        /// Ordinal of the oldest record still in the window.
+        var headOrdinal: Int { self.windowBase + self.windowHead }
 
         /// The window's record of `ordinal`.
         subscript(ordinal ordinal: Int) -> InspectedRecord {
@@ -391,18 +386,35 @@ public struct CaptureInspector {
             set { self.window[ordinal - self.windowBase] = newValue }
         }
 
+        /// Adds a record at the window's end.
+        mutating func append(_ record: InspectedRecord) {
+            let ordinal = self.windowBase + self.window.count
+            let previous = self.newestBySequence.updateValue(ordinal, forKey: record.measurement.sequenceNumber)
+            self.previousSameSequence.append(previous ?? -1)
+            self.window.append(record)
+        }
+
+        /// The newest window record with number `seq` that has no context yet: `.none` when there is no
+        /// window record with that number, `.tooLate` when its records left the window, `.allJoined` when
+        /// every one in the window has a context.
+        func joinTarget(_ seq: UInt16) -> JoinTarget {
+            guard var ordinal = self.newestBySequence[seq] else { return .none }
+            let head = self.headOrdinal
+            guard ordinal >= head else { return .tooLate }
+            while ordinal >= head {
+                if self[ordinal: ordinal].context == nil { return .record(ordinal) }
+                ordinal = self.previousSameSequence[ordinal - self.windowBase]
+            }
+            return .allJoined
+        }
+
         /// Takes the oldest pending record out of the window.
         mutating func takeOldest() -> InspectedRecord {
             let record = self.window[self.windowHead]
-            let seq = record.measurement.sequenceNumber
-            if var ordinals = self.bySequence.removeValue(forKey: seq) {
-                ordinals.removeFirst()
-                if !ordinals.isEmpty { self.bySequence[seq] = ordinals }
-            }
-            self.markFinalized(seq)
             self.windowHead += 1
             if self.windowHead >= 1024, self.windowHead * 2 >= self.window.count {
                 self.window.removeFirst(self.windowHead)
+                self.previousSameSequence.removeFirst(self.windowHead)
                 self.windowBase += self.windowHead
                 self.windowHead = 0
             }
@@ -410,8 +422,15 @@ public struct CaptureInspector {
         }
     }
 
+    private enum JoinTarget {
+        case none, tooLate, allJoined
+        case record(Int)
+    }
+
     public let options: Options
     private var open: [Int: OpenSession] = [:]
+    /// The open session of the last event (not in `open`).
+    private var hot: (key: Int, state: OpenSession)?
     private var finished: [InspectedSession] = []
     private var records: [InspectedRecord] = []
     private var anomalies: [InspectionAnomaly] = []
@@ -497,10 +516,31 @@ public struct CaptureInspector {
 
     private mutating func event(_ event: GATTEvent) {
         let key = event.session
-        // Moved out and back so the session's arrays stay uniquely referenced (no copy per append).
-        var state = self.open.removeValue(forKey: key) ?? OpenSession()
-        defer { self.open[key] = state }
-        let position = key - 1
+        var state = self.takeSession(key)
+        self.apply(event, position: key - 1, &state)
+        self.hot = (key, state)
+    }
+
+    /// The session's state, moved out (its arrays stay uniquely referenced: no copy per append). The last
+    /// event's session waits in `hot`, outside the dictionary: the next event is most likely its too.
+    private mutating func takeSession(_ key: Int) -> OpenSession {
+        var hot: (key: Int, state: OpenSession)?
+        swap(&hot, &self.hot)
+        if let hot {
+            if hot.key == key { return hot.state }
+            self.open[hot.key] = hot.state
+        }
+        return self.open.removeValue(forKey: key) ?? OpenSession()
+    }
+
+    /// The least of `frame` over the open sessions (Int.max when none is open).
+    private func earliest(_ frame: (OpenSession) -> Int) -> Int {
+        var earliest = self.hot.map { frame($0.state) } ?? Int.max
+        for state in self.open.values { earliest = min(earliest, frame(state)) }
+        return earliest
+    }
+
+    private mutating func apply(_ event: GATTEvent, position: Int, _ state: inout OpenSession) {
         switch event.kind {
         case .notification(let attribute, let value):
             guard let uuid = attribute.uuid else { return }
@@ -556,13 +596,13 @@ public struct CaptureInspector {
     }
 
     /// No record reported later has a frame before this one (Int.max when no session holds one).
-    var earliestPendingRecordFrame: Int { self.open.values.lazy.map(\.earliestPendingRecordFrame).min() ?? Int.max }
+    var earliestPendingRecordFrame: Int { self.earliest(\.earliestPendingRecordFrame) }
 
     /// No anomaly reported later (but the reader's own, about frames still to come) has a frame before this.
-    var earliestPendingAnomalyFrame: Int { self.open.values.lazy.map(\.earliestPendingAnomalyFrame).min() ?? Int.max }
+    var earliestPendingAnomalyFrame: Int { self.earliest(\.earliestPendingAnomalyFrame) }
 
     /// Records held because a context may still come for them, over all open sessions.
-    var pendingRecordCount: Int { self.open.values.reduce(0) { $0 + $1.pendingCount } }
+    var pendingRecordCount: Int { (self.hot?.state.pendingCount ?? 0) + self.open.values.reduce(0) { $0 + $1.pendingCount } }
 
     /// A record that can no longer change: its late-context anomaly, then to the stream or the kept records.
     private mutating func finalize(_ record: InspectedRecord) {
@@ -571,7 +611,8 @@ public struct CaptureInspector {
                 + "announces a context that never came; the record is kept without it.")
         }
         if let stream = self.stream {
-            stream.add(record: record)
+            // Its session is out of `open` now: written at once when no other session holds an earlier record.
+            stream.add(record: record, final: record.frame < self.earliest(\.earliestPendingRecordFrame))
         } else if self.options.keepRecords {
             self.records.append(record)
         }
@@ -625,8 +666,7 @@ public struct CaptureInspector {
             record.contextBytes = early.bytes
             record.context = early.context
         }
-        state.bySequence[seq, default: []].append(state.windowBase + state.window.count)
-        state.window.append(record)
+        state.append(record)
         state.recordCount += 1
         if state.pendingCount > Self.contextWindow { self.finalize(state.takeOldest()) }
         self.recordCount += 1
@@ -646,21 +686,22 @@ public struct CaptureInspector {
         }
         let seq = context.sequenceNumber
         // The newest record with this number that has no context yet.
-        if let ordinals = state.bySequence[seq] {
-            if let ordinal = ordinals.last(where: { state[ordinal: $0].context == nil }) {
-                state[ordinal: ordinal].context = context
-                state[ordinal: ordinal].contextFrame = frame
-                state[ordinal: ordinal].contextBytes = bytes
-            } else {
-                self.note(frame, position, .glucoseMeasurementContext, "Record \(seq) already has a context; this "
-                    + "second one is ignored.")
-            }
+        switch state.joinTarget(seq) {
+        case .record(let ordinal):
+            state[ordinal: ordinal].context = context
+            state[ordinal: ordinal].contextFrame = frame
+            state[ordinal: ordinal].contextBytes = bytes
             return
-        }
-        if state.wasFinalized(seq) {
+        case .allJoined:
+            self.note(frame, position, .glucoseMeasurementContext, "Record \(seq) already has a context; this "
+                + "second one is ignored.")
+            return
+        case .tooLate:
             self.note(frame, position, .glucoseMeasurementContext, "Context for record \(seq) comes more than "
                 + "\(Self.contextWindow) records after its measurement; it is ignored.")
             return
+        case .none:
+            break
         }
         if state.earlyContexts[seq] != nil {
             self.note(frame, position, .glucoseMeasurementContext, "A second context for record \(seq) came before its "
@@ -767,7 +808,7 @@ public struct CaptureInspector {
     }
 
     private mutating func sessionEnded(_ capture: CaptureSession) {
-        let state = self.open.removeValue(forKey: capture.index) ?? OpenSession()
+        let state = self.takeSession(capture.index)
         let position = capture.index - 1
         for (seq, early) in state.earlyContexts.sorted(by: { $0.value.frame < $1.value.frame }) {
             self.note(early.frame, position, .glucoseMeasurementContext, "Context for record \(seq) has no measurement "

@@ -10,6 +10,8 @@ internal import Glibc
 /// value (`CaptureJSONStreamTests` compares them).
 struct JSONTextBuffer: TextOutputStream {
     let bytes: ByteStore
+    /// Texts that depend on a few bits only (a concentration and its unit, a sample type's code), made once.
+    let memo = RecordTextMemo()
 
     init(capacity: Int = 1 << 17) { self.bytes = ByteStore(capacity: capacity) }
 
@@ -104,6 +106,35 @@ struct JSONTextBuffer: TextOutputStream {
     /// `"2019-02-27T11:10:30"` as `DateTime.json`.
     mutating func dateTime(_ t: DateTime?) {
         guard let t else { return self.raw("null") }
+        guard t.year < 10000, max(t.month, t.day, t.hours, t.minutes, t.seconds) < 100 else {
+            return self.dateTimeByField(t)
+        }
+        self.bytes.appendInPlace(capacity: 21) { out in
+            @inline(__always) func pair(_ value: UInt8, _ at: Int) {
+                out[at] = UInt8(ascii: "0") + UInt8(value / 10)
+                out[at + 1] = UInt8(ascii: "0") + UInt8(value % 10)
+            }
+            let year = Int(t.year)
+            out[0] = UInt8(ascii: "\"")
+            pair(UInt8(year / 100), 1)
+            pair(UInt8(year % 100), 3)
+            out[5] = UInt8(ascii: "-")
+            pair(t.month, 6)
+            out[8] = UInt8(ascii: "-")
+            pair(t.day, 9)
+            out[11] = UInt8(ascii: "T")
+            pair(t.hours, 12)
+            out[14] = UInt8(ascii: ":")
+            pair(t.minutes, 15)
+            out[17] = UInt8(ascii: ":")
+            pair(t.seconds, 18)
+            out[20] = UInt8(ascii: "\"")
+            return 21
+        }
+    }
+
+    /// The same, field by field (a year above 9999 or a field above 99 is written whole).
+    private mutating func dateTimeByField(_ t: DateTime) {
         self.bytes.append(UInt8(ascii: "\""))
         self.int(Int64(t.year), width: 4)
         self.bytes.append(UInt8(ascii: "-"))
@@ -143,31 +174,29 @@ struct JSONTextBuffer: TextOutputStream {
         self.raw(",\"userFacingTime\":")
         self.dateTime(m.userFacingTime)
         self.raw(",\"concentration\":")
-        if let c = m.concentration {
-            self.raw("{\"raw\":")
-            self.int(c.rawValue)
-            self.raw(",\"mantissa\":")
-            self.int(c.mantissa)
-            self.raw(",\"exponent\":")
-            self.int(c.exponent)
-            self.raw(",\"unit\":")
-            self.string(m.unit?.symbol)
-            self.raw(",\"value\":")
-            self.double(c.value)
-            self.raw(",\"special\":")
-            self.string(c.special?.name)
-            self.raw("}")
+        if let c = m.concentration, let unit = m.unit {
+            // A pure function of the SFLOAT and the unit: formatted once per distinct value.
+            let key = Int(c.rawValue) << 1 | (unit == .kilogramsPerLiter ? 0 : 1)
+            if !self.memo.concentration(key, into: self.bytes) {
+                let start = self.bytes.count
+                self.concentration(m)
+                self.memo.remember(concentration: key, from: self.bytes, start: start)
+            }
+        } else {
+            self.concentration(m)
+        }
+        self.raw(",\"type\":")
+        if let type = m.type {
+            self.memo.codeName(type: true, type.code, into: self) { $0.codeName(type.code, type.name) }
         } else {
             self.raw("null")
         }
-        self.raw(",\"mgdL\":")
-        self.double(m.mgdL)
-        self.raw(",\"mmolL\":")
-        self.double(m.mmolL)
-        self.raw(",\"type\":")
-        if let type = m.type { self.codeName(type.code, type.name) } else { self.raw("null") }
         self.raw(",\"sampleLocation\":")
-        if let location = m.sampleLocation { self.codeName(location.code, location.name) } else { self.raw("null") }
+        if let location = m.sampleLocation {
+            self.memo.codeName(type: false, location.code, into: self) { $0.codeName(location.code, location.name) }
+        } else {
+            self.raw("null")
+        }
         self.raw(",\"sensorStatus\":")
         if let status = m.sensorStatus {
             self.raw("{\"bits\":")
@@ -199,6 +228,31 @@ struct JSONTextBuffer: TextOutputStream {
         self.raw("}")
     }
 
+    /// The concentration object (or null) and `mgdL` and `mmolL`, as `GlucoseMeasurement.json` has them.
+    private mutating func concentration(_ m: GlucoseMeasurement) {
+        if let c = m.concentration {
+            self.raw("{\"raw\":")
+            self.int(c.rawValue)
+            self.raw(",\"mantissa\":")
+            self.int(c.mantissa)
+            self.raw(",\"exponent\":")
+            self.int(c.exponent)
+            self.raw(",\"unit\":")
+            self.string(m.unit?.symbol)
+            self.raw(",\"value\":")
+            self.double(c.value)
+            self.raw(",\"special\":")
+            self.string(c.special?.name)
+            self.raw("}")
+        } else {
+            self.raw("null")
+        }
+        self.raw(",\"mgdL\":")
+        self.double(m.mgdL)
+        self.raw(",\"mmolL\":")
+        self.double(m.mmolL)
+    }
+
     /// `InspectionAnomaly.jsonValue`, written directly.
     mutating func anomaly(_ anomaly: InspectionAnomaly) {
         self.raw("{\"frame\":")
@@ -208,6 +262,71 @@ struct JSONTextBuffer: TextOutputStream {
         self.raw(",\"reason\":")
         self.string(anomaly.reason)
         self.raw("}")
+    }
+}
+
+/// Record texts made once and copied after: per concentration (SFLOAT and unit; a direct-mapped table of
+/// 4096 slots, so its memory is fixed) and per sample type and location code (16 each).
+final class RecordTextMemo {
+    private static let slots = 4096
+    private static let slotBytes = 160
+    /// Per slot: the key (−1 when empty) and the text's length; made on the first text remembered.
+    private var keys: UnsafeMutablePointer<Int>?
+    private var lengths: UnsafeMutablePointer<Int>?
+    private var arena: UnsafeMutablePointer<UInt8>?
+    private var codeNames: [[UInt8]?] = Array(repeating: nil, count: 32)
+
+    deinit {
+        self.keys?.deallocate()
+        self.lengths?.deallocate()
+        self.arena?.deallocate()
+    }
+
+    /// Appends the text remembered for `key`; false when there is none.
+    @inline(__always)
+    func concentration(_ key: Int, into bytes: ByteStore) -> Bool {
+        let slot = key & (Self.slots - 1)
+        guard let keys = self.keys, keys[slot] == key, let arena = self.arena, let lengths = self.lengths else { return false }
+        bytes.append(contentsOf: UnsafeBufferPointer(start: arena + slot * Self.slotBytes, count: lengths[slot]))
+        return true
+    }
+
+    /// Remembers what `bytes` holds from `start` on as the text of `key`.
+    func remember(concentration key: Int, from bytes: ByteStore, start: Int) {
+        let count = bytes.count - start
+        guard count <= Self.slotBytes else { return }
+        if self.keys == nil {
+            let keys = UnsafeMutablePointer<Int>.allocate(capacity: Self.slots)
+            keys.initialize(repeating: -1, count: Self.slots)
+            let lengths = UnsafeMutablePointer<Int>.allocate(capacity: Self.slots)
+            lengths.initialize(repeating: 0, count: Self.slots)
+            self.keys = keys
+            self.lengths = lengths
+            self.arena = .allocate(capacity: Self.slots * Self.slotBytes)
+        }
+        guard let keys = self.keys, let lengths = self.lengths, let arena = self.arena else { return }
+        let slot = key & (Self.slots - 1)
+        bytes.withUnsafeBytes { text in
+            (arena + slot * Self.slotBytes).update(
+                from: text.baseAddress!.assumingMemoryBound(to: UInt8.self) + start, count: count)
+        }
+        keys[slot] = key
+        lengths[slot] = count
+    }
+
+    /// Appends the `{"code","name"}` object of a sample type (or location) code, made by `make` once.
+    @inline(__always)
+    func codeName(type: Bool, _ code: UInt8, into buffer: JSONTextBuffer, make: (inout JSONTextBuffer) -> Void) {
+        let index = Int(code & 0x0F) | (type ? 0 : 16)
+        if let text = self.codeNames[index] {
+            text.withUnsafeBufferPointer { buffer.bytes.append(contentsOf: $0) }
+            return
+        }
+        var scratch = JSONTextBuffer(capacity: 64)
+        make(&scratch)
+        let text = scratch.bytes.withUnsafeBytes { Array($0) }
+        self.codeNames[index] = text
+        text.withUnsafeBufferPointer { buffer.bytes.append(contentsOf: $0) }
     }
 }
 
@@ -251,9 +370,29 @@ final class ByteStore {
     @inline(__always)
     func append(contentsOf bytes: UnsafeBufferPointer<UInt8>) {
         guard let source = bytes.baseAddress, bytes.count > 0 else { return }
-        self.reserve(bytes.count)
-        (self.base + self.count).update(from: source, count: bytes.count)
-        self.count += bytes.count
+        let count = bytes.count
+        self.reserve(count)
+        let target = self.base + self.count
+        if count >= 8 && count <= 16 {
+            // Most appends are short literals and digits: two overlapping 8-byte moves, no memmove call.
+            let raw = UnsafeRawPointer(source)
+            let head = raw.loadUnaligned(as: UInt64.self)
+            let tail = raw.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
+            UnsafeMutableRawPointer(target).storeBytes(of: head, as: UInt64.self)
+            UnsafeMutableRawPointer(target).storeBytes(of: tail, toByteOffset: count - 8, as: UInt64.self)
+        } else if count < 8 {
+            for offset in 0..<count { target[offset] = source[offset] }
+        } else {
+            target.update(from: source, count: count)
+        }
+        self.count += count
+    }
+
+    /// Lets `body` write up to `capacity` bytes at the end; it returns how many it wrote.
+    @inline(__always)
+    func appendInPlace(capacity: Int, _ body: (UnsafeMutablePointer<UInt8>) -> Int) {
+        self.reserve(capacity)
+        self.count += body(self.base + self.count)
     }
 
     func append(contentsOf bytes: some Collection<UInt8>) {
@@ -302,9 +441,25 @@ final class SpilledArray {
         self.buffer.bytes.removeAll(keepingCapacity: true)
     }
 
-    /// Copies everything written so far to `out`.
+    /// Copies everything written so far to `out`: in the kernel (`sendfile`) when `out`'s descriptor takes
+    /// it, else through a buffer.
     func copy(to out: inout OutputStream) throws(CaptureError) {
         try self.flush()
+        if fflush(self.file) == 0 {
+            let total = Int(ftello(self.file))
+            try out.flush()
+            var offset = off_t(0)
+            while Int(offset) < total {
+                let sent = sendfile(out.fd, fileno(self.file), &offset, total - Int(offset))
+                if sent > 0 { continue }
+                if sent < 0, errno == EINTR { continue }
+                break
+            }
+            if Int(offset) == total { return }
+            guard offset == 0 else {
+                throw CaptureError(.io, "Writing the output failed: \(String(cString: strerror(errno))).")
+            }
+        }
         rewind(self.file)
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         while true {
@@ -373,9 +528,19 @@ final class CaptureJSONStream {
 
     var pendingCount: Int { self.pendingRecords.count + self.pendingAnomalies.count + self.framelessAnomalies.count }
 
-    var needsFlush: Bool { self.pendingCount >= self.flushThreshold }
+    var needsFlush: Bool { self.pendingCount >= self.flushThreshold || self.records.buffer.bytes.count >= 1 << 16 }
 
-    func add(record: InspectedRecord) { self.pendingRecords.append(record) }
+    /// A final record; `final` also says no record still to come has an earlier frame, so it is written
+    /// now unless earlier ones wait.
+    func add(record: InspectedRecord, final: Bool) {
+        if final && self.pendingRecords.isEmpty {
+            self.records.element()
+            var buffer = self.records.buffer
+            buffer.record(record)
+        } else {
+            self.pendingRecords.append(record)
+        }
+    }
 
     func add(anomaly: InspectionAnomaly) {
         self.arrivals += 1
@@ -407,6 +572,7 @@ final class CaptureJSONStream {
     /// arrives later can have a smaller frame.
     func flush(recordsBelow: Int, anomaliesBelow: Int) throws(CaptureError) {
         try self.sessions.flushIfFull()
+        try self.records.flushIfFull()
         if !self.pendingRecords.isEmpty {
             self.pendingRecords.sort { $0.frame < $1.frame }
             let ready = self.pendingRecords.partitioningIndex { $0.frame >= recordsBelow }
