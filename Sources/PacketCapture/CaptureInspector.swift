@@ -346,7 +346,7 @@ public struct CaptureInspector {
         var windowBase = 0
         /// Sequence number → ordinal of the session's newest record with it (a record with an ordinal
         /// before the window's has left it: its number's context comes too late).
-        var newestBySequence: [UInt16: Int] = [:]
+        var newestBySequence = SequenceIndex()
         /// Per window record: the ordinal of the session's previous record with the same number, or −1.
         var previousSameSequence: [Int] = []
         /// Contexts that came before any measurement with their sequence number.
@@ -388,8 +388,9 @@ public struct CaptureInspector {
 
         /// Adds a record at the window's end.
         mutating func append(_ record: InspectedRecord) {
+            if self.window.isEmpty { self.window.reserveCapacity(1024) }
             let ordinal = self.windowBase + self.window.count
-            let previous = self.newestBySequence.updateValue(ordinal, forKey: record.measurement.sequenceNumber)
+            let previous = self.newestBySequence.update(record.measurement.sequenceNumber, to: ordinal)
             self.previousSameSequence.append(previous ?? -1)
             self.window.append(record)
         }
@@ -419,6 +420,35 @@ public struct CaptureInspector {
                 self.windowHead = 0
             }
             return record
+        }
+    }
+
+    /// Sequence number → the newest record ordinal with it: 16 flat tables of 4096 slots, each made when a
+    /// number in its range first comes, so a lookup is two loads, not a hash.
+    fileprivate final class SequenceIndex {
+        private var chunks = [UnsafeMutablePointer<UInt32>?](repeating: nil, count: 16)
+
+        deinit { for chunk in self.chunks { chunk?.deallocate() } }
+
+        subscript(seq: UInt16) -> Int? {
+            guard let chunk = self.chunks[Int(seq >> 12)] else { return nil }
+            let value = chunk[Int(seq & 0x0FFF)]
+            return value == 0 ? nil : Int(value) - 1
+        }
+
+        /// Sets the ordinal of `seq`; the one it had before, if any.
+        func update(_ seq: UInt16, to ordinal: Int) -> Int? {
+            let chunk: UnsafeMutablePointer<UInt32>
+            if let existing = self.chunks[Int(seq >> 12)] {
+                chunk = existing
+            } else {
+                chunk = .allocate(capacity: 4096)
+                chunk.initialize(repeating: 0, count: 4096)
+                self.chunks[Int(seq >> 12)] = chunk
+            }
+            let previous = chunk[Int(seq & 0x0FFF)]
+            chunk[Int(seq & 0x0FFF)] = UInt32(truncatingIfNeeded: ordinal + 1)
+            return previous == 0 ? nil : Int(previous) - 1
         }
     }
 
