@@ -338,12 +338,12 @@ public struct CaptureInspector {
     public static let contextWindow = 4096
 
     private struct OpenSession {
-        /// The records that may still get a context (the last `contextWindow` of the session), frame order,
-        /// from `window[windowHead]`; the ones before `windowHead` are already final and gone.
+        /// The records that may still get a context (the last `contextWindow` of the session): a ring of
+        /// `contextWindow + 1` slots, the record of ordinal `o` (its position among the session's records)
+        /// in slot `o % ringSize`, pending from ordinal `headOrdinal` to `tailOrdinal` (exclusive).
         var window: [InspectedRecord] = []
-        var windowHead = 0
-        /// Session ordinal of `window[0]` (a record's ordinal is its position among the session's records).
-        var windowBase = 0
+        var headOrdinal = 0
+        var tailOrdinal = 0
         /// Sequence number → ordinal of the session's newest record with it (a record with an ordinal
         /// before the window's has left it: its number's context comes too late).
         var newestBySequence = SequenceIndex()
@@ -363,10 +363,12 @@ public struct CaptureInspector {
         var pairingRequests = 0
         var pairingFailures: [UInt8] = []
 
-        var pendingCount: Int { self.window.count - self.windowHead }
+        static let ringSize = CaptureInspector.contextWindow + 1
+
+        var pendingCount: Int { self.tailOrdinal - self.headOrdinal }
 
         /// The earliest frame a record of this session not yet final has (Int.max when none).
-        var earliestPendingRecordFrame: Int { self.pendingCount > 0 ? self.window[self.windowHead].frame : Int.max }
+        var earliestPendingRecordFrame: Int { self.pendingCount > 0 ? self[ordinal: self.headOrdinal].frame : Int.max }
 
         /// The earliest frame an anomaly this session may still report has: a pending record (a context
         /// that never came), an early context (an orphan), an unanswered RACP request.
@@ -377,22 +379,28 @@ public struct CaptureInspector {
             return earliest
         }
 
-        /// Ordinal of the oldest record still in the window.
-        var headOrdinal: Int { self.windowBase + self.windowHead }
-
         /// The window's record of `ordinal`.
         subscript(ordinal ordinal: Int) -> InspectedRecord {
-            get { self.window[ordinal - self.windowBase] }
-            set { self.window[ordinal - self.windowBase] = newValue }
+            get { self.window[ordinal % Self.ringSize] }
+            set { self.window[ordinal % Self.ringSize] = newValue }
         }
 
-        /// Adds a record at the window's end.
+        /// Adds a record at the window's end (the window must have room: `pendingCount < contextWindow + 1`).
         mutating func append(_ record: InspectedRecord) {
-            if self.window.isEmpty { self.window.reserveCapacity(1024) }
-            let ordinal = self.windowBase + self.window.count
-            let previous = self.newestBySequence.update(record.measurement.sequenceNumber, to: ordinal)
-            self.previousSameSequence.append(previous ?? -1)
-            self.window.append(record)
+            let ordinal = self.tailOrdinal
+            let previous = self.newestBySequence.update(record.measurement.sequenceNumber, to: ordinal) ?? -1
+            if self.window.count < Self.ringSize {
+                if self.window.count == self.window.capacity {
+                    self.window.reserveCapacity(min(Self.ringSize, max(1024, 2 * self.window.count)))
+                    self.previousSameSequence.reserveCapacity(self.window.capacity)
+                }
+                self.window.append(record)
+                self.previousSameSequence.append(previous)
+            } else {
+                self[ordinal: ordinal] = record
+                self.previousSameSequence[ordinal % Self.ringSize] = previous
+            }
+            self.tailOrdinal += 1
         }
 
         /// The newest window record with number `seq` that has no context yet: `.none` when there is no
@@ -404,21 +412,15 @@ public struct CaptureInspector {
             guard ordinal >= head else { return .tooLate }
             while ordinal >= head {
                 if self[ordinal: ordinal].context == nil { return .record(ordinal) }
-                ordinal = self.previousSameSequence[ordinal - self.windowBase]
+                ordinal = self.previousSameSequence[ordinal % Self.ringSize]
             }
             return .allJoined
         }
 
-        /// Takes the oldest pending record out of the window.
+        /// Takes the oldest pending record out of the window (its slot is reused by a later record).
         mutating func takeOldest() -> InspectedRecord {
-            let record = self.window[self.windowHead]
-            self.windowHead += 1
-            if self.windowHead >= 1024, self.windowHead * 2 >= self.window.count {
-                self.window.removeFirst(self.windowHead)
-                self.previousSameSequence.removeFirst(self.windowHead)
-                self.windowBase += self.windowHead
-                self.windowHead = 0
-            }
+            let record = self[ordinal: self.headOrdinal]
+            self.headOrdinal += 1
             return record
         }
     }
@@ -844,7 +846,7 @@ public struct CaptureInspector {
             self.note(early.frame, position, .glucoseMeasurementContext, "Context for record \(seq) has no measurement "
                 + "in this session (orphan).")
         }
-        for record in state.window[state.windowHead...] { self.finalize(record) }
+        for ordinal in state.headOrdinal..<state.tailOrdinal { self.finalize(state[ordinal: ordinal]) }
         for exchange in state.racp where exchange.awaitsResponse {
             self.note(exchange.requestFrame ?? capture.lastFrame, position, .recordAccessControlPoint,
                       "RACP \(exchange.request!.opCode.name) got no response before the session ended.")

@@ -432,7 +432,16 @@ final class SpilledArray {
         if self.buffer.bytes.count >= 1 << 16 { try self.flush() }
     }
 
+    /// `flushIfFull` where no error can be thrown: a failure is thrown by the next `flush`.
+    func flushIfFullDeferringError() {
+        guard self.deferredError == nil, self.buffer.bytes.count >= 1 << 16 else { return }
+        do throws(CaptureError) { try self.flush() } catch { self.deferredError = error }
+    }
+
+    private var deferredError: CaptureError?
+
     func flush() throws(CaptureError) {
+        if let error = self.deferredError { throw error }
         guard !self.buffer.bytes.isEmpty else { return }
         let written = self.buffer.bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, self.file) }
         guard written == self.buffer.bytes.count else {
@@ -528,7 +537,7 @@ final class CaptureJSONStream {
 
     var pendingCount: Int { self.pendingRecords.count + self.pendingAnomalies.count + self.framelessAnomalies.count }
 
-    var needsFlush: Bool { self.pendingCount >= self.flushThreshold || self.records.buffer.bytes.count >= 1 << 16 }
+    var needsFlush: Bool { self.pendingCount >= self.flushThreshold }
 
     /// A final record; `final` also says no record still to come has an earlier frame, so it is written
     /// now unless earlier ones wait.
@@ -537,6 +546,7 @@ final class CaptureJSONStream {
             self.records.element()
             var buffer = self.records.buffer
             buffer.record(record)
+            self.records.flushIfFullDeferringError()
         } else {
             self.pendingRecords.append(record)
         }
