@@ -633,11 +633,13 @@ public struct CaptureInspector {
     /// No anomaly reported later (but the reader's own, about frames still to come) has a frame before this.
     var earliestPendingAnomalyFrame: Int { self.earliest(\.earliestPendingAnomalyFrame) }
 
-    /// Records held because a context may still come for them, over all open sessions.
-    var pendingRecordCount: Int { (self.hot?.state.pendingCount ?? 0) + self.open.values.reduce(0) { $0 + $1.pendingCount } }
+    /// Records held because a context may still come for them, over all open sessions, and the most at once.
+    private(set) var heldRecords = 0
+    private(set) var peakHeldRecords = 0
 
     /// A record that can no longer change: its late-context anomaly, then to the stream or the kept records.
     private mutating func finalize(_ record: InspectedRecord) {
+        self.heldRecords -= 1
         if record.measurement.contextFollows && record.context == nil {
             self.note(record.frame, record.session, .glucoseMeasurement, "Record \(record.measurement.sequenceNumber) "
                 + "announces a context that never came; the record is kept without it.")
@@ -699,6 +701,8 @@ public struct CaptureInspector {
             record.context = early.context
         }
         state.append(record)
+        self.heldRecords += 1
+        self.peakHeldRecords = max(self.peakHeldRecords, self.heldRecords)
         state.recordCount += 1
         if state.pendingCount > Self.contextWindow { self.finalize(state.takeOldest()) }
         self.recordCount += 1

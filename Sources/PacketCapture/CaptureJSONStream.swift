@@ -537,6 +537,9 @@ final class CaptureJSONStream {
 
     var pendingCount: Int { self.pendingRecords.count + self.pendingAnomalies.count + self.framelessAnomalies.count }
 
+    /// The most records and anomalies held at once, waiting for an earlier frame to be decided.
+    private(set) var peakPendingCount = 0
+
     var needsFlush: Bool { self.pendingCount >= self.flushThreshold }
 
     /// A final record; `final` also says no record still to come has an earlier frame, so it is written
@@ -549,6 +552,7 @@ final class CaptureJSONStream {
             self.records.flushIfFullDeferringError()
         } else {
             self.pendingRecords.append(record)
+            self.peakPendingCount = max(self.peakPendingCount, self.pendingCount)
         }
     }
 
@@ -559,6 +563,7 @@ final class CaptureJSONStream {
         } else {
             self.pendingAnomalies.append((self.arrivals, anomaly))
         }
+        self.peakPendingCount = max(self.peakPendingCount, self.pendingCount)
     }
 
     /// Writes the session, and the ones after it that ended before it, in the reader's order; its
@@ -667,9 +672,10 @@ extension CaptureInspector {
 
     /// What a streaming inspection held at most, besides its output files.
     public struct StreamStatistics: Sendable {
-        /// Records held at once: the open sessions' context windows plus the final records and anomalies
-        /// waiting for an earlier frame to be decided.
-        public var peakHeldItems = 0
+        /// Records held at once because a context might still come for them (the open sessions' windows).
+        public var peakHeldRecords = 0
+        /// Final records and anomalies held at once until no earlier one could still come.
+        public var peakPendingItems = 0
     }
 
     @discardableResult
@@ -678,27 +684,24 @@ extension CaptureInspector {
         var inspector = CaptureInspector(options: Options(keepRecords: false))
         inspector.stream = stream
         var firstCorrupt: CaptureAnomaly?
-        var statistics = StreamStatistics()
         while let item = try reader.next() {
             if case .anomaly(let anomaly) = item, anomaly.kind == .corruptRecord, firstCorrupt == nil { firstCorrupt = anomaly }
             inspector.consume(item)
             if case .sessionEnded = item {
-                try Self.flush(stream, inspector, reader, &statistics)
+                try Self.flush(stream, inspector, reader)
             } else if stream.needsFlush {
-                try Self.flush(stream, inspector, reader, &statistics)
+                try Self.flush(stream, inspector, reader)
             }
         }
         try Self.checkReadable(reader.statistics, firstCorrupt)
-        try Self.flush(stream, inspector, reader, &statistics)
+        try Self.flush(stream, inspector, reader)
         try stream.finish(to: fd)
-        return statistics
+        return StreamStatistics(peakHeldRecords: inspector.peakHeldRecords, peakPendingItems: stream.peakPendingCount)
     }
 
     private static func flush(
-        _ stream: CaptureJSONStream, _ inspector: CaptureInspector, _ reader: GATTEventReader,
-        _ statistics: inout StreamStatistics
+        _ stream: CaptureJSONStream, _ inspector: CaptureInspector, _ reader: GATTEventReader
     ) throws(CaptureError) {
-        statistics.peakHeldItems = max(statistics.peakHeldItems, inspector.pendingRecordCount + stream.pendingCount)
         try stream.flush(
             recordsBelow: min(inspector.earliestPendingRecordFrame, reader.statistics.frames),
             anomaliesBelow: min(inspector.earliestPendingAnomalyFrame, reader.statistics.frames))
