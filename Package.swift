@@ -98,7 +98,7 @@ let package = Package(
         .target(name: "MQTT", dependencies: ["Locking", "CMosquitto"], swiftSettings: strict),
         // sugard-forward: every stored reading (FollowReadings) to an MQTT broker and Home Assistant.
         .target(
-            name: "SugarForward", dependencies: ["Locking", "MQTT", "JSON", "Varlink", "SugarAPI", "HealthDataSync"],
+            name: "SugarForward", dependencies: ["Locking", "MQTT", "JSON", "Varlink", "SugarAPI", "HealthDataSync", "NightscoutSink"],
             swiftSettings: strict),
         .executableTarget(name: "sugard-forward", dependencies: ["SugarForward"], swiftSettings: strict),
 
@@ -198,7 +198,7 @@ let package = Package(
             name: "ForwardTests",
             dependencies: [
                 "sugard", "sugard-forward", "sugarctl", "SugarForward", "JSON", "Varlink", "Locking", "TestSupport",
-                "GlucoseStore", "HealthDataSync",
+                "GlucoseStore", "HealthDataSync", "HTTPClient",
             ],
             swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),

@@ -1,6 +1,6 @@
 import Glibc
 public import HealthDataSync
-import SugarAPI
+public import SugarAPI
 
 /// One Nightscout sink: one site, optionally limited to one person's readings.
 ///
@@ -89,57 +89,72 @@ public struct NightscoutSinkConfig: Sendable, Hashable {
         return SHA1.hex(secret)
     }
 
-    /// Parses the Nightscout sinks of a `key = value` file (`#` comments). Keys that are not
-    /// Nightscout's before the first section belong to the program's own configuration and are
-    /// skipped; inside a `[nightscout NAME]` section every key must be a sink key.
+    /// Parses the Nightscout sinks of a `key = value` file (the format of ``ConfigFile``: `#` or `;`
+    /// comment lines, quoted values, a key once per sink). Keys that are not Nightscout's before
+    /// the first section belong to the program's own configuration and are skipped; inside a
+    /// `[nightscout NAME]` section every key must be a sink key.
     public static func parse(_ text: String, file: String) throws(NightscoutConfigError) -> [NightscoutSinkConfig] {
-        var sinks: [NightscoutSinkConfig] = []
-        var current: NightscoutSinkConfig?
-        var inSection = false
-        var lineNumber = 0
-        func finish() throws(NightscoutConfigError) {
-            if let sink = current {
-                try sink.validate()
-                sinks.append(sink)
-            }
-            current = nil
-        }
-        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
-            lineNumber += 1
-            let line = raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
-            let trimmed = line.trimmed
-            if trimmed.isEmpty { continue }
-            do throws(NightscoutConfigError) {
-                if trimmed.hasPrefix("[") {
-                    guard trimmed.hasSuffix("]") else { throw NightscoutConfigError("a section is [nightscout NAME]") }
-                    let words = trimmed.dropFirst().dropLast().split(separator: " ").map(String.init)
-                    guard words.count == 2, words[0] == "nightscout",
-                        words[1].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") })
-                    else { throw NightscoutConfigError("a section is [nightscout NAME] (NAME: letters, digits, - or _)") }
-                    try finish()
-                    guard !sinks.contains(where: { $0.name == words[1] }) else {
-                        throw NightscoutConfigError("sink \(words[1]) is defined twice")
-                    }
-                    current = NightscoutSinkConfig(name: words[1])
-                    inSection = true
-                    continue
-                }
-                guard let equals = trimmed.firstIndex(of: "=") else { throw NightscoutConfigError("expected key = value") }
-                let key = String(trimmed[..<equals]).trimmed
-                let value = String(trimmed[trimmed.index(after: equals)...]).trimmed
-                guard inSection || Self.keys.contains(key) else { continue }
-                if current == nil { current = NightscoutSinkConfig() }
-                try current?.apply(key: key, value: value)
-            } catch {
-                throw NightscoutConfigError("\(file):\(lineNumber): \(error.message)")
-            }
-        }
-        do throws(NightscoutConfigError) {
-            try finish()
+        do {
+            return try Self.sinks(in: text, file: file)
         } catch {
-            throw NightscoutConfigError("\(file): \(error.message)")
+            throw NightscoutConfigError(error.description)
+        }
+    }
+
+    /// ``parse(_:file:)`` with the errors as ``ConfigError`` (file and line), for a program's own
+    /// configuration parser.
+    public static func sinks(in text: String, file: String) throws(ConfigError) -> [NightscoutSinkConfig] {
+        var sinks: [NightscoutSinkConfig] = []
+        for section in Self.sections(of: text) {
+            var sink: NightscoutSinkConfig?
+            if let header = section.header {
+                let words = header.text.dropFirst().dropLast().split(separator: " ").map(String.init)
+                guard header.text.hasSuffix("]"), words.count == 2, words[0] == "nightscout",
+                    words[1].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") })
+                else {
+                    throw ConfigError(file: file, line: header.line, "a section is [nightscout NAME] (NAME: letters, digits, - or _)")
+                }
+                guard !sinks.contains(where: { $0.name == words[1] }) else {
+                    throw ConfigError(file: file, line: header.line, "sink \(words[1]) is defined twice")
+                }
+                sink = NightscoutSinkConfig(name: words[1])
+            }
+            let inSection = section.header != nil
+            try ConfigFile.parse(section.text, file: file) { (key, value) throws(ConfigError) in
+                guard inSection || Self.keys.contains(key) else { return }
+                if sink == nil { sink = NightscoutSinkConfig() }
+                do throws(NightscoutConfigError) {
+                    try sink?.apply(key: key, value: value)
+                } catch {
+                    throw ConfigError(error.message)
+                }
+            }
+            guard let sink else { continue }
+            do throws(NightscoutConfigError) {
+                try sink.validate()
+            } catch {
+                throw ConfigError(file: file, line: section.header?.line, error.message)
+            }
+            sinks.append(sink)
         }
         return sinks
+    }
+
+    /// The text before the first `[section]` line, then each section: its header line and its
+    /// text, with blank lines in front so that line numbers stay those of the file.
+    public static func sections(of text: String) -> [(header: (text: String, line: Int)?, text: String)] {
+        var out: [(header: (text: String, line: Int)?, text: String)] = [(nil, "")]
+        var lineNumber = 0
+        for raw in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }) {
+            lineNumber += 1
+            let line = String(raw).trimmed
+            if line.hasPrefix("[") {
+                out.append(((line, lineNumber), String(repeating: "\n", count: lineNumber)))
+            } else {
+                out[out.count - 1].text += raw + "\n"
+            }
+        }
+        return out
     }
 }
 

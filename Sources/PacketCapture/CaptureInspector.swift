@@ -108,6 +108,11 @@ public struct RACPExchange: Hashable, Sendable {
         self.measurements = measurements
     }
 
+    /// A request (not an abort) with neither a response nor a write error yet.
+    var awaitsResponse: Bool {
+        self.request != nil && self.response == nil && self.writeError == nil && self.request?.opCode != .abortOperation
+    }
+
     public var jsonValue: JSONValue {
         var object = JSONObject()
         object["requestFrame"] = .from(self.requestFrame)
@@ -310,9 +315,10 @@ public struct CaptureInspection: Hashable, Sendable {
 /// measurement, announced contexts that never come and reserved values are anomalies; the measurement of
 /// a record with an odd field is still a record.
 ///
-/// Memory: per open session the records not yet flushed (a session's records are flushed when it ends),
-/// plus the kept output. With `keepRecords` false only counts are kept; `writeJSON` (CaptureJSONStream.swift)
-/// writes records and anomalies out as they are decided.
+/// Memory: per open session the records that may still get a context (at most ``contextWindow``: a context
+/// joins one of the session's last `contextWindow` measurements), the session's summary (RACP exchanges,
+/// subscriptions), plus the kept output. With `keepRecords` false only counts are kept; `writeJSON`
+/// (CaptureJSONStream.swift) writes sessions, records and anomalies out as they are decided.
 ///
 /// `inspect` and `writeJSON` read with `skipCorruptRecords`: a damaged record is an anomaly with its frame
 /// number and the records after it are still inspected; they throw `.corruptRecord` only when no record at
@@ -326,10 +332,23 @@ public struct CaptureInspector {
         public init(keepRecords: Bool = true) { self.keepRecords = keepRecords }
     }
 
+    /// How many later measurements of its session a record waits for its context before it is final.
+    /// GLS sends a context right after its measurement; a window (not the whole session) keeps memory flat
+    /// in the session's length. A context that comes later than this is an anomaly and joins nothing.
+    public static let contextWindow = 4096
+
     private struct OpenSession {
-        var records: [InspectedRecord] = []
-        /// Sequence number → indices into `records`, oldest first.
-        var bySequence: [UInt16: [Int]] = [:]
+        /// The records that may still get a context (the last `contextWindow` of the session): a ring of
+        /// `contextWindow + 1` slots, the record of ordinal `o` (its position among the session's records)
+        /// in slot `o % ringSize`, pending from ordinal `headOrdinal` to `tailOrdinal` (exclusive).
+        var window: [InspectedRecord] = []
+        var headOrdinal = 0
+        var tailOrdinal = 0
+        /// Sequence number → ordinal of the session's newest record with it (a record with an ordinal
+        /// before the window's has left it: its number's context comes too late).
+        var newestBySequence = SequenceIndex()
+        /// Per window record: the ordinal of the session's previous record with the same number, or −1.
+        var previousSameSequence: [Int] = []
         /// Contexts that came before any measurement with their sequence number.
         var earlyContexts: [UInt16: (frame: Int, bytes: [UInt8], context: MeasurementContext)] = [:]
         var lastMeasurement: (frame: Int, bytes: [UInt8])?
@@ -343,12 +362,107 @@ public struct CaptureInspector {
         var recordCount = 0
         var pairingRequests = 0
         var pairingFailures: [UInt8] = []
-        /// Frame of the session's first event: nothing it reports later sorts before it.
-        var firstFrame = Int.max
+
+        static let ringSize = CaptureInspector.contextWindow + 1
+
+        var pendingCount: Int { self.tailOrdinal - self.headOrdinal }
+
+        /// The earliest frame a record of this session not yet final has (Int.max when none).
+        var earliestPendingRecordFrame: Int { self.pendingCount > 0 ? self[ordinal: self.headOrdinal].frame : Int.max }
+
+        /// The earliest frame an anomaly this session may still report has: a pending record (a context
+        /// that never came), an early context (an orphan), an unanswered RACP request.
+        var earliestPendingAnomalyFrame: Int {
+            var earliest = self.earliestPendingRecordFrame
+            for early in self.earlyContexts.values { earliest = min(earliest, early.frame) }
+            for exchange in self.racp where exchange.awaitsResponse { earliest = min(earliest, exchange.requestFrame ?? 0) }
+            return earliest
+        }
+
+        /// The window's record of `ordinal`.
+        subscript(ordinal ordinal: Int) -> InspectedRecord {
+            get { self.window[ordinal % Self.ringSize] }
+            set { self.window[ordinal % Self.ringSize] = newValue }
+        }
+
+        /// Adds a record at the window's end (the window must have room: `pendingCount < contextWindow + 1`).
+        mutating func append(_ record: InspectedRecord) {
+            let ordinal = self.tailOrdinal
+            let previous = self.newestBySequence.update(record.measurement.sequenceNumber, to: ordinal) ?? -1
+            if self.window.count < Self.ringSize {
+                if self.window.count == self.window.capacity {
+                    self.window.reserveCapacity(min(Self.ringSize, max(1024, 2 * self.window.count)))
+                    self.previousSameSequence.reserveCapacity(self.window.capacity)
+                }
+                self.window.append(record)
+                self.previousSameSequence.append(previous)
+            } else {
+                self[ordinal: ordinal] = record
+                self.previousSameSequence[ordinal % Self.ringSize] = previous
+            }
+            self.tailOrdinal += 1
+        }
+
+        /// The newest window record with number `seq` that has no context yet: `.none` when there is no
+        /// window record with that number, `.tooLate` when its records left the window, `.allJoined` when
+        /// every one in the window has a context.
+        func joinTarget(_ seq: UInt16) -> JoinTarget {
+            guard var ordinal = self.newestBySequence[seq] else { return .none }
+            let head = self.headOrdinal
+            guard ordinal >= head else { return .tooLate }
+            while ordinal >= head {
+                if self[ordinal: ordinal].context == nil { return .record(ordinal) }
+                ordinal = self.previousSameSequence[ordinal % Self.ringSize]
+            }
+            return .allJoined
+        }
+
+        /// Takes the oldest pending record out of the window (its slot is reused by a later record).
+        mutating func takeOldest() -> InspectedRecord {
+            let record = self[ordinal: self.headOrdinal]
+            self.headOrdinal += 1
+            return record
+        }
+    }
+
+    /// Sequence number → the newest record ordinal with it: 16 flat tables of 4096 slots, each made when a
+    /// number in its range first comes, so a lookup is two loads, not a hash.
+    fileprivate final class SequenceIndex {
+        private var chunks = [UnsafeMutablePointer<UInt32>?](repeating: nil, count: 16)
+
+        deinit { for chunk in self.chunks { chunk?.deallocate() } }
+
+        subscript(seq: UInt16) -> Int? {
+            guard let chunk = self.chunks[Int(seq >> 12)] else { return nil }
+            let value = chunk[Int(seq & 0x0FFF)]
+            return value == 0 ? nil : Int(value) - 1
+        }
+
+        /// Sets the ordinal of `seq`; the one it had before, if any.
+        func update(_ seq: UInt16, to ordinal: Int) -> Int? {
+            let chunk: UnsafeMutablePointer<UInt32>
+            if let existing = self.chunks[Int(seq >> 12)] {
+                chunk = existing
+            } else {
+                chunk = .allocate(capacity: 4096)
+                chunk.initialize(repeating: 0, count: 4096)
+                self.chunks[Int(seq >> 12)] = chunk
+            }
+            let previous = chunk[Int(seq & 0x0FFF)]
+            chunk[Int(seq & 0x0FFF)] = UInt32(truncatingIfNeeded: ordinal + 1)
+            return previous == 0 ? nil : Int(previous) - 1
+        }
+    }
+
+    private enum JoinTarget {
+        case none, tooLate, allJoined
+        case record(Int)
     }
 
     public let options: Options
     private var open: [Int: OpenSession] = [:]
+    /// The open session of the last event (not in `open`).
+    private var hot: (key: Int, state: OpenSession)?
     private var finished: [InspectedSession] = []
     private var records: [InspectedRecord] = []
     private var anomalies: [InspectionAnomaly] = []
@@ -434,11 +548,31 @@ public struct CaptureInspector {
 
     private mutating func event(_ event: GATTEvent) {
         let key = event.session
-        // Moved out and back so the session's arrays stay uniquely referenced (no copy per append).
-        var state = self.open.removeValue(forKey: key) ?? OpenSession()
-        defer { self.open[key] = state }
-        state.firstFrame = min(state.firstFrame, event.frame)
-        let position = key - 1
+        var state = self.takeSession(key)
+        self.apply(event, position: key - 1, &state)
+        self.hot = (key, state)
+    }
+
+    /// The session's state, moved out (its arrays stay uniquely referenced: no copy per append). The last
+    /// event's session waits in `hot`, outside the dictionary: the next event is most likely its too.
+    private mutating func takeSession(_ key: Int) -> OpenSession {
+        var hot: (key: Int, state: OpenSession)?
+        swap(&hot, &self.hot)
+        if let hot {
+            if hot.key == key { return hot.state }
+            self.open[hot.key] = hot.state
+        }
+        return self.open.removeValue(forKey: key) ?? OpenSession()
+    }
+
+    /// The least of `frame` over the open sessions (Int.max when none is open).
+    private func earliest(_ frame: (OpenSession) -> Int) -> Int {
+        var earliest = self.hot.map { frame($0.state) } ?? Int.max
+        for state in self.open.values { earliest = min(earliest, frame(state)) }
+        return earliest
+    }
+
+    private mutating func apply(_ event: GATTEvent, position: Int, _ state: inout OpenSession) {
         switch event.kind {
         case .notification(let attribute, let value):
             guard let uuid = attribute.uuid else { return }
@@ -493,8 +627,30 @@ public struct CaptureInspector {
         if let stream = self.stream { stream.add(anomaly: anomaly) } else { self.anomalies.append(anomaly) }
     }
 
-    /// The first frame of the earliest session still open (Int.max when none is).
-    var earliestOpenFrame: Int { self.open.values.lazy.map(\.firstFrame).min() ?? Int.max }
+    /// No record reported later has a frame before this one (Int.max when no session holds one).
+    var earliestPendingRecordFrame: Int { self.earliest(\.earliestPendingRecordFrame) }
+
+    /// No anomaly reported later (but the reader's own, about frames still to come) has a frame before this.
+    var earliestPendingAnomalyFrame: Int { self.earliest(\.earliestPendingAnomalyFrame) }
+
+    /// Records held because a context may still come for them, over all open sessions, and the most at once.
+    private(set) var heldRecords = 0
+    private(set) var peakHeldRecords = 0
+
+    /// A record that can no longer change: its late-context anomaly, then to the stream or the kept records.
+    private mutating func finalize(_ record: InspectedRecord) {
+        self.heldRecords -= 1
+        if record.measurement.contextFollows && record.context == nil {
+            self.note(record.frame, record.session, .glucoseMeasurement, "Record \(record.measurement.sequenceNumber) "
+                + "announces a context that never came; the record is kept without it.")
+        }
+        if let stream = self.stream {
+            // Its session is out of `open` now: written at once when no other session holds an earlier record.
+            stream.add(record: record, final: record.frame < self.earliest(\.earliestPendingRecordFrame))
+        } else if self.options.keepRecords {
+            self.records.append(record)
+        }
+    }
 
     private mutating func measurement(_ bytes: [UInt8], frame: Int, position: Int, _ state: inout OpenSession) {
         let measurement: GlucoseMeasurement
@@ -544,9 +700,11 @@ public struct CaptureInspector {
             record.contextBytes = early.bytes
             record.context = early.context
         }
-        state.bySequence[seq, default: []].append(state.records.count)
-        state.records.append(record)
+        state.append(record)
+        self.heldRecords += 1
+        self.peakHeldRecords = max(self.peakHeldRecords, self.heldRecords)
         state.recordCount += 1
+        if state.pendingCount > Self.contextWindow { self.finalize(state.takeOldest()) }
         self.recordCount += 1
         if let index = state.openExchange, state.racp[index].request?.opCode == .reportStoredRecords {
             state.racp[index].measurements += 1
@@ -564,16 +722,22 @@ public struct CaptureInspector {
         }
         let seq = context.sequenceNumber
         // The newest record with this number that has no context yet.
-        if let indices = state.bySequence[seq] {
-            if let index = indices.last(where: { state.records[$0].context == nil }) {
-                state.records[index].context = context
-                state.records[index].contextFrame = frame
-                state.records[index].contextBytes = bytes
-            } else {
-                self.note(frame, position, .glucoseMeasurementContext, "Record \(seq) already has a context; this "
-                    + "second one is ignored.")
-            }
+        switch state.joinTarget(seq) {
+        case .record(let ordinal):
+            state[ordinal: ordinal].context = context
+            state[ordinal: ordinal].contextFrame = frame
+            state[ordinal: ordinal].contextBytes = bytes
             return
+        case .allJoined:
+            self.note(frame, position, .glucoseMeasurementContext, "Record \(seq) already has a context; this "
+                + "second one is ignored.")
+            return
+        case .tooLate:
+            self.note(frame, position, .glucoseMeasurementContext, "Context for record \(seq) comes more than "
+                + "\(Self.contextWindow) records after its measurement; it is ignored.")
+            return
+        case .none:
+            break
         }
         if state.earlyContexts[seq] != nil {
             self.note(frame, position, .glucoseMeasurementContext, "A second context for record \(seq) came before its "
@@ -680,26 +844,16 @@ public struct CaptureInspector {
     }
 
     private mutating func sessionEnded(_ capture: CaptureSession) {
-        let state = self.open.removeValue(forKey: capture.index) ?? OpenSession()
+        let state = self.takeSession(capture.index)
         let position = capture.index - 1
         for (seq, early) in state.earlyContexts.sorted(by: { $0.value.frame < $1.value.frame }) {
             self.note(early.frame, position, .glucoseMeasurementContext, "Context for record \(seq) has no measurement "
                 + "in this session (orphan).")
         }
-        for record in state.records where record.measurement.contextFollows && record.context == nil {
-            self.note(record.frame, position, .glucoseMeasurement, "Record \(record.measurement.sequenceNumber) announces "
-                + "a context that never came; the record is kept without it.")
-        }
-        for exchange in state.racp where exchange.request != nil && exchange.response == nil && exchange.writeError == nil
-            && exchange.request?.opCode != .abortOperation
-        {
+        for ordinal in state.headOrdinal..<state.tailOrdinal { self.finalize(state[ordinal: ordinal]) }
+        for exchange in state.racp where exchange.awaitsResponse {
             self.note(exchange.requestFrame ?? capture.lastFrame, position, .recordAccessControlPoint,
                       "RACP \(exchange.request!.opCode.name) got no response before the session ended.")
-        }
-        if let stream = self.stream {
-            stream.add(records: state.records)
-        } else if self.options.keepRecords {
-            self.records.append(contentsOf: state.records)
         }
         var session = InspectedSession(position: position, capture: capture)
         func text(_ short: UInt16) -> String? {
@@ -716,7 +870,7 @@ public struct CaptureInspector {
         session.recordCount = state.recordCount
         session.pairingRequests = state.pairingRequests
         session.pairingFailures = state.pairingFailures
-        self.finished.append(session)
+        if let stream = self.stream { stream.add(session: session) } else { self.finished.append(session) }
     }
 }
 

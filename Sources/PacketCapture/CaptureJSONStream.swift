@@ -10,6 +10,8 @@ internal import Glibc
 /// value (`CaptureJSONStreamTests` compares them).
 struct JSONTextBuffer: TextOutputStream {
     let bytes: ByteStore
+    /// Texts that depend on a few bits only (a concentration and its unit, a sample type's code), made once.
+    let memo = RecordTextMemo()
 
     init(capacity: Int = 1 << 17) { self.bytes = ByteStore(capacity: capacity) }
 
@@ -104,6 +106,35 @@ struct JSONTextBuffer: TextOutputStream {
     /// `"2019-02-27T11:10:30"` as `DateTime.json`.
     mutating func dateTime(_ t: DateTime?) {
         guard let t else { return self.raw("null") }
+        guard t.year < 10000, max(t.month, t.day, t.hours, t.minutes, t.seconds) < 100 else {
+            return self.dateTimeByField(t)
+        }
+        self.bytes.appendInPlace(capacity: 21) { out in
+            @inline(__always) func pair(_ value: UInt8, _ at: Int) {
+                out[at] = UInt8(ascii: "0") + UInt8(value / 10)
+                out[at + 1] = UInt8(ascii: "0") + UInt8(value % 10)
+            }
+            let year = Int(t.year)
+            out[0] = UInt8(ascii: "\"")
+            pair(UInt8(year / 100), 1)
+            pair(UInt8(year % 100), 3)
+            out[5] = UInt8(ascii: "-")
+            pair(t.month, 6)
+            out[8] = UInt8(ascii: "-")
+            pair(t.day, 9)
+            out[11] = UInt8(ascii: "T")
+            pair(t.hours, 12)
+            out[14] = UInt8(ascii: ":")
+            pair(t.minutes, 15)
+            out[17] = UInt8(ascii: ":")
+            pair(t.seconds, 18)
+            out[20] = UInt8(ascii: "\"")
+            return 21
+        }
+    }
+
+    /// The same, field by field (a year above 9999 or a field above 99 is written whole).
+    private mutating func dateTimeByField(_ t: DateTime) {
         self.bytes.append(UInt8(ascii: "\""))
         self.int(Int64(t.year), width: 4)
         self.bytes.append(UInt8(ascii: "-"))
@@ -143,31 +174,29 @@ struct JSONTextBuffer: TextOutputStream {
         self.raw(",\"userFacingTime\":")
         self.dateTime(m.userFacingTime)
         self.raw(",\"concentration\":")
-        if let c = m.concentration {
-            self.raw("{\"raw\":")
-            self.int(c.rawValue)
-            self.raw(",\"mantissa\":")
-            self.int(c.mantissa)
-            self.raw(",\"exponent\":")
-            self.int(c.exponent)
-            self.raw(",\"unit\":")
-            self.string(m.unit?.symbol)
-            self.raw(",\"value\":")
-            self.double(c.value)
-            self.raw(",\"special\":")
-            self.string(c.special?.name)
-            self.raw("}")
+        if let c = m.concentration, let unit = m.unit {
+            // A pure function of the SFLOAT and the unit: formatted once per distinct value.
+            let key = Int(c.rawValue) << 1 | (unit == .kilogramsPerLiter ? 0 : 1)
+            if !self.memo.concentration(key, into: self.bytes) {
+                let start = self.bytes.count
+                self.concentration(m)
+                self.memo.remember(concentration: key, from: self.bytes, start: start)
+            }
+        } else {
+            self.concentration(m)
+        }
+        self.raw(",\"type\":")
+        if let type = m.type {
+            self.memo.codeName(type: true, type.code, into: self) { $0.codeName(type.code, type.name) }
         } else {
             self.raw("null")
         }
-        self.raw(",\"mgdL\":")
-        self.double(m.mgdL)
-        self.raw(",\"mmolL\":")
-        self.double(m.mmolL)
-        self.raw(",\"type\":")
-        if let type = m.type { self.codeName(type.code, type.name) } else { self.raw("null") }
         self.raw(",\"sampleLocation\":")
-        if let location = m.sampleLocation { self.codeName(location.code, location.name) } else { self.raw("null") }
+        if let location = m.sampleLocation {
+            self.memo.codeName(type: false, location.code, into: self) { $0.codeName(location.code, location.name) }
+        } else {
+            self.raw("null")
+        }
         self.raw(",\"sensorStatus\":")
         if let status = m.sensorStatus {
             self.raw("{\"bits\":")
@@ -199,6 +228,31 @@ struct JSONTextBuffer: TextOutputStream {
         self.raw("}")
     }
 
+    /// The concentration object (or null) and `mgdL` and `mmolL`, as `GlucoseMeasurement.json` has them.
+    private mutating func concentration(_ m: GlucoseMeasurement) {
+        if let c = m.concentration {
+            self.raw("{\"raw\":")
+            self.int(c.rawValue)
+            self.raw(",\"mantissa\":")
+            self.int(c.mantissa)
+            self.raw(",\"exponent\":")
+            self.int(c.exponent)
+            self.raw(",\"unit\":")
+            self.string(m.unit?.symbol)
+            self.raw(",\"value\":")
+            self.double(c.value)
+            self.raw(",\"special\":")
+            self.string(c.special?.name)
+            self.raw("}")
+        } else {
+            self.raw("null")
+        }
+        self.raw(",\"mgdL\":")
+        self.double(m.mgdL)
+        self.raw(",\"mmolL\":")
+        self.double(m.mmolL)
+    }
+
     /// `InspectionAnomaly.jsonValue`, written directly.
     mutating func anomaly(_ anomaly: InspectionAnomaly) {
         self.raw("{\"frame\":")
@@ -208,6 +262,71 @@ struct JSONTextBuffer: TextOutputStream {
         self.raw(",\"reason\":")
         self.string(anomaly.reason)
         self.raw("}")
+    }
+}
+
+/// Record texts made once and copied after: per concentration (SFLOAT and unit; a direct-mapped table of
+/// 4096 slots, so its memory is fixed) and per sample type and location code (16 each).
+final class RecordTextMemo {
+    private static let slots = 4096
+    private static let slotBytes = 160
+    /// Per slot: the key (−1 when empty) and the text's length; made on the first text remembered.
+    private var keys: UnsafeMutablePointer<Int>?
+    private var lengths: UnsafeMutablePointer<Int>?
+    private var arena: UnsafeMutablePointer<UInt8>?
+    private var codeNames: [[UInt8]?] = Array(repeating: nil, count: 32)
+
+    deinit {
+        self.keys?.deallocate()
+        self.lengths?.deallocate()
+        self.arena?.deallocate()
+    }
+
+    /// Appends the text remembered for `key`; false when there is none.
+    @inline(__always)
+    func concentration(_ key: Int, into bytes: ByteStore) -> Bool {
+        let slot = key & (Self.slots - 1)
+        guard let keys = self.keys, keys[slot] == key, let arena = self.arena, let lengths = self.lengths else { return false }
+        bytes.append(contentsOf: UnsafeBufferPointer(start: arena + slot * Self.slotBytes, count: lengths[slot]))
+        return true
+    }
+
+    /// Remembers what `bytes` holds from `start` on as the text of `key`.
+    func remember(concentration key: Int, from bytes: ByteStore, start: Int) {
+        let count = bytes.count - start
+        guard count <= Self.slotBytes else { return }
+        if self.keys == nil {
+            let keys = UnsafeMutablePointer<Int>.allocate(capacity: Self.slots)
+            keys.initialize(repeating: -1, count: Self.slots)
+            let lengths = UnsafeMutablePointer<Int>.allocate(capacity: Self.slots)
+            lengths.initialize(repeating: 0, count: Self.slots)
+            self.keys = keys
+            self.lengths = lengths
+            self.arena = .allocate(capacity: Self.slots * Self.slotBytes)
+        }
+        guard let keys = self.keys, let lengths = self.lengths, let arena = self.arena else { return }
+        let slot = key & (Self.slots - 1)
+        bytes.withUnsafeBytes { text in
+            (arena + slot * Self.slotBytes).update(
+                from: text.baseAddress!.assumingMemoryBound(to: UInt8.self) + start, count: count)
+        }
+        keys[slot] = key
+        lengths[slot] = count
+    }
+
+    /// Appends the `{"code","name"}` object of a sample type (or location) code, made by `make` once.
+    @inline(__always)
+    func codeName(type: Bool, _ code: UInt8, into buffer: JSONTextBuffer, make: (inout JSONTextBuffer) -> Void) {
+        let index = Int(code & 0x0F) | (type ? 0 : 16)
+        if let text = self.codeNames[index] {
+            text.withUnsafeBufferPointer { buffer.bytes.append(contentsOf: $0) }
+            return
+        }
+        var scratch = JSONTextBuffer(capacity: 64)
+        make(&scratch)
+        let text = scratch.bytes.withUnsafeBytes { Array($0) }
+        self.codeNames[index] = text
+        text.withUnsafeBufferPointer { buffer.bytes.append(contentsOf: $0) }
     }
 }
 
@@ -251,9 +370,29 @@ final class ByteStore {
     @inline(__always)
     func append(contentsOf bytes: UnsafeBufferPointer<UInt8>) {
         guard let source = bytes.baseAddress, bytes.count > 0 else { return }
-        self.reserve(bytes.count)
-        (self.base + self.count).update(from: source, count: bytes.count)
-        self.count += bytes.count
+        let count = bytes.count
+        self.reserve(count)
+        let target = self.base + self.count
+        if count >= 8 && count <= 16 {
+            // Most appends are short literals and digits: two overlapping 8-byte moves, no memmove call.
+            let raw = UnsafeRawPointer(source)
+            let head = raw.loadUnaligned(as: UInt64.self)
+            let tail = raw.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
+            UnsafeMutableRawPointer(target).storeBytes(of: head, as: UInt64.self)
+            UnsafeMutableRawPointer(target).storeBytes(of: tail, toByteOffset: count - 8, as: UInt64.self)
+        } else if count < 8 {
+            for offset in 0..<count { target[offset] = source[offset] }
+        } else {
+            target.update(from: source, count: count)
+        }
+        self.count += count
+    }
+
+    /// Lets `body` write up to `capacity` bytes at the end; it returns how many it wrote.
+    @inline(__always)
+    func appendInPlace(capacity: Int, _ body: (UnsafeMutablePointer<UInt8>) -> Int) {
+        self.reserve(capacity)
+        self.count += body(self.base + self.count)
     }
 
     func append(contentsOf bytes: some Collection<UInt8>) {
@@ -293,7 +432,16 @@ final class SpilledArray {
         if self.buffer.bytes.count >= 1 << 16 { try self.flush() }
     }
 
+    /// `flushIfFull` where no error can be thrown: a failure is thrown by the next `flush`.
+    func flushIfFullDeferringError() {
+        guard self.deferredError == nil, self.buffer.bytes.count >= 1 << 16 else { return }
+        do throws(CaptureError) { try self.flush() } catch { self.deferredError = error }
+    }
+
+    private var deferredError: CaptureError?
+
     func flush() throws(CaptureError) {
+        if let error = self.deferredError { throw error }
         guard !self.buffer.bytes.isEmpty else { return }
         let written = self.buffer.bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, self.file) }
         guard written == self.buffer.bytes.count else {
@@ -302,9 +450,25 @@ final class SpilledArray {
         self.buffer.bytes.removeAll(keepingCapacity: true)
     }
 
-    /// Copies everything written so far to `out`.
+    /// Copies everything written so far to `out`: in the kernel (`sendfile`) when `out`'s descriptor takes
+    /// it, else through a buffer.
     func copy(to out: inout OutputStream) throws(CaptureError) {
         try self.flush()
+        if fflush(self.file) == 0 {
+            let total = Int(ftello(self.file))
+            try out.flush()
+            var offset = off_t(0)
+            while Int(offset) < total {
+                let sent = sendfile(out.fd, fileno(self.file), &offset, total - Int(offset))
+                if sent > 0 { continue }
+                if sent < 0, errno == EINTR { continue }
+                break
+            }
+            if Int(offset) == total { return }
+            guard offset == 0 else {
+                throw CaptureError(.io, "Writing the output failed: \(String(cString: strerror(errno))).")
+            }
+        }
         rewind(self.file)
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         while true {
@@ -343,28 +507,54 @@ struct OutputStream {
     }
 }
 
-/// Where a streaming inspection puts records and anomalies as they are decided: in frame order, records
-/// and anomalies spilled to temporary files, so memory does not grow with the capture (only with the
-/// sessions still open). The document's bytes are those of `CaptureInspection.jsonValue.serialized()`.
+/// Where a streaming inspection puts sessions, records and anomalies as they are decided: each array
+/// spilled to its own temporary file in the document's order, so memory does not grow with the capture
+/// (only with what is still pending: records that may get a context, anomalies an open session may still
+/// precede, sessions that ended before an earlier one). The document's bytes are those of
+/// `CaptureInspection.jsonValue.serialized()`.
 final class CaptureJSONStream {
+    let sessions: SpilledArray
     let records: SpilledArray
     let anomalies: SpilledArray
-    /// Records of ended sessions not written yet (another open session may still hold earlier ones).
+    /// Ended sessions waiting for an earlier one (sessions are written in the reader's order, 1, 2, …).
+    private var pendingSessions: [Int: InspectedSession] = [:]
+    private var nextSession = 1
+    /// Final records not written yet (another open session may still hold earlier ones).
     private var pendingRecords: [InspectedRecord] = []
     /// Anomalies with a frame, not written yet, with their arrival number (ties keep arrival order).
     private var pendingAnomalies: [(order: Int, anomaly: InspectionAnomaly)] = []
     /// Anomalies without a frame: they sort last, in arrival order.
     private var framelessAnomalies: [InspectionAnomaly] = []
     private var arrivals = 0
+    /// `pendingCount` at which the next flush is due (doubles while what is pending cannot be written).
+    private var flushThreshold = 4096
 
     init() throws(CaptureError) {
+        self.sessions = try SpilledArray()
         self.records = try SpilledArray()
         self.anomalies = try SpilledArray()
     }
 
-    var pendingCount: Int { self.pendingRecords.count + self.pendingAnomalies.count }
+    var pendingCount: Int { self.pendingRecords.count + self.pendingAnomalies.count + self.framelessAnomalies.count }
 
-    func add(records: [InspectedRecord]) { self.pendingRecords.append(contentsOf: records) }
+    /// The most records and anomalies held at once, waiting for an earlier frame to be decided.
+    private(set) var peakPendingCount = 0
+
+    var needsFlush: Bool { self.pendingCount >= self.flushThreshold }
+
+    /// A final record; `final` also says no record still to come has an earlier frame, so it is written
+    /// now unless earlier ones wait.
+    func add(record: InspectedRecord, final: Bool) {
+        if final && self.pendingRecords.isEmpty {
+            self.records.element()
+            var buffer = self.records.buffer
+            buffer.record(record)
+            self.records.flushIfFullDeferringError()
+        } else {
+            self.pendingRecords.append(record)
+            self.peakPendingCount = max(self.peakPendingCount, self.pendingCount)
+        }
+    }
 
     func add(anomaly: InspectionAnomaly) {
         self.arrivals += 1
@@ -373,13 +563,34 @@ final class CaptureJSONStream {
         } else {
             self.pendingAnomalies.append((self.arrivals, anomaly))
         }
+        self.peakPendingCount = max(self.peakPendingCount, self.pendingCount)
     }
 
-    /// Writes what sorts before `watermark`: nothing that arrives later can have a smaller frame.
-    func flush(below watermark: Int) throws(CaptureError) {
+    /// Writes the session, and the ones after it that ended before it, in the reader's order; its
+    /// position is the number of sessions before it (as ``CaptureInspector/finish()`` numbers them).
+    func add(session: InspectedSession) {
+        self.pendingSessions[session.capture.index] = session
+        while let next = self.pendingSessions.removeValue(forKey: self.nextSession) {
+            self.write(session: next)
+            self.nextSession += 1
+        }
+    }
+
+    private func write(session: InspectedSession) {
+        var session = session
+        session.position = self.sessions.count
+        self.sessions.element()
+        self.sessions.buffer.value(session.jsonValue)
+    }
+
+    /// Writes the records before `recordsBelow` and the anomalies before `anomaliesBelow`: nothing that
+    /// arrives later can have a smaller frame.
+    func flush(recordsBelow: Int, anomaliesBelow: Int) throws(CaptureError) {
+        try self.sessions.flushIfFull()
+        try self.records.flushIfFull()
         if !self.pendingRecords.isEmpty {
             self.pendingRecords.sort { $0.frame < $1.frame }
-            let ready = self.pendingRecords.partitioningIndex { $0.frame >= watermark }
+            let ready = self.pendingRecords.partitioningIndex { $0.frame >= recordsBelow }
             var buffer = self.records.buffer
             for index in 0..<ready {
                 self.records.element()
@@ -390,7 +601,7 @@ final class CaptureJSONStream {
         }
         if !self.pendingAnomalies.isEmpty {
             self.pendingAnomalies.sort { ($0.anomaly.frame ?? Int.max, $0.order) < ($1.anomaly.frame ?? Int.max, $1.order) }
-            let ready = self.pendingAnomalies.partitioningIndex { $0.anomaly.frame ?? Int.max >= watermark }
+            let ready = self.pendingAnomalies.partitioningIndex { $0.anomaly.frame ?? Int.max >= anomaliesBelow }
             for item in self.pendingAnomalies[..<ready] {
                 self.anomalies.element()
                 self.anomalies.buffer.anomaly(item.anomaly)
@@ -398,23 +609,23 @@ final class CaptureJSONStream {
             }
             self.pendingAnomalies.removeSubrange(..<ready)
         }
+        self.flushThreshold = max(4096, 2 * self.pendingCount)
     }
 
     /// The whole document (and a newline) to `fd`, once the capture is read.
-    func finish(sessions: [InspectedSession], to fd: Int32) throws(CaptureError) {
-        try self.flush(below: Int.max)
+    func finish(to fd: Int32) throws(CaptureError) {
+        try self.flush(recordsBelow: Int.max, anomaliesBelow: Int.max)
         for anomaly in self.framelessAnomalies {
             self.anomalies.element()
             self.anomalies.buffer.anomaly(anomaly)
         }
         self.framelessAnomalies = []
+        // The reader ends every session it numbers, so none is left; kept in order should one be.
+        for index in self.pendingSessions.keys.sorted() { self.write(session: self.pendingSessions[index]!) }
+        self.pendingSessions = [:]
         var out = OutputStream(fd: fd)
         out.buffer.raw("{\"sessions\":[")
-        for (index, session) in sessions.enumerated() {
-            if index > 0 { out.buffer.bytes.append(UInt8(ascii: ",")) }
-            out.buffer.value(session.jsonValue)
-            if out.buffer.bytes.count >= 1 << 16 { try out.flush() }
-        }
+        try self.sessions.copy(to: &out)
         out.buffer.raw("],\"records\":[")
         try self.records.copy(to: &out)
         out.buffer.raw("],\"anomalies\":[")
@@ -442,18 +653,33 @@ extension CaptureInspector {
     /// ``CaptureInspection/jsonValue`` (and a newline) to `fd`, streaming: records and anomalies go to
     /// temporary files as they are decided, and nothing reaches `fd` unless the whole capture was read.
     /// - Throws: `CaptureError` as ``inspect(path:handleOverrides:options:)``, or `.io` for the output.
-    public static func writeJSON(path: String, handleOverrides: [HandleOverride] = [], to fd: Int32) throws(CaptureError) {
+    @discardableResult
+    public static func writeJSON(
+        path: String, handleOverrides: [HandleOverride] = [], to fd: Int32
+    ) throws(CaptureError) -> StreamStatistics {
         let reader = try GATTEventReader(path: path, options: Self.readerOptions(handleOverrides))
-        try Self.writeJSON(reader, to: fd)
+        return try Self.writeJSON(reader, to: fd)
     }
 
     /// The same for a capture image held in memory.
-    public static func writeJSON(bytes: [UInt8], handleOverrides: [HandleOverride] = [], to fd: Int32) throws(CaptureError) {
+    @discardableResult
+    public static func writeJSON(
+        bytes: [UInt8], handleOverrides: [HandleOverride] = [], to fd: Int32
+    ) throws(CaptureError) -> StreamStatistics {
         let reader = try GATTEventReader(bytes: bytes, options: Self.readerOptions(handleOverrides))
-        try Self.writeJSON(reader, to: fd)
+        return try Self.writeJSON(reader, to: fd)
     }
 
-    private static func writeJSON(_ reader: GATTEventReader, to fd: Int32) throws(CaptureError) {
+    /// What a streaming inspection held at most, besides its output files.
+    public struct StreamStatistics: Sendable {
+        /// Records held at once because a context might still come for them (the open sessions' windows).
+        public var peakHeldRecords = 0
+        /// Final records and anomalies held at once until no earlier one could still come.
+        public var peakPendingItems = 0
+    }
+
+    @discardableResult
+    private static func writeJSON(_ reader: GATTEventReader, to fd: Int32) throws(CaptureError) -> StreamStatistics {
         let stream = try CaptureJSONStream()
         var inspector = CaptureInspector(options: Options(keepRecords: false))
         inspector.stream = stream
@@ -462,12 +688,22 @@ extension CaptureInspector {
             if case .anomaly(let anomaly) = item, anomaly.kind == .corruptRecord, firstCorrupt == nil { firstCorrupt = anomaly }
             inspector.consume(item)
             if case .sessionEnded = item {
-                try stream.flush(below: min(inspector.earliestOpenFrame, reader.statistics.frames))
-            } else if stream.pendingCount >= 4096 {
-                try stream.flush(below: min(inspector.earliestOpenFrame, reader.statistics.frames))
+                try Self.flush(stream, inspector, reader)
+            } else if stream.needsFlush {
+                try Self.flush(stream, inspector, reader)
             }
         }
         try Self.checkReadable(reader.statistics, firstCorrupt)
-        try stream.finish(sessions: inspector.finish().sessions, to: fd)
+        try Self.flush(stream, inspector, reader)
+        try stream.finish(to: fd)
+        return StreamStatistics(peakHeldRecords: inspector.peakHeldRecords, peakPendingItems: stream.peakPendingCount)
+    }
+
+    private static func flush(
+        _ stream: CaptureJSONStream, _ inspector: CaptureInspector, _ reader: GATTEventReader
+    ) throws(CaptureError) {
+        try stream.flush(
+            recordsBelow: min(inspector.earliestPendingRecordFrame, reader.statistics.frames),
+            anomaliesBelow: min(inspector.earliestPendingAnomalyFrame, reader.statistics.frames))
     }
 }

@@ -1,5 +1,6 @@
 import Glibc
 import HealthDataSync
+public import NightscoutSink
 import SugarAPI
 
 /// Everything `sugard-forward` can be told: the keys of `/etc/sugard/forward.conf` (same
@@ -8,6 +9,8 @@ public struct ForwardConfig: Equatable, Sendable {
     public enum Unit: String, Sendable { case mgdl, mmol }
 
     public var mqttURL: String = "mqtt://localhost"
+    /// Whether the file or a flag set `mqtt_url` (see ``mqttEnabled``).
+    public var mqttURLSet = false
     public var mqttHost: String = "localhost"
     public var mqttPort: Int32 = 1883
     public var mqttTLS = false
@@ -27,7 +30,15 @@ public struct ForwardConfig: Equatable, Sendable {
     /// Where the delivery cursor (and the status socket) live.
     public var stateDirectory: String
 
+    /// The Nightscout sinks: the `nightscout_*` keys before any section (the sink `nightscout`) and
+    /// each `[nightscout NAME]` section.
+    public var nightscout: [NightscoutSinkConfig] = []
+
     public var mqttClientID: String { self.mqttClientIDSetting ?? "sugard-\(self.gatewayID)" }
+
+    /// The MQTT sink runs when `mqtt_url` is set, or when no Nightscout sink is configured (then
+    /// with the default `mqtt://localhost`, as before there were Nightscout sinks).
+    public var mqttEnabled: Bool { self.mqttURLSet || self.nightscout.isEmpty }
 
     public init(gatewayID: String, socketPath: String, stateDirectory: String) {
         self.gatewayID = gatewayID
@@ -36,7 +47,7 @@ public struct ForwardConfig: Equatable, Sendable {
     }
 
     public static let keys: [(key: String, help: String)] = [
-        ("mqtt_url", "mqtt://HOST[:PORT] (default port 1883) or mqtts://HOST[:PORT] (default 8883, needs mqtt_ca_file)"),
+        ("mqtt_url", "mqtt://HOST[:PORT] (default port 1883) or mqtts://HOST[:PORT] (default 8883, needs mqtt_ca_file); default mqtt://localhost, but without it and with a Nightscout sink there is no MQTT sink"),
         ("mqtt_ca_file", "CA certificates (PEM) the broker's TLS certificate must chain to"),
         ("mqtt_username", "user name for the broker"),
         ("mqtt_password_file", "file holding the broker password (first line)"),
@@ -48,7 +59,14 @@ public struct ForwardConfig: Equatable, Sendable {
         ("unit", "the Home Assistant entity's unit: mgdl (default) or mmol"),
         ("log_level", "error, warning, notice, info (default) or debug"),
         ("socket", "sugard's socket (like sugarctl: $SUGARD_SOCKET, the system socket, the demo's)"),
-        ("state_dir", "directory for the delivery cursor and the status socket"),
+        ("state_dir", "directory for the delivery cursors and the status socket"),
+        ("nightscout_url", "a Nightscout site, https://... (a sink: these keys before any section, or in a [nightscout NAME] section)"),
+        ("nightscout_api_secret_file", "file holding the site's API_SECRET, sent as the api-secret header (its SHA-1 hex digest)"),
+        ("nightscout_token", "or an access token, sent as ?token="),
+        ("nightscout_treatments", "true also posts a BG Check treatment per reading (default false)"),
+        ("nightscout_units", "the unit of those treatments: mgdl (default) or mmol"),
+        ("nightscout_ca_file", "PEM CA certificates for a site behind a private CA (certificates are always verified)"),
+        ("nightscout_person", "only readings of meters assigned to this person (without it: every reading, unassigned meters too)"),
     ]
 
     /// A topic level: no wildcards, separators or NUL.
@@ -85,6 +103,7 @@ public struct ForwardConfig: Equatable, Sendable {
                 throw ConfigError("mqtt_url must be mqtt://HOST[:PORT] or mqtts://HOST[:PORT], not \"\(value)\"")
             }
             self.mqttURL = value
+            self.mqttURLSet = true
             self.mqttHost = String(hostPart)
             self.mqttPort = port
             self.mqttTLS = tls
@@ -125,6 +144,14 @@ public struct ForwardConfig: Equatable, Sendable {
 
     /// Checks what only makes sense together (after the file and the flags).
     public func validate(file: String?) throws(ConfigError) {
+        if !self.mqttEnabled,
+            self.mqttUsername != nil || self.mqttPasswordFile != nil || self.mqttClientIDSetting != nil || self.mqttCAFile != nil
+        {
+            throw ConfigError(file: file, "mqtt_* keys are set but mqtt_url is not (with Nightscout sinks, MQTT needs mqtt_url)")
+        }
+        if self.nightscout.contains(where: { $0.name == "mqtt" }) {
+            throw ConfigError(file: file, "a Nightscout sink cannot be named mqtt (the MQTT sink's name)")
+        }
         if self.mqttTLS, self.mqttCAFile == nil {
             throw ConfigError(file: file, "mqtts:// needs mqtt_ca_file (the CA that signed the broker's certificate)")
         }
@@ -164,12 +191,18 @@ public enum ForwardCommandLine {
     public static let defaultConfigFile = "/etc/sugard/forward.conf"
     public static let defaultStateDirectory = "/var/lib/sugard-forward"
 
-    static let summary = "every stored reading to an MQTT 5 broker and Home Assistant"
+    static let summary = "every stored reading to an MQTT 5 broker, Home Assistant and Nightscout"
     static let description = """
         Follows sugard's readings in commit order (FollowReadings) and publishes each one once \
         (QoS 1) to <topic_prefix>/<gateway_id>/<meter>/reading, keeps the retained state topic and \
         Home Assistant discovery up to date, and resumes after the last reading the broker \
-        acknowledged when restarted.
+        acknowledged when restarted. Nightscout sinks (the nightscout_* keys before any section form \
+        the sink "nightscout"; each [nightscout NAME] section another) post the readings as entries \
+        (and BG Check treatments) to a Nightscout site, each from its own feed and cursor \
+        (nightscout-NAME.cursor in the state directory), so a slow or failing site holds back no other \
+        sink; with nightscout_person a sink gets only that person's readings, and readings of an \
+        unassigned meter go only to sinks without a person. SIGHUP retries refused and paused \
+        Nightscout sinks now.
         """
     static let synopsis = "sugard-forward [--config FILE] [--socket PATH] [--state-dir DIR] [--log-level LEVEL]"
     static let exitStatus = "0 stopped by SIGTERM/SIGINT, 64 bad flags, 78 bad config file."
@@ -178,7 +211,7 @@ public enum ForwardCommandLine {
     public static let options: [(flag: String, help: String)] = [
         ("--config FILE", "Config file (default /etc/sugard/forward.conf; it must exist when given)."),
         ("--socket PATH", "sugard's socket (default $SUGARD_SOCKET, else the system socket /run/sugard/io.sugard.HealthDataSync if it exists, else the demo's)."),
-        ("--state-dir DIR", "Delivery cursor and status socket io.sugard.Forward (default $STATE_DIRECTORY or /var/lib/sugard-forward)."),
+        ("--state-dir DIR", "Delivery cursors and status socket io.sugard.Forward (default $STATE_DIRECTORY or /var/lib/sugard-forward)."),
         ("--log-level LEVEL", "error, warning, notice, info (default) or debug."),
         ("--version", "Print the version."),
         ("-h, --help", "Show this help."),
@@ -194,7 +227,7 @@ public enum ForwardCommandLine {
         OPTIONS:
         \(options.map { "  \($0.flag.padding(19))\($0.help)" }.joined(separator: "\n"))
 
-        CONFIG KEYS (key = value):
+        CONFIG KEYS (key = value; a [nightscout NAME] line starts a Nightscout sink's section):
         \(ForwardConfig.keys.map { "  \($0.key.padding(19))\($0.help)" }.joined(separator: "\n"))
 
         Exit status: \(exitStatus)
@@ -210,7 +243,9 @@ public enum ForwardCommandLine {
         page.section("Options")
         for option in options { page.item(option.flag, option.help) }
         page.section("Configuration")
-        page.paragraph("\(defaultConfigFile): one key = value per line, # comments; errors name the file and line.")
+        page.paragraph(
+            "\(defaultConfigFile): one key = value per line, # comments; errors name the file and line. "
+                + "A [nightscout NAME] line starts a Nightscout sink's section (nightscout_* keys only) until the next one.")
         for key in ForwardConfig.keys { page.item(key.key, key.help) }
         page.section("Exit status")
         page.paragraph(exitStatus)
@@ -268,8 +303,14 @@ public enum ForwardCommandLine {
 }
 
 extension ForwardConfig {
+    /// The file's keys: the forwarder's own (before any section) and its Nightscout sinks.
     public mutating func apply(fileText text: String, file: String) throws(ConfigError) {
-        try ConfigFile.parse(text, file: file) { (key, value) throws(ConfigError) in try self.apply(key: key, value: value) }
+        let top = NightscoutSinkConfig.sections(of: text).first?.text ?? ""
+        try ConfigFile.parse(top, file: file) { (key, value) throws(ConfigError) in
+            if NightscoutSinkConfig.keys.contains(key) { return }
+            try self.apply(key: key, value: value)
+        }
+        self.nightscout = try NightscoutSinkConfig.sinks(in: text, file: file)
     }
 }
 

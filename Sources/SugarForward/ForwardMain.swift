@@ -1,5 +1,7 @@
 import Glibc
 import HealthDataSync
+import Locking
+import NightscoutSink
 import SugarAPI
 import Varlink
 
@@ -34,8 +36,9 @@ public enum ForwardMain {
         let sink = StderrLogSink(environment: environment, level: config.logLevel)
         let logger = sink.logger(label: "sugard-forward")
         let password: String?
+        let nightscout: NightscoutForwarding
         do {
-            password = try config.password()
+            password = config.mqttEnabled ? try config.password() : nil
         } catch {
             Self.writeStderr("sugard-forward: \(error.description)\n")
             return 78
@@ -44,37 +47,59 @@ public enum ForwardMain {
             logger.error("cannot create the state directory \(config.stateDirectory): \(String(cString: strerror(errno)))")
             return 73
         }
-        let forwarder = Forwarder(config: config, password: password, logger: logger)
+        do {
+            nightscout = try NightscoutForwarding(config: config, logger: logger)
+        } catch {
+            Self.writeStderr("sugard-forward: \(error.description)\n")
+            return 78
+        }
+        let forwarder = config.mqttEnabled ? Forwarder(config: config, password: password, logger: logger) : nil
+        if forwarder == nil { logger.notice("no mqtt_url: Nightscout sinks only") }
         let runtime = environment["RUNTIME_DIRECTORY"].flatMap { $0.isEmpty ? nil : String($0.split(separator: ":").first ?? "") }
         let statusPath = (runtime ?? config.stateDirectory) + "/" + ForwardStatusService.socketName
         let server: VarlinkServer?
         do {
-            server = try ForwardStatusService.makeServer(path: statusPath, status: forwarder.status, version: sugardForwardVersion)
+            server = try ForwardStatusService.makeServer(
+                path: statusPath,
+                sinks: { (forwarder.map { [$0.status.withLock { $0.json }] } ?? []) + nightscout.statusJSON() },
+                version: sugardForwardVersion)
         } catch {
             logger.warning("no status socket at \(statusPath): \(error)")
             server = nil
         }
-        let signals = unixSignals([.terminate, .interrupt])
+        let signals = unixSignals([.terminate, .interrupt, .hangup])
         let serverTask = Task { try? await server?.run() }
+        let nightscoutTask = Task { await nightscout.run() }
         let signalTask = Task {
             for await signal in signals {
+                if signal == .hangup {
+                    logger.notice("SIGHUP: refused and paused Nightscout sinks try again now")
+                    nightscout.resume()
+                    continue
+                }
                 logger.notice("\(signal.name): stopping")
-                forwarder.stop()
+                forwarder?.stop()
+                nightscoutTask.cancel()
                 break
             }
         }
         defer {
             signalTask.cancel()
             serverTask.cancel()
+            nightscoutTask.cancel()
         }
         do {
-            try await forwarder.run()
+            try await forwarder?.run()
         } catch {
             logger.error("\(error)")
+            nightscoutTask.cancel()
             serverTask.cancel()
+            _ = await nightscoutTask.value
             _ = await serverTask.value
             return 1
         }
+        // Without an MQTT sink this waits for SIGTERM/SIGINT.
+        _ = await nightscoutTask.value
         serverTask.cancel()
         _ = await serverTask.value
         return 0

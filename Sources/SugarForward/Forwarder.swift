@@ -27,7 +27,7 @@ public struct SinkStatus: Sendable, Equatable {
 
     public var json: JSONValue {
         [
-            "name": .string(self.name), "broker": .string(self.broker), "state": .string(self.state.rawValue),
+            "name": .string(self.name), "kind": "mqtt", "person": .null, "broker": .string(self.broker), "state": .string(self.state.rawValue),
             "reason": .from(self.reason), "pending": .from(self.pending), "lastDeliveryMillis": .from(self.lastDeliveryMillis),
             "cursor": .int(self.cursor), "delivered": .from(self.delivered), "feedConnected": .bool(self.feedConnected),
             "feedReason": .from(self.feedReason),

@@ -9,17 +9,28 @@ public enum ForwardStatusService {
     public static let interfaceName = "io.sugard.Forward"
 
     public static let interfaceDescription = """
-        # sugard-forward: every reading sugard stores, to an MQTT broker.
+        # sugard-forward: every reading sugard stores, to an MQTT broker and to Nightscout sites.
         interface io.sugard.Forward
 
-        # One sink. state: connected, retrying (a transient failure, retried with backoff) or
-        # failing (credentials, TLS, unknown host: retried slowly); reason says why it is not
-        # connected. pending: readings held and not yet acknowledged by the broker.
-        # lastDeliveryMillis: when the last acknowledgement moved the saved cursor.
+        # One sink. name: "mqtt" for the MQTT sink, the section's name for a Nightscout sink
+        # ("nightscout" for the keys before any section); kind says which. broker: the MQTT sink's
+        # mqtt_url; url: a Nightscout sink's site; person: the one person whose readings the sink
+        # takes (null: every reading, unassigned meters' too).
+        # state: connected, retrying (a transient failure, retried with backoff) or failing
+        # (credentials, TLS, unknown host, a refused API secret, a batch the site will not take:
+        # retried slowly); reason says why it is not connected (for Nightscout: "Nightscout refused
+        # the API secret", or the site's message). nightscoutState: a Nightscout sink's own state
+        # (idle, delivering, retrying, refused, paused). pending: readings held and not yet
+        # acknowledged by the broker or the site. lastDeliveryMillis: when the last acknowledgement
+        # moved the saved cursor. feedConnected, feedReason: the sink's feed of sugard's readings.
         type Sink (
           name: string,
-          broker: string,
+          kind: (mqtt, nightscout),
+          broker: ?string,
+          url: ?string,
+          person: ?string,
           state: (connected, retrying, failing),
+          nightscoutState: ?(idle, delivering, retrying, refused, paused),
           reason: ?string,
           pending: int,
           lastDeliveryMillis: ?int,
@@ -29,7 +40,8 @@ public enum ForwardStatusService {
           feedReason: ?string
         )
 
-        # The forwarder's sinks and their delivery state.
+        # The forwarder's sinks and their delivery state: the MQTT sink first (when it runs), then
+        # the Nightscout sinks in the order of the config file.
         method GetStatus() -> (sinks: []Sink)
         """
 
@@ -41,8 +53,10 @@ public enum ForwardStatusService {
         }
     }()
 
-    /// A server answering `GetStatus` from `status`. The socket is 0660 for the process's group.
-    public static func makeServer(path: String, status: Lock<SinkStatus>, version: String) throws(VarlinkServerError)
+    /// A server answering `GetStatus` with `sinks()` (each a `Sink` object). The socket is 0660 for
+    /// the process's group.
+    public static func makeServer(path: String, sinks: @escaping @Sendable () -> [JSONValue], version: String)
+        throws(VarlinkServerError)
         -> VarlinkServer
     {
         var configuration = VarlinkServerConfiguration(listen: .path(path))
@@ -55,8 +69,7 @@ public enum ForwardStatusService {
         configuration.maxConnectionsPerUID = 16
         let interface = VarlinkInterface(Self.definition) { call, replier throws(VarlinkError) in
             guard call.methodName == "GetStatus" else { throw .methodNotImplemented(call.method) }
-            let sink = status.withLock { $0 }
-            replier.reply(["sinks": .array([sink.json])])
+            replier.reply(["sinks": .array(sinks())])
         }
         return try VarlinkServer(configuration: configuration, handlers: [interface])
     }

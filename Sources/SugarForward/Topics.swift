@@ -42,6 +42,7 @@ public struct ForwardTopics: Sendable {
             "sampleLocation": name(r["sampleLocation"]),
             "meal": name(r["context"]?["meal"]),
             "controlSolution": .bool(names.contains("controlSolution")),
+            "person": r["person"] ?? .null,
         ]
         return .object(object)
     }

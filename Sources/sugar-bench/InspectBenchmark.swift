@@ -10,14 +10,20 @@ import Glibc
 /// `sugar-bench capture --inspect [--records N]`: the whole `sugarctl capture inspect FILE --json`
 /// process on a capture of N glucose records (default 20 000, about 1 MB) made with `CaptureBuilder`, beside
 /// tshark with a glucose field filter on the same file when tshark is installed; and the same inspect on a
-/// capture ten times larger (one session: the inspector holds a session's records until it ends, to join
-/// late contexts). Best of three runs each (wall and CPU time, the least of each); output goes to /dev/null.
+/// capture ten times larger (one session: memory must stay flat, the inspector holds only the records a
+/// context may still join). Best of several runs each (wall and CPU time, the least of each); output goes to
+/// /dev/null; on the 1 MB capture sugarctl and tshark take turns, five runs each. With `huge`, one more
+/// run on a one-session capture of about 200 MB.
 struct InspectBenchmark {
     var records: Int
+    var huge = false
+
+    /// Records of the `--huge` capture: 49 bytes each in the file, about 200 MB.
+    static let hugeRecords = 4_100_000
 
     func run() -> Int32 {
         guard let scratch = makeScratchDirectory("sugar-bench-inspect", for: "capture --inspect") else { return 1 }
-        defer { removeScratchDirectory(scratch, files: ["small.btsnoop", "large.btsnoop"]) }
+        defer { removeScratchDirectory(scratch, files: ["small.btsnoop", "large.btsnoop", "huge.btsnoop"]) }
         let sugarctl = siblingProgram("sugarctl")
         guard access(sugarctl, X_OK) == 0 else {
             writeStderr("sugar-bench capture --inspect: \(sugarctl) not found; build sugarctl first\n")
@@ -36,12 +42,24 @@ struct InspectBenchmark {
         object["benchmark"] = "inspect"
         object["records"] = .from(self.records)
         object["captureBytes"] = .from(fileSize(small))
-        guard let ours = bestOf(3, [sugarctl, "capture", "inspect", small, "--json"]),
+        let candidates: [String] = ["/usr/bin/tshark", "/usr/local/bin/tshark"]
+        let tshark = candidates.first { access($0, X_OK) == 0 }
+        // sugarctl and tshark take turns (five runs each), so a load change on the shared machine
+        // touches both sides of the ratio alike.
+        var commands = [[sugarctl, "capture", "inspect", small, "--json"]]
+        if let tshark {
+            commands.append([
+                tshark, "-r", small, "-Y", "btatt.glucose_measurement.sequence_number", "-T", "fields", "-e", "frame.number",
+                "-e", "btatt.glucose_measurement.sequence_number", "-e", "btatt.glucose_measurement.glucose_concentration.kg_per_l",
+            ])
+        }
+        guard let runs = bestOfAlternating(5, commands),
             let oursLarge = bestOf(3, [sugarctl, "capture", "inspect", large, "--json"])
         else {
-            writeStderr("sugar-bench capture --inspect: sugarctl capture inspect failed\n")
+            writeStderr("sugar-bench capture --inspect: sugarctl capture inspect (or tshark) failed\n")
             return 1
         }
+        let ours = runs[0]
         object["sugarctlSeconds"] = .double(ours.seconds)
         object["sugarctlCPUSeconds"] = .double(ours.cpuSeconds)
         object["sugarctlPeakRSSBytes"] = .from(ours.peakRSS)
@@ -49,14 +67,8 @@ struct InspectBenchmark {
         object["largeCaptureBytes"] = .from(fileSize(large))
         object["largeSugarctlSeconds"] = .double(oursLarge.seconds)
         object["largeSugarctlPeakRSSBytes"] = .from(oursLarge.peakRSS)
-        let candidates: [String] = ["/usr/bin/tshark", "/usr/local/bin/tshark"]
-        let tshark = candidates.first { access($0, X_OK) == 0 }
-        if let tshark,
-            let theirs = bestOf(3, [
-                tshark, "-r", small, "-Y", "btatt.glucose_measurement.sequence_number", "-T", "fields", "-e", "frame.number",
-                "-e", "btatt.glucose_measurement.sequence_number", "-e", "btatt.glucose_measurement.glucose_concentration.kg_per_l",
-            ])
-        {
+        if runs.count > 1 {
+            let theirs = runs[1]
             object["tsharkSeconds"] = .double(theirs.seconds)
             object["tsharkCPUSeconds"] = .double(theirs.cpuSeconds)
             object["cpuSpeedupVsTshark"] = .double(ours.cpuSeconds > 0 ? theirs.cpuSeconds / ours.cpuSeconds : 0)
@@ -64,6 +76,24 @@ struct InspectBenchmark {
             object["speedupVsTshark"] = .double(ours.seconds > 0 ? theirs.seconds / ours.seconds : 0)
         } else {
             object["tsharkSeconds"] = .null
+        }
+        if self.huge {
+            let path = scratch + "/huge.btsnoop"
+            do {
+                try writeFile(path, Self.capture(records: Self.hugeRecords))
+            } catch {
+                writeStderr("sugar-bench capture --inspect: \(error)\n")
+                return 1
+            }
+            guard let run = runChild([sugarctl, "capture", "inspect", path, "--json"]) else {
+                writeStderr("sugar-bench capture --inspect: sugarctl capture inspect failed on the huge capture\n")
+                return 1
+            }
+            object["hugeRecords"] = .from(Self.hugeRecords)
+            object["hugeCaptureBytes"] = .from(fileSize(path))
+            object["hugeSugarctlSeconds"] = .double(run.seconds)
+            object["hugeSugarctlPeakRSSBytes"] = .from(run.peakRSS)
+            object["hugeRSSGrowth"] = .double(Double(run.peakRSS) / Double(max(ours.peakRSS, 1)))
         }
         writeStdout(JSONValue.object(object).serialized() + "\n")
         return 0
@@ -122,6 +152,20 @@ func bestOf(_ times: Int, _ arguments: [String]) -> (seconds: Double, cpuSeconds
         peak = max(peak, run.peakRSS)
     }
     return (best, bestCPU, peak)
+}
+
+/// `bestOf` for several commands run in turn (A, B, A, B, …): per command the fastest wall and CPU time
+/// and the largest peak RSS. Nil when one cannot start or exits non-zero.
+func bestOfAlternating(_ times: Int, _ commands: [[String]]) -> [(seconds: Double, cpuSeconds: Double, peakRSS: Int)]? {
+    var best = commands.map { _ in (seconds: Double.infinity, cpuSeconds: Double.infinity, peakRSS: 0) }
+    for _ in 0..<times {
+        for (index, command) in commands.enumerated() {
+            guard let run = runChild(command) else { return nil }
+            best[index] = (min(best[index].seconds, run.seconds), min(best[index].cpuSeconds, run.cpuSeconds),
+                           max(best[index].peakRSS, run.peakRSS))
+        }
+    }
+    return best
 }
 
 /// One run of a child process: wall time, CPU time (user + system) and peak RSS (its VmHWM, polled

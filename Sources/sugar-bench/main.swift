@@ -3,6 +3,7 @@
 //   sugar-bench make-corpus N FILE [--seed S]   write N valid measurements of mixed shapes
 //   sugar-bench capture FILE                    stream GATT events out of a btsnoop capture
 //   sugar-bench capture --inspect [--records N] sugarctl capture inspect --json beside tshark
+//   sugar-bench capture --inspect --huge        the same, plus a ~200 MB one-session capture (flat RSS)
 //   sugar-bench make-capture MEGABYTES FILE [--large|--dense]   write a synthetic btsnoop capture
 //   sugar-bench make-fixtures DIR               regenerate fixtures/ (captures, expected decodes, README)
 //   sugar-bench ingest N [--raw] [--dir DIR]    store N readings through the SQLite store
@@ -28,7 +29,7 @@ let usage = """
     USAGE: sugar-bench parse <file> [--with-json]
            sugar-bench make-corpus <count> <file> [--seed <seed>]
            sugar-bench capture <file>
-           sugar-bench capture --inspect [--records <n>]
+           sugar-bench capture --inspect [--records <n>] [--huge]
            sugar-bench make-capture <megabytes> <file> [--large|--dense]
            sugar-bench make-fixtures <directory>
            sugar-bench ingest <count> [--raw] [--dir <directory>] [--batch <readings>]
@@ -51,7 +52,8 @@ let usage = """
                      the whole `sugarctl capture inspect FILE --json` process (the sugarctl next to sugar-bench)
                      on a CaptureBuilder capture of --records glucose records (default 20000, ~1 MB) beside
                      tshark with a glucose field filter (when installed), and on one 10x larger: seconds
-                     (best of 3), peak RSS, speedupVsTshark.
+                     (best of 3), peak RSS, speedupVsTshark. --huge adds one run on a ~200 MB capture of
+                     one session (huge*: seconds, peak RSS, hugeRSSGrowth = its peak RSS / the 1 MB one's).
       make-capture   Write a synthetic H4 btsnoop capture of about <megabytes> MiB: glucose downloads
                      amid classic ACL, vendor and flow-control noise (small frames), or with --large
                      500-byte notifications at MTU 512 over 251-byte ACL buffers, or with --dense one
@@ -129,6 +131,7 @@ func runMain(_ arguments: [String]) async -> Int32 {
         let argument = arguments[index]
         index += 1
         switch argument {
+        case "--huge": flags.insert(argument)
         case "--with-json", "--large", "--raw", "--dense", "--inspect": flags.insert(argument)
         case "--seed", "--dir", "--batch", "--policy", "--seconds", "--records", "--watchers", "--samples", "--idle-seconds",
             "--keys", "--rounds":
@@ -155,11 +158,12 @@ func runMain(_ arguments: [String]) async -> Int32 {
         }
         return CorpusBenchmark(count: count, path: positionals[1], seed: seed).run()
     case "capture" where flags.contains("--inspect"):
-        guard positionals.isEmpty, flags == ["--inspect"], Set(options.keys).isSubset(of: ["--records"]) else {
-            usageError("capture --inspect takes no FILE, and only --records")
+        guard positionals.isEmpty, flags.subtracting(["--huge"]) == ["--inspect"], Set(options.keys).isSubset(of: ["--records"])
+        else {
+            usageError("capture --inspect takes no FILE, and only --records and --huge")
         }
         guard let records = Int(options["--records"] ?? "20000"), records > 0 else { usageError("--records must be positive") }
-        return InspectBenchmark(records: records).run()
+        return InspectBenchmark(records: records, huge: flags.contains("--huge")).run()
     case "capture":
         guard positionals.count == 1, options.isEmpty, flags.isEmpty else { usageError("capture takes exactly one FILE") }
         return CaptureBenchmark(path: positionals[0]).run()

@@ -24,7 +24,8 @@ enum CaptureCommand {
         discussion: """
             Prints every LE connection (session): the peer, the glucose service handles, Device Information \
             strings, the Glucose Feature, the meter clock and every RACP exchange (request and response \
-            decoded); then the records, each Glucose Measurement joined with its context by sequence number; \
+            decoded); then the records, each Glucose Measurement joined with its context by sequence number (a context \
+            more than 4096 measurements after its record joins nothing and is an anomaly); \
             then anomalies (truncated or undecodable packets, orphan contexts, missing contexts, reserved \
             values) with their frame number. Anomalies never hide the records around them.
 

@@ -13,8 +13,8 @@ enum StatusCommand {
         usage: "status [--json] [--unit mgdl|mmol] [--socket <path>]",
         options: [("--json", "Print the GetStatus reply as JSON."), DaemonOptions.unitHelp] + DaemonOptions.help,
         discussion: """
-            With sugard-forward running, a Sinks block shows each sink: connected, retrying or failing (with the \
-            reason), readings pending and the last delivery (its socket: $SUGARD_FORWARD_SOCKET, else \
+            With sugard-forward running, a Sinks block shows each sink (MQTT and every Nightscout site, with its \
+            person): connected, retrying or failing (with the reason), readings pending and the last delivery (its socket: $SUGARD_FORWARD_SOCKET, else \
             /run/sugard-forward/io.sugard.Forward; "sinks" in --json).
             Exit status: 0 ok, 1 failure, 64 usage, 69 sugard not reachable, 77 permission denied.
             """
@@ -135,7 +135,8 @@ enum StatusCommand {
         var out = "\nSinks\n"
         for sink in sinks {
             var line = "  \(sink["name"]?.stringValue ?? "sink")"
-            if let broker = sink["broker"]?.stringValue { line += " \(broker)" }
+            if let address = sink["broker"]?.stringValue ?? sink["url"]?.stringValue { line += " \(address)" }
+            if let person = sink["person"]?.stringValue { line += " for \(person)" }
             line += ": \(sink["state"]?.stringValue ?? "?")"
             if let reason = sink["reason"]?.stringValue { line += " (\(reason))" }
             if let pending = sink["pending"]?.intValue { line += ", \(pending) pending" }

@@ -36,8 +36,9 @@ import Varlink
             #expect(
                 Set(first.objectValue?.keys ?? []) == [
                     "id", "meter", "sequenceNumber", "time", "epochMillis", "mgdL", "mmolL", "flags", "sampleType",
-                    "sampleLocation", "meal", "controlSolution",
+                    "sampleLocation", "meal", "controlSolution", "person",
                 ])
+            #expect(first["person"] == .null, "no meter is assigned to a person")
             #expect(first["mgdL"]?.doubleValue != nil && first["mmolL"]?.doubleValue != nil)
             #expect(first["time"]?.stringValue?.hasSuffix("Z") == true)
             #expect(first["controlSolution"] == .bool(false))
@@ -353,7 +354,8 @@ import Varlink
             #expect(help.stdout.contains(flag), "\(flag) missing from --help")
         }
         for key in ["mqtt_url", "mqtt_ca_file", "mqtt_username", "mqtt_password_file", "mqtt_client_id", "topic_prefix", "gateway_id",
-                    "homeassistant_discovery", "homeassistant_prefix", "unit"] {
+                    "homeassistant_discovery", "homeassistant_prefix", "unit", "nightscout_url", "nightscout_api_secret_file",
+                    "nightscout_token", "nightscout_treatments", "nightscout_ca_file", "nightscout_person", "[nightscout NAME]"] {
             #expect(escaped.contains(key), "\(key) missing from the man page")
             #expect(help.stdout.contains(key), "\(key) missing from --help")
         }

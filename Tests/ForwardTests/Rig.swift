@@ -37,13 +37,15 @@ final class ForwardRig: @unchecked Sendable {
     var sugard: Child?
     var forwarder: Child?
     var subscriber: Child?
+    /// Nightscout stand-ins and other helpers, killed at the end.
+    var others: [Child] = []
     var logs: [Int32] = []
     let start: Int64
     let stop: Int64
 
     /// `backlog` readings per meter are on the simulated meters at start; they take one a second
     /// until `seconds` from now.
-    init(meters: Int = 2, backlog: Int = 20, seconds: Int = 6) throws {
+    init(meters: Int = 2, backlog: Int = 20, seconds: Int = 6, timezone: String = "UTC") throws {
         var template = Array("/tmp/sfw.XXXXXX".utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         guard made != nil else { throw RigError("mkdtemp failed") }
@@ -60,7 +62,7 @@ final class ForwardRig: @unchecked Sendable {
         simulate_stop = \(self.stop)
         demo_interval = 1
         cooldown_seconds = 1
-        timezone = UTC
+        timezone = \(timezone)
 
         """.write(toFile: self.dir + "/sugard.conf", atomically: true, encoding: .utf8)
         try self.writeForwardConfig()
@@ -76,16 +78,17 @@ final class ForwardRig: @unchecked Sendable {
 
     /// forward.conf for this rig's broker; `extra` lines come after the defaults, and a key they set
     /// replaces its default (a key may appear only once in a file).
-    func writeForwardConfig(_ extra: String = "") throws {
+    /// Without `mqtt`, no `mqtt_url` (for Nightscout sinks only).
+    func writeForwardConfig(_ extra: String = "", mqtt: Bool = true) throws {
         let overridden = Set(extra.split(separator: "\n").compactMap { $0.split(separator: "=").first?.trimmingCharacters(in: .whitespaces) })
         var lines = ["# written by ForwardTests"]
-        if !overridden.contains("mqtt_url") { lines.append("mqtt_url = mqtt://127.0.0.1:\(self.port)") }
+        if mqtt, !overridden.contains("mqtt_url") { lines.append("mqtt_url = mqtt://127.0.0.1:\(self.port)") }
         if !overridden.contains("gateway_id") { lines.append("gateway_id = gw1") }
         lines.append(extra)
         try (lines.joined(separator: "\n") + "\n").write(toFile: self.dir + "/forward.conf", atomically: true, encoding: .utf8)
     }
 
-    private func log(_ name: String) throws -> Int32 {
+    func log(_ name: String) throws -> Int32 {
         let fd = open(self.dir + "/" + name, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw RigError("cannot open \(name)") }
         self.logs.append(fd)
@@ -233,12 +236,17 @@ final class ForwardRig: @unchecked Sendable {
 
     /// Every reading sugard stored, as the export ids (`meter/epoch/sequence`), in commit order.
     func storedIDs() async throws -> [String] {
+        try await self.storedReadings().map {
+            "\($0["meter"]?.stringValue ?? "?")/\($0["epoch"]?.intValue ?? 0)/\($0["sequenceNumber"]?.intValue ?? -1)"
+        }
+    }
+
+    /// Every reading sugard stored (the `ListReadings` objects), by measured time.
+    func storedReadings() async throws -> [JSONValue] {
         let client = try VarlinkClient(socketPath: self.socket)
         defer { client.close() }
         let reply = try await client.call("io.sugard.HealthDataSync.ListReadings", ["limit": 100_000, "order": "asc"])
-        return (reply["readings"]?.arrayValue ?? []).map {
-            "\($0["meter"]?.stringValue ?? "?")/\($0["epoch"]?.intValue ?? 0)/\($0["sequenceNumber"]?.intValue ?? -1)"
-        }
+        return reply["readings"]?.arrayValue ?? []
     }
 
     /// Waits until the simulated meters stopped (at `stop`) and sugard's store stopped growing
@@ -282,7 +290,7 @@ final class ForwardRig: @unchecked Sendable {
     }
 
     func cleanUp(keep: Bool) {
-        for child in [self.forwarder, self.sugard, self.subscriber, self.broker] { child?.kill() }
+        for child in [self.forwarder, self.sugard, self.subscriber, self.broker] + self.others { child?.kill() }
         for fd in self.logs { close(fd) }
         if keep {
             print("ForwardTests: kept \(self.dir)")

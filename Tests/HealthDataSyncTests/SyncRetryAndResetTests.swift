@@ -126,6 +126,9 @@ private func finishedCount(_ log: EventLog) -> Int {
             try await waitForFinished(log, count: 2)
             #expect(await engine.scheduledAttempt(s.id) == nil)
             #expect(transport.log.filter { $0 == "connect" }.count == 2)
+            // The retry's sleeper is cancelled, not left waiting for a deadline that no longer matters
+            // (it held the engine until then: a task nobody owned).
+            try await eventually("the brought-forward retry's sleeper is gone") { monotonic.sleepers == 0 }
         }
     }
 

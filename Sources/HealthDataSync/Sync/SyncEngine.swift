@@ -234,7 +234,7 @@ public actor SyncEngine {
             defer { self.adapterAvailable = available }
             if available, !self.adapterAvailable {
                 // bluetoothd or the adapter is back (a likely cause of the failures): retry now.
-                for (meter, entry) in self.scheduled where entry.kind == .retry { await self.fire(meter, token: entry.token) }
+                for (meter, entry) in self.scheduled where entry.kind == .retry { await self.bringForward(meter, entry) }
             }
         case .meterAppeared(let ad):
             self.advertisements[ad.id] = ad
@@ -348,6 +348,13 @@ public actor SyncEngine {
         guard let entry = self.scheduled.removeValue(forKey: meter) else { return }
         entry.task.cancel()
         if announce { self.publish(.scheduleCleared(meter)) }
+    }
+
+    /// Runs a scheduled attempt now, before its time: its sleeper is cancelled first, so no task
+    /// is left waiting for a deadline nobody needs any more.
+    private func bringForward(_ meter: MeterID, _ entry: Scheduled) async {
+        entry.task.cancel()
+        await self.fire(meter, token: entry.token)
     }
 
     /// A scheduled retry or deferred sync is due (or was brought forward).

@@ -9,7 +9,8 @@ answer 401 otherwise, and deduplicate entries on `date` + `type` (treatments on 
 What tests steer through POST /control (JSON, no auth): `fail500` (answer the next N writes with
 500), `refuse` (answer every write with 401 as if the secret were wrong), `reject` (answer every
 write with 400 and this message; null clears it), `delay` (seconds to wait before answering).
-GET /log lists every write: path, status, number of documents, whether a secret or token came.
+GET /log lists every write: path, status, number of documents, whether a secret or token came,
+and the documents' `date` and `device` values in the order they came.
 
 Usage: nightscout.py --secret S [--token T] [--tls CERT KEY]; prints the port on stdout.
 """
@@ -103,6 +104,8 @@ class Handler(BaseHTTPRequestHandler):
             state["log"].append({
                 "path": url.path, "status": status, "count": len(documents),
                 "secret": secret is not None, "token": token is not None,
+                "dates": [d.get("date") for d in documents if isinstance(d, dict)],
+                "devices": [d.get("device") for d in documents if isinstance(d, dict)],
             })
         self.reply(status, answer)
 

@@ -1,0 +1,206 @@
+import HealthDataSync
+import JSON
+import Locking
+import NightscoutSink
+
+/// One Nightscout sink's readings: its own ``Feed`` (its own `FollowReadings` call, from the sink's
+/// saved cursor) fills a buffer of at most `window.limit` readings; the sink takes them in batches,
+/// and the readings up to the cursor it asks after (delivered, or not its person's) give their
+/// window slots back. So a slow or failing site stalls only its own feed, and sugard reads that
+/// feed's readings from its database only as the site takes them. A lost feed (sugard restarted)
+/// reconnects by itself; it shows as the sink's `feedConnected`/`feedReason`, as for the MQTT sink,
+/// not as a state of the site.
+final class FeedReadingSource: NightscoutReadingSource {
+    private struct State {
+        /// In cursor order, each above the sink's cursor when it was last asked.
+        var buffer: [SinkReading] = []
+        var waiter: CheckedContinuation<Void, Never>?
+        var feedConnected = false
+        var feedReason: String? = "connecting"
+    }
+
+    let window: Window
+    let name: String
+    let logger: Logger
+    private let state = Lock(State())
+
+    init(window: Window, name: String, logger: Logger) {
+        self.window = window
+        self.name = name
+        self.logger = logger
+    }
+
+    /// Takes the feed's events (called from the feed's task).
+    func handle(_ event: Feed.Event) {
+        if case .disconnected(let reason) = event {
+            let changed = self.state.withLock { s -> Bool in s.feedConnected || s.feedReason != reason }
+            if changed { self.logger.warning("Nightscout sink \(self.name): sugard's readings are not reachable (retrying): \(reason)") }
+        }
+        let waiter = self.state.withLock { s -> CheckedContinuation<Void, Never>? in
+            switch event {
+            case .reading(let cursor, let reading):
+                s.buffer.append(SinkReading(cursor: cursor, reading: reading))
+            case .connected:
+                s.feedConnected = true
+                s.feedReason = nil
+                return nil
+            case .disconnected(let reason):
+                s.feedConnected = false
+                s.feedReason = reason
+                return nil
+            case .meters:
+                return nil
+            }
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?.resume()
+    }
+
+    func readings(after cursor: Int64, limit: Int) async throws -> [SinkReading] {
+        while true {
+            try Task.checkCancellation()
+            let (batch, done) = self.state.withLock { s -> ([SinkReading], Int) in
+                let done = s.buffer.prefix { $0.cursor <= cursor }.count
+                s.buffer.removeFirst(done)
+                return (Array(s.buffer.prefix(max(1, limit))), done)
+            }
+            if done > 0 { self.window.release(done) }
+            if !batch.isEmpty { return batch }
+            await self.waitForReading()
+        }
+    }
+
+    /// Returns once the buffer holds a reading (or the task is cancelled).
+    private func waitForReading() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = self.state.withLock { s -> Bool in
+                    if !s.buffer.isEmpty || Task.isCancelled { return true }
+                    s.waiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = self.state.withLock { s -> CheckedContinuation<Void, Never>? in
+                defer { s.waiter = nil }
+                return s.waiter
+            }
+            waiter?.resume()
+        }
+    }
+
+    /// Readings held above `cursor` that `accepts` takes, and the feed's state.
+    func held(after cursor: Int64, accepts: (JSONValue) -> Bool) -> (pending: Int, connected: Bool, reason: String?) {
+        self.state.withLock { s in
+            (s.buffer.filter { $0.cursor > cursor && accepts($0.reading) }.count, s.feedConnected, s.feedReason)
+        }
+    }
+}
+
+/// sugard-forward's Nightscout sinks, each with its own feed, cursor file
+/// (`nightscout-<name>.cursor` in the state directory) and task; none waits for another or for the
+/// MQTT sink.
+public final class NightscoutForwarding: Sendable {
+    struct Running: Sendable {
+        let sink: NightscoutSink
+        let source: FeedReadingSource
+    }
+
+    let sinks: [Running]
+    let socketPath: String
+    let logger: Logger
+
+    /// Reads each sink's secret and saved cursor.
+    /// - Throws: ``NightscoutConfigError`` naming the sink (an unreadable secret or cursor file).
+    public init(config: ForwardConfig, logger: Logger, timing: NightscoutTiming = NightscoutTiming(), held: Int = 1000)
+        throws(NightscoutConfigError)
+    {
+        var sinks: [Running] = []
+        for sink in config.nightscout {
+            do {
+                let running = try NightscoutSink(config: sink, stateDirectory: config.stateDirectory, timing: timing)
+                let window = Window(limit: max(held, 2 * NightscoutSink.batchLimit))
+                sinks.append(Running(sink: running, source: FeedReadingSource(window: window, name: sink.name, logger: logger)))
+            } catch {
+                throw NightscoutConfigError("Nightscout sink \(sink.name): \(error.message)")
+            }
+        }
+        self.sinks = sinks
+        self.socketPath = config.socketPath
+        self.logger = logger
+    }
+
+    public var isEmpty: Bool { self.sinks.isEmpty }
+
+    /// Runs every sink (its feed and its deliveries) until the task is cancelled.
+    public func run() async {
+        guard !self.sinks.isEmpty else { return }
+        await withTaskGroup(of: Void.self) { group in
+            for running in self.sinks {
+                let source = running.source
+                let feed = Feed(socketPath: self.socketPath, window: source.window) { source.handle($0) }
+                let start = running.sink.status.cursor
+                let config = running.sink.config
+                self.logger.notice(
+                    "Nightscout sink \(config.name): \(config.url)\(config.person.map { " for \($0)" } ?? ""), resuming after cursor \(start)")
+                group.addTask { await feed.run(after: start) }
+                group.addTask { await running.sink.run(source: source) }
+            }
+            group.addTask { await self.logChanges() }
+            await group.waitForAll()
+        }
+    }
+
+    /// Ends the pause of a paused or refused sink now (SIGHUP).
+    public func resume() {
+        for running in self.sinks { running.sink.resume() }
+    }
+
+    /// The `Sink` objects of `io.sugard.Forward.GetStatus`.
+    public func statusJSON() -> [JSONValue] { self.sinks.map(Self.json) }
+
+    static func json(_ running: Running) -> JSONValue {
+        let status = running.sink.status
+        let held = running.source.held(after: status.cursor, accepts: running.sink.accepts)
+        guard case .object(var object) = status.json else { return status.json }
+        object["state"] = .string(Self.state(status.state).rawValue)
+        object["nightscoutState"] = .string(status.state.rawValue)
+        object["pending"] = .from(max(held.pending, status.pending))
+        object["feedConnected"] = .bool(held.connected)
+        object["feedReason"] = .from(held.reason)
+        return .object(object)
+    }
+
+    /// The forwarder's common states: a refused secret and a paused sink are failing (they wait
+    /// for someone to act), a transient failure is retrying.
+    static func state(_ state: NightscoutStatus.State) -> SinkStatus.State {
+        switch state {
+        case .idle, .delivering: .connected
+        case .retrying: .retrying
+        case .refused, .paused: .failing
+        }
+    }
+
+    /// Logs each sink's changes of state (looked at once a second; the feed logs its own).
+    private func logChanges() async {
+        var last: [String: (NightscoutStatus.State, String?)] = [:]
+        while !Task.isCancelled {
+            for running in self.sinks {
+                let status = running.sink.status
+                let name = status.name
+                let now = (status.state == .delivering ? .idle : status.state, status.reason)
+                defer { last[name] = now }
+                guard let before = last[name], before.0 != now.0 || before.1 != now.1 else { continue }
+                let text = "Nightscout sink \(name) (\(status.url)): \(now.0.rawValue)\(now.1.map { ": \($0)" } ?? "")"
+                switch now.0 {
+                case .idle, .delivering: self.logger.notice(text)
+                case .retrying: self.logger.warning(text)
+                case .refused, .paused: self.logger.error(text)
+                }
+            }
+            try? await Task.sleep(for: .seconds(1))
+        }
+    }
+}
