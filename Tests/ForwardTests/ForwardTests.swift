@@ -90,12 +90,20 @@ import Varlink
         }
     }
 
-    /// The one miss once seen under ASan was the broker's, not the forwarder's: see
-    /// ``ForwardRig/startSubscriber(topic:)`` for why the subscriber's receive maximum is lifted.
+    /// The broker is killed while readings keep being stored, at a moment the subscriber has all
+    /// stored so far. Killing it in the middle of a burst tests mosquitto, not the forwarder:
+    /// mosquitto PUBACKs a QoS 1 publish once it handed the message to its subscribers, but a
+    /// message beyond the subscriber's receive maximum (20) is only queued in memory, and the
+    /// persistence file is written at the end of that loop turn (`autosave_on_changes`), so a
+    /// SIGKILL in between loses one message the forwarder was rightly told was delivered. That
+    /// was the one reading once missing under ASan (issue #16), where the slower forwarder was
+    /// still sending the backlog when the broker was killed; the same loss, one message per kill,
+    /// shows with `mosquitto_pub` and a stopped `mosquitto_sub`, without the forwarder.
     @Test func brokerKilledAndRestartedMidStream() async throws {
         try await withRig(seconds: 7) { rig in
             try await rig.startAll()
             try await self.waitForReadings(rig, atLeast: 10)
+            try await rig.waitUntilSubscriberCaughtUp()
             rig.killBroker()
             try await Task.sleep(for: .milliseconds(1500))  // readings keep being stored meanwhile
             try await rig.startBroker()

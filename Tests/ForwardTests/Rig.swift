@@ -167,22 +167,13 @@ final class ForwardRig: @unchecked Sendable {
 
     /// mosquitto_sub with a persistent session (QoS 1, clean session off), so it gets everything
     /// published while it reconnects after a broker restart.
-    ///
-    /// Its receive maximum is lifted from libmosquitto's default of 20: mosquitto PUBACKs a QoS 1
-    /// publish as soon as it has handed the message to its subscribers, but a message beyond a
-    /// subscriber's receive maximum is only *queued* in memory, and mosquitto writes its
-    /// persistence file only at the end of that loop turn (`autosave_on_changes`). A SIGKILL in
-    /// between loses a message the forwarder was rightly told was delivered (issue #16: seen once
-    /// under ASan, where the forwarder is still sending the backlog when the broker is killed).
-    /// With room for everything in flight, each acknowledged message is already on this
-    /// subscriber's socket when the PUBACK leaves the broker.
     func startSubscriber(topic: String = "#") async throws {
         let fd = try self.log("sub.log")
         let err = try self.log("sub.err")
         self.subscriber = try Child(
             try which("mosquitto_sub"),
             ["-h", "127.0.0.1", "-p", String(self.port), "-t", topic, "-q", "1", "-v", "-c", "-i", "test-subscriber-\(self.port)",
-             "-V", "mqttv5", "-x", "3600", "-D", "connect", "receive-maximum", "65535"],
+             "-V", "mqttv5", "-x", "3600"],
             environment: [:], stdout: fd, stderr: err)
         // Its session exists once the broker logged the subscription.
         let subscribed = await eventually(within: 10) { readFile(self.brokerLog).contains("test-subscriber-\(self.port) 1 \(topic)") }
@@ -232,6 +223,16 @@ final class ForwardRig: @unchecked Sendable {
         let lines: [Substring] = readFile(self.subscriberLog).split(separator: "\n")
         return lines.filter { $0.hasPrefix(topic + " ") }
             .map { String($0.dropFirst(topic.count + 1)) }
+    }
+
+    /// Waits until the subscriber has every reading sugard stored so far: the moment a broker
+    /// SIGKILL cannot lose anything (see `brokerKilledAndRestartedMidStream`).
+    func waitUntilSubscriberCaughtUp(within seconds: Double = 20) async throws {
+        let caughtUp = try await eventually(within: seconds) {
+            let got = Set(self.receivedReadings().compactMap { $0.payload["id"]?.stringValue })
+            return try await self.storedIDs().allSatisfy(got.contains)
+        }
+        try #require(caughtUp, "the subscriber did not catch up with sugard's store")
     }
 
     /// Every reading sugard stored, as the export ids (`meter/epoch/sequence`), in commit order.
