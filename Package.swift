@@ -80,10 +80,12 @@ let package = Package(
             name: "SugarAPI", dependencies: ["Locking", "GlucoseProfile", "HealthDataSync", "JSON", "Varlink"],
             exclude: ["io.sugard.HealthDataSync.varlink"], swiftSettings: strict),
 
+        // sugard's settings: the config keys, the file and the command line (no daemon parts).
+        .target(name: "SugarConfig", dependencies: ["HealthDataSync", "SugarAPI"], swiftSettings: strict),
         // Composition: config, services, signals, sd_notify, logging.
         .target(
             name: "SugarDaemon",
-            dependencies: ["Locking", 
+            dependencies: ["SugarConfig", "Locking", 
                 "HealthDataSync", "JSON", "SugarAPI", "GlucoseStore", "Varlink", "ReplayTransport", "BlueZTransport",
                 "GlucoseProfile", "PacketCapture",
             ], swiftSettings: strict),
@@ -108,7 +110,7 @@ let package = Package(
         // One-input logic of each fuzz target, shared by Fuzz/ (libFuzzer) and FuzzRegressionTests.
         .target(
             name: "FuzzTargets",
-            dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "PacketCapture", "SugarDaemon", "Varlink"],
+            dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "PacketCapture", "SugarAPI", "SugarConfig", "Varlink"],
             swiftSettings: strict),
         .executableTarget(name: "sugard", dependencies: ["SugarDaemon"], swiftSettings: strict),
         .executableTarget(

@@ -390,8 +390,3 @@ public final class Daemon: Sendable {
         }
     }
 }
-
-/// Reads a whole binary file (zone files); nil when unreadable.
-func readBinaryFile(_ path: String) -> [UInt8]? {
-    (try? ConfigFile.readBytes(path, limit: 4 << 20)) ?? nil
-}

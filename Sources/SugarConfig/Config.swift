@@ -174,3 +174,8 @@ public struct DaemonConfig: Equatable, Sendable {
         }
     }
 }
+
+/// Reads a whole binary file (zone files); nil when unreadable.
+package func readBinaryFile(_ path: String) -> [UInt8]? {
+    (try? ConfigFile.readBytes(path, limit: 4 << 20)) ?? nil
+}
