@@ -65,6 +65,8 @@ let package = Package(
             swiftSettings: strict),
         // SQLite storage: the only importer of CSQLite.
         .target(name: "GlucoseStore", dependencies: ["HealthDataSync", "CSQLite"], swiftSettings: strict),
+        // Synthetic ingests and the ingest benchmark: tests, the crash test's writer and sugar-bench only.
+        .target(name: "GlucoseStoreFixtures", dependencies: ["GlucoseStore", "HealthDataSync"], swiftSettings: strict),
         // Generic Varlink over Unix sockets (stdlib, Glibc, Synchronization, JSON).
         .target(name: "Varlink", dependencies: ["Locking", "JSON", "CLinuxIO"], swiftSettings: strict),
 
@@ -119,13 +121,13 @@ let package = Package(
         .executableTarget(
             name: "sugar-bench",
             dependencies: ["Locking", 
-                "GlucoseProfile", "JSON", "CMallocCounter", "CBenchYardsticks", "PacketCapture", "GlucoseStore", "ViewModelBenchmarks",
+                "GlucoseProfile", "JSON", "CMallocCounter", "CBenchYardsticks", "PacketCapture", "GlucoseStore", "GlucoseStoreFixtures", "ViewModelBenchmarks",
                 "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport", "SugarDaemon", "SugarForward", "MQTT",
             ],
             swiftSettings: strict),
         // Ingests into a DB file; the crash test SIGKILLs it at random points.
         .executableTarget(
-            name: "store-killtest-writer", dependencies: ["GlucoseStore", "HealthDataSync"], swiftSettings: strict),
+            name: "store-killtest-writer", dependencies: ["GlucoseStore", "GlucoseStoreFixtures", "HealthDataSync"], swiftSettings: strict),
 
         // What the tests that run the built programs share: child processes, the BlueZ stand-in rig,
         // random Varlink clients. Tests only (nothing in Sources depends on it).
@@ -155,7 +157,7 @@ let package = Package(
             name: "HealthDataSyncTests", dependencies: ["Locking", "HealthDataSync", "GlucoseProfile", "TestSupport"],
             swiftSettings: strict),
         .testTarget(
-            name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "HealthDataSync", "store-killtest-writer"],
+            name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "GlucoseStoreFixtures", "HealthDataSync", "store-killtest-writer"],
             swiftSettings: strict),
         .testTarget(
             name: "VarlinkTests", dependencies: ["Locking", "Varlink", "JSON", "CLinuxIO", "TestSupport"], swiftSettings: strict),
@@ -200,7 +202,7 @@ let package = Package(
             name: "ForwardTests",
             dependencies: [
                 "sugard", "sugard-forward", "sugarctl", "SugarForward", "JSON", "Varlink", "Locking", "TestSupport",
-                "GlucoseStore", "HealthDataSync",
+                "GlucoseStore", "GlucoseStoreFixtures", "HealthDataSync",
             ],
             swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
