@@ -54,86 +54,102 @@ public struct DaemonConfig: Equatable, Sendable {
     /// The database file inside the state directory.
     public var databasePath: String { self.stateDirectory + "/sugard.sqlite" }
 
-    /// Keys accepted in the file, with the flag that sets the same value.
-    public static let keys: [(key: String, flag: String?, help: String)] = [
-        ("state_dir", "--state-dir", "directory for the database and state"),
-        ("socket", "--socket", "path of the Varlink socket"),
-        ("socket_mode", nil, "octal mode of the socket file (default 0660)"),
-        ("socket_group", nil, "group owning the socket; its members may read status and readings"),
-        ("admin_group", nil, "group whose members may sync, forget and pair meters"),
-        ("log_level", "--log-level", "error, warning, notice, info or debug (readings are logged only at debug)"),
-        ("replay", "--replay", "a btsnoop capture to play as a meter instead of BlueZ (repeatable)"),
-        ("replay_delay_ms", nil, "milliseconds a replayed meter takes per operation and per record (default 0)"),
-        ("demo", "--demo", "run the built-in simulated meter (true/false)"),
-        ("demo_interval", nil, "seconds between new demo readings (default 40)"),
-        ("adapter", nil, "BlueZ adapter name such as hci0 (default: the first powered one)"),
-        ("cooldown_seconds", nil, "defer automatic syncs to this long after the last successful one (default 30)"),
-        ("timezone", nil, "IANA zone the meters' clocks are set to (default: the host's zone)"),
-        ("unit", nil, "default display unit: mgdl or mmol"),
-        ("max_connections", nil, "socket connection cap (default 4096)"),
-        ("simulate_meters", nil, "testing aid: run this many simulated meters instead of BlueZ (default 0)"),
-        ("simulate_start", nil, "testing aid: Unix time the simulated meters' readings start from"),
-        ("simulate_stop", nil, "testing aid: Unix time after which simulated meters take no readings"),
-        ("max_connections_per_uid", nil, "socket connection cap per user (default 1024)"),
+    /// Every key accepted in the file, declared once: its flag, help, how it parses, how it reads
+    /// back and whether `systemctl reload` applies it. The parser, the reload diff, the man page
+    /// and the tests (`config/sugard.conf.example`) all read this table.
+    public static let keys: [ConfigKey] = [
+        ConfigKey("state_dir", flag: "--state-dir", "directory for the database and state", { $0.stateDirectory }) {
+            $0.stateDirectory = try $1.nonEmpty()
+        },
+        ConfigKey("socket", flag: "--socket", "path of the Varlink socket", { $0.socketPath }) {
+            let path = try $1.nonEmpty()
+            guard path.utf8.count < 108 else { throw ConfigError("socket path is longer than 107 bytes: \(path)") }
+            $0.socketPath = path
+        },
+        ConfigKey("socket_mode", "octal mode of the socket file (default 0660)", { String($0.socketMode, radix: 8) }) {
+            let value = $1.value
+            guard let mode = UInt32(value.hasPrefix("0o") ? String(value.dropFirst(2)) : value, radix: 8), mode <= 0o777
+            else { throw ConfigError("socket_mode must be an octal mode such as 0660, not \"\(value)\"") }
+            $0.socketMode = mode
+        },
+        ConfigKey("socket_group", "group owning the socket; its members may read status and readings", { $0.socketGroup ?? "" }) {
+            $0.socketGroup = $1.value.isEmpty ? nil : try Self.checkedGroup($1.key, $1.value)
+        },
+        ConfigKey("admin_group", "group whose members may sync, forget and pair meters", { $0.adminGroup ?? "" }) {
+            $0.adminGroup = $1.value.isEmpty ? nil : try Self.checkedGroup($1.key, $1.value)
+        },
+        ConfigKey(
+            "log_level", flag: "--log-level", "error, warning, notice, info or debug (readings are logged only at debug)",
+            appliesOnReload: true, { $0.logLevel.name }
+        ) {
+            guard let level = LogLevel(name: $1.value) else {
+                throw ConfigError("log_level must be error, warning, notice, info or debug, not \"\($1.value)\"")
+            }
+            $0.logLevel = level
+        },
+        ConfigKey("replay", flag: "--replay", "a btsnoop capture to play as a meter instead of BlueZ (repeatable)", {
+            $0.replay.joined(separator: "\n")
+        }) { $0.replay.append(try $1.nonEmpty()) },
+        ConfigKey("replay_delay_ms", "milliseconds a replayed meter takes per operation and per record (default 0)", {
+            String($0.replayDelayMilliseconds)
+        }) { $0.replayDelayMilliseconds = try $1.int(0...60_000) },
+        ConfigKey("demo", flag: "--demo", "run the built-in simulated meter (true/false)", { String($0.demo) }) {
+            $0.demo = try $1.bool()
+        },
+        ConfigKey("demo_interval", "seconds between new demo readings (default 40)", { String($0.demoInterval) }) {
+            $0.demoInterval = try $1.int(1...86_400)
+        },
+        ConfigKey("adapter", "BlueZ adapter name such as hci0 (default: the first powered one)", { $0.adapter ?? "" }) {
+            $0.adapter = $1.value.isEmpty ? nil : $1.value
+        },
+        ConfigKey("cooldown_seconds", "defer automatic syncs to this long after the last successful one (default 30)", {
+            String($0.cooldownSeconds)
+        }) { $0.cooldownSeconds = try $1.int(0...86_400) },
+        ConfigKey("timezone", "IANA zone the meters' clocks are set to (default: the host's zone)", { $0.timeZone ?? "" }) {
+            $0.timeZone = $1.value.isEmpty ? nil : try Self.checkedZone($1.value)
+        },
+        ConfigKey("unit", "default display unit: mgdl or mmol", { $0.unit == .mgdL ? "mgdl" : "mmol" }) {
+            switch $1.value.lowercased() {
+            case "mgdl", "mg/dl": $0.unit = .mgdL
+            case "mmol", "mmol/l", "mmoll": $0.unit = .mmolL
+            default: throw ConfigError("unit must be mgdl or mmol, not \"\($1.value)\"")
+            }
+        },
+        ConfigKey("max_connections", "socket connection cap (default 4096)", { String($0.maxConnections) }) {
+            $0.maxConnections = try $1.int(1...65_536)
+        },
+        ConfigKey("simulate_meters", "testing aid: run this many simulated meters instead of BlueZ (default 0)", {
+            String($0.simulateMeters)
+        }) { $0.simulateMeters = try $1.int(0...64) },
+        ConfigKey("simulate_start", "testing aid: Unix time the simulated meters' readings start from", {
+            $0.simulateStart.map { String($0) } ?? ""
+        }) { $0.simulateStart = $1.value.isEmpty ? nil : Int64(try $1.int(0...4_102_444_800)) },
+        ConfigKey("simulate_stop", "testing aid: Unix time after which simulated meters take no readings", {
+            $0.simulateStop.map { String($0) } ?? ""
+        }) { $0.simulateStop = $1.value.isEmpty ? nil : Int64(try $1.int(0...4_102_444_800)) },
+        ConfigKey("max_connections_per_uid", "socket connection cap per user (default 1024)", {
+            String($0.maxConnectionsPerUID)
+        }) { $0.maxConnectionsPerUID = try $1.int(1...65_536) },
     ]
 
     /// Applies one `key = value` setting. `replay` appends; everything else replaces.
     public mutating func apply(key: String, value: String) throws(ConfigError) {
-        func int(_ range: ClosedRange<Int>) throws(ConfigError) -> Int {
-            guard let v = Int(value), range.contains(v) else {
-                throw ConfigError("\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound), not \"\(value)\"")
-            }
-            return v
-        }
-        func bool() throws(ConfigError) -> Bool {
-            switch value.lowercased() {
-            case "true", "yes", "on", "1": return true
-            case "false", "no", "off", "0": return false
-            default: throw ConfigError("\(key) must be true or false, not \"\(value)\"")
-            }
-        }
-        func nonEmpty() throws(ConfigError) -> String {
-            guard !value.isEmpty else { throw ConfigError("\(key) needs a value") }
-            return value
-        }
-        switch key {
-        case "state_dir": self.stateDirectory = try nonEmpty()
-        case "socket":
-            let path = try nonEmpty()
-            guard path.utf8.count < 108 else { throw ConfigError("socket path is longer than 107 bytes: \(path)") }
-            self.socketPath = path
-        case "socket_mode":
-            guard let mode = UInt32(value.hasPrefix("0o") ? String(value.dropFirst(2)) : value, radix: 8), mode <= 0o777
-            else { throw ConfigError("socket_mode must be an octal mode such as 0660, not \"\(value)\"") }
-            self.socketMode = mode
-        case "socket_group": self.socketGroup = value.isEmpty ? nil : try Self.checkedGroup(key, value)
-        case "admin_group": self.adminGroup = value.isEmpty ? nil : try Self.checkedGroup(key, value)
-        case "log_level":
-            guard let level = LogLevel(name: value) else {
-                throw ConfigError("log_level must be error, warning, notice, info or debug, not \"\(value)\"")
-            }
-            self.logLevel = level
-        case "replay": self.replay.append(try nonEmpty())
-        case "replay_delay_ms": self.replayDelayMilliseconds = try int(0...60_000)
-        case "demo": self.demo = try bool()
-        case "demo_interval": self.demoInterval = try int(1...86_400)
-        case "adapter": self.adapter = value.isEmpty ? nil : value
-        case "cooldown_seconds": self.cooldownSeconds = try int(0...86_400)
-        case "timezone": self.timeZone = value.isEmpty ? nil : try Self.checkedZone(value)
-        case "unit":
-            switch value.lowercased() {
-            case "mgdl", "mg/dl": self.unit = .mgdL
-            case "mmol", "mmol/l", "mmoll": self.unit = .mmolL
-            default: throw ConfigError("unit must be mgdl or mmol, not \"\(value)\"")
-            }
-        case "max_connections": self.maxConnections = try int(1...65_536)
-        case "simulate_meters": self.simulateMeters = try int(0...64)
-        case "simulate_start": self.simulateStart = value.isEmpty ? nil : Int64(try int(0...4_102_444_800))
-        case "simulate_stop": self.simulateStop = value.isEmpty ? nil : Int64(try int(0...4_102_444_800))
-        case "max_connections_per_uid": self.maxConnectionsPerUID = try int(1...65_536)
-        default:
+        guard let entry = Self.keys.first(where: { $0.key == key }) else {
             throw ConfigError("unknown key \"\(key)\" (known keys: \(DaemonConfig.keys.map(\.key).joined(separator: ", ")))")
         }
+        do {
+            try entry.set(&self, ConfigSetting(key: key, value: value))
+        } catch let error as ConfigError {
+            throw error
+        } catch {
+            throw ConfigError("\(key): \(error)")
+        }
+    }
+
+    /// The keys whose values differ between two configurations and that `systemctl reload` does
+    /// not apply (a restart does), in table order.
+    public static func keysNeedingRestart(from current: DaemonConfig, to fresh: DaemonConfig) -> [String] {
+        Self.keys.filter { !$0.appliesOnReload && $0.value(current) != $0.value(fresh) }.map(\.key)
     }
 
     /// Keys that may appear more than once in one file (each adds to a list).
@@ -178,4 +194,57 @@ public struct DaemonConfig: Equatable, Sendable {
 /// Reads a whole binary file (zone files); nil when unreadable.
 package func readBinaryFile(_ path: String) -> [UInt8]? {
     (try? ConfigFile.readBytes(path, limit: 4 << 20)) ?? nil
+}
+
+/// One key of ``DaemonConfig/keys``.
+public struct ConfigKey: Sendable {
+    public let key: String
+    /// The command-line flag that sets the same value, if any.
+    public let flag: String?
+    public let help: String
+    /// Whether `systemctl reload` applies a change at once; otherwise the log says a restart is needed.
+    public let appliesOnReload: Bool
+    /// The key's value in a configuration, as text (for comparing configurations).
+    public let value: @Sendable (DaemonConfig) -> String
+    /// Parses the value into the configuration; throws only ``ConfigError``.
+    let set: @Sendable (inout DaemonConfig, ConfigSetting) throws -> Void
+
+    init(
+        _ key: String, flag: String? = nil, _ help: String, appliesOnReload: Bool = false,
+        _ value: @escaping @Sendable (DaemonConfig) -> String,
+        set: @escaping @Sendable (inout DaemonConfig, ConfigSetting) throws -> Void
+    ) {
+        self.key = key
+        self.flag = flag
+        self.help = help
+        self.appliesOnReload = appliesOnReload
+        self.value = value
+        self.set = set
+    }
+}
+
+/// One `key = value` being applied, with the checks the keys share.
+struct ConfigSetting {
+    let key: String
+    let value: String
+
+    func int(_ range: ClosedRange<Int>) throws(ConfigError) -> Int {
+        guard let v = Int(self.value), range.contains(v) else {
+            throw ConfigError("\(self.key) must be a whole number from \(range.lowerBound) to \(range.upperBound), not \"\(self.value)\"")
+        }
+        return v
+    }
+
+    func bool() throws(ConfigError) -> Bool {
+        switch self.value.lowercased() {
+        case "true", "yes", "on", "1": return true
+        case "false", "no", "off", "0": return false
+        default: throw ConfigError("\(self.key) must be true or false, not \"\(self.value)\"")
+        }
+    }
+
+    func nonEmpty() throws(ConfigError) -> String {
+        guard !self.value.isEmpty else { throw ConfigError("\(self.key) needs a value") }
+        return self.value
+    }
 }
