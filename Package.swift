@@ -107,7 +107,7 @@ let package = Package(
         .executableTarget(name: "sugard-forward", dependencies: ["SugarForward"], swiftSettings: strict),
 
         // Benchmark bodies (Glibc for VmHWM only), run by sugar-bench.
-        .target(name: "ViewModelBenchmarks", dependencies: ["Locking", "HealthDataSync", "JSON"], swiftSettings: strict),
+        .target(name: "ViewModelBenchmarks", dependencies: ["Locking", "GlucoseStoreFixtures", "HealthDataSync", "JSON"], swiftSettings: strict),
 
         // One-input logic of each fuzz target, shared by Fuzz/ (libFuzzer) and FuzzRegressionTests.
         .target(
