@@ -133,7 +133,7 @@ let package = Package(
         // random Varlink clients. Tests only (nothing in Sources depends on it).
         .target(
             name: "TestSupport",
-            dependencies: ["Locking", "DBus", "Varlink", "JSON", "GlucoseProfile"],
+            dependencies: ["Locking", "DBus", "Varlink", "JSON", "GlucoseProfile", "GlucoseStoreFixtures"],
             path: "Tests/TestSupport",
             swiftSettings: strict),
 
