@@ -201,8 +201,9 @@ let package = Package(
         .testTarget(
             name: "ForwardTests",
             dependencies: [
+                "GlucoseStoreFixtures",
                 "sugard", "sugard-forward", "sugarctl", "SugarForward", "JSON", "Varlink", "Locking", "TestSupport",
-                "GlucoseStore", "GlucoseStoreFixtures", "HealthDataSync",
+                "GlucoseStore", "HealthDataSync",
             ],
             swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
