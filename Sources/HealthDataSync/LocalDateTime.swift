@@ -33,8 +33,11 @@ public struct LocalDateTime: Hashable, Comparable, Sendable, CustomStringConvert
 
     /// `2019-02-27T11:10:30`.
     public var isoString: String {
-        CivilCalendar.isoString(
-            year: self.year, month: self.month, day: self.day, hour: self.hour, minute: self.minute, second: self.second)
+        func pad(_ v: Int, _ width: Int) -> String {
+            let s = String(abs(v))
+            return (v < 0 ? "-" : "") + String(repeating: "0", count: max(0, width - s.count)) + s
+        }
+        return "\(pad(self.year, 4))-\(pad(self.month, 2))-\(pad(self.day, 2))T\(pad(self.hour, 2)):\(pad(self.minute, 2)):\(pad(self.second, 2))"
     }
 
     public var description: String { self.isoString }
