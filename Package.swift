@@ -65,6 +65,8 @@ let package = Package(
             swiftSettings: strict),
         // SQLite storage: the only importer of CSQLite.
         .target(name: "GlucoseStore", dependencies: ["HealthDataSync", "CSQLite"], swiftSettings: strict),
+        // Synthetic ingests and the ingest benchmark: tests, the crash test's writer and sugar-bench only.
+        .target(name: "GlucoseStoreFixtures", dependencies: ["GlucoseStore", "HealthDataSync"], swiftSettings: strict),
         // Generic Varlink over Unix sockets (stdlib, Glibc, Synchronization, JSON).
         .target(name: "Varlink", dependencies: ["Locking", "JSON", "CLinuxIO"], swiftSettings: strict),
 
@@ -80,10 +82,12 @@ let package = Package(
             name: "SugarAPI", dependencies: ["Locking", "GlucoseProfile", "HealthDataSync", "JSON", "Varlink"],
             exclude: ["io.sugard.HealthDataSync.varlink"], swiftSettings: strict),
 
+        // sugard's settings: the config keys, the file and the command line (no daemon parts).
+        .target(name: "SugarConfig", dependencies: ["HealthDataSync", "SugarAPI"], swiftSettings: strict),
         // Composition: config, services, signals, sd_notify, logging.
         .target(
             name: "SugarDaemon",
-            dependencies: ["Locking", 
+            dependencies: ["SugarConfig", "Locking", 
                 "HealthDataSync", "JSON", "SugarAPI", "GlucoseStore", "Varlink", "ReplayTransport", "BlueZTransport",
                 "GlucoseProfile", "PacketCapture",
             ], swiftSettings: strict),
@@ -103,12 +107,12 @@ let package = Package(
         .executableTarget(name: "sugard-forward", dependencies: ["SugarForward"], swiftSettings: strict),
 
         // Benchmark bodies (Glibc for VmHWM only), run by sugar-bench.
-        .target(name: "ViewModelBenchmarks", dependencies: ["Locking", "HealthDataSync", "JSON"], swiftSettings: strict),
+        .target(name: "ViewModelBenchmarks", dependencies: ["Locking", "GlucoseStoreFixtures", "HealthDataSync", "JSON"], swiftSettings: strict),
 
         // One-input logic of each fuzz target, shared by Fuzz/ (libFuzzer) and FuzzRegressionTests.
         .target(
             name: "FuzzTargets",
-            dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "PacketCapture", "SugarDaemon", "Varlink"],
+            dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "PacketCapture", "SugarAPI", "SugarConfig", "Varlink"],
             swiftSettings: strict),
         .executableTarget(name: "sugard", dependencies: ["SugarDaemon"], swiftSettings: strict),
         .executableTarget(
@@ -117,19 +121,19 @@ let package = Package(
         .executableTarget(
             name: "sugar-bench",
             dependencies: ["Locking", 
-                "GlucoseProfile", "JSON", "CMallocCounter", "CBenchYardsticks", "PacketCapture", "GlucoseStore", "ViewModelBenchmarks",
+                "GlucoseProfile", "JSON", "CMallocCounter", "CBenchYardsticks", "PacketCapture", "GlucoseStore", "GlucoseStoreFixtures", "ViewModelBenchmarks",
                 "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport", "SugarDaemon", "SugarForward", "MQTT",
             ],
             swiftSettings: strict),
         // Ingests into a DB file; the crash test SIGKILLs it at random points.
         .executableTarget(
-            name: "store-killtest-writer", dependencies: ["GlucoseStore", "HealthDataSync"], swiftSettings: strict),
+            name: "store-killtest-writer", dependencies: ["GlucoseStore", "GlucoseStoreFixtures", "HealthDataSync"], swiftSettings: strict),
 
         // What the tests that run the built programs share: child processes, the BlueZ stand-in rig,
         // random Varlink clients. Tests only (nothing in Sources depends on it).
         .target(
             name: "TestSupport",
-            dependencies: ["Locking", "DBus", "Varlink", "JSON", "GlucoseProfile"],
+            dependencies: ["Locking", "DBus", "Varlink", "JSON", "GlucoseProfile", "GlucoseStoreFixtures"],
             path: "Tests/TestSupport",
             swiftSettings: strict),
 
@@ -153,7 +157,7 @@ let package = Package(
             name: "HealthDataSyncTests", dependencies: ["Locking", "HealthDataSync", "GlucoseProfile", "TestSupport"],
             swiftSettings: strict),
         .testTarget(
-            name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "HealthDataSync", "store-killtest-writer"],
+            name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "GlucoseStoreFixtures", "HealthDataSync", "store-killtest-writer"],
             swiftSettings: strict),
         .testTarget(
             name: "VarlinkTests", dependencies: ["Locking", "Varlink", "JSON", "CLinuxIO", "TestSupport"], swiftSettings: strict),
@@ -197,6 +201,7 @@ let package = Package(
         .testTarget(
             name: "ForwardTests",
             dependencies: [
+                "GlucoseStoreFixtures",
                 "sugard", "sugard-forward", "sugarctl", "SugarForward", "JSON", "Varlink", "Locking", "TestSupport",
                 "GlucoseStore", "HealthDataSync", "HTTPClient",
             ],

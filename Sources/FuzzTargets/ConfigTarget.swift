@@ -1,6 +1,6 @@
 import HealthDataSync
 import SugarAPI
-import SugarDaemon
+import SugarConfig
 
 extension FuzzTargets {
     /// Feeds the config-file parser and the command-line parser.

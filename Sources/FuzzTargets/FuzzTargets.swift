@@ -2,7 +2,6 @@ import GlucoseProfile
 import HealthDataSync
 import JSON
 import PacketCapture
-import SugarDaemon
 import Varlink
 
 /// A property a fuzz target checks did not hold for one input.

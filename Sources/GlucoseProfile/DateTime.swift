@@ -93,8 +93,9 @@ public struct DateTime: Hashable, Sendable, Comparable, CustomStringConvertible 
 
     /// `2019-02-27T11:10:30`: ISO 8601 local time, no zone; unknown fields print as zeros.
     public var isoString: String {
-        pad(Int(self.year), 4) + "-" + pad(Int(self.month), 2) + "-" + pad(Int(self.day), 2) + "T" + pad(Int(self.hours), 2)
-            + ":" + pad(Int(self.minutes), 2) + ":" + pad(Int(self.seconds), 2)
+        CivilCalendar.isoString(
+            year: Int(self.year), month: Int(self.month), day: Int(self.day), hour: Int(self.hours),
+            minute: Int(self.minutes), second: Int(self.seconds))
     }
 
     public var description: String { self.isoString }
@@ -109,18 +110,12 @@ public struct DateTime: Hashable, Sendable, Comparable, CustomStringConvertible 
 
     /// True for Gregorian leap years.
     @inlinable
-    public static func isLeapYear(_ year: Int) -> Bool {
-        (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
-    }
+    public static func isLeapYear(_ year: Int) -> Bool { CivilCalendar.isLeapYear(year) }
 
     /// Days in `month` (1–12) of `year`; a year of 0 (unknown) counts as a leap year.
     @inlinable
     public static func daysIn(month: Int, year: Int) -> Int {
-        switch month {
-        case 2: return year == 0 || isLeapYear(year) ? 29 : 28
-        case 4, 6, 9, 11: return 30
-        default: return 31
-        }
+        CivilCalendar.daysInMonth(year: year, month: month)  // year 0 is a leap year in the proleptic calendar
     }
 
     /// The date-time `minutes` later (or earlier when negative), carrying across days, months and years
@@ -231,7 +226,3 @@ public struct CurrentTime: Hashable, Sendable {
     }
 }
 
-private func pad(_ value: Int, _ width: Int) -> String {
-    let digits = String(value)
-    return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
-}

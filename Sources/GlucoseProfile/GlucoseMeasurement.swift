@@ -101,6 +101,10 @@ public struct SampleLocation: RawRepresentable, Hashable, Sendable {
         }
     }
 
+    /// The name in the daemon's socket API and exports (`io.sugard.HealthDataSync`): ``name``,
+    /// except that code 2 has always been `alternateSite` there.
+    public var apiName: String { self.code == 2 ? "alternateSite" : self.name }
+
     /// True for location 4, a control-solution test.
     public var isControlSolution: Bool { self.code == 4 }
 

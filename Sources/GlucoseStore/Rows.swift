@@ -4,8 +4,8 @@ import HealthDataSync
 // caller's connection, inside whatever transaction the caller holds.
 
 /// A `meter` row.
-struct MeterRow {
-    var rowID: Int64
+package struct MeterRow {
+    package var rowID: Int64
     var identity: MeterIdentity
     var features: UInt16?
     var firstSeen: Instant
@@ -60,7 +60,7 @@ struct MeterRow {
     /// given replace stored ones (nil keeps them), `last_seen` only moves forward, and a forgotten
     /// meter comes back. Returns whether the serial number changed (both known and different),
     /// which the caller treats as a sequence reset.
-    static func upsert(
+    package static func upsert(
         _ identity: MeterIdentity, features: UInt16?, seenAt: Instant, _ db: Connection
     ) throws(StoreError) -> (MeterRow, serialChanged: Bool) {
         guard var row = try Self.load(identity.id, db) else {
@@ -184,7 +184,7 @@ struct MeterRow {
 }
 
 /// Reading rows: insert, decode, query.
-enum ReadingRows {
+package enum ReadingRows {
     static let insertSQL = """
         INSERT INTO reading (meter_id, epoch, seq, measurement_bytes, context_bytes, base_time, time_offset_min,
             concentration_raw, unit, sample_type, sample_location, sensor_status, meal, instant_ms, time_method,
@@ -198,7 +198,7 @@ enum ReadingRows {
 
     /// Inserts one reading and returns its row id. Date-times are bound as their `isoString` text,
     /// formatted on the stack.
-    static func insert(
+    package static func insert(
         _ r: Reading, meterRowID: Int64, epoch: Int, storedAt: Instant, sessionID: Int64?,
         _ db: Connection
     ) throws(StoreError) -> Int64 {

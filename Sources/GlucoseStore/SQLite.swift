@@ -22,7 +22,7 @@ func storeErrorCode(forSQLiteCode code: CInt) -> StoreError.Code {
 }
 
 /// Owns one `sqlite3*` handle. Closes it in `deinit` or ``close()``.
-final class Connection {
+package final class Connection {
     let path: String
     private(set) var handle: OpaquePointer?
     private var statements: [String: Statement] = [:]
@@ -55,7 +55,7 @@ final class Connection {
     /// Finalizes every cached statement and closes the handle. Safe to call twice.
     ///
     /// The corresponding C function is `sqlite3_close_v2`.
-    func close() {
+    package func close() {
         self.statements.removeAll()  // finalizes them (Statement.deinit)
         if let handle = self.handle {
             // close_v2 turns the connection into a zombie until any statement still alive elsewhere
@@ -143,7 +143,7 @@ final class Connection {
 
     /// Runs `body` inside `BEGIN IMMEDIATE` … `COMMIT`. On any error the transaction is rolled back
     /// (so nothing of it becomes visible) and the error is rethrown.
-    func transaction<T>(_ operation: String, _ body: () throws(StoreError) -> T) throws(StoreError) -> T {
+    package func transaction<T>(_ operation: String, _ body: () throws(StoreError) -> T) throws(StoreError) -> T {
         try self.execute("BEGIN IMMEDIATE", "\(operation) (begin)")
         do throws(StoreError) {
             let result = try body()

@@ -65,7 +65,7 @@ public actor SQLiteReadingStore: ReadingStore {
 
     // MARK: Opening and health
 
-    static func open(path: String, options: StoreOptions, readOnly: Bool) throws(StoreError) -> (
+    package static func open(path: String, options: StoreOptions, readOnly: Bool) throws(StoreError) -> (
         Connection, StorageHealth
     ) {
         let isNew = !readOnly && !fileExists(path)

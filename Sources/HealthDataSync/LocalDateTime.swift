@@ -1,3 +1,5 @@
+import GlucoseProfile
+
 /// A calendar date and wall-clock time with no zone: what a meter's clock shows.
 ///
 /// Glucose Profile base times carry no zone; turning one into an instant needs a zone and the
@@ -26,7 +28,7 @@ public struct LocalDateTime: Hashable, Comparable, Sendable, CustomStringConvert
         guard (1...12).contains(self.month), (0...23).contains(self.hour), (0...59).contains(self.minute),
             (0...59).contains(self.second), (1...9999).contains(self.year)
         else { return false }
-        return (1...LocalDateTime.daysInMonth(year: self.year, month: self.month)).contains(self.day)
+        return (1...CivilCalendar.daysInMonth(year: self.year, month: self.month)).contains(self.day)
     }
 
     /// `2019-02-27T11:10:30`.
@@ -86,19 +88,9 @@ public struct LocalDateTime: Hashable, Comparable, Sendable, CustomStringConvert
         lhs.secondsSinceEpoch < rhs.secondsSinceEpoch
     }
 
-    public static func isLeapYear(_ year: Int) -> Bool { (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 }
-
-    public static func daysInMonth(year: Int, month: Int) -> Int {
-        switch month {
-        case 2: return isLeapYear(year) ? 29 : 28
-        case 4, 6, 9, 11: return 30
-        default: return 31
-        }
-    }
-
     /// Seconds since 1970-01-01T00:00:00 if this wall-clock time were UTC.
     public var secondsSinceEpoch: Int64 {
-        Int64(LocalDateTime.daysFromCivil(year: self.year, month: self.month, day: self.day)) * 86_400
+        Int64(CivilCalendar.daysFromCivil(year: self.year, month: self.month, day: self.day)) * 86_400
             + Int64(self.hour * 3600 + self.minute * 60 + self.second)
     }
 
@@ -106,36 +98,13 @@ public struct LocalDateTime: Hashable, Comparable, Sendable, CustomStringConvert
     public init(secondsSinceEpoch seconds: Int64) {
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let rest = Int(seconds - days * 86_400)
-        let (y, m, d) = LocalDateTime.civilFromDays(Int(days))
+        let (y, m, d) = CivilCalendar.civilFromDays(Int(days))
         self.init(year: y, month: m, day: d, hour: rest / 3600, minute: rest % 3600 / 60, second: rest % 60)
     }
 
     /// This time moved by a number of seconds, with calendar carry.
     public func adding(seconds: Int64) -> LocalDateTime {
         LocalDateTime(secondsSinceEpoch: self.secondsSinceEpoch + seconds)
-    }
-
-    // Howard Hinnant's days_from_civil / civil_from_days algorithms.
-    static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let mp = (month + 9) % 12
-        let doy = (153 * mp + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
-    }
-
-    static func civilFromDays(_ z0: Int) -> (Int, Int, Int) {
-        let z = z0 + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
     }
 }
 

@@ -1,3 +1,5 @@
+import GlucoseProfile
+
 /// A Bluetooth UUID in canonical 128-bit lowercase form.
 ///
 /// 16-bit SIG UUIDs expand on the Bluetooth base UUID; ``short`` gives them back.
@@ -8,10 +10,7 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
     private static let baseSuffix = "-0000-1000-8000-00805f9b34fb"
 
     /// A 16-bit SIG-assigned UUID.
-    public init(_ short: UInt16) {
-        let hex = String(short, radix: 16)
-        self.rawValue = "0000" + String(repeating: "0", count: 4 - hex.count) + hex + BluetoothUUID.baseSuffix
-    }
+    public init(_ short: UInt16) { self.rawValue = GlucoseUUID.uuidString(short) }
 
     /// Parses `2a18`, `0x2A18`, `00002a18`, or a full 128-bit UUID (any case); nil otherwise.
     public init?(string: String) {
@@ -28,10 +27,7 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
     }
 
     /// The 16-bit form when this is a SIG UUID on the base, else nil.
-    public var short: UInt16? {
-        guard self.rawValue.hasSuffix(BluetoothUUID.baseSuffix), self.rawValue.hasPrefix("0000") else { return nil }
-        return UInt16(self.rawValue.dropFirst(4).prefix(4), radix: 16)
-    }
+    public var short: UInt16? { GlucoseUUID.shortUUID(self.rawValue) }
 
     /// `2a18` for SIG UUIDs, the full form otherwise.
     public var description: String {
@@ -44,19 +40,20 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
 
     public static func < (lhs: BluetoothUUID, rhs: BluetoothUUID) -> Bool { lhs.rawValue < rhs.rawValue }
 
-    public static let glucoseService = BluetoothUUID(0x1808)
-    public static let glucoseMeasurement = BluetoothUUID(0x2A18)
-    public static let glucoseMeasurementContext = BluetoothUUID(0x2A34)
-    public static let glucoseFeature = BluetoothUUID(0x2A51)
-    public static let recordAccessControlPoint = BluetoothUUID(0x2A52)
-    public static let dateTime = BluetoothUUID(0x2A08)
-    public static let currentTimeService = BluetoothUUID(0x1805)
-    public static let currentTime = BluetoothUUID(0x2A2B)
-    public static let deviceInformationService = BluetoothUUID(0x180A)
-    public static let manufacturerName = BluetoothUUID(0x2A29)
-    public static let modelNumber = BluetoothUUID(0x2A24)
-    public static let serialNumber = BluetoothUUID(0x2A25)
-    public static let firmwareRevision = BluetoothUUID(0x2A26)
+    // The codec names each UUID once (GlucoseUUID); these are the same numbers as 128-bit strings.
+    public static let glucoseService = BluetoothUUID(GlucoseUUID.glucoseService)
+    public static let glucoseMeasurement = BluetoothUUID(GlucoseUUID.glucoseMeasurement)
+    public static let glucoseMeasurementContext = BluetoothUUID(GlucoseUUID.glucoseMeasurementContext)
+    public static let glucoseFeature = BluetoothUUID(GlucoseUUID.glucoseFeature)
+    public static let recordAccessControlPoint = BluetoothUUID(GlucoseUUID.recordAccessControlPoint)
+    public static let dateTime = BluetoothUUID(GlucoseUUID.dateTime)
+    public static let currentTimeService = BluetoothUUID(GlucoseUUID.currentTimeService)
+    public static let currentTime = BluetoothUUID(GlucoseUUID.currentTime)
+    public static let deviceInformationService = BluetoothUUID(GlucoseUUID.deviceInformationService)
+    public static let manufacturerName = BluetoothUUID(GlucoseUUID.manufacturerName)
+    public static let modelNumber = BluetoothUUID(GlucoseUUID.modelNumber)
+    public static let serialNumber = BluetoothUUID(GlucoseUUID.serialNumber)
+    public static let firmwareRevision = BluetoothUUID(GlucoseUUID.firmwareRevision)
 }
 
 /// What a GATT characteristic supports, as far as the sync engine cares.

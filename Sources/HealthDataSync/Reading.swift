@@ -1,3 +1,5 @@
+import GlucoseProfile
+
 /// The unit a meter sent a concentration in (Glucose Measurement flags bit 2).
 public enum MeasurementUnit: String, Hashable, Sendable {
     /// kg/L; meters send mg/dL-scale numbers with exponent −5.
@@ -11,8 +13,8 @@ public enum GlucoseUnit: String, Hashable, Sendable, CaseIterable {
     case mgdL = "mg/dL"
     case mmolL = "mmol/L"
 
-    /// Grams per mole of glucose, used for mg/dL ↔ mmol/L.
-    public static let molarMass = 18.0156
+    /// Grams per mole of glucose, used for mg/dL ↔ mmol/L (the codec's constant).
+    public static let molarMass = glucoseMolarMass
 }
 
 /// Facts the daemon concluded about a reading, as names that appear in every export.

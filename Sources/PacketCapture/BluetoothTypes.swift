@@ -1,3 +1,5 @@
+import GlucoseProfile
+
 /// A 48-bit Bluetooth device address (BD_ADDR).
 ///
 /// On the wire an address is 6 bytes, least significant byte first; it is written most significant
@@ -240,16 +242,8 @@ public struct CaptureTimestamp: Hashable, Sendable, Comparable, CustomStringConv
             secondOfDay += 86_400
             days -= 1
         }
-        // Civil-from-days (Howard Hinnant's algorithm).
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        let civil = CivilCalendar.civilFromDays(Int(days))
+        let (year, month, day) = (Int64(civil.year), Int64(civil.month), Int64(civil.day))
         func pad(_ value: Int64, _ width: Int) -> String {
             let text = String(value)
             return String(repeating: "0", count: max(0, width - text.count)) + text

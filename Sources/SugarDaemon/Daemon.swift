@@ -207,23 +207,7 @@ public final class Daemon: Sendable {
                 fresh = parsed
             }
             self.sink.setLevel(fresh.logLevel)
-            var needsRestart: [String] = []
-            if fresh.stateDirectory != current.stateDirectory { needsRestart.append("state_dir") }
-            if fresh.socketPath != current.socketPath { needsRestart.append("socket") }
-            if fresh.socketMode != current.socketMode { needsRestart.append("socket_mode") }
-            if fresh.socketGroup != current.socketGroup { needsRestart.append("socket_group") }
-            if fresh.adminGroup != current.adminGroup { needsRestart.append("admin_group") }
-            if fresh.cooldownSeconds != current.cooldownSeconds { needsRestart.append("cooldown_seconds") }
-            if fresh.timeZone != current.timeZone { needsRestart.append("timezone") }
-            if fresh.unit != current.unit { needsRestart.append("unit") }
-            if fresh.replay != current.replay { needsRestart.append("replay") }
-            if fresh.replayDelayMilliseconds != current.replayDelayMilliseconds { needsRestart.append("replay_delay_ms") }
-            if fresh.demo != current.demo { needsRestart.append("demo") }
-            if fresh.demoInterval != current.demoInterval { needsRestart.append("demo_interval") }
-            if fresh.adapter != current.adapter { needsRestart.append("adapter") }
-            if fresh.maxConnections != current.maxConnections || fresh.maxConnectionsPerUID != current.maxConnectionsPerUID {
-                needsRestart.append("max_connections")
-            }
+            let needsRestart = DaemonConfig.keysNeedingRestart(from: current, to: fresh)
             self.config.withLock { $0.logLevel = fresh.logLevel }
             logger.notice(
                 "SIGHUP: reloaded \(file): log_level=\(fresh.logLevel.name)"
@@ -389,9 +373,4 @@ public final class Daemon: Sendable {
             }
         }
     }
-}
-
-/// Reads a whole binary file (zone files); nil when unreadable.
-func readBinaryFile(_ path: String) -> [UInt8]? {
-    (try? ConfigFile.readBytes(path, limit: 4 << 20)) ?? nil
 }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import GlucoseStoreFixtures
 import HealthDataSync
 public import JSON
 import Synchronization
@@ -169,21 +170,5 @@ public enum FanoutBenchmark {
     }
 
     /// `VmHWM` from /proc/self/status, in bytes; nil where there is no procfs.
-    public static func peakRSSBytes() -> Int64? {
-        #if canImport(Glibc)
-        guard let file = fopen("/proc/self/status", "r") else { return nil }
-        defer { fclose(file) }
-        var line = [CChar](repeating: 0, count: 256)
-        while fgets(&line, Int32(line.count), file) != nil {
-            let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            guard text.hasPrefix("VmHWM:") else { continue }
-            let digits = text.dropFirst(6).filter(\.isNumber)
-            guard let kilobytes = Int64(String(digits)) else { return nil }
-            return kilobytes * 1024
-        }
-        return nil
-        #else
-        return nil
-        #endif
-    }
+    public static func peakRSSBytes() -> Int64? { peakResidentSetBytes().map { Int64($0) } }
 }

@@ -5,6 +5,7 @@
 //
 //   store-killtest-writer DB READINGS METERS BATCH_SIZE SEED INTERRUPTED_EVERY
 import GlucoseStore
+import GlucoseStoreFixtures
 import HealthDataSync
 
 #if canImport(Glibc)

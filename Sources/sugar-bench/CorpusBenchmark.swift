@@ -1,4 +1,5 @@
 import GlucoseProfile
+import GlucoseStoreFixtures
 import JSON
 
 /// `sugar-bench make-corpus N FILE [--seed S]`: writes N valid Glucose Measurements of mixed shapes.
@@ -66,24 +67,5 @@ struct CorpusBenchmark {
         ])
         writeStdout(summary.serialized() + "\n")
         return 0
-    }
-}
-
-/// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and the same sequence on every platform.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { self.state = seed }
-
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// A value in 0..<bound, from the high bits (bias is negligible for these small bounds).
-    mutating func next(below bound: Int) -> Int {
-        Int(truncatingIfNeeded: (self.next() >> 11) % UInt64(bound))
     }
 }

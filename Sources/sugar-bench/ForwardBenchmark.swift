@@ -1,4 +1,5 @@
 import GlucoseStore
+import GlucoseStoreFixtures
 import HealthDataSync
 import JSON
 import Locking

@@ -1,5 +1,6 @@
 import CBenchYardsticks
 import GlucoseStore
+import GlucoseStoreFixtures
 import JSON
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import GlucoseProfile
 import GlucoseStore
+import GlucoseStoreFixtures
 import JSON
 import PacketCapture
 

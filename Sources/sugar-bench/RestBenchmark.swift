@@ -1,4 +1,5 @@
 import GlucoseStore
+import GlucoseStoreFixtures
 import JSON
 import PacketCapture
 import ReplayTransport

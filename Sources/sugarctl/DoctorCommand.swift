@@ -276,19 +276,9 @@ enum DoctorCommand {
         return Check(name: "dbus policy", status: .ok, message: "\(path) lets the user sugard talk to BlueZ")
     }
 
+    /// A small text file (at most 1 MiB), nil when it cannot be read.
     static func readSmallFile(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while bytes.count < 1 << 20 {
-            let got = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if got < 0 && errno == EINTR { continue }
-            guard got > 0 else { break }
-            bytes += buffer[0..<got]
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        (try? ConfigFile.readBytes(path, limit: 1 << 20)).map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// Device1 objects of a GetManagedObjects reply, by upper-case address.

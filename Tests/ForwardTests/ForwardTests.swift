@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import GlucoseStore
+import GlucoseStoreFixtures
 import JSON
 import Testing
 import TestSupport

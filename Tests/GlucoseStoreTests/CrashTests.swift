@@ -3,6 +3,7 @@ import HealthDataSync
 import Testing
 
 @testable import GlucoseStore
+@testable import GlucoseStoreFixtures
 
 /// SIGKILLs a writing process at random points during a large ingest, then checks that a re-run
 /// completes the ingest with every record stored exactly once in the right epoch, no partial batch

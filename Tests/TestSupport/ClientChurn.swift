@@ -1,20 +1,15 @@
 import Glibc
+import GlucoseStoreFixtures
 import JSON
 import Locking
 import Synchronization
 import Varlink
 
-/// A small deterministic generator (SplitMix64) so a seed replays a test's random choices.
+/// A small deterministic generator (the project's one SplitMix64) so a seed replays a test's random choices.
 package struct SplitMix: RandomNumberGenerator {
-    package var state: UInt64
-    package init(seed: UInt64) { self.state = seed }
-    package mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    private var generator: SplitMix64
+    package init(seed: UInt64) { self.generator = SplitMix64(seed: seed) }
+    package mutating func next() -> UInt64 { self.generator.next() }
     /// A value in `0..<bound`.
     package mutating func below(_ bound: Int) -> Int { Int(self.next() % UInt64(bound)) }
 }

@@ -1,3 +1,5 @@
+import GlucoseProfile
+
 /// A POSIX `TZ` rule such as `CET-1CEST,M3.5.0,M10.5.0/3` (POSIX.1 §8.3, with the RFC 8536 §3.3.1
 /// extensions: hours up to 167 and negative transition times).
 struct POSIXTimeZoneRule: Hashable, Sendable {
@@ -67,18 +69,18 @@ struct POSIXTimeZoneRule: Hashable, Sendable {
 
     /// Seconds since the epoch of a transition's local wall-clock time in a year, as if UTC.
     static func localSeconds(_ transition: Transition, year: Int) -> Int64 {
-        let jan1 = LocalDateTime.daysFromCivil(year: year, month: 1, day: 1)
+        let jan1 = CivilCalendar.daysFromCivil(year: year, month: 1, day: 1)
         let day: Int
         switch transition.date {
         case .julianNoLeap(let n):
-            day = jan1 + n - 1 + (LocalDateTime.isLeapYear(year) && n >= 60 ? 1 : 0)
+            day = jan1 + n - 1 + (CivilCalendar.isLeapYear(year) && n >= 60 ? 1 : 0)
         case .zeroBased(let n):
             day = jan1 + n
         case .monthWeekDay(let month, let week, let weekday):
-            let first = LocalDateTime.daysFromCivil(year: year, month: month, day: 1)
+            let first = CivilCalendar.daysFromCivil(year: year, month: month, day: 1)
             let firstWeekday = ((first + 4) % 7 + 7) % 7  // 1970-01-01 was a Thursday.
             var dom = 1 + ((weekday - firstWeekday) % 7 + 7) % 7 + (week - 1) * 7
-            let length = LocalDateTime.daysInMonth(year: year, month: month)
+            let length = CivilCalendar.daysInMonth(year: year, month: month)
             while dom > length { dom -= 7 }
             day = first + dom - 1
         }

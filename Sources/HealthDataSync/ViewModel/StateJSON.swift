@@ -1,3 +1,4 @@
+import GlucoseProfile
 public import JSON
 
 // Bridge-friendly JSON for every state value:
@@ -34,34 +35,12 @@ public struct GlucoseValue: Hashable, Sendable, JSONRepresentable {
     public var json: JSONValue { ["mgdL": .from(self.mgdL), "mmolL": .from(self.mmolL)] }
 }
 
-/// Stable names for the Glucose Measurement sample type and location codes.
+/// Stable names for the Glucose Measurement sample type and location codes, from the codec's
+/// one table (``SampleType/name``, ``SampleLocation/apiName``); codes above 15 are `reserved`.
 public enum SampleNames {
-    public static func type(_ code: UInt8) -> String {
-        switch code {
-        case 1: return "capillaryWholeBlood"
-        case 2: return "capillaryPlasma"
-        case 3: return "venousWholeBlood"
-        case 4: return "venousPlasma"
-        case 5: return "arterialWholeBlood"
-        case 6: return "arterialPlasma"
-        case 7: return "undeterminedWholeBlood"
-        case 8: return "undeterminedPlasma"
-        case 9: return "interstitialFluid"
-        case 10: return "controlSolution"
-        default: return "reserved"
-        }
-    }
+    public static func type(_ code: UInt8) -> String { code <= 15 ? SampleType(code: code).name : "reserved" }
 
-    public static func location(_ code: UInt8) -> String {
-        switch code {
-        case 1: return "finger"
-        case 2: return "alternateSite"
-        case 3: return "earlobe"
-        case 4: return "controlSolution"
-        case 15: return "notAvailable"
-        default: return "reserved"
-        }
-    }
+    public static func location(_ code: UInt8) -> String { code <= 15 ? SampleLocation(code: code).apiName : "reserved" }
 
     static func coded(_ name: String, _ code: UInt8) -> JSONValue { ["name": .string(name), "code": .int(Int64(code))] }
 }

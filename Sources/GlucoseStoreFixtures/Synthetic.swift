@@ -150,15 +150,25 @@ public struct SyntheticIngest: Sendable {
     }
 }
 
-/// SplitMix64: a small seeded generator so synthetic data is the same on every run.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { self.state = seed }
-    mutating func next() -> UInt64 {
+/// SplitMix64 (Steele, Lea, Flood 2014): a small seeded generator, the same sequence on every
+/// platform, so synthetic data and benchmark corpora are the same on every run.
+public struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+    public init(seed: UInt64) { self.state = seed }
+
+    public mutating func next() -> UInt64 {
         self.state &+= 0x9E37_79B9_7F4A_7C15
         var z = self.state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
+
+    /// A value in 0..<bound, from the high bits (bias is negligible for small bounds).
+    public mutating func next(below bound: Int) -> Int {
+        Int(truncatingIfNeeded: (self.next() >> 11) % UInt64(bound))
+    }
 }
+
+/// The name the synthetic ingest and its tests use.
+typealias SplitMix = SplitMix64

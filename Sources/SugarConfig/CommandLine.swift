@@ -96,11 +96,12 @@ public enum DaemonCommandLine {
             case "--prepare-runtime-dir": prepare = true
             case "--demo": demo = true
             case "--config": configFile = try flagValue()
-            case "--state-dir": flags.append(("state_dir", try flagValue()))
-            case "--socket": flags.append(("socket", try flagValue()))
-            case "--replay": flags.append(("replay", try flagValue()))
-            case "--log-level": flags.append(("log_level", try flagValue()))
-            default: throw ConfigError("unknown option \"\(arg)\" (see sugard --help)")
+            default:
+                // The flags that set a config key, from the key table.
+                guard let key = DaemonConfig.keys.first(where: { $0.flag == name }) else {
+                    throw ConfigError("unknown option \"\(arg)\" (see sugard --help)")
+                }
+                flags.append((key.key, try flagValue()))
             }
             index += 1
         }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import GlucoseStore
 import HealthDataSync
 
 /// `sugar-bench ingest N [--raw]`: stores N synthetic readings (several meters, 10 % re-sent

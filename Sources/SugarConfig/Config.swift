@@ -1,0 +1,250 @@
+import Glibc
+import HealthDataSync
+import SugarAPI
+
+/// Everything the daemon can be told. Each setting is a config-file key and most are flags.
+///
+/// File format (`/etc/sugard/sugard.conf`, see `config/sugard.conf.example`): one `key = value`
+/// per line, `#` or `;` starts a comment line, blank lines are ignored, values may be quoted with
+/// double quotes. `replay` may repeat. Unknown keys and bad values are errors naming file and line.
+public struct DaemonConfig: Equatable, Sendable {
+    /// Where the database and state live.
+    public var stateDirectory: String
+    /// The Varlink socket path.
+    public var socketPath: String
+    /// Mode of the socket file (default 0660).
+    public var socketMode: UInt32 = 0o660
+    /// Group that owns the socket file and may call read methods (nil: the daemon's group).
+    public var socketGroup: String?
+    /// Group whose members may call mutating methods (Sync, Forget, Pair, SubmitPasskey) besides
+    /// root and the daemon's own user.
+    public var adminGroup: String?
+    public var logLevel: LogLevel = .info
+    /// Captures to replay as meters instead of BlueZ.
+    public var replay: [String] = []
+    /// How long replayed meters wait before each operation and between records (slow-meter tests).
+    public var replayDelayMilliseconds: Int = 0
+    /// Run the built-in demo meter (replay transport, no BlueZ).
+    public var demo: Bool = false
+    /// Seconds between demo readings.
+    public var demoInterval: Int = 40
+    /// BlueZ adapter to use (`hci0`); nil: the first powered one.
+    public var adapter: String?
+    /// Automatic syncs of a meter are skipped within this many seconds of its last sync.
+    public var cooldownSeconds: Int = 30
+    /// IANA zone the meters' clocks are read in; nil: the host's zone.
+    public var timeZone: String?
+    /// Default display unit for clients that ask.
+    public var unit: GlucoseUnit = .mgdL
+    /// Testing aid: run this many simulated meters (replay transport, no BlueZ) that gain a
+    /// reading every `demo_interval` seconds; see ``SimulatedFleet``. 0: off.
+    public var simulateMeters: Int = 0
+    /// Testing aid: Unix time (seconds) the simulated meters' record clock starts at (default: start-up).
+    public var simulateStart: Int64?
+    /// Testing aid: Unix time (seconds) after which the simulated meters take no more readings.
+    public var simulateStop: Int64?
+    public var maxConnections: Int = 4096
+    public var maxConnectionsPerUID: Int = 1024
+
+    public init(stateDirectory: String, socketPath: String) {
+        self.stateDirectory = stateDirectory
+        self.socketPath = socketPath
+    }
+
+    /// The database file inside the state directory.
+    public var databasePath: String { self.stateDirectory + "/sugard.sqlite" }
+
+    /// Every key accepted in the file, declared once: its flag, help, how it parses, how it reads
+    /// back and whether `systemctl reload` applies it. The parser, the reload diff, the man page
+    /// and the tests (`config/sugard.conf.example`) all read this table.
+    public static let keys: [ConfigKey] = [
+        ConfigKey("state_dir", flag: "--state-dir", "directory for the database and state", { $0.stateDirectory }) {
+            $0.stateDirectory = try $1.nonEmpty()
+        },
+        ConfigKey("socket", flag: "--socket", "path of the Varlink socket", { $0.socketPath }) {
+            let path = try $1.nonEmpty()
+            guard path.utf8.count < 108 else { throw ConfigError("socket path is longer than 107 bytes: \(path)") }
+            $0.socketPath = path
+        },
+        ConfigKey("socket_mode", "octal mode of the socket file (default 0660)", { String($0.socketMode, radix: 8) }) {
+            let value = $1.value
+            guard let mode = UInt32(value.hasPrefix("0o") ? String(value.dropFirst(2)) : value, radix: 8), mode <= 0o777
+            else { throw ConfigError("socket_mode must be an octal mode such as 0660, not \"\(value)\"") }
+            $0.socketMode = mode
+        },
+        ConfigKey("socket_group", "group owning the socket; its members may read status and readings", { $0.socketGroup ?? "" }) {
+            $0.socketGroup = $1.value.isEmpty ? nil : try Self.checkedGroup($1.key, $1.value)
+        },
+        ConfigKey("admin_group", "group whose members may sync, forget and pair meters", { $0.adminGroup ?? "" }) {
+            $0.adminGroup = $1.value.isEmpty ? nil : try Self.checkedGroup($1.key, $1.value)
+        },
+        ConfigKey(
+            "log_level", flag: "--log-level", "error, warning, notice, info or debug (readings are logged only at debug)",
+            appliesOnReload: true, { $0.logLevel.name }
+        ) {
+            guard let level = LogLevel(name: $1.value) else {
+                throw ConfigError("log_level must be error, warning, notice, info or debug, not \"\($1.value)\"")
+            }
+            $0.logLevel = level
+        },
+        ConfigKey("replay", flag: "--replay", "a btsnoop capture to play as a meter instead of BlueZ (repeatable)", {
+            $0.replay.joined(separator: "\n")
+        }) { $0.replay.append(try $1.nonEmpty()) },
+        ConfigKey("replay_delay_ms", "milliseconds a replayed meter takes per operation and per record (default 0)", {
+            String($0.replayDelayMilliseconds)
+        }) { $0.replayDelayMilliseconds = try $1.int(0...60_000) },
+        ConfigKey("demo", flag: "--demo", "run the built-in simulated meter (true/false)", { String($0.demo) }) {
+            $0.demo = try $1.bool()
+        },
+        ConfigKey("demo_interval", "seconds between new demo readings (default 40)", { String($0.demoInterval) }) {
+            $0.demoInterval = try $1.int(1...86_400)
+        },
+        ConfigKey("adapter", "BlueZ adapter name such as hci0 (default: the first powered one)", { $0.adapter ?? "" }) {
+            $0.adapter = $1.value.isEmpty ? nil : $1.value
+        },
+        ConfigKey("cooldown_seconds", "defer automatic syncs to this long after the last successful one (default 30)", {
+            String($0.cooldownSeconds)
+        }) { $0.cooldownSeconds = try $1.int(0...86_400) },
+        ConfigKey("timezone", "IANA zone the meters' clocks are set to (default: the host's zone)", { $0.timeZone ?? "" }) {
+            $0.timeZone = $1.value.isEmpty ? nil : try Self.checkedZone($1.value)
+        },
+        ConfigKey("unit", "default display unit: mgdl or mmol", { $0.unit == .mgdL ? "mgdl" : "mmol" }) {
+            switch $1.value.lowercased() {
+            case "mgdl", "mg/dl": $0.unit = .mgdL
+            case "mmol", "mmol/l", "mmoll": $0.unit = .mmolL
+            default: throw ConfigError("unit must be mgdl or mmol, not \"\($1.value)\"")
+            }
+        },
+        ConfigKey("max_connections", "socket connection cap (default 4096)", { String($0.maxConnections) }) {
+            $0.maxConnections = try $1.int(1...65_536)
+        },
+        ConfigKey("simulate_meters", "testing aid: run this many simulated meters instead of BlueZ (default 0)", {
+            String($0.simulateMeters)
+        }) { $0.simulateMeters = try $1.int(0...64) },
+        ConfigKey("simulate_start", "testing aid: Unix time the simulated meters' readings start from", {
+            $0.simulateStart.map { String($0) } ?? ""
+        }) { $0.simulateStart = $1.value.isEmpty ? nil : Int64(try $1.int(0...4_102_444_800)) },
+        ConfigKey("simulate_stop", "testing aid: Unix time after which simulated meters take no readings", {
+            $0.simulateStop.map { String($0) } ?? ""
+        }) { $0.simulateStop = $1.value.isEmpty ? nil : Int64(try $1.int(0...4_102_444_800)) },
+        ConfigKey("max_connections_per_uid", "socket connection cap per user (default 1024)", {
+            String($0.maxConnectionsPerUID)
+        }) { $0.maxConnectionsPerUID = try $1.int(1...65_536) },
+    ]
+
+    /// Applies one `key = value` setting. `replay` appends; everything else replaces.
+    public mutating func apply(key: String, value: String) throws(ConfigError) {
+        guard let entry = Self.keys.first(where: { $0.key == key }) else {
+            throw ConfigError("unknown key \"\(key)\" (known keys: \(DaemonConfig.keys.map(\.key).joined(separator: ", ")))")
+        }
+        do {
+            try entry.set(&self, ConfigSetting(key: key, value: value))
+        } catch let error as ConfigError {
+            throw error
+        } catch {
+            throw ConfigError("\(key): \(error)")
+        }
+    }
+
+    /// The keys whose values differ between two configurations and that `systemctl reload` does
+    /// not apply (a restart does), in table order.
+    public static func keysNeedingRestart(from current: DaemonConfig, to fresh: DaemonConfig) -> [String] {
+        Self.keys.filter { !$0.appliesOnReload && $0.value(current) != $0.value(fresh) }.map(\.key)
+    }
+
+    /// Keys that may appear more than once in one file (each adds to a list).
+    public static let repeatableKeys: Set<String> = ["replay"]
+
+    /// A group name (or number) that exists on this host; `socket_group`/`admin_group` naming a
+    /// missing group would otherwise only fail once the socket is made, without the line.
+    static func checkedGroup(_ key: String, _ value: String) throws(ConfigError) -> String {
+        if UInt32(value) != nil || getgrnam(value) != nil { return value }
+        throw ConfigError("\(key): no group named \"\(value)\" on this host (create it, e.g. groupadd \(value))")
+    }
+
+    /// An IANA zone name whose TZif file exists and parses; otherwise every reading's time would
+    /// silently be resolved in UTC.
+    static func checkedZone(_ value: String) throws(ConfigError) -> String {
+        let allowed = value.utf8.allSatisfy {
+            ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39)
+                || $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "+")
+        }
+        guard allowed, !value.hasPrefix("/"), !value.split(separator: "/").contains(where: { $0 == ".." || $0 == "." }),
+            let bytes = readBinaryFile(DaemonConfig.zoneDirectory + "/" + value),
+            (try? TimeZoneRules(tzif: bytes, identifier: value)) != nil
+        else {
+            throw ConfigError("timezone: \"\(value)\" is not an IANA time zone (see \(DaemonConfig.zoneDirectory), e.g. Europe/Berlin or UTC)")
+        }
+        return value
+    }
+
+    /// Where IANA zone files are looked up.
+    public static let zoneDirectory = "/usr/share/zoneinfo"
+
+    /// Parses config-file text, applying each setting in order. Errors name `file` and the line: a
+    /// key set twice in one file (other than `replay`), and a value with a stray or unterminated
+    /// double quote, are errors too.
+    public mutating func apply(fileText text: String, file: String) throws(ConfigError) {
+        try ConfigFile.parse(text, file: file, repeatable: Self.repeatableKeys) { (key, value) throws(ConfigError) in
+            try self.apply(key: key, value: value)
+        }
+    }
+}
+
+/// Reads a whole binary file (zone files); nil when unreadable.
+package func readBinaryFile(_ path: String) -> [UInt8]? {
+    (try? ConfigFile.readBytes(path, limit: 4 << 20)) ?? nil
+}
+
+/// One key of ``DaemonConfig/keys``.
+public struct ConfigKey: Sendable {
+    public let key: String
+    /// The command-line flag that sets the same value, if any.
+    public let flag: String?
+    public let help: String
+    /// Whether `systemctl reload` applies a change at once; otherwise the log says a restart is needed.
+    public let appliesOnReload: Bool
+    /// The key's value in a configuration, as text (for comparing configurations).
+    public let value: @Sendable (DaemonConfig) -> String
+    /// Parses the value into the configuration; throws only ``ConfigError``.
+    let set: @Sendable (inout DaemonConfig, ConfigSetting) throws -> Void
+
+    init(
+        _ key: String, flag: String? = nil, _ help: String, appliesOnReload: Bool = false,
+        _ value: @escaping @Sendable (DaemonConfig) -> String,
+        set: @escaping @Sendable (inout DaemonConfig, ConfigSetting) throws -> Void
+    ) {
+        self.key = key
+        self.flag = flag
+        self.help = help
+        self.appliesOnReload = appliesOnReload
+        self.value = value
+        self.set = set
+    }
+}
+
+/// One `key = value` being applied, with the checks the keys share.
+struct ConfigSetting {
+    let key: String
+    let value: String
+
+    func int(_ range: ClosedRange<Int>) throws(ConfigError) -> Int {
+        guard let v = Int(self.value), range.contains(v) else {
+            throw ConfigError("\(self.key) must be a whole number from \(range.lowerBound) to \(range.upperBound), not \"\(self.value)\"")
+        }
+        return v
+    }
+
+    func bool() throws(ConfigError) -> Bool {
+        switch self.value.lowercased() {
+        case "true", "yes", "on", "1": return true
+        case "false", "no", "off", "0": return false
+        default: throw ConfigError("\(self.key) must be true or false, not \"\(self.value)\"")
+        }
+    }
+
+    func nonEmpty() throws(ConfigError) -> String {
+        guard !self.value.isEmpty else { throw ConfigError("\(self.key) needs a value") }
+        return self.value
+    }
+}
