@@ -461,6 +461,9 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     /// With `batch`, one reply carries up to that many readings (`readings`, each with its cursor)
     /// when more than one is waiting: the same stream with fewer messages. A reply never holds
     /// more than one page, so the bound stays one page plus the output cap.
+    ///
+    /// With `compact: true` each reading is ``ReadingJSON/compact(_:)`` (what the sinks read),
+    /// without it the full ``ReadingJSON/object(_:)``.
     private func followReadings(_ p: JSONObject, replier: VarlinkReplier) async throws(VarlinkError) {
         var cursor: Int64 = 0
         if let after = p["after"], !after.isNull {
@@ -476,6 +479,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             }
             batch = Int(n)
         }
+        let compact = p["compact"]?.boolValue == true
+        func form(_ stored: StoredReading) -> JSONValue { compact ? ReadingJSON.compact(stored) : ReadingJSON.object(stored) }
         // Subscribed before the first read, so a commit between a read and the wait is not missed.
         let watcher = self.backend.models.viewModel.watch(fields: [.readingCount], policy: .coalesced)
         defer { watcher.cancel() }
@@ -493,7 +498,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                     let end = min(start + batch, page.endIndex)
                     await self.waitForReader(replier) { true }
                     if replier.isClosed || Task.isCancelled { return }
-                    let readings: [JSONValue] = page[start..<end].map { ["cursor": .int($0.id), "reading": ReadingJSON.object($0)] }
+                    let readings: [JSONValue] = page[start..<end].map { ["cursor": .int($0.id), "reading": form($0)] }
                     guard replier.reply(["cursor": .int(page[end - 1].id), "readings": .array(readings)], continues: true)
                     else { return }
                     cursor = page[end - 1].id
@@ -503,7 +508,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                 for stored in page {
                     await self.waitForReader(replier) { true }
                     if replier.isClosed || Task.isCancelled { return }
-                    guard replier.reply(["cursor": .int(stored.id), "reading": ReadingJSON.object(stored)], continues: true)
+                    guard replier.reply(["cursor": .int(stored.id), "reading": form(stored)], continues: true)
                     else { return }
                     cursor = stored.id
                 }

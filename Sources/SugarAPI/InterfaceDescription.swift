@@ -220,7 +220,11 @@ extension HealthDataSyncService {
         # With batch (1 to 256), a reply carries up to batch readings when several are waiting: readings
         # holds them in commit order, each with its cursor, cursor is the last one's, and reading is
         # absent. Without batch, every reply has one reading and no readings.
-        method FollowReadings(after: ?int, batch: ?int) -> (cursor: int, reading: ?object, readings: ?[]FollowedReading)
+        # With compact true, each reading carries only the keys sinks use, with the same values as in
+        # the full shape: id, meter, epoch, sequenceNumber, mgdL, mmolL, flags, person, time (iso,
+        # epochMillis, local, utcOffsetMinutes), type and sampleLocation (code, name; null without
+        # the field) and context (meal with code and name; null when no context carried a meal).
+        method FollowReadings(after: ?int, batch: ?int, compact: ?bool) -> (cursor: int, reading: ?object, readings: ?[]FollowedReading)
 
         # Every meter the daemon or its database knows, sorted by id.
         method ListMeters() -> (meters: []MeterEntry)

@@ -48,6 +48,39 @@ public enum ReadingJSON {
         return .object(object)
     }
 
+    /// The compact form `FollowReadings(compact: true)` sends: the keys of ``object(_:)`` that the
+    /// sinks read, with the same values, built from the stored row without decoding the packets
+    /// again. `id`, `meter`, `epoch`, `sequenceNumber`, `mgdL`, `mmolL`, `flags`, `person`, `time`
+    /// {`iso`, `epochMillis`, `local`, `utcOffsetMinutes`}, `type` and `sampleLocation` {`code`,
+    /// `name`} (null when the packet has no such field) and `context` ({`meal` {`code`, `name`}}, or
+    /// null when no context carried a meal). Every export of ``ReadingExport`` that reads only these
+    /// keys (the MQTT payload, Nightscout entries and treatments, the identifier) gives the same
+    /// result for both forms.
+    public static func compact(_ stored: StoredReading) -> JSONValue {
+        let r = stored.reading
+        let time: JSONObject = [
+            "iso": .string(r.instant.isoString),
+            "epochMillis": .int(r.instant.epochMillis),
+            "local": .string(r.instant.isoString(utcOffsetSeconds: r.time.utcOffsetSeconds)),
+            "utcOffsetMinutes": .int(Int64(r.time.utcOffsetSeconds / 60)),
+        ]
+        let object: JSONObject = [
+            "id": .int(stored.id),
+            "meter": .string(r.meter.rawValue),
+            "epoch": .int(Int64(stored.epoch)),
+            "sequenceNumber": .int(Int64(r.sequenceNumber)),
+            "time": .object(time),
+            "mgdL": .from(r.mgdL),
+            "mmolL": .from(r.mmolL),
+            "flags": .array(r.flags.names.map { .string($0) }),
+            "type": r.sampleType.map { SampleType(code: $0).json } ?? .null,
+            "sampleLocation": r.sampleLocation.map { SampleLocation(code: $0).json } ?? .null,
+            "context": r.meal.map { ["meal": Meal(code: $0).json] } ?? .null,
+            "person": .from(stored.person),
+        ]
+        return .object(object)
+    }
+
     /// `{"iso": "...Z", "epochMillis": n}`: how every instant ships.
     public static func instant(_ instant: Instant) -> JSONValue {
         ["iso": .string(instant.isoString), "epochMillis": .int(instant.epochMillis)]

@@ -18,10 +18,10 @@ final class Window: Sendable {
 
     var used: Int { self.state.withLock { $0.used } }
 
-    /// Takes a slot; false when that was the last one (the feed then pauses).
-    func take() -> Bool {
+    /// Takes `count` slots; false when that reached the limit (the feed then pauses).
+    func take(_ count: Int = 1) -> Bool {
         self.state.withLock { s -> Bool in
-            s.used += 1
+            s.used += count
             return s.used < self.limit
         }
     }
@@ -65,7 +65,8 @@ struct Feed: Sendable {
         case connected
         case disconnected(String)
         case meters([String: JSONValue])
-        case reading(cursor: Int64, reading: JSONValue)
+        /// Readings in commit order (those of one `FollowReadings` reply).
+        case readings([(cursor: Int64, reading: JSONValue)])
     }
 
     static let interface = "io.sugard.HealthDataSync"
@@ -88,15 +89,24 @@ struct Feed: Sendable {
                 self.emit(.meters(known))
                 self.emit(.connected)
                 delay = 0.1
-                let parameters: JSONObject = ["after": .int(cursor), "batch": .int(Int64(Self.batch))]
+                let parameters: JSONObject = ["after": .int(cursor), "batch": .int(Int64(Self.batch)), "compact": true]
                 for try await reply in client.callMore(Self.interface + ".FollowReadings", parameters) {
+                    var pending: [(cursor: Int64, reading: JSONValue)] = []
                     var full = false
+                    func flush() {
+                        guard !pending.isEmpty else { return }
+                        self.emit(.readings(pending))
+                        if !self.window.take(pending.count) { full = true }
+                        pending.removeAll(keepingCapacity: true)
+                    }
                     for (next, reading) in try Self.readings(in: reply) where next > cursor {
                         // A meter not seen yet, or one whose Device Information sugard had not read at
-                        // the last look (at most one look per meter every 10 s).
+                        // the last look (at most one look per meter every 10 s). Its identity goes out
+                        // before its reading.
                         if let meter = reading["meter"]?.stringValue, known[meter] == nil
                             || (Self.incomplete(known[meter]) && monotonicMillis() - (looked[meter] ?? .min / 2) > 10_000)
                         {
+                            flush()
                             looked[meter] = monotonicMillis()
                             let other = try VarlinkClient(socketPath: self.socketPath)
                             defer { other.close() }
@@ -104,10 +114,10 @@ struct Feed: Sendable {
                             if known[meter] == nil { known[meter] = .null }
                             self.emit(.meters(known))
                         }
-                        self.emit(.reading(cursor: next, reading: reading))
+                        pending.append((next, reading))
                         cursor = next
-                        if !self.window.take() { full = true }
                     }
+                    flush()
                     if full { break }  // close, come back once half is delivered
                 }
             } catch {

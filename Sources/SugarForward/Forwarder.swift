@@ -244,27 +244,31 @@ public final class Forwarder: Sendable {
                     meters[meter] = identity
                     if let session, isNew || !identity.isNull { publishDiscovery(meter, session) }
                 }
-            case .feed(.reading(let cursor, let reading)):
-                guard let meter = reading["meter"]?.stringValue else { continue }
-                let millis = reading["time"]?["epochMillis"]?.intValue ?? 0
-                let updatesState = millis > (newest[meter] ?? .min)
-                if updatesState {
-                    newest[meter] = millis
-                    // The retained state only needs the newest: an older state update still
-                    // waiting to be sent is dropped (its reading message still goes out).
-                    if let previous = stateCursor[meter], let index = find(previous), !entries[index].sent {
-                        entries[index].updatesState = false
+            case .feed(.readings(let list)):
+                var received = 0
+                for (cursor, reading) in list {
+                    received += 1
+                    guard let meter = reading["meter"]?.stringValue else { continue }
+                    let millis = reading["time"]?["epochMillis"]?.intValue ?? 0
+                    let updatesState = millis > (newest[meter] ?? .min)
+                    if updatesState {
+                        newest[meter] = millis
+                        // The retained state only needs the newest: an older state update still
+                        // waiting to be sent is dropped (its reading message still goes out).
+                        if let previous = stateCursor[meter], let index = find(previous), !entries[index].sent {
+                            entries[index].updatesState = false
+                        }
+                        stateCursor[meter] = cursor
                     }
-                    stateCursor[meter] = cursor
+                    let payload = ForwardTopics.payloadBytes(reading)
+                    if self.logger.isEnabled(.debug) {
+                        self.logger.debug("reading \(cursor) queued", [("meter", meter), ("mgdL", reading["mgdL"]?.serialized() ?? "null")])
+                    }
+                    entries.append(Entry(cursor: cursor, meter: meter, millis: millis, payload: payload, updatesState: updatesState))
                 }
-                let payload = Array(ForwardTopics.payload(reading).serialized().utf8)
-                if self.logger.isEnabled(.debug) {
-                    self.logger.debug("reading \(cursor) queued", [("meter", meter), ("mgdL", reading["mgdL"]?.serialized() ?? "null")])
-                }
-                entries.append(Entry(cursor: cursor, meter: meter, millis: millis, payload: payload, updatesState: updatesState))
                 self.status.withLock {
                     $0.pending = entries.count
-                    $0.received += 1
+                    $0.received += received
                 }
                 send()
             case .mqtt(.connected(let s)):

@@ -38,8 +38,8 @@ final class FeedReadingSource: NightscoutReadingSource {
         }
         let waiter = self.state.withLock { s -> CheckedContinuation<Void, Never>? in
             switch event {
-            case .reading(let cursor, let reading):
-                s.buffer.append(SinkReading(cursor: cursor, reading: reading))
+            case .readings(let list):
+                for (cursor, reading) in list { s.buffer.append(SinkReading(cursor: cursor, reading: reading)) }
             case .connected:
                 s.feedConnected = true
                 s.feedReason = nil

@@ -47,6 +47,14 @@ public struct ForwardTopics: Sendable {
         return .object(object)
     }
 
+    /// ``payload(_:)`` as the JSON text the forwarder publishes, written straight into bytes.
+    public static func payloadBytes(_ r: JSONValue) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(384)
+        self.payload(r).write(into: &out)
+        return out
+    }
+
     /// The Home Assistant discovery config of one meter's glucose sensor. `identity` is the
     /// `MeterIdentity` object of `ListMeters` (or nil when sugard did not know it yet).
     public func discoveryConfig(meter: String, identity: JSONValue?) -> JSONValue {
