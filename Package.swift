@@ -203,7 +203,7 @@ let package = Package(
             dependencies: [
                 "GlucoseStoreFixtures",
                 "sugard", "sugard-forward", "sugarctl", "SugarForward", "JSON", "Varlink", "Locking", "TestSupport",
-                "GlucoseStore", "HealthDataSync", "HTTPClient",
+                "GlucoseStore", "HealthDataSync", "HTTPClient", "SugarAPI", "GlucoseProfile",
             ],
             swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),

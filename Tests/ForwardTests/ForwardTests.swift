@@ -3,6 +3,7 @@ import Glibc
 import GlucoseStore
 import GlucoseStoreFixtures
 import JSON
+import SugarForward
 import Testing
 import TestSupport
 import Varlink
@@ -224,6 +225,7 @@ import Varlink
             let batched = try VarlinkClient(socketPath: rig.socket)
             defer { batched.close() }
             var batchedCursors: [Int64] = []
+            var fullReadings: [JSONValue] = []
             var replies = 0
             for try await reply in batched.callMore("io.sugard.HealthDataSync.FollowReadings", ["batch": 8]) {
                 replies += 1
@@ -232,10 +234,30 @@ import Varlink
                 #expect(reply["cursor"] == list.last?["cursor"])
                 #expect(list.allSatisfy { $0["reading"]?["time"]?["iso"] != nil })
                 batchedCursors += list.compactMap { $0["cursor"]?.intValue }
+                fullReadings += list.compactMap { $0["reading"] }
                 if batchedCursors.count >= cursors.count { break }
             }
             #expect(batchedCursors == cursors)
             #expect(replies < cursors.count, "\(replies) replies for \(cursors.count) stored readings")
+            // With compact: the same cursors, readings with only the sinks' keys, the same payloads.
+            let compact = try VarlinkClient(socketPath: rig.socket)
+            defer { compact.close() }
+            var compactCursors: [Int64] = []
+            var compactReadings: [JSONValue] = []
+            for try await reply in compact.callMore("io.sugard.HealthDataSync.FollowReadings", ["batch": 8, "compact": true]) {
+                let list = try #require(reply["readings"]?.arrayValue)
+                compactCursors += list.compactMap { $0["cursor"]?.intValue }
+                compactReadings += list.compactMap { $0["reading"] }
+                if compactCursors.count >= cursors.count { break }
+            }
+            #expect(compactCursors == Array(cursors.prefix(compactCursors.count)) && compactCursors.count >= cursors.count)
+            for (small, full) in zip(compactReadings, fullReadings) {
+                #expect(Set(small.objectValue?.keys ?? []) == [
+                    "id", "meter", "epoch", "sequenceNumber", "time", "mgdL", "mmolL", "flags", "type", "sampleLocation", "context", "person",
+                ])
+                #expect(ForwardTopics.payloadBytes(small) == ForwardTopics.payloadBytes(full))
+                #expect(small.serialized().utf8.count * 2 < full.serialized().utf8.count)
+            }
             let tooLarge = try VarlinkClient(socketPath: rig.socket)
             defer { tooLarge.close() }
             await #expect(throws: VarlinkClientError.self) {
@@ -264,6 +286,11 @@ import Varlink
             let stalled = try RawConnection(path: rig.socket)
             defer { stalled.close() }
             await stalled.send(#"{"method":"io.sugard.HealthDataSync.FollowReadings","parameters":{},"more":true}"# + "\0")
+            // The compact batched form (what the forwarder asks for) is bounded the same way.
+            let stalledCompact = try RawConnection(path: rig.socket)
+            defer { stalledCompact.close() }
+            await stalledCompact.send(
+                #"{"method":"io.sugard.HealthDataSync.FollowReadings","parameters":{"batch":256,"compact":true},"more":true}"# + "\0")
             try await Task.sleep(for: .seconds(2))
             let after = daemon.residentBytes
             // Under a sanitizer RSS says nothing about the daemon (ASan keeps freed memory in quarantine).
