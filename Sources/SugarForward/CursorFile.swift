@@ -1,5 +1,6 @@
 import Glibc
 import JSON
+import Locking
 
 /// What the forwarder keeps across restarts, in `<state-dir>/cursor.json`: the highest cursor the
 /// broker acknowledged contiguously, and each meter's newest measured time published to its
@@ -82,6 +83,23 @@ public struct CursorFile: Sendable {
         if dfd >= 0 {
             _ = fsync(dfd)
             close(dfd)
+        }
+    }
+}
+
+/// Writes the cursor file from any thread (the forwarder saves on a thread of its own, so its event
+/// loop goes on while the disk syncs): one write at a time, never an older cursor over a newer one.
+final class CursorSaver: Sendable {
+    let file: CursorFile
+    private let written = Lock<Int64?>(nil)
+
+    init(file: CursorFile) { self.file = file }
+
+    func save(_ state: ForwardState) throws(ForwardFileError) {
+        try self.written.withLock { (last: inout Int64?) throws(ForwardFileError) in
+            if let last, state.cursor <= last { return }
+            try self.file.save(state)
+            last = state.cursor
         }
     }
 }

@@ -46,6 +46,8 @@ public final class Forwarder: Sendable {
         case mqtt(MQTTEvent)
         case feed(Feed.Event)
         case flush
+        /// A save on the saver's thread ended; `count` acknowledged readings were in it.
+        case saved(count: Int, error: String?)
         case stop
     }
 
@@ -55,6 +57,10 @@ public final class Forwarder: Sendable {
     let logger: Logger
     public let status: Lock<SinkStatus>
     let maxInFlight: Int
+    /// Acknowledged readings not saved durably yet (waiting, or in the running save) at which the
+    /// forwarder publishes nothing more until a save ends: with ``maxInFlight`` the most that can
+    /// arrive twice after a crash.
+    let maxUnsaved: Int
     let window: Window
     private let events: AsyncStream<Event>
     private let continuation: AsyncStream<Event>.Continuation
@@ -66,6 +72,7 @@ public final class Forwarder: Sendable {
         self.logger = logger
         self.status = Lock(SinkStatus(broker: config.mqttURL))
         self.maxInFlight = max(1, maxInFlight)
+        self.maxUnsaved = 4 * max(1, maxInFlight)
         self.window = Window(limit: max(maxHeld, maxInFlight * 2))
         (self.events, self.continuation) = AsyncStream.makeStream(of: Event.self)
     }
@@ -121,7 +128,10 @@ public final class Forwarder: Sendable {
         var meters: [String: JSONValue] = [:]
         var stateCursor: [String: Int64] = [:]
         var unsaved = 0
+        // Acknowledged readings in the save running on the saver's thread (0: none running).
+        var saving = 0
         var lastSave = monotonicMillis()
+        let saver = CursorSaver(file: file)
 
         func publishDiscovery(_ meter: String, _ session: Int) {
             guard self.config.homeAssistantDiscovery else { return }
@@ -140,7 +150,7 @@ public final class Forwarder: Sendable {
         }
         func send() {
             guard let session else { return }
-            while inFlight < self.maxInFlight, nextToSend < entries.count {
+            while inFlight < self.maxInFlight, unsaved + saving < self.maxUnsaved, nextToSend < entries.count {
                 let entry = entries[nextToSend]
                 let topic = topics(entry.meter)
                 client.publish(
@@ -157,8 +167,11 @@ public final class Forwarder: Sendable {
                 nextToSend += 1
             }
         }
+        /// Hands the cursor to the saver's thread (the temporary file, fsync, rename and the
+        /// directory's fsync take milliseconds, the event loop goes on meanwhile); one save at a
+        /// time, the next one starts when it ends.
         func save(force: Bool) {
-            guard unsaved > 0 else { return }
+            guard unsaved > 0, saving == 0 else { return }
             let now = monotonicMillis()
             if !force, now - lastSave < 25, unsaved < self.maxInFlight / 2 {
                 if flushTask == nil {
@@ -170,12 +183,21 @@ public final class Forwarder: Sendable {
                 }
                 return
             }
-            do {
-                try file.save(saved)
-                unsaved = 0
-                lastSave = now
-            } catch {
-                self.logger.error("cannot save the delivery cursor: \(error)")
+            let state = saved
+            let count = unsaved
+            saving = count
+            unsaved = 0
+            lastSave = now
+            let continuation = self.continuation
+            let started = startDetachedThread {
+                var failure: String?
+                do { try saver.save(state) } catch { failure = "\(error)" }
+                continuation.yield(.saved(count: count, error: failure))
+            }
+            if started != 0 {
+                var failure: String?
+                do { try saver.save(state) } catch { failure = "\(error)" }
+                continuation.yield(.saved(count: count, error: failure))
             }
         }
         /// The index of the entry with `cursor` (entries are sorted by cursor).
@@ -223,6 +245,23 @@ public final class Forwarder: Sendable {
             case .flush:
                 flushTask = nil
                 save(force: true)
+            case .saved(let count, let error):
+                saving = 0
+                if let error {
+                    // Tried again in a second (the readings wait for it), not at once.
+                    self.logger.error("cannot save the delivery cursor: \(error)")
+                    unsaved += count
+                    if flushTask == nil {
+                        let continuation = self.continuation
+                        flushTask = Task {
+                            try? await Task.sleep(for: .seconds(1))
+                            continuation.yield(.flush)
+                        }
+                    }
+                } else {
+                    save(force: false)
+                }
+                send()
             case .feed(.connected):
                 self.status.withLock {
                     $0.feedConnected = true
@@ -317,7 +356,13 @@ public final class Forwarder: Sendable {
             }
         }
         feedTask.cancel()
-        save(force: true)
+        if unsaved > 0 || saving > 0 {
+            do {
+                try saver.save(saved)
+            } catch {
+                self.logger.error("cannot save the delivery cursor: \(error)")
+            }
+        }
         client.stop(last: MQTTMessage(topic: self.topics.status, payload: Array("offline".utf8), qos: 1, retain: true))
         self.logger.notice("stopped after cursor \(saved.cursor)")
     }

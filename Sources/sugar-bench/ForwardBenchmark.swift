@@ -22,9 +22,12 @@ import Glibc
 ///    same N payloads to the same topics (QoS 1, MQTT 5, libmosquitto's own thread), from its
 ///    first publish to its N-th PUBACK. `ratio` = forwarder / C.
 /// 4. Latency: the simulated meter's next S readings (default 20): from sugard's commit
-///    (`storedAt`) to an MQTT subscriber in this process receiving the reading message:
+///    (`storedAt`) to an MQTT subscriber in this process (subscribed to that meter's reading topic
+///    only) receiving the reading message:
 ///    `commitToSubscriberMillis` p50 and p99 (the commit time has millisecond resolution).
 enum ForwardBenchmark {
+    /// The simulated meter sugard runs (`simulate_meters = 1`): the latency samples.
+    static let liveMeter = "D4:A0:5E:00:00:00"
     static let cSource = #"""
         #include <mosquitto.h>
         #include <pthread.h>
@@ -148,7 +151,9 @@ enum ForwardBenchmark {
         // 3. The latency subscriber (connected first, so it sees every reading message).
         let arrivals = Lock<[String: Int64]>([:])
         var subscriberOptions = MQTTOptions(host: "127.0.0.1", port: Int32(port), clientID: "sugar-bench-subscriber")
-        subscriberOptions.subscriptions = ["sugard/bench/+/reading"]
+        // Only the simulated meter's topic: the latency needs nothing else, and a subscriber of every
+        // bulk message would add the broker's fan-out and this process's parsing to both runs.
+        subscriberOptions.subscriptions = ["sugard/bench/\(ForwardTopics.meterLevel(Self.liveMeter))/reading"]
         let subscribed = Lock(false)
         let subscriber = MQTTClient(options: subscriberOptions) { event in
             switch event {
@@ -190,7 +195,7 @@ enum ForwardBenchmark {
         } ?? forwarderSeconds
 
         // 5. Latency: the simulated meter's next readings, commit to subscriber.
-        let liveMeter = "D4:A0:5E:00:00:00"
+        let liveMeter = Self.liveMeter
         try await waitFor(seconds: Double(samples) * 3 + 30, "\(samples) live readings") {
             arrivals.withLock { $0.keys.filter { $0.hasPrefix(liveMeter) }.count } >= samples
         }
