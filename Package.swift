@@ -75,7 +75,7 @@ let package = Package(
         // libbluetooth at work: the only importer of CBlueZ (HCI socket probe, adapters, monitor channel).
         .target(name: "BluetoothHost", dependencies: ["CBlueZ", "PacketCapture"], swiftSettings: strict),
         // MeterTransport over BlueZ: object manager mirror, GATT, pairing agent, bluetoothd restarts.
-        .target(name: "BlueZTransport", dependencies: ["Locking", "DBus", "HealthDataSync"], swiftSettings: strict),
+        .target(name: "BlueZTransport", dependencies: ["Locking", "DBus", "HealthDataSync", "GlucoseProfile"], swiftSettings: strict),
 
         // The io.sugard.HealthDataSync interface: its description, types, handlers and exports.
         .target(
@@ -162,7 +162,7 @@ let package = Package(
         .testTarget(
             name: "VarlinkTests", dependencies: ["Locking", "Varlink", "JSON", "CLinuxIO", "TestSupport"], swiftSettings: strict),
         .testTarget(
-            name: "DBusTests", dependencies: ["DBus", "BlueZTransport", "HealthDataSync", "TestSupport"], swiftSettings: strict),
+            name: "DBusTests", dependencies: ["DBus", "BlueZTransport", "HealthDataSync", "GlucoseProfile", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "SugarAPITests",
             dependencies: [

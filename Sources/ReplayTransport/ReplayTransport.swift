@@ -279,43 +279,43 @@ public final class ReplayTransport: MeterTransport, Sendable {
         input.finish()
     }
 
-    public func read(_ characteristic: HealthDataSync.BluetoothUUID, on meter: MeterID) async throws(TransportError) -> [UInt8] {
+    public func read(_ characteristic: BluetoothUUID, on meter: MeterID) async throws(TransportError) -> [UInt8] {
         try await self.pause()
         return try self.withSlot(meter) { slot throws(TransportError) -> [UInt8] in
             guard slot.simulator.isConnected else { throw TransportError(.notConnected, "\(meter) is not connected.") }
-            guard let uuid = MeterSimulator.gattUUID(characteristic), let handle = slot.simulator.valueHandle(uuid) else {
-                throw TransportError(.characteristicNotFound, "\(meter) has no characteristic \(characteristic).")
+            guard let handle = slot.simulator.valueHandle(characteristic) else {
+                throw TransportError(.characteristicNotFound, "\(meter) has no characteristic \(characteristic.shortString).")
             }
             switch slot.simulator.read(handle) {
             case .value(let value): return value
-            case .error(let error): throw Self.error(error, "Reading \(characteristic) on \(meter)")
+            case .error(let error): throw Self.error(error, "Reading \(characteristic.shortString) on \(meter)")
             }
         }
     }
 
     public func setNotifications(
-        _ enabled: Bool, for characteristic: HealthDataSync.BluetoothUUID, on meter: MeterID
+        _ enabled: Bool, for characteristic: BluetoothUUID, on meter: MeterID
     ) async throws(TransportError) {
         try await self.pause()
         try self.withSlot(meter) { slot throws(TransportError) in
             guard slot.simulator.isConnected else { throw TransportError(.notConnected, "\(meter) is not connected.") }
-            guard let uuid = MeterSimulator.gattUUID(characteristic), slot.simulator.cccdHandle(uuid) != nil else {
-                throw TransportError(.characteristicNotFound, "\(meter) cannot notify \(characteristic).")
+            guard slot.simulator.cccdHandle(characteristic) != nil else {
+                throw TransportError(.characteristicNotFound, "\(meter) cannot notify \(characteristic.shortString).")
             }
-            let result = slot.simulator.setNotifications(enabled, for: uuid)
-            if let error = result.error { throw Self.error(error, "Subscribing to \(characteristic) on \(meter)") }
+            let result = slot.simulator.setNotifications(enabled, for: characteristic)
+            if let error = result.error { throw Self.error(error, "Subscribing to \(characteristic.shortString) on \(meter)") }
         }
     }
 
     public func write(
-        _ value: [UInt8], to characteristic: HealthDataSync.BluetoothUUID, on meter: MeterID
+        _ value: [UInt8], to characteristic: BluetoothUUID, on meter: MeterID
     ) async throws(TransportError) {
         try await self.pause()
         let delay = self.options.operationDelay
         let outputs = try self.withSlot(meter) { slot throws(TransportError) -> [SimulatorOutput] in
             guard slot.simulator.isConnected else { throw TransportError(.notConnected, "\(meter) is not connected.") }
-            guard let uuid = MeterSimulator.gattUUID(characteristic), let handle = slot.simulator.valueHandle(uuid) else {
-                throw TransportError(.characteristicNotFound, "\(meter) has no characteristic \(characteristic).")
+            guard let handle = slot.simulator.valueHandle(characteristic) else {
+                throw TransportError(.characteristicNotFound, "\(meter) has no characteristic \(characteristic.shortString).")
             }
             let isAbort = value.first == RACPOpCode.abortOperation.rawValue
             if let running = slot.delivery {
@@ -326,7 +326,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
                 slot.delivery = nil
             }
             let result = slot.simulator.write(handle, value)
-            if let error = result.error { throw Self.error(error, "Writing \(characteristic) on \(meter)") }
+            if let error = result.error { throw Self.error(error, "Writing \(characteristic.shortString) on \(meter)") }
             return result.outputs
         }
         guard !outputs.isEmpty else { return }
@@ -423,7 +423,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
     private func emit(_ output: SimulatorOutput, meter: MeterID) {
         switch output {
         case .notification(_, let uuid, let value), .indication(_, let uuid, let value):
-            self.emit(.value(meter, MeterSimulator.syncUUID(uuid), value))
+            self.emit(.value(meter, uuid, value))
         case .disconnected(let reason):
             self.emit(.disconnected(meter, reason: "the meter dropped the link (HCI reason 0x\(String(reason, radix: 16)))"))
         }

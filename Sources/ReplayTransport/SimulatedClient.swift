@@ -50,11 +50,10 @@ public enum SimulatedClient {
                 }
             }
         }
-        for short in [GlucoseUUID.manufacturerName, GlucoseUUID.modelNumber, GlucoseUUID.serialNumber,
-                      GlucoseUUID.firmwareRevision] {
-            if let handle = meter.valueHandle(GATTUUID(short)) { _ = meter.read(handle) }
+        for uuid in [BluetoothUUID.manufacturerName, .modelNumber, .serialNumber, .firmwareRevision] {
+            if let handle = meter.valueHandle(uuid) { _ = meter.read(handle) }
         }
-        if let handle = meter.valueHandle(.dateTime) ?? meter.valueHandle(GATTUUID(GlucoseUUID.currentTime)) {
+        if let handle = meter.valueHandle(.dateTime) ?? meter.valueHandle(.currentTime) {
             _ = meter.read(handle)
         }
         absorb(meter.setNotifications(true, for: .glucoseMeasurement))

@@ -274,16 +274,16 @@ final class TimedTransport: MeterTransport {
     func submitPasskey(_ passkey: UInt32?, for meter: MeterID) async throws(TransportError) {
         try await self.inner.submitPasskey(passkey, for: meter)
     }
-    func read(_ characteristic: HealthDataSync.BluetoothUUID, on meter: MeterID) async throws(TransportError) -> [UInt8] {
+    func read(_ characteristic: BluetoothUUID, on meter: MeterID) async throws(TransportError) -> [UInt8] {
         try await self.inner.read(characteristic, on: meter)
     }
     func setNotifications(
-        _ enabled: Bool, for characteristic: HealthDataSync.BluetoothUUID, on meter: MeterID
+        _ enabled: Bool, for characteristic: BluetoothUUID, on meter: MeterID
     ) async throws(TransportError) {
         try await self.inner.setNotifications(enabled, for: characteristic, on: meter)
     }
-    func write(_ value: [UInt8], to characteristic: HealthDataSync.BluetoothUUID, on meter: MeterID) async throws(TransportError) {
-        if characteristic == HealthDataSync.BluetoothUUID(0x2A52), value.first == 0x01 {
+    func write(_ value: [UInt8], to characteristic: BluetoothUUID, on meter: MeterID) async throws(TransportError) {
+        if characteristic == BluetoothUUID(0x2A52), value.first == 0x01 {
             let at = monotonicNanos()
             self.writes.withLock { $0[meter, default: []].append(at) }
         }

@@ -1,3 +1,5 @@
+import GlucoseProfile
+
 /// Drives ``SyncStateMachine``s on a ``MeterTransport`` and a ``ReadingStore``.
 ///
 /// - One sync per meter at a time; many meters sync in parallel, each in its own task.

@@ -445,7 +445,7 @@ public struct SyncStateMachine: Sendable {
             do throws(GlucoseProfileError) {
                 let dt = uuid == .currentTime ? try CurrentTime(bytes: bytes).dateTime : try DateTime(bytes: bytes)
                 guard dt.isDateKnown else {
-                    self.anomalies.append(SyncAnomaly(.clockUnreadable, "The meter clock (\(uuid)) reports an unknown date."))
+                    self.anomalies.append(SyncAnomaly(.clockUnreadable, "The meter clock (\(uuid.shortString)) reports an unknown date."))
                     return
                 }
                 let local = LocalDateTime(
@@ -453,7 +453,7 @@ public struct SyncStateMachine: Sendable {
                     minute: Int(dt.minutes), second: Int(dt.seconds))
                 self.clock = MeterClockSample(meterTime: local, hostTime: now)
             } catch {
-                self.anomalies.append(SyncAnomaly(.clockUnreadable, "The meter clock (\(uuid)) did not decode: \(error)."))
+                self.anomalies.append(SyncAnomaly(.clockUnreadable, "The meter clock (\(uuid.shortString)) did not decode: \(error)."))
             }
         default: break
         }
@@ -706,7 +706,7 @@ public struct SyncStateMachine: Sendable {
         switch op {
         case .read(let uuid):
             let kind: SyncAnomaly.Kind = uuid == self.clockUUID ? .clockUnreadable : .deviceInfoUnreadable
-            self.anomalies.append(SyncAnomaly(kind, "Reading \(uuid) failed: \(error.message)"))
+            self.anomalies.append(SyncAnomaly(kind, "Reading \(uuid.shortString) failed: \(error.message)"))
             self.nextRead(now, &out)
         case .enable(let uuid) where uuid == .glucoseMeasurementContext:
             self.anomalies.append(SyncAnomaly(.missingContext, "Context notifications could not be enabled: \(error.message)"))
