@@ -49,6 +49,8 @@ let package = Package(
 
         // A pthread-backed lock ThreadSanitizer can see (Synchronization.Mutex is invisible to it on Linux).
         .target(name: "Locking", swiftSettings: strict),
+        // EINTR retry, whole writes, whole-file reads and the wall clock (Glibc only).
+        .target(name: "SystemIO", swiftSettings: strict),
 
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
@@ -58,28 +60,28 @@ let package = Package(
         .target(name: "GlucoseReport", dependencies: ["JSON", "GlucoseProfile"], swiftSettings: strict),
 
         // btsnoop / HCI / L2CAP / ATT / GATT capture reading (Glibc for streaming file I/O).
-        .target(name: "PacketCapture", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
+        .target(name: "PacketCapture", dependencies: ["GlucoseProfile", "JSON", "SystemIO"], swiftSettings: strict),
         // Meter simulator and the MeterTransport that plays captures or simulators as live meters.
         .target(
-            name: "ReplayTransport", dependencies: ["Locking", "PacketCapture", "HealthDataSync", "GlucoseProfile", "JSON"],
+            name: "ReplayTransport", dependencies: ["Locking", "PacketCapture", "HealthDataSync", "GlucoseProfile", "JSON", "SystemIO"],
             swiftSettings: strict),
         // SQLite storage: the only importer of CSQLite.
-        .target(name: "GlucoseStore", dependencies: ["HealthDataSync", "GlucoseProfile", "CSQLite"], swiftSettings: strict),
+        .target(name: "GlucoseStore", dependencies: ["HealthDataSync", "GlucoseProfile", "CSQLite", "SystemIO"], swiftSettings: strict),
         // Synthetic ingests and the ingest benchmark: tests, the crash test's writer and sugar-bench only.
         .target(name: "GlucoseStoreFixtures", dependencies: ["GlucoseStore", "HealthDataSync", "GlucoseProfile"], swiftSettings: strict),
         // Generic Varlink over Unix sockets (stdlib, Glibc, Synchronization, JSON).
-        .target(name: "Varlink", dependencies: ["Locking", "JSON", "CLinuxIO"], swiftSettings: strict),
+        .target(name: "Varlink", dependencies: ["Locking", "JSON", "CLinuxIO", "SystemIO"], swiftSettings: strict),
 
         // libdbus wrapper: the only importer of CDBus (Glibc allowed, no Foundation).
         .target(name: "DBus", dependencies: ["Locking", "CDBus"], swiftSettings: strict),
         // libbluetooth at work: the only importer of CBlueZ (HCI socket probe, adapters, monitor channel).
-        .target(name: "BluetoothHost", dependencies: ["CBlueZ", "PacketCapture"], swiftSettings: strict),
+        .target(name: "BluetoothHost", dependencies: ["CBlueZ", "PacketCapture", "SystemIO"], swiftSettings: strict),
         // MeterTransport over BlueZ: object manager mirror, GATT, pairing agent, bluetoothd restarts.
         .target(name: "BlueZTransport", dependencies: ["Locking", "DBus", "HealthDataSync", "GlucoseProfile"], swiftSettings: strict),
 
         // The io.sugard.HealthDataSync interface: its description, types, handlers and exports.
         .target(
-            name: "SugarAPI", dependencies: ["Locking", "GlucoseProfile", "HealthDataSync", "JSON", "Varlink"],
+            name: "SugarAPI", dependencies: ["Locking", "GlucoseProfile", "HealthDataSync", "JSON", "Varlink", "SystemIO"],
             exclude: ["io.sugard.HealthDataSync.varlink"], swiftSettings: strict),
 
         // sugard's settings: the config keys, the file and the command line (no daemon parts).
@@ -90,19 +92,20 @@ let package = Package(
             dependencies: ["SugarConfig", "Locking", 
                 "HealthDataSync", "JSON", "SugarAPI", "GlucoseStore", "Varlink", "ReplayTransport", "BlueZTransport",
                 "GlucoseProfile", "PacketCapture",
+                "SystemIO",
             ], swiftSettings: strict),
 
         // HTTP(S) through libcurl: the only importer of CCurl.
         .target(name: "HTTPClient", dependencies: ["Locking", "CCurl"], swiftSettings: strict),
         // Readings to Nightscout (entries, BG Check treatments), one site per person, durable cursor.
         .target(
-            name: "NightscoutSink", dependencies: ["Locking", "JSON", "HealthDataSync", "SugarAPI", "HTTPClient"],
+            name: "NightscoutSink", dependencies: ["Locking", "JSON", "HealthDataSync", "SugarAPI", "HTTPClient", "SystemIO"],
             swiftSettings: strict),
         // MQTT v5 over libmosquitto: the only importer of CMosquitto.
         .target(name: "MQTT", dependencies: ["Locking", "CMosquitto"], swiftSettings: strict),
         // sugard-forward: every stored reading (FollowReadings) to an MQTT broker and Home Assistant.
         .target(
-            name: "SugarForward", dependencies: ["Locking", "MQTT", "JSON", "Varlink", "SugarAPI", "HealthDataSync", "NightscoutSink"],
+            name: "SugarForward", dependencies: ["Locking", "MQTT", "JSON", "Varlink", "SugarAPI", "HealthDataSync", "NightscoutSink", "SystemIO"],
             swiftSettings: strict),
         .executableTarget(name: "sugard-forward", dependencies: ["SugarForward"], swiftSettings: strict),
 
@@ -123,6 +126,7 @@ let package = Package(
             dependencies: ["Locking", 
                 "GlucoseProfile", "JSON", "CMallocCounter", "CBenchYardsticks", "PacketCapture", "GlucoseStore", "GlucoseStoreFixtures", "ViewModelBenchmarks",
                 "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport", "SugarDaemon", "SugarForward", "MQTT",
+                "SystemIO",
             ],
             swiftSettings: strict),
         // Ingests into a DB file; the crash test SIGKILLs it at random points.

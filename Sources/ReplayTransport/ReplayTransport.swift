@@ -3,6 +3,7 @@ import GlucoseProfile
 import HealthDataSync
 import PacketCapture
 import Locking
+import SystemIO
 
 /// A ``MeterTransport`` whose meters are simulators: built from a personality, or from a btsnoop capture
 /// (``meter(fromCapture:handleOverrides:passkey:)``), which then plays back its recorded records byte for
@@ -371,11 +372,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
     // MARK: - Helpers
 
     /// The system's real-time clock in Unix microseconds.
-    public static let systemMicroseconds: @Sendable () -> Int64 = {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
-    }
+    public static let systemMicroseconds: @Sendable () -> Int64 = { wallClockMicroseconds() }
 
     /// A wall-clock date-time moved by whole seconds (unknown dates stay as they are).
     static func advance(_ time: DateTime, bySeconds seconds: Int64) -> DateTime {
