@@ -12,6 +12,7 @@ import ViewModelBenchmarks
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemIO
 
 /// `sugar-bench e2e [--records N] [--watchers W]`: the real daemon (store, models, sync engine,
 /// Varlink server, as `sugard` composes them) in this process on the replay transport, with W
@@ -298,7 +299,7 @@ func monotonicNanos() -> UInt64 {
     return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
 }
 
-func unixMillis() -> Int64 { ReplayTransport.systemMicroseconds() / 1000 }
+func unixMillis() -> Int64 { wallClockMilliseconds() }
 
 /// Context switches (voluntary + involuntary) per thread of this process, with the thread's name.
 func threadSwitches(pid: String = "self") -> [Int: (name: String, switches: Int)] {
