@@ -130,6 +130,8 @@ extension BluetoothUUID {
     public static let serialNumber = BluetoothUUID(0x2A25)
     /// Firmware Revision String (0x2A26, DIS).
     public static let firmwareRevision = BluetoothUUID(0x2A26)
+    /// The Device Information strings a download reads after Glucose Feature, in order.
+    public static let deviceInformationStrings: [BluetoothUUID] = [.manufacturerName, .modelNumber, .serialNumber, .firmwareRevision]
     /// Primary Service declaration (0x2800).
     public static let primaryService = BluetoothUUID(0x2800)
     /// Secondary Service declaration (0x2801).

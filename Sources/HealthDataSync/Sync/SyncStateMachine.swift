@@ -183,7 +183,7 @@ public struct SyncStateMachine: Sendable {
                 self.end(SyncFailure(.notAGlucoseMeter, "\(self.context.meter) has no Glucose Measurement and RACP characteristics; it is not a Glucose Profile meter."), now, &out)
                 break
             }
-            let wanted: [BluetoothUUID] = [.glucoseFeature, .manufacturerName, .modelNumber, .serialNumber, .firmwareRevision]
+            let wanted: [BluetoothUUID] = [.glucoseFeature] + BluetoothUUID.deviceInformationStrings
             self.readQueue = wanted.filter { services.has($0) }
             self.setPhase(.readingDeviceInfo, &out)
             self.nextRead(now, &out)
@@ -350,9 +350,9 @@ public struct SyncStateMachine: Sendable {
                 opCode: .reportStoredRecords, operator: .withinRange, operand: .filter(.sequenceNumber(min: mark, max: mark))
             ).encoded()
         case .count:
-            return (self.usesHighWaterFilter ? RACPMessage.countGreaterOrEqual(sequenceNumber: from) : .countAll).encoded()
+            return RACPMessage.count(from: self.usesHighWaterFilter ? from : nil).encoded()
         case .report:
-            return (self.usesHighWaterFilter ? RACPMessage.reportGreaterOrEqual(sequenceNumber: from) : .reportAll).encoded()
+            return RACPMessage.report(from: self.usesHighWaterFilter ? from : nil).encoded()
         case .abort:
             return RACPMessage.abort.encoded()
         }
