@@ -221,43 +221,48 @@ struct Daemon {
     }
 
     static func failure(_ error: VarlinkError) -> CommandFailure {
-        let member = error.name.split(separator: ".").last.map(String.init) ?? error.name
-        let message = error.parameters["message"]?.stringValue
-        switch member {
-        case "PermissionDenied":
-            let method = error.parameters["method"]?.stringValue.map { " to call \($0)" } ?? ""
+        let failure: Wire.Failure
+        do throws(WireError) {
+            guard let known = try Wire.Failure(name: error.name, parameters: error.parameters) else {
+                // Not an error of io.sugard.HealthDataSync (org.varlink.service.*, another interface's
+                // parameters): its name says what happened, with its message when it has one.
+                let message = error.parameters["message"]?.stringValue
+                return CommandFailure(ExitCode.failure, "Error: sugard replied \(error.name)\(message.map { ": " + $0 } ?? "")")
+            }
+            failure = known
+        } catch {
+            return CommandFailure(ExitCode.failure, "Error: sugard sent an error reply this sugarctl cannot read: \(error)")
+        }
+        switch failure {
+        case .permissionDenied(let method, let message):
             return CommandFailure(
                 ExitCode.noPermission,
                 """
-                Error: permission denied\(method). \(message ?? "")
+                Error: permission denied to call \(method). \(message ?? "")
                 Syncing, pairing and forgetting meters needs root or the admin group (admin_group in sugard.conf); \
                 reading needs the socket group.
                 """)
-        case "InvalidParameter":
-            let parameter = error.parameters["parameter"]?.stringValue ?? "?"
+        case .invalidParameter(let parameter, let message):
             return CommandFailure(ExitCode.usage, "Error: invalid \(parameter): \(message ?? "the daemon refused the value.")")
-        case "MeterNotFound":
-            let meter = error.parameters["meter"]?.stringValue ?? "?"
+        case .meterNotFound(let meter, _):
             return CommandFailure(ExitCode.failure, "Error: no meter \(meter) is known. See `sugarctl meters`.")
-        case "AdapterUnavailable":
+        case .adapterUnavailable(let message):
             return CommandFailure(
                 ExitCode.failure,
                 "Error: no Bluetooth adapter is available. \(message ?? "")\nCheck `bluetoothctl show` and `rfkill list`.")
-        case "SyncInProgress":
+        case .syncInProgress(_, let message):
             return CommandFailure(ExitCode.failure, "Error: a sync is already running. \(message ?? "") Try again when it is done.")
-        case "PairingFailed":
+        case .pairingFailed(_, let message):
             return CommandFailure(
                 ExitCode.failure, "Error: pairing failed: \(message ?? "the meter refused.")\nRun `sugarctl pair` again to retry.")
-        case "SyncFailed":
+        case .syncFailed(_, let message):
             return CommandFailure(ExitCode.failure, "Error: the sync failed: \(message ?? "unknown reason").")
-        case "StorageError":
+        case .storageError(_, let message):
             return CommandFailure(ExitCode.failure, "Error: sugard's database failed: \(message ?? "unknown reason").")
-        case "SlowConsumer":
+        case .slowConsumer:
             return CommandFailure(ExitCode.failure, "Error: this client fell too far behind and was dropped; run the command again.")
-        case "ShuttingDown":
+        case .shuttingDown:
             return CommandFailure(ExitCode.unavailable, "Error: sugard is shutting down.")
-        default:
-            return CommandFailure(ExitCode.failure, "Error: sugard replied \(error.name)\(message.map { ": " + $0 } ?? "")")
         }
     }
 }

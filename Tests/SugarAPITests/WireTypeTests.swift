@@ -69,6 +69,27 @@ import Varlink
         }
     }
 
+    @Test func errorsAgreeWithTheInterfaceFieldByField() throws {
+        for (name, fields) in Self.definition.errors {
+            for full in [true, false] {
+                guard case .object(let parameters) = self.object(fields, full: full, omitsAbsent: true) else { continue }
+                let failure = try #require(try Wire.Failure(name: "io.sugard.HealthDataSync." + name, parameters: parameters), "\(name)")
+                #expect(failure.member == name)
+                #expect(failure.parameters == parameters, "\(name)")
+                #expect(failure.message == parameters["message"]?.stringValue)
+                #expect(try Wire.Failure(name: name, parameters: parameters) == failure)
+                for field in fields {
+                    let without = JSONObject(parameters.entries.filter { $0.key != field.name }.map { ($0.key, $0.value) })
+                    if case .optional = field.type { continue }
+                    #expect(throws: WireError(path: [field.name], reason: "missing required field"), "\(name).\(field.name)") {
+                        _ = try Wire.Failure(name: name, parameters: without)
+                    }
+                }
+            }
+        }
+        #expect(try Wire.Failure(name: "org.varlink.service.MethodNotFound", parameters: ["method": "x"]) == nil)
+    }
+
     @Test func aMissingOrMistypedFieldIsNamedInTheError() throws {
         let sample = self.sample(.named("State"), full: true)
         guard case .object(var state) = sample, case .object(var daemon) = state["daemon"] else {
@@ -100,6 +121,13 @@ import Varlink
             let progress = try await collect(
                 client.callMore(api + "Sync", ["meter": .string(meterA.id.rawValue), "force": true]))
             for reply in progress { try self.roundTrip(Wire.SyncReply.self, reply) }
+
+            let error = await remoteError { _ = try await client.call(api + "Forget", ["meter": "00:00:00:00:00:00"]) }
+            if let error {
+                let failure = try #require(try Wire.Failure(name: error.name, parameters: error.parameters))
+                #expect(failure.member == "MeterNotFound")
+                #expect(failure.parameters == error.parameters)
+            }
 
             let watcher = try f.client()
             let guardTask = closing(watcher)
