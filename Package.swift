@@ -167,7 +167,7 @@ let package = Package(
             dependencies: [
                 "Locking", "SugarAPI", "SugarDaemon", "ReplayTransport", "PacketCapture", "GlucoseProfile", "GlucoseStore",
                 "HealthDataSync", "JSON", "Varlink", "sugarctl", "TestSupport", "GlucoseReport", "NightscoutSink", "HTTPClient",
-                "SugarWire",
+                "SugarWire", "SugarForward",
             ],
             swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),

@@ -162,17 +162,6 @@ extension JSONValue {
 
     /// `[]T` as JSON.
     public static func wire(_ values: [some WireValue]) -> JSONValue { .array(values.map(\.json)) }
-
-    var kindName: String {
-        switch self {
-        case .null: return "null"
-        case .bool: return "a boolean"
-        case .int, .double: return "a number"
-        case .string: return "a string"
-        case .array: return "an array"
-        case .object: return "an object"
-        }
-    }
 }
 
 /// A decoded `object` (data the interface does not describe further) is kept as it came.

@@ -81,24 +81,26 @@ enum DoctorCommand {
 
     /// One check per sink sugard-forward reports (none without a forwarder): connected is ok,
     /// retrying a warning (it keeps trying by itself), failing or unreachable a failure.
-    static func sinkChecks(_ sinks: [JSONValue]) -> [Check] {
-        sinks.map { sink in
-            let name = "forwarder \(sink["name"]?.stringValue ?? "sink")"
-            let state = sink["state"]?.stringValue ?? "?"
-            var message = state + (sink["reason"]?.stringValue.map { " (\($0))" } ?? "")
-            if let pending = sink["pending"]?.intValue { message += ", \(pending) readings pending" }
-            switch state {
-            case "connected":
+    static func sinkChecks(_ forwarder: StatusCommand.Forwarder) -> [Check] {
+        if let reason = forwarder.unreachable {
+            return [
+                Check(
+                    name: "forwarder \(StatusCommand.Forwarder.unreachableName)", status: .fail, message: "unreachable (\(reason))",
+                    fix: "systemctl status sugard-forward; journalctl -u sugard-forward -b")
+            ]
+        }
+        return forwarder.sinks.map { sink in
+            let name = "forwarder \(sink.name)"
+            var message = sink.state.rawValue + (sink.reason.map { " (\($0))" } ?? "")
+            message += ", \(sink.pending) readings pending"
+            switch sink.state {
+            case .connected:
                 return Check(name: name, status: .ok, message: message)
-            case "retrying":
+            case .retrying:
                 return Check(
                     name: name, status: .warning, message: message,
                     fix: "sugard-forward retries by itself; check that the broker or server is up and reachable")
-            case "unreachable":
-                return Check(
-                    name: name, status: .fail, message: message,
-                    fix: "systemctl status sugard-forward; journalctl -u sugard-forward -b")
-            default:
+            case .failing:
                 return Check(
                     name: name, status: .fail, message: message,
                     fix: "check the credentials, CA file and URL in /etc/sugard/forward.conf, then systemctl restart sugard-forward")

@@ -29,7 +29,7 @@ enum StatusCommand {
             var reply = try await daemon.call("GetStatus")
             let sinks = await self.sinks()
             if parsed.flags.contains("json") {
-                if !sinks.isEmpty { reply["sinks"] = .array(sinks) }
+                if !sinks.json.isEmpty { reply["sinks"] = .array(sinks.json) }
                 writeStdout(JSONValue.object(reply).prettySerialized() + "\n")
                 return ExitCode.success
             }
@@ -111,34 +111,49 @@ enum StatusCommand {
         return out
     }
 
-    /// The sinks sugard-forward reports (`io.sugard.Forward.GetStatus`); one "unreachable" entry
-    /// when its socket is there but does not answer, none without a forwarder.
-    static func sinks() async -> [JSONValue] {
-        guard let path = DefaultPaths.forwardStatusSocket(environment: environment()) else { return [] }
+    /// What sugard-forward reports (`io.sugard.Forward.GetStatus`): its sinks; that it does not
+    /// answer when its socket is there; nothing without a forwarder.
+    struct Forwarder {
+        var sinks: [Wire.ForwardSink] = []
+        /// The sinks as sent, for `--json` (with an "unreachable" entry when it does not answer).
+        var json: [JSONValue] = []
+        /// Why the forwarder's socket does not answer.
+        var unreachable: String?
+
+        /// The entry `--json` shows for a forwarder that does not answer.
+        static let unreachableName = "mqtt"
+    }
+
+    static func sinks() async -> Forwarder {
+        guard let path = DefaultPaths.forwardStatusSocket(environment: environment()) else { return Forwarder() }
         do {
             let client = try VarlinkClient(socketPath: path)
             defer { client.close() }
-            return try await client.call("io.sugard.Forward.GetStatus")["sinks"]?.arrayValue ?? []
+            let reply = try await client.call("io.sugard.Forward.GetStatus")
+            let status = try Wire.ForwardStatusReply(json: .object(reply))
+            return Forwarder(sinks: status.sinks, json: reply["sinks"]?.arrayValue ?? [])
         } catch {
-            return [["name": "mqtt", "state": "unreachable", "reason": .string("sugard-forward at \(path): \(error)")]]
+            let reason = "sugard-forward at \(path): \(error)"
+            return Forwarder(
+                json: [["name": .string(Forwarder.unreachableName), "state": "unreachable", "reason": .string(reason)]],
+                unreachable: reason)
         }
     }
 
     /// "Sinks" with one line per sink: state (and why), pending readings, last delivery.
-    static func renderSinks(_ sinks: [JSONValue]) -> String {
-        guard !sinks.isEmpty else { return "" }
+    static func renderSinks(_ forwarder: Forwarder) -> String {
+        if let reason = forwarder.unreachable { return "\nSinks\n  \(Forwarder.unreachableName): unreachable (\(reason))\n" }
+        guard !forwarder.sinks.isEmpty else { return "" }
         var out = "\nSinks\n"
-        for sink in sinks {
-            var line = "  \(sink["name"]?.stringValue ?? "sink")"
-            if let address = sink["broker"]?.stringValue ?? sink["url"]?.stringValue { line += " \(address)" }
-            if let person = sink["person"]?.stringValue { line += " for \(person)" }
-            line += ": \(sink["state"]?.stringValue ?? "?")"
-            if let reason = sink["reason"]?.stringValue { line += " (\(reason))" }
-            if let pending = sink["pending"]?.intValue { line += ", \(pending) pending" }
-            if sink["state"]?.stringValue != "unreachable" {
-                line += ", last delivery " + (sink["lastDeliveryMillis"]?.intValue.map { ageText(epochMillis: $0) } ?? "never")
-            }
-            if sink["feedConnected"] == false, let reason = sink["feedReason"]?.stringValue {
+        for sink in forwarder.sinks {
+            var line = "  \(sink.name)"
+            if let address = sink.broker ?? sink.url { line += " \(address)" }
+            if let person = sink.person { line += " for \(person)" }
+            line += ": \(sink.state.rawValue)"
+            if let reason = sink.reason { line += " (\(reason))" }
+            line += ", \(sink.pending) pending"
+            line += ", last delivery " + (sink.lastDeliveryMillis.map { ageText(epochMillis: $0) } ?? "never")
+            if !sink.feedConnected, let reason = sink.feedReason {
                 line += "\n    sugard's readings not reachable: \(reason)"
             }
             out += line + "\n"

@@ -1,6 +1,7 @@
 import HealthDataSync
 import JSON
 import SugarAPI
+import SugarForward
 import SugarWire
 import Testing
 import Varlink
@@ -67,6 +68,19 @@ import Varlink
             let output = try #require(Self.definition.methods[name]?.output, "\(name)")
             try self.checkFields(output, of: type, what: name, omitsAbsent: true)
         }
+    }
+
+    /// sugard-forward's `io.sugard.Forward` (sugarctl status and doctor read its sinks).
+    @Test func forwardSinksAgreeWithTheForwardInterface() throws {
+        let forward = try VarlinkInterfaceDefinition(description: ForwardStatusService.interfaceDescription)
+        #expect(Set(forward.types.keys) == ["Sink"])
+        guard case .structure(let sink) = forward.types["Sink"] else {
+            Issue.record("io.sugard.Forward has no Sink struct")
+            return
+        }
+        try self.checkFields(sink, of: Wire.ForwardSink.self, what: "Sink", omitsAbsent: false, in: forward)
+        let output = try #require(forward.methods["GetStatus"]?.output)
+        try self.checkFields(output, of: Wire.ForwardStatusReply.self, what: "Forward.GetStatus", omitsAbsent: true, in: forward)
     }
 
     @Test func errorsAgreeWithTheInterfaceFieldByField() throws {
@@ -169,13 +183,16 @@ import Varlink
     /// re-encode to exactly its input (so field names, order and kinds agree). Then each field
     /// alone is removed and mistyped: a required field must be reported by name, an optional one
     /// may be missing.
-    private func checkFields(_ fields: [VarlinkField], of type: any WireValue.Type, what: String, omitsAbsent: Bool) throws {
+    private func checkFields(
+        _ fields: [VarlinkField], of type: any WireValue.Type, what: String, omitsAbsent: Bool,
+        in definition: VarlinkInterfaceDefinition = Self.definition
+    ) throws {
         for full in [true, false] {
-            let sample = self.object(fields, full: full, omitsAbsent: omitsAbsent)
+            let sample = self.object(fields, full: full, omitsAbsent: omitsAbsent, in: definition)
             let decoded = try type.init(json: sample)
             #expect(decoded.json == sample, "\(what) (\(full ? "every field set" : "optional fields empty"))")
         }
-        let full = self.object(fields, full: true, omitsAbsent: omitsAbsent)
+        let full = self.object(fields, full: true, omitsAbsent: omitsAbsent, in: definition)
         guard case .object(let object) = full else { return }
         for field in fields {
             let without = JSONObject(object.entries.filter { $0.key != field.name }.map { ($0.key, $0.value) })
@@ -187,10 +204,10 @@ import Varlink
                 }
             }
             var mistyped = object
-            mistyped[field.name] = self.mistyped(field.type)
+            mistyped[field.name] = self.mistyped(field.type, in: definition)
             #expect(throws: WireError.self, "\(what).\(field.name) mistyped") { _ = try type.init(json: .object(mistyped)) }
             // Every case of an enum field decodes.
-            if case .enumeration(let cases) = self.resolved(field.type) {
+            if case .enumeration(let cases) = self.resolved(field.type, in: definition) {
                 for name in cases {
                     var value = object
                     value[field.name] = .string(name)
@@ -200,26 +217,28 @@ import Varlink
         }
     }
 
-    private func resolved(_ type: VarlinkType) -> VarlinkType {
+    private func resolved(_ type: VarlinkType, in definition: VarlinkInterfaceDefinition) -> VarlinkType {
         switch type {
-        case .named(let name): return Self.definition.types[name].map(self.resolved) ?? type
-        case .optional(let wrapped): return self.resolved(wrapped)
+        case .named(let name): return definition.types[name].map { self.resolved($0, in: definition) } ?? type
+        case .optional(let wrapped): return self.resolved(wrapped, in: definition)
         default: return type
         }
     }
 
     /// A value of the wrong kind for `type`.
-    private func mistyped(_ type: VarlinkType) -> JSONValue {
-        switch self.resolved(type) {
+    private func mistyped(_ type: VarlinkType, in definition: VarlinkInterfaceDefinition) -> JSONValue {
+        switch self.resolved(type, in: definition) {
         case .string, .enumeration: return .int(1)
         default: return .string("wrong")
         }
     }
 
-    private func object(_ fields: [VarlinkField], full: Bool, omitsAbsent: Bool) -> JSONValue {
+    private func object(
+        _ fields: [VarlinkField], full: Bool, omitsAbsent: Bool, in definition: VarlinkInterfaceDefinition = Self.definition
+    ) -> JSONValue {
         var object = JSONObject()
         for field in fields {
-            let value = self.sample(field.type, full: full)
+            let value = self.sample(field.type, full: full, in: definition)
             if omitsAbsent, value.isNull { continue }
             object[field.name] = value
         }
@@ -227,18 +246,18 @@ import Varlink
     }
 
     /// A value of `type` built from the interface description alone: optional values set (`full`) or null.
-    private func sample(_ type: VarlinkType, full: Bool) -> JSONValue {
+    private func sample(_ type: VarlinkType, full: Bool, in definition: VarlinkInterfaceDefinition = Self.definition) -> JSONValue {
         switch type {
         case .bool: return true
         case .int: return 7
         case .float: return 2.5
         case .string: return "text"
         case .object: return ["any": 1]
-        case .named(let name): return Self.definition.types[name].map { self.sample($0, full: full) } ?? .null
-        case .array(let element): return [self.sample(element, full: full)]
-        case .map(let element): return ["key": self.sample(element, full: full)]
-        case .optional(let wrapped): return full ? self.sample(wrapped, full: full) : .null
-        case .structure(let fields): return self.object(fields, full: full, omitsAbsent: false)
+        case .named(let name): return definition.types[name].map { self.sample($0, full: full, in: definition) } ?? .null
+        case .array(let element): return [self.sample(element, full: full, in: definition)]
+        case .map(let element): return ["key": self.sample(element, full: full, in: definition)]
+        case .optional(let wrapped): return full ? self.sample(wrapped, full: full, in: definition) : .null
+        case .structure(let fields): return self.object(fields, full: full, omitsAbsent: false, in: definition)
         case .enumeration(let cases): return .string(cases.last ?? "")
         }
     }
