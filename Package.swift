@@ -80,7 +80,7 @@ let package = Package(
 
         // The io.sugard.HealthDataSync interface: its description, types, handlers and exports.
         .target(
-            name: "SugarAPI", dependencies: ["Locking", "GlucoseProfile", "HealthDataSync", "JSON", "Varlink"],
+            name: "SugarAPI", dependencies: ["Locking", "GlucoseProfile", "HealthDataSync", "JSON", "Varlink", "SugarWire"],
             exclude: ["io.sugard.HealthDataSync.varlink"], swiftSettings: strict),
 
         // Composition: config, services, signals, sd_notify, logging.

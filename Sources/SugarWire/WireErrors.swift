@@ -66,7 +66,7 @@ extension Wire {
             }
         }
 
-        /// The error's parameters as the daemon sends them (absent ones left out).
+        /// The error's parameters as the daemon sends them: every declared one, null when absent.
         public var parameters: JSONObject {
             let pairs: [(String, JSONValue)]
             switch self {
@@ -80,7 +80,7 @@ extension Wire {
             case .adapterUnavailable(let message), .slowConsumer(let message), .shuttingDown(let message):
                 pairs = [("message", .from(message))]
             }
-            return JSONObject(pairs.filter { !$0.1.isNull })
+            return JSONObject(pairs)
         }
     }
 }

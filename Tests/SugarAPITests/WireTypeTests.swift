@@ -86,7 +86,7 @@ import Varlink
     @Test func errorsAgreeWithTheInterfaceFieldByField() throws {
         for (name, fields) in Self.definition.errors {
             for full in [true, false] {
-                guard case .object(let parameters) = self.object(fields, full: full, omitsAbsent: true) else { continue }
+                guard case .object(let parameters) = self.object(fields, full: full, omitsAbsent: false) else { continue }
                 let failure = try #require(try Wire.Failure(name: "io.sugard.HealthDataSync." + name, parameters: parameters), "\(name)")
                 #expect(failure.member == name)
                 #expect(failure.parameters == parameters, "\(name)")
