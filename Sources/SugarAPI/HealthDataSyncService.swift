@@ -106,6 +106,9 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         VarlinkError(interfaceName + "." + failure.member, failure.parameters)
     }
 
+    /// A reply's parameters as SugarWire writes them.
+    static func parameters(_ reply: some WireValue) -> JSONObject { reply.json.objectValue ?? [:] }
+
     static func invalid(_ parameter: String, _ message: String) -> VarlinkError {
         error(.invalidParameter(parameter: parameter, message: message))
     }
@@ -618,23 +621,24 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                 }
                 // The snapshot counts when the meter already waits for its passkey (a sync started pairing).
                 if state.pairing == last || (first && state.pairing != .waitingForPasskey) { continue }
+                let reply: Wire.PairReply
                 switch state.pairing {
-                case .pairing, .waitingForPasskey, .failed:
-                    var reply: JSONObject = ["meter": .string(meter.rawValue), "state": .string(state.pairing.rawValue)]
-                    if state.pairing == .waitingForPasskey {
-                        reply["message"] = "Enter the PIN shown on the meter (SubmitPasskey)."
-                    } else if state.pairing == .failed, let error = state.lastError {
-                        reply["message"] = .string(error.message)
-                    }
-                    if !replier.reply(reply, continues: true) { return }
+                case .pairing:
+                    reply = Wire.PairReply(meter: meter.rawValue, state: .pairing)
+                case .waitingForPasskey:
+                    reply = Wire.PairReply(
+                        meter: meter.rawValue, state: .waitingForPasskey, message: "Enter the PIN shown on the meter (SubmitPasskey).")
+                case .failed:
+                    reply = Wire.PairReply(meter: meter.rawValue, state: .failed, message: state.lastError?.message)
                 case .paired, .unknown, .notPaired:
                     continue
                 }
+                if !replier.reply(Self.parameters(reply), continues: true) { return }
             }
         }
         switch outcome {
         case .success:
-            replier.reply(["meter": .string(meter.rawValue), "state": "paired"])
+            replier.reply(Self.parameters(Wire.PairReply(meter: meter.rawValue, state: .paired)))
         case .failure(let error):
             throw Self.error(for: error)
         }

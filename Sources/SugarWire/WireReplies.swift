@@ -156,6 +156,12 @@ extension Wire {
         public var state: State
         public var message: String?
 
+        public init(meter: String, state: State, message: String? = nil) {
+            self.meter = meter
+            self.state = state
+            self.message = message
+        }
+
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.meter = try f.required("meter")
