@@ -93,10 +93,41 @@ extension Wire {
         }
     }
 
-    /// `FollowReadings(after) -> (cursor, reading: object)`
+    /// `FollowReadings(after, batch) -> (cursor, reading: ?object, readings: ?[]FollowedReading)`:
+    /// without `batch` each reply has `reading`; with it, `readings` (several when several wait) and
+    /// `cursor` is the last one's.
     public struct FollowReply: WireValue {
         public var cursor: Int64
+        public var reading: JSONObject?
+        public var readings: [FollowedReading]?
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.cursor = try f.required("cursor")
+            self.reading = try f.optional("reading")
+            self.readings = try f.optionalArray("readings")
+        }
+
+        public var json: JSONValue {
+            .parameters([("cursor", .int(self.cursor)), ("reading", .wire(self.reading)), ("readings", self.readings.map { .wire($0) } ?? .null)])
+        }
+
+        /// Every reading of the reply with its cursor, in commit order.
+        public var followed: [FollowedReading] {
+            if let readings = self.readings { return readings }
+            return self.reading.map { [FollowedReading(cursor: self.cursor, reading: $0)] } ?? []
+        }
+    }
+
+    /// `type FollowedReading (cursor: int, reading: object)`: one reading of a batched reply.
+    public struct FollowedReading: WireValue {
+        public var cursor: Int64
         public var reading: JSONObject
+
+        public init(cursor: Int64, reading: JSONObject) {
+            self.cursor = cursor
+            self.reading = reading
+        }
 
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)

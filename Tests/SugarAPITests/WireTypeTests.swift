@@ -20,6 +20,7 @@ import Varlink
         ("LastSync", Wire.LastSync.self), ("ReportedError", Wire.ReportedError.self), ("Meter", Wire.Meter.self),
         ("LastReading", Wire.LastReading.self), ("SyncOverview", Wire.SyncOverview.self), ("State", Wire.State.self),
         ("StoredMeter", Wire.StoredMeter.self), ("MeterEntry", Wire.MeterEntry.self), ("Session", Wire.Session.self),
+        ("FollowedReading", Wire.FollowedReading.self),
     ]
 
     static let enums: [(String, [String])] = [
