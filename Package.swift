@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "BlueZTransport", targets: ["BlueZTransport"]),
         .library(name: "SugarAPI", targets: ["SugarAPI"]),
+        .library(name: "SugarWire", targets: ["SugarWire"]),
         .library(name: "SugarDaemon", targets: ["SugarDaemon"]),
         .library(name: "HTTPClient", targets: ["HTTPClient"]),
         .library(name: "NightscoutSink", targets: ["NightscoutSink"]),
@@ -71,6 +72,8 @@ let package = Package(
         .target(name: "GlucoseStoreFixtures", dependencies: ["GlucoseStore", "HealthDataSync", "GlucoseProfile"], swiftSettings: strict),
         // Generic Varlink over Unix sockets (stdlib, Glibc, Synchronization, JSON).
         .target(name: "Varlink", dependencies: ["Locking", "JSON", "CLinuxIO", "SystemIO"], swiftSettings: strict),
+        // The io.sugard.HealthDataSync value types and their JSON form (sugarctl reads replies through them).
+        .target(name: "SugarWire", dependencies: ["JSON"], swiftSettings: strict),
 
         // libdbus wrapper: the only importer of CDBus (Glibc allowed, no Foundation).
         .target(name: "DBus", dependencies: ["Locking", "CDBus"], swiftSettings: strict),
@@ -81,7 +84,7 @@ let package = Package(
 
         // The io.sugard.HealthDataSync interface: its description, types, handlers and exports.
         .target(
-            name: "SugarAPI", dependencies: ["Locking", "GlucoseProfile", "HealthDataSync", "JSON", "Varlink", "SystemIO"],
+            name: "SugarAPI", dependencies: ["Locking", "GlucoseProfile", "HealthDataSync", "JSON", "Varlink", "SugarWire", "SystemIO"],
             exclude: ["io.sugard.HealthDataSync.varlink"], swiftSettings: strict),
 
         // sugard's settings: the config keys, the file and the command line (no daemon parts).
@@ -119,7 +122,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(name: "sugard", dependencies: ["SugarDaemon"], swiftSettings: strict),
         .executableTarget(
-            name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarAPI", "PacketCapture", "BluetoothHost", "DBus", "GlucoseReport"],
+            name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarAPI", "SugarWire", "PacketCapture", "BluetoothHost", "DBus", "GlucoseReport"],
             swiftSettings: strict),
         .executableTarget(
             name: "sugar-bench",
@@ -172,6 +175,7 @@ let package = Package(
             dependencies: [
                 "Locking", "SugarAPI", "SugarDaemon", "ReplayTransport", "PacketCapture", "GlucoseProfile", "GlucoseStore",
                 "HealthDataSync", "JSON", "Varlink", "sugarctl", "TestSupport", "GlucoseReport", "NightscoutSink", "HTTPClient",
+                "SugarWire", "SugarForward",
             ],
             swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),

@@ -31,28 +31,59 @@ struct Ingest {
         """
 
     /// Classifies `reading` against every stored reading of the meter with the same sequence
-    /// number (one indexed lookup on `reading_by_seq`; at most one row per epoch).
-    func classify(_ reading: Reading, meterRowID: Int64, epoch: Int) throws(StoreError) -> Match {
-        try self.db.withStatement(Self.lookupSQL) { (s) throws(StoreError) -> Match in
-            try s.bind(meterRowID, at: 1)
-            try s.bind(Int64(reading.sequenceNumber), at: 2)
-            let raw = reading.concentrationRaw.map { Int64($0) }
-            var conflict = false
-            var earlierDuplicate = false
-            // Only a reading already stored under this sequence number needs the text (most need none).
-            var baseTimeText: String?
-            while try s.step("Looking up reading #\(reading.sequenceNumber) in \(self.db.path)") {
-                if baseTimeText == nil { baseTimeText = reading.baseTime.isoString }
-                let sameKey = s.optionalInt64(2) == raw && s.optionalText(1) == baseTimeText
-                if Int(s.int64(0)) == epoch {
-                    if sameKey { return .currentEpochDuplicate }
-                    conflict = true
-                } else if sameKey && !earlierDuplicate && s.optionalBlob(3) == reading.measurementBytes {
-                    earlierDuplicate = true
-                }
+    /// number (one indexed lookup on `reading_by_seq`; at most one row per epoch). `s` is the
+    /// prepared ``lookupSQL`` the caller holds for the batch; the caller resets it.
+    static func classify(_ reading: Reading, meterRowID: Int64, epoch: Int, with s: Statement) throws(StoreError) -> Match {
+        try s.bind(meterRowID, at: 1)
+        try s.bind(Int64(reading.sequenceNumber), at: 2)
+        let raw = reading.concentrationRaw.map { Int64($0) }
+        var conflict = false
+        var earlierDuplicate = false
+        // Only a reading already stored under this sequence number needs the text (most need none).
+        var baseTimeText: String?
+        while try s.step("Looking up reading #\(reading.sequenceNumber) in \(s.connection.path)") {
+            if baseTimeText == nil { baseTimeText = reading.baseTime.isoString }
+            let sameKey = s.optionalInt64(2) == raw && s.optionalText(1) == baseTimeText
+            if Int(s.int64(0)) == epoch {
+                if sameKey { return .currentEpochDuplicate }
+                conflict = true
+            } else if sameKey && !earlierDuplicate && s.optionalBlob(3) == reading.measurementBytes {
+                earlierDuplicate = true
             }
-            if earlierDuplicate { return .earlierEpochDuplicate }
-            return conflict ? .conflict : .new
+        }
+        if earlierDuplicate { return .earlierEpochDuplicate }
+        return conflict ? .conflict : .new
+    }
+
+    static let storedSequencesSQL = "SELECT seq FROM reading WHERE meter_id = ? AND seq BETWEEN ? AND ?"
+
+    /// Which sequence numbers of a meter have a stored reading in any epoch (65 536 bits): a
+    /// reading whose number has none is new without a lookup. Filled by one range scan of
+    /// `reading_by_seq` per batch and kept up to date with the batch's own inserts.
+    struct SequenceSet {
+        private var words = [UInt64](repeating: 0, count: 1024)
+
+        func contains(_ seq: UInt16) -> Bool { self.words[Int(seq >> 6)] & (1 << UInt64(seq & 63)) != 0 }
+
+        mutating func insert(_ seq: UInt16) { self.words[Int(seq >> 6)] |= 1 << UInt64(seq & 63) }
+    }
+
+    /// The stored sequence numbers of the meter between the batch's lowest and highest, or nil when
+    /// the per-reading lookups are cheaper: a small batch, or one spread so wide that the scan
+    /// could read far more rows than the batch has.
+    func storedSequences(_ readings: [Reading], meterRowID: Int64) throws(StoreError) -> SequenceSet? {
+        guard readings.count >= 32, let low = readings.lazy.map(\.sequenceNumber).min(),
+            let high = readings.lazy.map(\.sequenceNumber).max(), Int(high - low) < 4 * readings.count
+        else { return nil }
+        return try self.db.withStatement(Self.storedSequencesSQL) { (s) throws(StoreError) -> SequenceSet in
+            try s.bind(meterRowID, at: 1)
+            try s.bind(Int64(low), at: 2)
+            try s.bind(Int64(high), at: 3)
+            var set = SequenceSet()
+            while try s.step("Looking up the stored sequence numbers in \(self.db.path)") {
+                set.insert(UInt16(truncatingIfNeeded: s.int64(0)))
+            }
+            return set
         }
     }
 
@@ -112,8 +143,18 @@ struct Ingest {
             highWaterRuleArmed = true
         }
 
+        // The two per-reading statements, looked up once for the batch.
+        let lookup = try self.db.cached(Self.lookupSQL)
+        let insert = try self.db.cached(ReadingRows.insertSQL)
+        var stored = try self.storedSequences(batch.readings, meterRowID: meter.rowID)
         for reading in batch.readings {
-            let match = try self.classify(reading, meterRowID: meter.rowID, epoch: meter.epoch)
+            let match: Match
+            if let stored, !stored.contains(reading.sequenceNumber) {
+                match = .new  // what the lookup would find: no row with this number in any epoch
+            } else {
+                defer { lookup.reset() }
+                match = try Self.classify(reading, meterRowID: meter.rowID, epoch: meter.epoch, with: lookup)
+            }
             switch match {
             case .currentEpochDuplicate:
                 duplicates += 1
@@ -132,9 +173,14 @@ struct Ingest {
                 if let limit = self.failAfterInserts, inserted.count >= limit {
                     throw StoreError(.io, "Storing reading #\(reading.sequenceNumber) failed: injected test failure.")
                 }
-                let id = try ReadingRows.insert(
-                    reading, meterRowID: meter.rowID, epoch: meter.epoch, storedAt: self.now,
-                    sessionID: sessionID, self.db)
+                let id: Int64
+                do {
+                    defer { insert.reset() }
+                    id = try ReadingRows.insert(
+                        reading, meterRowID: meter.rowID, epoch: meter.epoch, storedAt: self.now,
+                        sessionID: sessionID, with: insert, self.db)
+                }
+                stored?.insert(reading.sequenceNumber)
                 inserted.append(
                     StoredReading(id: id, epoch: meter.epoch, storedAt: self.now, reading: reading, person: meter.person))
                 topInCurrentEpoch = max(topInCurrentEpoch ?? 0, reading.sequenceNumber)

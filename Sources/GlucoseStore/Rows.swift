@@ -204,36 +204,45 @@ package enum ReadingRows {
         _ db: Connection
     ) throws(StoreError) -> Int64 {
         try db.withStatement(Self.insertSQL) { (s) throws(StoreError) -> Int64 in
-            try s.bind(meterRowID, at: 1)
-            try s.bind(Int64(epoch), at: 2)
-            try s.bind(Int64(r.sequenceNumber), at: 3)
-            try s.bind(blob: r.measurementBytes, at: 4)
-            try s.bind(blob: r.contextBytes, at: 5)
-            try s.bind(isoText: r.baseTime, at: 6)
-            try s.bind(r.timeOffsetMinutes, at: 7)
-            try s.bind(r.concentrationRaw.map { Int64($0) }, at: 8)
-            try s.bind(r.unit?.rawValue, at: 9)
-            try s.bind(r.sampleType.map { Int64($0) }, at: 10)
-            try s.bind(r.sampleLocation.map { Int64($0) }, at: 11)
-            try s.bind(r.sensorStatus.map { Int64($0) }, at: 12)
-            try s.bind(r.meal.map { Int64($0) }, at: 13)
-            try s.bind(r.instant.epochMillis, at: 14)
-            try s.bind(r.time.method.rawValue, at: 15)
-            try s.bind(r.time.zone, at: 16)
-            try s.bind(r.time.utcOffsetSeconds, at: 17)
-            try s.bind(r.time.meterClockSkewSeconds, at: 18)
-            try s.bind(isoText: r.time.meterLocalTime, at: 19)
-            try s.bind(r.time.quirks.joined(separator: String(Self.quirkSeparator)), at: 20)
-            try s.bind(r.mgdL, at: 21)
-            try s.bind(r.mmolL, at: 22)
-            try s.bind(r.ketoneMmolL, at: 23)
-            try s.bind(Int64(r.flags.rawValue), at: 24)
-            try s.bind(r.flags.isEmpty ? "" : r.flags.names.joined(separator: ","), at: 25)
-            try s.bind(storedAt.epochMillis, at: 26)
-            try s.bind(sessionID, at: 27)
-            try s.run("Storing reading #\(r.sequenceNumber) of meter \(r.meter) in \(db.path)")
-            return db.lastInsertRowID
+            try Self.insert(r, meterRowID: meterRowID, epoch: epoch, storedAt: storedAt, sessionID: sessionID, with: s, db)
         }
+    }
+
+    /// The same with `s`, the prepared ``insertSQL`` the caller holds (a batch looks it up once);
+    /// the caller resets it.
+    static func insert(
+        _ r: Reading, meterRowID: Int64, epoch: Int, storedAt: Instant, sessionID: Int64?, with s: Statement,
+        _ db: Connection
+    ) throws(StoreError) -> Int64 {
+        try s.bind(meterRowID, at: 1)
+        try s.bind(Int64(epoch), at: 2)
+        try s.bind(Int64(r.sequenceNumber), at: 3)
+        try s.bind(blob: r.measurementBytes, at: 4)
+        try s.bind(blob: r.contextBytes, at: 5)
+        try s.bind(isoText: r.baseTime, at: 6)
+        try s.bind(r.timeOffsetMinutes, at: 7)
+        try s.bind(r.concentrationRaw.map { Int64($0) }, at: 8)
+        try s.bind(r.unit?.rawValue, at: 9)
+        try s.bind(r.sampleType.map { Int64($0) }, at: 10)
+        try s.bind(r.sampleLocation.map { Int64($0) }, at: 11)
+        try s.bind(r.sensorStatus.map { Int64($0) }, at: 12)
+        try s.bind(r.meal.map { Int64($0) }, at: 13)
+        try s.bind(r.instant.epochMillis, at: 14)
+        try s.bind(r.time.method.rawValue, at: 15)
+        try s.bind(r.time.zone, at: 16)
+        try s.bind(r.time.utcOffsetSeconds, at: 17)
+        try s.bind(r.time.meterClockSkewSeconds, at: 18)
+        try s.bind(isoText: r.time.meterLocalTime, at: 19)
+        try s.bind(r.time.quirks.isEmpty ? "" : r.time.quirks.joined(separator: String(Self.quirkSeparator)), at: 20)
+        try s.bind(r.mgdL, at: 21)
+        try s.bind(r.mmolL, at: 22)
+        try s.bind(r.ketoneMmolL, at: 23)
+        try s.bind(Int64(r.flags.rawValue), at: 24)
+        try s.bind(r.flags.isEmpty ? "" : r.flags.names.joined(separator: ","), at: 25)
+        try s.bind(storedAt.epochMillis, at: 26)
+        try s.bind(sessionID, at: 27)
+        try s.run("Storing reading #\(r.sequenceNumber) of meter \(r.meter) in \(db.path)")
+        return db.lastInsertRowID
     }
 
     static let selectColumns = """
@@ -243,7 +252,20 @@ package enum ReadingRows {
         r.mgdl, r.mmoll, r.ketone_mmoll, r.flags, m.person
         """
 
-    static func decode(_ s: Statement, _ db: Connection) throws(StoreError) -> StoredReading {
+    /// The meters of one query's rows by their stored address text: the address is checked and
+    /// made canonical once per meter, not once per row.
+    struct MeterIDs {
+        private var known: [String: MeterID] = [:]
+
+        mutating func id(_ address: String) -> MeterID {
+            if let id = self.known[address] { return id }
+            let id = MeterID(rawValue: address)
+            self.known[address] = id
+            return id
+        }
+    }
+
+    static func decode(_ s: Statement, _ db: Connection, meters: inout MeterIDs) throws(StoreError) -> StoredReading {
         let id = s.int64(0)
         func damaged(_ what: String) -> StoreError {
             StoreError(.corrupt, "Reading row \(id) in \(db.path) has an unreadable \(what).")
@@ -259,7 +281,7 @@ package enum ReadingRows {
             meterClockSkewSeconds: s.optionalInt64(19), meterLocalTime: localTime,
             quirks: quirkText.isEmpty ? [] : quirkText.split(separator: Self.quirkSeparator).map(String.init))
         let reading = Reading(
-            meter: MeterID(rawValue: s.optionalText(3) ?? ""), sequenceNumber: UInt16(truncatingIfNeeded: s.int64(4)),
+            meter: meters.id(s.optionalText(3) ?? ""), sequenceNumber: UInt16(truncatingIfNeeded: s.int64(4)),
             measurementBytes: s.optionalBlob(5) ?? [], contextBytes: s.optionalBlob(6), baseTime: baseTime,
             timeOffsetMinutes: s.optionalInt(8), concentrationRaw: s.optionalInt64(9).map { UInt16(truncatingIfNeeded: $0) },
             unit: s.optionalText(10).flatMap { ConcentrationUnit(rawValue: $0) },
@@ -292,7 +314,8 @@ package enum ReadingRows {
             if let until = q.until { try s.bind(until.epochMillis, at: 3) }
             try s.bind(Int64(q.limit.map { max(0, $0) } ?? -1), at: 4)
             var out: [StoredReading] = []
-            while try s.step("Listing readings in \(db.path)") { out.append(try Self.decode(s, db)) }
+            var meters = MeterIDs()
+            while try s.step("Listing readings in \(db.path)") { out.append(try Self.decode(s, db, meters: &meters)) }
             return out
         }
     }
@@ -306,7 +329,8 @@ package enum ReadingRows {
             try s.bind(cursor, at: 1)
             try s.bind(Int64(max(0, limit)), at: 2)
             var out: [StoredReading] = []
-            while try s.step("Following readings in \(db.path)") { out.append(try Self.decode(s, db)) }
+            var meters = MeterIDs()
+            while try s.step("Following readings in \(db.path)") { out.append(try Self.decode(s, db, meters: &meters)) }
             return out
         }
     }
@@ -517,6 +541,27 @@ enum EventRows {
 /// Parses what `LocalDateTime.isoString` writes (`2019-13-05T11:10:30`; fields may be out of range
 /// because base times are stored as the meter sent them; the year may carry a leading `-`).
 func parseLocalDateTime(_ text: String) -> LocalDateTime? {
+    // What the store writes, `YYYY-MM-DDTHH:MM:SS`, is read straight from the bytes; anything
+    // else (a negative or five-digit year) takes the general path below.
+    let fast = text.utf8.withContiguousStorageIfAvailable { b -> LocalDateTime? in
+        guard b.count == 19, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"), b[10] == UInt8(ascii: "T"),
+            b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":")
+        else { return nil }
+        func number(_ start: Int, _ count: Int) -> Int? {
+            var value = 0
+            for i in start..<start + count {
+                let digit = Int(b[i]) - 0x30
+                guard digit >= 0, digit <= 9 else { return nil }
+                value = value * 10 + digit
+            }
+            return value
+        }
+        guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2), let hour = number(11, 2),
+            let minute = number(14, 2), let second = number(17, 2)
+        else { return nil }
+        return LocalDateTime(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
+    }
+    if let fast = fast ?? nil { return fast }
     var body = Substring(text)
     var sign = 1
     if body.first == "-" {

@@ -236,44 +236,11 @@ final class Statement {
 
     /// Binds `LocalDateTime.isoString`'s text, formatted on the stack (no String per row).
     func bind(isoText t: LocalDateTime, at index: CInt) throws(StoreError) {
-        let code = withUnsafeTemporaryAllocation(byteCount: 160, alignment: 1) { raw -> CInt in
-            var n = 0
-            func put(_ value: Int, _ width: Int, after separator: UInt8?) {
-                if let separator {
-                    raw[n] = separator
-                    n += 1
-                }
-                if value < 0 {
-                    raw[n] = UInt8(ascii: "-")
-                    n += 1
-                }
-                var digits = value.magnitude
-                let start = n
-                repeat {
-                    raw[n] = UInt8(ascii: "0") + UInt8(digits % 10)
-                    n += 1
-                    digits /= 10
-                } while digits > 0
-                while n - start < width {
-                    raw[n] = UInt8(ascii: "0")
-                    n += 1
-                }
-                var low = start
-                var high = n - 1
-                while low < high {
-                    raw.swapAt(low, high)
-                    low += 1
-                    high -= 1
-                }
+        let code = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: LocalDateTime.isoStringMaxBytes) { raw -> CInt in
+            let n = t.writeISOString(into: raw)
+            return raw.baseAddress!.withMemoryRebound(to: CChar.self, capacity: n) {
+                sqlite3_bind_text(self.handle, index, $0, CInt(n), csqlite_transient())
             }
-            put(t.year, 4, after: nil)
-            put(t.month, 2, after: UInt8(ascii: "-"))
-            put(t.day, 2, after: UInt8(ascii: "-"))
-            put(t.hour, 2, after: UInt8(ascii: "T"))
-            put(t.minute, 2, after: UInt8(ascii: ":"))
-            put(t.second, 2, after: UInt8(ascii: ":"))
-            return sqlite3_bind_text(
-                self.handle, index, raw.baseAddress!.assumingMemoryBound(to: CChar.self), CInt(n), csqlite_transient())
         }
         try self.connection.check(code, "Binding parameter \(index)")
     }

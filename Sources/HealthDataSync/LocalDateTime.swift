@@ -33,11 +33,53 @@ public struct LocalDateTime: Hashable, Comparable, Sendable, CustomStringConvert
 
     /// `2019-02-27T11:10:30`.
     public var isoString: String {
-        func pad(_ v: Int, _ width: Int) -> String {
-            let s = String(abs(v))
-            return (v < 0 ? "-" : "") + String(repeating: "0", count: max(0, width - s.count)) + s
+        String(unsafeUninitializedCapacity: Self.isoStringMaxBytes) { self.writeISOString(into: $0) }
+    }
+
+    /// The most bytes ``writeISOString(into:)`` writes: 6 fields of at most 20 characters (a sign and
+    /// 19 digits) and 5 separators.
+    public static let isoStringMaxBytes = 128
+
+    /// Writes ``isoString``'s UTF-8 bytes into `out` (at least ``isoStringMaxBytes`` long) and
+    /// returns how many: each field is "-" when negative, then its digits zero-padded to its width.
+    /// No String is made, so the store can bind the text from the stack.
+    public func writeISOString(into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        var n = 0
+        func put(_ v: Int, _ width: Int, after separator: UInt8?) {
+            if let separator {
+                out[n] = separator
+                n += 1
+            }
+            if v < 0 {
+                out[n] = UInt8(ascii: "-")
+                n += 1
+            }
+            var digits = v.magnitude
+            var count = 1
+            while digits >= 10 {
+                digits /= 10
+                count += 1
+            }
+            for _ in count..<max(count, width) {
+                out[n] = UInt8(ascii: "0")
+                n += 1
+            }
+            digits = v.magnitude
+            var position = n + count - 1
+            repeat {
+                out[position] = UInt8(ascii: "0") + UInt8(digits % 10)
+                digits /= 10
+                position -= 1
+            } while digits > 0
+            n += count
         }
-        return "\(pad(self.year, 4))-\(pad(self.month, 2))-\(pad(self.day, 2))T\(pad(self.hour, 2)):\(pad(self.minute, 2)):\(pad(self.second, 2))"
+        put(self.year, 4, after: nil)
+        put(self.month, 2, after: UInt8(ascii: "-"))
+        put(self.day, 2, after: UInt8(ascii: "-"))
+        put(self.hour, 2, after: UInt8(ascii: "T"))
+        put(self.minute, 2, after: UInt8(ascii: ":"))
+        put(self.second, 2, after: UInt8(ascii: ":"))
+        return n
     }
 
     public var description: String { self.isoString }

@@ -14,22 +14,28 @@ public enum JSONValue: Sendable, Hashable {
 
 /// A JSON object whose keys keep the order in which they were added.
 ///
-/// Lookup, insert and replace cost O(1) on average (a hash index next to the ordered entries), so
-/// building or parsing an object with n keys is O(n), whatever the keys are; String hashing is
-/// seeded per process, so crafted keys cannot force collisions. Removing a key is O(n).
+/// Lookup, insert and replace cost O(1) on average once an object has more than
+/// ``JSONObject/linearLimit`` keys (a hash index next to the ordered entries), so building or
+/// parsing an object with n keys is O(n), whatever the keys are; String hashing is seeded per
+/// process, so crafted keys cannot force collisions. Smaller objects (nearly all: a reading's
+/// are at most about 30 keys, most under 10) have no index and compare keys in order, at most
+/// `linearLimit` comparisons, which is cheaper than hashing. Removing a key is O(n).
 public struct JSONObject: Sendable, Hashable, ExpressibleByDictionaryLiteral {
     public struct Entry: Sendable, Hashable {
         public var key: String
         public var value: JSONValue
     }
 
+    /// Objects with up to this many keys are searched in order; larger ones get the hash index.
+    public static let linearLimit = 16
+
     public private(set) var entries: [Entry]
-    /// Position of each key in `entries`.
-    private var index: [String: Int]
+    /// Position of each key in `entries`; nil while there are at most ``linearLimit`` keys.
+    private var index: [String: Int]?
 
     public init() {
         self.entries = []
-        self.index = [:]
+        self.index = nil
     }
 
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
@@ -46,41 +52,71 @@ public struct JSONObject: Sendable, Hashable, ExpressibleByDictionaryLiteral {
 
     public mutating func reserveCapacity(_ count: Int) {
         self.entries.reserveCapacity(count)
-        self.index.reserveCapacity(count)
+        if count > Self.linearLimit { self.buildIndex(capacity: count) }
     }
 
     public var count: Int { self.entries.count }
     public var keys: [String] { self.entries.map(\.key) }
 
-    /// Adds `key` unless it is already there; returns false (and changes nothing) when it is.
-    /// The parser's insert: one hash lookup for the duplicate check and the insert together.
-    public mutating func insertNew(_ key: String, _ value: JSONValue) -> Bool {
+    private mutating func buildIndex(capacity: Int = 0) {
+        guard self.index == nil else { return }
+        var index: [String: Int] = [:]
+        index.reserveCapacity(max(capacity, self.entries.count))
+        for (position, entry) in self.entries.enumerated() { index[entry.key] = position }
+        self.index = index
+    }
+
+    /// Where `key` is in `entries`.
+    private func position(of key: String) -> Int? {
+        if let index = self.index { return index[key] }
+        for position in self.entries.indices where self.entries[position].key == key { return position }
+        return nil
+    }
+
+    private mutating func append(_ key: String, _ value: JSONValue) {
         let position = self.entries.count
-        let existing = self.index.updateValue(position, forKey: key)
-        if let existing {
-            self.index[key] = existing
-            return false
-        }
         self.entries.append(Entry(key: key, value: value))
+        if self.index != nil {
+            self.index![key] = position
+        } else if self.entries.count > Self.linearLimit {
+            self.buildIndex()
+        }
+    }
+
+    /// Adds `key` unless it is already there; returns false (and changes nothing) when it is.
+    /// The parser's insert: one lookup for the duplicate check and the insert together.
+    public mutating func insertNew(_ key: String, _ value: JSONValue) -> Bool {
+        if self.index != nil {
+            let position = self.entries.count
+            if let existing = self.index!.updateValue(position, forKey: key) {
+                self.index![key] = existing
+                return false
+            }
+            self.entries.append(Entry(key: key, value: value))
+            return true
+        }
+        if self.position(of: key) != nil { return false }
+        self.append(key, value)
         return true
     }
 
     /// The value for `key`, or nil when the key is absent. Setting nil removes the key; to store a
     /// JSON null, set `.null`.
     public subscript(key: String) -> JSONValue? {
-        get { self.index[key].map { self.entries[$0].value } }
+        get { self.position(of: key).map { self.entries[$0].value } }
         set {
-            if let position = self.index[key] {
+            if let position = self.position(of: key) {
                 if let newValue {
                     self.entries[position].value = newValue
                 } else {
                     self.entries.remove(at: position)
-                    self.index[key] = nil
-                    for later in position..<self.entries.count { self.index[self.entries[later].key] = later }
+                    if self.index != nil {
+                        self.index![key] = nil
+                        for later in position..<self.entries.count { self.index![self.entries[later].key] = later }
+                    }
                 }
             } else if let newValue {
-                self.index[key] = self.entries.count
-                self.entries.append(Entry(key: key, value: newValue))
+                self.append(key, newValue)
             }
         }
     }
@@ -119,6 +155,19 @@ extension JSONValue {
     public static func from(_ value: String?) -> JSONValue {
         guard let value else { return .null }
         return .string(value)
+    }
+
+    /// What kind of value this is, for error messages: "null", "a boolean", "a number", "a string",
+    /// "an array" or "an object".
+    public var kindName: String {
+        switch self {
+        case .null: return "null"
+        case .bool: return "a boolean"
+        case .int, .double: return "a number"
+        case .string: return "a string"
+        case .array: return "an array"
+        case .object: return "an object"
+        }
     }
 
     public var isNull: Bool { if case .null = self { return true } else { return false } }

@@ -21,6 +21,9 @@ extension HealthDataSyncService {
         # Anyone else gets PermissionDenied.
         interface io.sugard.HealthDataSync
 
+        # One reading of a batched FollowReadings reply and its place in the commit order.
+        type FollowedReading (cursor: int, reading: object)
+
         # An instant: ISO 8601 in UTC ("2024-03-31T06:15:00Z") and milliseconds since 1970-01-01 UTC.
         type Instant (iso: string, epochMillis: int)
 
@@ -214,7 +217,10 @@ extension HealthDataSyncService {
         # the reading's place in the commit order: call again with after set to the last cursor received
         # to resume right after it. The daemon reads the next readings from its database only as the
         # client reads the replies, so a slow client slows its own stream and nothing else.
-        method FollowReadings(after: ?int) -> (cursor: int, reading: object)
+        # With batch (1 to 256), a reply carries up to batch readings when several are waiting: readings
+        # holds them in commit order, each with its cursor, cursor is the last one's, and reading is
+        # absent. Without batch, every reply has one reading and no readings.
+        method FollowReadings(after: ?int, batch: ?int) -> (cursor: int, reading: ?object, readings: ?[]FollowedReading)
 
         # Every meter the daemon or its database knows, sorted by id.
         method ListMeters() -> (meters: []MeterEntry)

@@ -88,26 +88,27 @@ struct Feed: Sendable {
                 self.emit(.meters(known))
                 self.emit(.connected)
                 delay = 0.1
-                for try await reply in client.callMore(Self.interface + ".FollowReadings", ["after": .int(cursor)]) {
-                    guard let next = reply["cursor"]?.intValue, let reading = reply["reading"] else {
-                        throw VarlinkClientError.protocolViolation("a FollowReadings reply without cursor or reading")
+                let parameters: JSONObject = ["after": .int(cursor), "batch": .int(Int64(Self.batch))]
+                for try await reply in client.callMore(Self.interface + ".FollowReadings", parameters) {
+                    var full = false
+                    for (next, reading) in try Self.readings(in: reply) where next > cursor {
+                        // A meter not seen yet, or one whose Device Information sugard had not read at
+                        // the last look (at most one look per meter every 10 s).
+                        if let meter = reading["meter"]?.stringValue, known[meter] == nil
+                            || (Self.incomplete(known[meter]) && monotonicMillis() - (looked[meter] ?? .min / 2) > 10_000)
+                        {
+                            looked[meter] = monotonicMillis()
+                            let other = try VarlinkClient(socketPath: self.socketPath)
+                            defer { other.close() }
+                            known = try await self.meters(other)
+                            if known[meter] == nil { known[meter] = .null }
+                            self.emit(.meters(known))
+                        }
+                        self.emit(.reading(cursor: next, reading: reading))
+                        cursor = next
+                        if !self.window.take() { full = true }
                     }
-                    guard next > cursor else { continue }
-                    // A meter not seen yet, or one whose Device Information sugard had not read at
-                    // the last look (at most one look per meter every 10 s).
-                    if let meter = reading["meter"]?.stringValue, known[meter] == nil
-                        || (Self.incomplete(known[meter]) && monotonicMillis() - (looked[meter] ?? .min / 2) > 10_000)
-                    {
-                        looked[meter] = monotonicMillis()
-                        let other = try VarlinkClient(socketPath: self.socketPath)
-                        defer { other.close() }
-                        known = try await self.meters(other)
-                        if known[meter] == nil { known[meter] = .null }
-                        self.emit(.meters(known))
-                    }
-                    self.emit(.reading(cursor: next, reading: reading))
-                    cursor = next
-                    if !self.window.take() { break }  // full: close, come back once half is delivered
+                    if full { break }  // close, come back once half is delivered
                 }
             } catch {
                 if Task.isCancelled { return }
@@ -116,6 +117,29 @@ struct Feed: Sendable {
                 delay = min(delay * 2, 5)
             }
         }
+    }
+
+    /// Readings per `FollowReadings` reply (its `batch`): a backlog comes in a few large replies,
+    /// a reading committed alone still comes at once in its own.
+    static let batch = 128
+
+    /// The (cursor, reading) pairs of one `FollowReadings` reply, batched (`readings`) or not.
+    static func readings(in reply: JSONObject) throws(VarlinkClientError) -> [(Int64, JSONValue)] {
+        if case .array(let list)? = reply["readings"] {
+            var out: [(Int64, JSONValue)] = []
+            out.reserveCapacity(list.count)
+            for item in list {
+                guard let next = item["cursor"]?.intValue, let reading = item["reading"] else {
+                    throw .protocolViolation("a FollowReadings reading without cursor or reading")
+                }
+                out.append((next, reading))
+            }
+            return out
+        }
+        guard let next = reply["cursor"]?.intValue, let reading = reply["reading"] else {
+            throw .protocolViolation("a FollowReadings reply without cursor or reading")
+        }
+        return [(next, reading)]
     }
 
     static func incomplete(_ identity: JSONValue?) -> Bool {

@@ -130,16 +130,25 @@ public final class Forwarder: Sendable {
                 MQTTMessage(topic: self.topics.discovery(meter), payload: Array(config.serialized().utf8), qos: 1, retain: true),
                 session: session)
         }
+        // Each meter's reading and state topics, made once (not per message).
+        var meterTopics: [String: (reading: String, state: String)] = [:]
+        func topics(_ meter: String) -> (reading: String, state: String) {
+            if let known = meterTopics[meter] { return known }
+            let made = (self.topics.reading(meter), self.topics.state(meter))
+            meterTopics[meter] = made
+            return made
+        }
         func send() {
             guard let session else { return }
             while inFlight < self.maxInFlight, nextToSend < entries.count {
                 let entry = entries[nextToSend]
+                let topic = topics(entry.meter)
                 client.publish(
-                    MQTTMessage(topic: self.topics.reading(entry.meter), payload: entry.payload, qos: 1, retain: false),
+                    MQTTMessage(topic: topic.reading, payload: entry.payload, qos: 1, retain: false),
                     token: entry.cursor << 1, session: session)
                 if entry.updatesState {
                     client.publish(
-                        MQTTMessage(topic: self.topics.state(entry.meter), payload: entry.payload, qos: 1, retain: true),
+                        MQTTMessage(topic: topic.state, payload: entry.payload, qos: 1, retain: true),
                         token: entry.cursor << 1 | 1, session: session)
                 }
                 entries[nextToSend].sent = true

@@ -91,14 +91,20 @@ import Varlink
         }
     }
 
-    /// Off under AddressSanitizer: in one ASan dry run on a loaded machine the first reading was
-    /// missing at the subscriber after the broker's SIGKILL (the plain and TSan runs pass); that
-    /// open question is noted on the forwarder's issue.
-    @Test(.disabled(if: environmentValue("ASAN_OPTIONS") != nil, "flaky under ASan; see the doc comment"))
-    func brokerKilledAndRestartedMidStream() async throws {
+    /// The broker is killed while readings keep being stored, at a moment the subscriber has all
+    /// stored so far. Killing it in the middle of a burst tests mosquitto, not the forwarder:
+    /// mosquitto PUBACKs a QoS 1 publish once it handed the message to its subscribers, but a
+    /// message beyond the subscriber's receive maximum (20) is only queued in memory, and the
+    /// persistence file is written at the end of that loop turn (`autosave_on_changes`), so a
+    /// SIGKILL in between loses one message the forwarder was rightly told was delivered. That
+    /// was the one reading once missing under ASan (issue #16), where the slower forwarder was
+    /// still sending the backlog when the broker was killed; the same loss, one message per kill,
+    /// shows with `mosquitto_pub` and a stopped `mosquitto_sub`, without the forwarder.
+    @Test func brokerKilledAndRestartedMidStream() async throws {
         try await withRig(seconds: 7) { rig in
             try await rig.startAll()
             try await self.waitForReadings(rig, atLeast: 10)
+            try await rig.waitUntilSubscriberCaughtUp()
             rig.killBroker()
             try await Task.sleep(for: .milliseconds(1500))  // readings keep being stored meanwhile
             try await rig.startBroker()
@@ -214,6 +220,27 @@ import Varlink
                 if resumed.count == cursors.count - cursors.count / 2 - 1 { break }
             }
             #expect(resumed == Array(cursors[(cursors.count / 2 + 1)...]))
+            // With batch: the same stream, several readings per reply, each with its cursor.
+            let batched = try VarlinkClient(socketPath: rig.socket)
+            defer { batched.close() }
+            var batchedCursors: [Int64] = []
+            var replies = 0
+            for try await reply in batched.callMore("io.sugard.HealthDataSync.FollowReadings", ["batch": 8]) {
+                replies += 1
+                let list = try #require(reply["readings"]?.arrayValue)
+                #expect(reply["reading"] == nil && !list.isEmpty && list.count <= 8)
+                #expect(reply["cursor"] == list.last?["cursor"])
+                #expect(list.allSatisfy { $0["reading"]?["time"]?["iso"] != nil })
+                batchedCursors += list.compactMap { $0["cursor"]?.intValue }
+                if batchedCursors.count >= cursors.count { break }
+            }
+            #expect(batchedCursors == cursors)
+            #expect(replies < cursors.count, "\(replies) replies for \(cursors.count) stored readings")
+            let tooLarge = try VarlinkClient(socketPath: rig.socket)
+            defer { tooLarge.close() }
+            await #expect(throws: VarlinkClientError.self) {
+                for try await _ in tooLarge.callMore("io.sugard.HealthDataSync.FollowReadings", ["batch": 100_000]) {}
+            }
             let plain = try VarlinkClient(socketPath: rig.socket)
             defer { plain.close() }
             await #expect(throws: VarlinkClientError.self) { _ = try await plain.call("io.sugard.HealthDataSync.FollowReadings") }

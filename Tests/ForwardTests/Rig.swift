@@ -225,6 +225,16 @@ final class ForwardRig: @unchecked Sendable {
             .map { String($0.dropFirst(topic.count + 1)) }
     }
 
+    /// Waits until the subscriber has every reading sugard stored so far: the moment a broker
+    /// SIGKILL cannot lose anything (see `brokerKilledAndRestartedMidStream`).
+    func waitUntilSubscriberCaughtUp(within seconds: Double = 20) async throws {
+        let caughtUp = try await eventually(within: seconds) {
+            let got = Set(self.receivedReadings().compactMap { $0.payload["id"]?.stringValue })
+            return try await self.storedIDs().allSatisfy(got.contains)
+        }
+        try #require(caughtUp, "the subscriber did not catch up with sugard's store")
+    }
+
     /// Every reading sugard stored, as the export ids (`meter/epoch/sequence`), in commit order.
     func storedIDs() async throws -> [String] {
         try await self.storedReadings().map {

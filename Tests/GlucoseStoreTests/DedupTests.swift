@@ -185,6 +185,37 @@ import Testing
         #expect(result.meter.highWater == 2)
     }
 
+    /// Batches of 32 readings or more skip the per-reading lookup for sequence numbers that have
+    /// no stored row in any epoch (one range scan per batch): the same decisions as the small
+    /// batches above, for new, re-sent, in-batch repeated, conflicting and earlier-epoch readings.
+    @Test func largeBatchesDecideLikeSmallOnes() async throws {
+        let dir = try TempDirectory()
+        let store = try openStore(dir.database)
+        let first = try await store.commit(syncOf(1...40))
+        #expect(first.inserted.map(\.reading.sequenceNumber) == Array(1...40) && first.duplicates == 0)
+
+        // Everything again plus ten new ones, one of them sent twice in the batch.
+        let resent = (1...50).map { makeReading(UInt16($0)) } + [makeReading(45)]
+        let again = try await store.commit(makeBatch(resent, newHighWater: 50))
+        #expect(again.inserted.map(\.reading.sequenceNumber) == Array(41...50))
+        #expect(again.duplicates == 41)
+        #expect(again.sequenceResets == 0)
+
+        // The meter was reset: 1…40 again with later records. The first conflicts (a new epoch);
+        // the rest exist only in the earlier epoch with other content, so they are new.
+        let later = LocalDateTime(year: 2024, month: 9, day: 1)
+        let fresh = (1...40).map { makeReading(UInt16($0), base: later.adding(seconds: Int64($0) * 600), mgdL: 140) }
+        let reset = try await store.commit(makeBatch(fresh, newHighWater: 40))
+        #expect(reset.sequenceResets == 1)
+        #expect(reset.inserted.count == 40 && reset.inserted.allSatisfy { $0.epoch == 1 })
+
+        // The pre-reset records replayed: duplicates of epoch 0, no new reset.
+        let replay = try await store.commit(syncOf(1...40))
+        #expect(replay.inserted.isEmpty && replay.duplicates == 40 && replay.sequenceResets == 0)
+        #expect(try await store.readingCount(meter: testMeter) == 90)
+        #expect(try await store.events(meter: testMeter, limit: 10).count == 1)
+    }
+
     @Test func rePairingUnderTheSameAddressKeepsTheMeter() async throws {
         let dir = try TempDirectory()
         let store = try openStore(dir.database)

@@ -26,6 +26,14 @@ import Testing
         #expect(LocalDateTime(secondsSinceEpoch: -1).isoString == "1969-12-31T23:59:59")
     }
 
+    @Test func isoStringPadsEachFieldAndKeepsSignsAndLongYears() {
+        #expect(LocalDateTime(year: 7, month: 1, day: 2, hour: 3, minute: 4, second: 5).isoString == "0007-01-02T03:04:05")
+        #expect(LocalDateTime(year: -5, month: 3, day: 1).isoString == "-0005-03-01T00:00:00")
+        #expect(LocalDateTime(year: 12345, month: 12, day: 31, hour: 23, minute: 59, second: 7).isoString == "12345-12-31T23:59:07")
+        #expect(LocalDateTime(year: 2024, month: -1, day: 100, hour: 0, minute: 60, second: -30).isoString == "2024--01-100T00:60:-30")
+        #expect(LocalDateTime(year: Int.min, month: 1, day: 1).isoString.hasPrefix("-9223372036854775808-01-01T"))
+    }
+
     @Test func instantsFormatAsISO8601() {
         let i = Instant(epochMillis: 1_551_265_830_000)
         #expect(i.isoString == "2019-02-27T11:10:30Z")
