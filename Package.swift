@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "BlueZTransport", targets: ["BlueZTransport"]),
         .library(name: "SugarAPI", targets: ["SugarAPI"]),
+        .library(name: "SugarWire", targets: ["SugarWire"]),
         .library(name: "SugarDaemon", targets: ["SugarDaemon"]),
         .library(name: "HTTPClient", targets: ["HTTPClient"]),
         .library(name: "NightscoutSink", targets: ["NightscoutSink"]),
@@ -49,6 +50,8 @@ let package = Package(
 
         // A pthread-backed lock ThreadSanitizer can see (Synchronization.Mutex is invisible to it on Linux).
         .target(name: "Locking", swiftSettings: strict),
+        // EINTR retry, whole writes, whole-file reads and the wall clock (Glibc only).
+        .target(name: "SystemIO", swiftSettings: strict),
 
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
@@ -58,28 +61,30 @@ let package = Package(
         .target(name: "GlucoseReport", dependencies: ["JSON", "GlucoseProfile"], swiftSettings: strict),
 
         // btsnoop / HCI / L2CAP / ATT / GATT capture reading (Glibc for streaming file I/O).
-        .target(name: "PacketCapture", dependencies: ["GlucoseProfile", "JSON"], swiftSettings: strict),
+        .target(name: "PacketCapture", dependencies: ["GlucoseProfile", "JSON", "SystemIO"], swiftSettings: strict),
         // Meter simulator and the MeterTransport that plays captures or simulators as live meters.
         .target(
-            name: "ReplayTransport", dependencies: ["Locking", "PacketCapture", "HealthDataSync", "GlucoseProfile", "JSON"],
+            name: "ReplayTransport", dependencies: ["Locking", "PacketCapture", "HealthDataSync", "GlucoseProfile", "JSON", "SystemIO"],
             swiftSettings: strict),
         // SQLite storage: the only importer of CSQLite.
-        .target(name: "GlucoseStore", dependencies: ["HealthDataSync", "CSQLite"], swiftSettings: strict),
+        .target(name: "GlucoseStore", dependencies: ["HealthDataSync", "GlucoseProfile", "CSQLite", "SystemIO"], swiftSettings: strict),
         // Synthetic ingests and the ingest benchmark: tests, the crash test's writer and sugar-bench only.
-        .target(name: "GlucoseStoreFixtures", dependencies: ["GlucoseStore", "HealthDataSync"], swiftSettings: strict),
+        .target(name: "GlucoseStoreFixtures", dependencies: ["GlucoseStore", "HealthDataSync", "GlucoseProfile"], swiftSettings: strict),
         // Generic Varlink over Unix sockets (stdlib, Glibc, Synchronization, JSON).
-        .target(name: "Varlink", dependencies: ["Locking", "JSON", "CLinuxIO"], swiftSettings: strict),
+        .target(name: "Varlink", dependencies: ["Locking", "JSON", "CLinuxIO", "SystemIO"], swiftSettings: strict),
+        // The io.sugard.HealthDataSync value types and their JSON form (sugarctl reads replies through them).
+        .target(name: "SugarWire", dependencies: ["JSON"], swiftSettings: strict),
 
         // libdbus wrapper: the only importer of CDBus (Glibc allowed, no Foundation).
         .target(name: "DBus", dependencies: ["Locking", "CDBus"], swiftSettings: strict),
         // libbluetooth at work: the only importer of CBlueZ (HCI socket probe, adapters, monitor channel).
-        .target(name: "BluetoothHost", dependencies: ["CBlueZ", "PacketCapture"], swiftSettings: strict),
+        .target(name: "BluetoothHost", dependencies: ["CBlueZ", "PacketCapture", "SystemIO"], swiftSettings: strict),
         // MeterTransport over BlueZ: object manager mirror, GATT, pairing agent, bluetoothd restarts.
-        .target(name: "BlueZTransport", dependencies: ["Locking", "DBus", "HealthDataSync"], swiftSettings: strict),
+        .target(name: "BlueZTransport", dependencies: ["Locking", "DBus", "HealthDataSync", "GlucoseProfile"], swiftSettings: strict),
 
         // The io.sugard.HealthDataSync interface: its description, types, handlers and exports.
         .target(
-            name: "SugarAPI", dependencies: ["Locking", "GlucoseProfile", "HealthDataSync", "JSON", "Varlink"],
+            name: "SugarAPI", dependencies: ["Locking", "GlucoseProfile", "HealthDataSync", "JSON", "Varlink", "SugarWire", "SystemIO"],
             exclude: ["io.sugard.HealthDataSync.varlink"], swiftSettings: strict),
 
         // sugard's settings: the config keys, the file and the command line (no daemon parts).
@@ -90,24 +95,25 @@ let package = Package(
             dependencies: ["SugarConfig", "Locking", 
                 "HealthDataSync", "JSON", "SugarAPI", "GlucoseStore", "Varlink", "ReplayTransport", "BlueZTransport",
                 "GlucoseProfile", "PacketCapture",
+                "SystemIO",
             ], swiftSettings: strict),
 
         // HTTP(S) through libcurl: the only importer of CCurl.
         .target(name: "HTTPClient", dependencies: ["Locking", "CCurl"], swiftSettings: strict),
         // Readings to Nightscout (entries, BG Check treatments), one site per person, durable cursor.
         .target(
-            name: "NightscoutSink", dependencies: ["Locking", "JSON", "HealthDataSync", "SugarAPI", "HTTPClient"],
+            name: "NightscoutSink", dependencies: ["Locking", "JSON", "HealthDataSync", "SugarAPI", "HTTPClient", "SystemIO"],
             swiftSettings: strict),
         // MQTT v5 over libmosquitto: the only importer of CMosquitto.
         .target(name: "MQTT", dependencies: ["Locking", "CMosquitto"], swiftSettings: strict),
         // sugard-forward: every stored reading (FollowReadings) to an MQTT broker and Home Assistant.
         .target(
-            name: "SugarForward", dependencies: ["Locking", "MQTT", "JSON", "Varlink", "SugarAPI", "HealthDataSync", "NightscoutSink"],
+            name: "SugarForward", dependencies: ["Locking", "MQTT", "JSON", "Varlink", "SugarAPI", "HealthDataSync", "NightscoutSink", "SystemIO"],
             swiftSettings: strict),
         .executableTarget(name: "sugard-forward", dependencies: ["SugarForward"], swiftSettings: strict),
 
         // Benchmark bodies (Glibc for VmHWM only), run by sugar-bench.
-        .target(name: "ViewModelBenchmarks", dependencies: ["Locking", "GlucoseStoreFixtures", "HealthDataSync", "JSON"], swiftSettings: strict),
+        .target(name: "ViewModelBenchmarks", dependencies: ["Locking", "GlucoseStoreFixtures", "HealthDataSync", "GlucoseProfile", "JSON"], swiftSettings: strict),
 
         // One-input logic of each fuzz target, shared by Fuzz/ (libFuzzer) and FuzzRegressionTests.
         .target(
@@ -116,13 +122,14 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(name: "sugard", dependencies: ["SugarDaemon"], swiftSettings: strict),
         .executableTarget(
-            name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarAPI", "PacketCapture", "BluetoothHost", "DBus", "GlucoseReport"],
+            name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarAPI", "SugarWire", "PacketCapture", "BluetoothHost", "DBus", "GlucoseReport"],
             swiftSettings: strict),
         .executableTarget(
             name: "sugar-bench",
             dependencies: ["Locking", 
                 "GlucoseProfile", "JSON", "CMallocCounter", "CBenchYardsticks", "PacketCapture", "GlucoseStore", "GlucoseStoreFixtures", "ViewModelBenchmarks",
                 "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport", "SugarDaemon", "SugarForward", "MQTT",
+                "SystemIO",
             ],
             swiftSettings: strict),
         // Ingests into a DB file; the crash test SIGKILLs it at random points.
@@ -157,17 +164,18 @@ let package = Package(
             name: "HealthDataSyncTests", dependencies: ["Locking", "HealthDataSync", "GlucoseProfile", "TestSupport"],
             swiftSettings: strict),
         .testTarget(
-            name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "GlucoseStoreFixtures", "HealthDataSync", "store-killtest-writer"],
+            name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "GlucoseStoreFixtures", "HealthDataSync", "GlucoseProfile", "store-killtest-writer"],
             swiftSettings: strict),
         .testTarget(
             name: "VarlinkTests", dependencies: ["Locking", "Varlink", "JSON", "CLinuxIO", "TestSupport"], swiftSettings: strict),
         .testTarget(
-            name: "DBusTests", dependencies: ["DBus", "BlueZTransport", "HealthDataSync", "TestSupport"], swiftSettings: strict),
+            name: "DBusTests", dependencies: ["DBus", "BlueZTransport", "HealthDataSync", "GlucoseProfile", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "SugarAPITests",
             dependencies: [
                 "Locking", "SugarAPI", "SugarDaemon", "ReplayTransport", "PacketCapture", "GlucoseProfile", "GlucoseStore",
                 "HealthDataSync", "JSON", "Varlink", "sugarctl", "TestSupport", "GlucoseReport", "NightscoutSink", "HTTPClient",
+                "SugarWire", "SugarForward",
             ],
             swiftSettings: strict),
         .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),

@@ -1,4 +1,5 @@
 import DBus
+import GlucoseProfile
 import HealthDataSync
 import Locking
 
@@ -422,7 +423,7 @@ public final class BlueZTransport: MeterTransport {
             if enabled {
                 _ = try await self.call(
                     adapter, ObjectMirror.adapterInterface, "SetDiscoveryFilter",
-                    [.vardict(["UUIDs": .stringArray([BluetoothUUID.glucoseService.rawValue]), "Transport": .string("le")])],
+                    [.vardict(["UUIDs": .stringArray([BluetoothUUID.glucoseService.uuidString]), "Transport": .string("le")])],
                     what: "Setting the discovery filter")
                 _ = try await self.call(adapter, ObjectMirror.adapterInterface, "StartDiscovery", what: "Starting discovery")
             } else {
@@ -570,9 +571,9 @@ public final class BlueZTransport: MeterTransport {
         let path = try self.characteristicPath(characteristic, meter)
         let reply = try await self.call(
             path, ObjectMirror.characteristicInterface, "ReadValue", [.vardict([:])],
-            what: "Reading \(characteristic) on \(meter)")
+            what: "Reading \(characteristic.shortString) on \(meter)")
         guard let bytes = reply.first?.bytes else {
-            throw TransportError(.other, "Reading \(characteristic) on \(meter) returned no byte array.")
+            throw TransportError(.other, "Reading \(characteristic.shortString) on \(meter) returned no byte array.")
         }
         return bytes
     }
@@ -589,18 +590,18 @@ public final class BlueZTransport: MeterTransport {
             // the CCCD when the first subscriber starts, so stop and start to make it write it again.
             _ = try? await self.call(
                 path, ObjectMirror.characteristicInterface, "StopNotify",
-                what: "Disabling notifications of \(characteristic) on \(meter)")
+                what: "Disabling notifications of \(characteristic.shortString) on \(meter)")
         }
         _ = try await self.call(
             path, ObjectMirror.characteristicInterface, enabled ? "StartNotify" : "StopNotify",
-            what: "\(enabled ? "Enabling" : "Disabling") notifications of \(characteristic) on \(meter)")
+            what: "\(enabled ? "Enabling" : "Disabling") notifications of \(characteristic.shortString) on \(meter)")
     }
 
     public func write(_ value: [UInt8], to characteristic: BluetoothUUID, on meter: MeterID) async throws(TransportError) {
         let path = try self.characteristicPath(characteristic, meter)
         _ = try await self.call(
             path, ObjectMirror.characteristicInterface, "WriteValue",
-            [.bytes(value), .vardict(["type": .string("request")])], what: "Writing \(characteristic) on \(meter)")
+            [.bytes(value), .vardict(["type": .string("request")])], what: "Writing \(characteristic.shortString) on \(meter)")
     }
 
     public func disconnect(_ meter: MeterID) async {
@@ -633,7 +634,7 @@ public final class BlueZTransport: MeterTransport {
         }
         guard connected else { throw TransportError(.notConnected, "\(meter) is not connected.") }
         guard let path else {
-            throw TransportError(.characteristicNotFound, "\(meter) has no characteristic \(uuid).")
+            throw TransportError(.characteristicNotFound, "\(meter) has no characteristic \(uuid.shortString).")
         }
         return path
     }

@@ -1,4 +1,5 @@
 import DBus
+import GlucoseProfile
 import HealthDataSync
 
 /// A copy of BlueZ's object tree (`GetManagedObjects` plus the ObjectManager and Properties signals),
@@ -84,7 +85,7 @@ struct ObjectMirror {
     }
 
     static func isGlucoseMeter(_ device: [String: DBusValue]) -> Bool {
-        device["UUIDs"]?.strings?.contains(BluetoothUUID.glucoseService.rawValue) == true
+        device["UUIDs"]?.strings?.contains(BluetoothUUID.glucoseService.uuidString) == true
     }
 
     func devicePath(for meter: MeterID, adapter: String?) -> String? {

@@ -1,6 +1,7 @@
 internal import CBlueZ
 import Glibc
 import PacketCapture
+import SystemIO
 
 /// A failed system call on the Bluetooth host side, with its errno.
 public struct BluetoothHostError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -169,9 +170,8 @@ public enum MonitorRecorder {
         var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0)]
         if let stopFD { fds.append(pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0)) }
         while true {
-            let ready = poll(&fds, nfds_t(fds.count), -1)
+            let ready = retryingInterrupted { poll(&fds, nfds_t(fds.count), -1) }
             if ready < 0 {
-                if errno == EINTR { continue }
                 throw BluetoothHostError(code: errno, operation: "poll")
             }
             if fds.count > 1, fds[1].revents != 0 {
@@ -226,8 +226,6 @@ public enum MonitorRecorder {
 
     /// The wall clock as a capture timestamp.
     public static func realtime() -> CaptureTimestamp {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return CaptureTimestamp(unixMicroseconds: Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000)
+        CaptureTimestamp(unixMicroseconds: wallClockMicroseconds())
     }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import SystemIO
 
 /// One rfkill switch (a radio's soft and hard block).
 public struct RfkillSwitch: Sendable, Hashable {
@@ -84,8 +85,7 @@ public enum RfkillState: Sendable, Hashable {
             var events: [RfkillEvent] = []
             var buffer = [UInt8](repeating: 0, count: 64)
             while true {
-                let got = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-                if got < 0 && errno == EINTR { continue }
+                let got = buffer.withUnsafeMutableBytes { raw in retryingInterrupted { Glibc.read(fd, raw.baseAddress, raw.count) } }
                 guard got > 0 else { break }
                 if let event = RfkillEvent.decode(Array(buffer[0..<got])) { events.append(event) }
             }

@@ -1,19 +1,15 @@
 import JSON
 
-/// The unit of a glucose concentration, from Glucose Measurement flags bit 2 (GLS §2).
-public enum ConcentrationUnit: Hashable, Sendable, CaseIterable {
+/// The unit a meter sent a glucose concentration in, from Glucose Measurement flags bit 2 (GLS §2).
+/// The one unit type: the codec decodes it, readings carry it, the store keeps its raw value.
+public enum ConcentrationUnit: String, Hashable, Sendable, CaseIterable {
     /// kg/L (flag bit 2 clear); meters send mg/dL-scale values with exponent −5.
-    case kilogramsPerLiter
+    case kilogramsPerLiter = "kg/L"
     /// mol/L (flag bit 2 set); meters send mmol/L-scale values with exponent −3.
-    case molesPerLiter
+    case molesPerLiter = "mol/L"
 
-    /// `kg/L` or `mol/L`.
-    public var symbol: String {
-        switch self {
-        case .kilogramsPerLiter: "kg/L"
-        case .molesPerLiter: "mol/L"
-        }
-    }
+    /// `kg/L` or `mol/L` (the raw value).
+    public var symbol: String { self.rawValue }
 }
 
 /// Molar mass of glucose in g/mol, used to convert between mg/dL and mmol/L.

@@ -214,6 +214,16 @@ public struct RACPMessage: Hashable, Sendable {
             operand: .filter(.sequenceNumber(min: sequenceNumber, max: nil)))
     }
 
+    /// The download's count request: records with sequence number ≥ `from`, or all records when nil.
+    public static func count(from: UInt16?) -> RACPMessage {
+        from.map { Self.countGreaterOrEqual(sequenceNumber: $0) } ?? .countAll
+    }
+
+    /// The download's report request: records with sequence number ≥ `from`, or all records when nil.
+    public static func report(from: UInt16?) -> RACPMessage {
+        from.map { Self.reportGreaterOrEqual(sequenceNumber: $0) } ?? .reportAll
+    }
+
     /// `05 00 <count LE>`: a number-of-records response.
     public static func numberOfRecords(_ count: UInt16) -> RACPMessage {
         RACPMessage(opCode: .numberOfStoredRecordsResponse, operator: .null, operand: .numberOfRecords(count))

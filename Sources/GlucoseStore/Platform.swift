@@ -2,15 +2,12 @@
 import Glibc
 #endif
 import HealthDataSync
+import SystemIO
 
 /// The wall clock as an ``Instant``.
 ///
 /// The corresponding C function is `clock_gettime(CLOCK_REALTIME)`.
-@Sendable public func systemNow() -> Instant {
-    var spec = timespec()
-    _ = clock_gettime(CLOCK_REALTIME, &spec)
-    return Instant(epochMillis: Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000)
-}
+@Sendable public func systemNow() -> Instant { Instant(epochMillis: wallClockMilliseconds()) }
 
 /// Whether a file exists at `path`.
 func fileExists(_ path: String) -> Bool { access(path, F_OK) == 0 }

@@ -1,3 +1,4 @@
+import GlucoseProfile
 import HealthDataSync
 
 // Row mapping between the schema (Schema.v1) and the domain types. All functions run on the
@@ -283,7 +284,7 @@ package enum ReadingRows {
             meter: meters.id(s.optionalText(3) ?? ""), sequenceNumber: UInt16(truncatingIfNeeded: s.int64(4)),
             measurementBytes: s.optionalBlob(5) ?? [], contextBytes: s.optionalBlob(6), baseTime: baseTime,
             timeOffsetMinutes: s.optionalInt(8), concentrationRaw: s.optionalInt64(9).map { UInt16(truncatingIfNeeded: $0) },
-            unit: s.optionalText(10).flatMap { MeasurementUnit(rawValue: $0) },
+            unit: s.optionalText(10).flatMap { ConcentrationUnit(rawValue: $0) },
             sampleType: s.optionalInt64(11).map { UInt8(truncatingIfNeeded: $0) },
             sampleLocation: s.optionalInt64(12).map { UInt8(truncatingIfNeeded: $0) },
             sensorStatus: s.optionalInt64(13).map { UInt16(truncatingIfNeeded: $0) },

@@ -88,11 +88,11 @@ public struct StoreOptions: Sendable {
     /// Run `PRAGMA quick_check` when opening; a damaged file then fails to open with `.corrupt`.
     public var quickCheckOnOpen: Bool
     /// The clock for `storedAt`, session commit times and reset events.
-    public var now: @Sendable () -> Instant
+    public var now: WallClock
 
     public init(
         busyTimeoutMilliseconds: Int = 5000, quickCheckOnOpen: Bool = true,
-        now: @escaping @Sendable () -> Instant = systemNow
+        now: @escaping WallClock = systemNow
     ) {
         self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
         self.quickCheckOnOpen = quickCheckOnOpen

@@ -1,3 +1,4 @@
+import GlucoseProfile
 import HealthDataSync
 
 /// A deterministic synthetic ingest: several meters' sync batches with re-sent records and one

@@ -108,6 +108,12 @@ public struct LocalDateTime: Hashable, Comparable, Sendable, CustomStringConvert
     }
 }
 
+/// The wall clock as the domain sees it: the one shape of "now" that is injected where time is
+/// recorded (the sync engine's session times, the view model's bridge, the store's `storedAt`), so
+/// tests pass a fixed or stepping clock. Production passes GlucoseStore's `systemNow`, which reads
+/// SystemIO's `wallClockMilliseconds`. Scheduling runs on the monotonic ``SyncClock`` instead.
+public typealias WallClock = @Sendable () -> Instant
+
 /// An instant, as milliseconds since 1970-01-01T00:00:00Z.
 public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
     public var epochMillis: Int64

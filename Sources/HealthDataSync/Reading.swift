@@ -1,13 +1,5 @@
 import GlucoseProfile
 
-/// The unit a meter sent a concentration in (Glucose Measurement flags bit 2).
-public enum MeasurementUnit: String, Hashable, Sendable {
-    /// kg/L; meters send mg/dL-scale numbers with exponent −5.
-    case kilogramsPerLiter = "kg/L"
-    /// mol/L; meters send mmol/L-scale numbers with exponent −3.
-    case molesPerLiter = "mol/L"
-}
-
 /// A display unit for glucose values.
 public enum GlucoseUnit: String, Hashable, Sendable, CaseIterable {
     case mgdL = "mg/dL"
@@ -109,7 +101,7 @@ public struct Reading: Hashable, Sendable {
     public var timeOffsetMinutes: Int?
     /// The concentration's raw SFLOAT bits; nil when the record has no concentration.
     public var concentrationRaw: UInt16?
-    public var unit: MeasurementUnit?
+    public var unit: ConcentrationUnit?
     public var sampleType: UInt8?
     public var sampleLocation: UInt8?
     public var sensorStatus: UInt16?
@@ -129,7 +121,7 @@ public struct Reading: Hashable, Sendable {
 
     public init(
         meter: MeterID, sequenceNumber: UInt16, measurementBytes: [UInt8], contextBytes: [UInt8]?,
-        baseTime: LocalDateTime, timeOffsetMinutes: Int?, concentrationRaw: UInt16?, unit: MeasurementUnit?,
+        baseTime: LocalDateTime, timeOffsetMinutes: Int?, concentrationRaw: UInt16?, unit: ConcentrationUnit?,
         sampleType: UInt8?, sampleLocation: UInt8?, sensorStatus: UInt16?, meal: UInt8?,
         instant: Instant, time: TimeResolution, mgdL: Double?, mmolL: Double?, ketoneMmolL: Double? = nil,
         flags: ReadingFlags

@@ -157,6 +157,19 @@ extension JSONValue {
         return .string(value)
     }
 
+    /// What kind of value this is, for error messages: "null", "a boolean", "a number", "a string",
+    /// "an array" or "an object".
+    public var kindName: String {
+        switch self {
+        case .null: return "null"
+        case .bool: return "a boolean"
+        case .int, .double: return "a number"
+        case .string: return "a string"
+        case .array: return "an array"
+        case .object: return "an object"
+        }
+    }
+
     public var isNull: Bool { if case .null = self { return true } else { return false } }
     public var boolValue: Bool? { if case .bool(let b) = self { return b } else { return nil } }
     public var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }

@@ -1,6 +1,7 @@
 import Glibc
 public import HealthDataSync
 public import SugarAPI
+import SystemIO
 
 /// One Nightscout sink: one site, optionally limited to one person's readings.
 ///
@@ -169,18 +170,12 @@ extension String {
     var trimmed: String { String(self.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()) }
 }
 
-/// The contents of a small text file, or nil (errno set).
+/// The contents of a small text file (at most 1 MiB), or nil (errno set).
 func readSmallFile(_ path: String) -> String? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 4096)
-    while bytes.count < 1 << 20 {
-        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, 4096) }
-        if n < 0 { if errno == EINTR { continue }; return nil }
-        if n == 0 { break }
-        bytes += chunk[0..<n]
+    do throws(FileReadError) {
+        return String(decoding: try readWholeFile(path, limit: 1 << 20), as: UTF8.self)
+    } catch {
+        errno = error.code
+        return nil
     }
-    return String(decoding: bytes, as: UTF8.self)
 }

@@ -1,3 +1,5 @@
+import GlucoseProfile
+
 /// ATT protocol opcodes (Core Vol 3 Part F 3.4.8).
 public struct ATTOpcode: Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt8

@@ -1,4 +1,5 @@
 internal import Glibc
+internal import SystemIO
 
 /// The datalink types PacketCapture reads and writes (btsnoop header field 3).
 public enum BTSnoopDatalink: UInt32, Sendable, Hashable, CustomStringConvertible {
@@ -380,12 +381,9 @@ struct RecordCursor {
             }
             return count
         }
-        while true {
-            let got = read(fd, target.baseAddress, target.count)
-            if got >= 0 { return got }
-            if errno == EINTR { continue }
-            throw CaptureError(.io, "Reading the \(self.storage.name) failed: \(String(cString: strerror(errno))).")
-        }
+        let got = retryingInterrupted { read(fd, target.baseAddress, target.count) }
+        if got >= 0 { return got }
+        throw CaptureError(.io, "Reading the \(self.storage.name) failed: \(String(cString: strerror(errno))).")
     }
 
     /// The first `count` available bytes; valid until the next `ensure`.

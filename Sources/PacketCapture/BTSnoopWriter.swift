@@ -1,4 +1,5 @@
 internal import Glibc
+internal import SystemIO
 
 /// Writes btsnoop files (any supported datalink) to a file or to memory, buffered.
 ///
@@ -89,19 +90,7 @@ public final class BTSnoopWriter {
             self.pending.removeAll(keepingCapacity: true)
             return
         }
-        var offset = 0
-        var failure: Int32 = 0
-        self.pending.withUnsafeBytes { bytes in
-            while offset < bytes.count {
-                let wrote = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-                if wrote < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    return
-                }
-                offset += wrote
-            }
-        }
+        let failure = self.pending.withUnsafeBytes { writeAll(fd, $0) }
         self.pending.removeAll(keepingCapacity: true)
         if failure != 0 {
             throw CaptureError(.io, "Writing \(self.path ?? "the capture") failed: \(String(cString: strerror(failure))).")

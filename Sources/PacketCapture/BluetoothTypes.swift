@@ -74,33 +74,9 @@ public struct AddressType: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// A Bluetooth UUID. 16- and 32-bit UUIDs are aliases inside the Bluetooth base UUID
-/// `0000xxxx-0000-1000-8000-00805F9B34FB`, so `BluetoothUUID(0x2A18)` equals its 128-bit spelling.
-public struct BluetoothUUID: Hashable, Sendable, CustomStringConvertible {
-    /// The most significant 64 bits of the 128-bit value.
-    public let high: UInt64
-    /// The least significant 64 bits of the 128-bit value.
-    public let low: UInt64
-
-    private static let baseHighLow: UInt64 = 0x0000_1000
-    private static let baseLow: UInt64 = 0x8000_0080_5F9B_34FB
-
-    /// Creates a UUID from its 128-bit value.
-    public init(high: UInt64, low: UInt64) {
-        self.high = high
-        self.low = low
-    }
-
-    /// Creates the 128-bit alias of a 16-bit UUID.
-    public init(_ short: UInt16) {
-        self.init(high: UInt64(short) << 32 | Self.baseHighLow, low: Self.baseLow)
-    }
-
-    /// Creates the 128-bit alias of a 32-bit UUID.
-    public init(uuid32: UInt32) {
-        self.init(high: UInt64(uuid32) << 32 | Self.baseHighLow, low: Self.baseLow)
-    }
-
+// The wire forms of GlucoseProfile's `BluetoothUUID` (ATT carries 2, 4 or 16 bytes, least significant
+// first), and its parser with this module's error.
+extension BluetoothUUID {
     /// Creates a UUID from its wire form: 2, 4 or 16 bytes, least significant byte first.
     /// - Throws: `CaptureError` with code `.invalidArgument` for any other length.
     public init(littleEndianBytes bytes: [UInt8]) throws(CaptureError) {
@@ -113,25 +89,10 @@ public struct BluetoothUUID: Hashable, Sendable, CustomStringConvertible {
     /// Parses `2a18`, `0x2A18`, `0000fff1` or `00002a18-0000-1000-8000-00805f9b34fb`.
     /// - Throws: `CaptureError` with code `.invalidArgument` when the text is not a UUID.
     public init(parsing text: String) throws(CaptureError) {
-        var digits = Substring(text)
-        if digits.hasPrefix("0x") || digits.hasPrefix("0X") { digits = digits.dropFirst(2) }
-        let hex = digits.filter { $0 != "-" }
-        let failure = CaptureError(.invalidArgument, "“\(text)” is not a Bluetooth UUID (expected 2a18 or a 128-bit UUID).")
-        switch hex.count {
-        case 4:
-            guard let value = UInt16(hex, radix: 16) else { throw failure }
-            self.init(value)
-        case 8:
-            guard let value = UInt32(hex, radix: 16) else { throw failure }
-            self.init(uuid32: value)
-        case 32:
-            guard let high = UInt64(hex.prefix(16), radix: 16), let low = UInt64(hex.suffix(16), radix: 16) else {
-                throw failure
-            }
-            self.init(high: high, low: low)
-        default:
-            throw failure
+        guard let uuid = BluetoothUUID(string: text) else {
+            throw CaptureError(.invalidArgument, "“\(text)” is not a Bluetooth UUID (expected 2a18 or a 128-bit UUID).")
         }
+        self = uuid
     }
 
     /// Reads a wire UUID of 2, 4 or 16 bytes; nil for any other length.
@@ -145,14 +106,6 @@ public struct BluetoothUUID: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// The 16-bit value when this UUID is a 16-bit alias of the base UUID, else nil.
-    public var uuid16: UInt16? {
-        guard self.low == Self.baseLow, self.high & 0xFFFF_FFFF == Self.baseHighLow, self.high >> 48 == 0 else {
-            return nil
-        }
-        return UInt16(truncatingIfNeeded: self.high >> 32)
-    }
-
     /// The shortest wire form: 2 bytes for a 16-bit alias, else 16 bytes, least significant first.
     public var littleEndianBytes: [UInt8] {
         if let short = self.uuid16 { return [UInt8(truncatingIfNeeded: short), UInt8(truncatingIfNeeded: short >> 8)] }
@@ -162,33 +115,6 @@ public struct BluetoothUUID: Hashable, Sendable, CustomStringConvertible {
         for index in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: self.high >> (8 * UInt64(index)))) }
         return bytes
     }
-
-    /// `2A18` for a 16-bit alias, else the lower-case 128-bit form with dashes.
-    public var description: String {
-        if let short = self.uuid16 { return hexByte(UInt8(short >> 8), upper: true) + hexByte(UInt8(short & 0xFF), upper: true) }
-        var text = ""
-        for index in stride(from: 7, through: 0, by: -1) {
-            text += hexByte(UInt8(truncatingIfNeeded: self.high >> (8 * UInt64(index))))
-            if index == 4 || index == 2 { text += "-" }
-        }
-        text += "-"
-        for index in stride(from: 7, through: 0, by: -1) {
-            text += hexByte(UInt8(truncatingIfNeeded: self.low >> (8 * UInt64(index))))
-            if index == 6 { text += "-" }
-        }
-        return text
-    }
-
-    /// Primary Service declaration (0x2800).
-    public static let primaryService = BluetoothUUID(0x2800)
-    /// Secondary Service declaration (0x2801).
-    public static let secondaryService = BluetoothUUID(0x2801)
-    /// Include declaration (0x2802).
-    public static let include = BluetoothUUID(0x2802)
-    /// Characteristic declaration (0x2803).
-    public static let characteristic = BluetoothUUID(0x2803)
-    /// Client Characteristic Configuration descriptor (0x2902).
-    public static let clientCharacteristicConfiguration = BluetoothUUID(0x2902)
 }
 
 /// Which way a packet travelled, seen from the host that made the capture.

@@ -1,3 +1,5 @@
+import GlucoseProfile
+
 /// Builds realistic btsnoop captures from a high-level script: HCI events, ACL fragmentation at a given
 /// buffer size, ATT PDUs sized to the negotiated MTU, full GATT discovery for a handle layout.
 ///

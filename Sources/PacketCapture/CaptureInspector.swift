@@ -60,7 +60,7 @@ public struct InspectionAnomaly: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// `2a18` for 16-bit UUIDs, the lower-case 128-bit form otherwise, nil when unknown.
-    public var characteristicText: String? { self.characteristic.map(shortUUIDText) }
+    public var characteristicText: String? { self.characteristic.map(\.shortString) }
 
     /// `{"frame", "characteristic", "reason"}`.
     public var jsonValue: JSONValue {
@@ -177,7 +177,7 @@ public struct InspectedClock: Hashable, Sendable {
 
     public var jsonValue: JSONValue {
         .object([
-            "characteristic": .string(shortUUIDText(self.characteristic)), "frame": .int(Int64(self.frame)),
+            "characteristic": .string(self.characteristic.shortString), "frame": .int(Int64(self.frame)),
             "bytes": .string(hexBytes(self.bytes)), "dateTime": self.dateTime?.json ?? .null,
             "currentTime": self.currentTime?.json ?? .null,
         ])
@@ -226,7 +226,7 @@ public struct InspectedSession: Hashable, Sendable {
     /// with handles, from the session's layout (discovered, reused or provided).
     public var meterCharacteristics: [GATTCharacteristic] {
         let services: Set<BluetoothUUID> = [
-            .glucoseService, .deviceInformationService, BluetoothUUID(GlucoseUUID.currentTimeService),
+            .glucoseService, .deviceInformationService, .currentTimeService,
         ]
         return self.capture.database.characteristics.filter { item in
             if let service = item.service { return services.contains(service) }
@@ -256,8 +256,8 @@ public struct InspectedSession: Hashable, Sendable {
         } ?? .null
         object["handles"] = .array(self.meterCharacteristics.map { item in
             .object([
-                "characteristic": .string(shortUUIDText(item.uuid)),
-                "service": item.service.map { .string(shortUUIDText($0)) } ?? .null,
+                "characteristic": .string(item.uuid.shortString),
+                "service": item.service.map { .string($0.shortString) } ?? .null,
                 "valueHandle": .int(Int64(item.valueHandle)),
                 "cccdHandle": item.cccdHandle.map { .int(Int64($0)) } ?? .null,
                 "properties": item.properties.map { .string($0.description) } ?? .null,
@@ -269,7 +269,7 @@ public struct InspectedSession: Hashable, Sendable {
         object["subscriptions"] = .array(self.subscriptions.map { item in
             .object([
                 "frame": .int(Int64(item.frame)),
-                "characteristic": item.characteristic.map { .string(shortUUIDText($0)) } ?? .null,
+                "characteristic": item.characteristic.map { .string($0.shortString) } ?? .null,
                 "value": .string(hexBytes(item.value)),
             ])
         })
@@ -752,20 +752,20 @@ public struct CaptureInspector {
         _ state: inout OpenSession
     ) {
         guard let short = uuid.uuid16 else { return }
-        switch short {
-        case 0x2A00, 0x2A24...0x2A29:
+        switch uuid {
+        case _ where short == 0x2A00 || (0x2A24...0x2A29).contains(short):
             if offset == 0 {
                 state.deviceValues[short] = value
             } else if state.deviceValues[short]?.count == offset {
                 state.deviceValues[short]?.append(contentsOf: value)
             }
-        case GlucoseUUID.glucoseFeature:
+        case .glucoseFeature:
             do throws(GlucoseProfileError) {
                 state.feature = try GlucoseFeature(bytes: value)
             } catch {
                 self.note(frame, position, uuid, "Glucose Feature does not decode (\(error.description)).")
             }
-        case GlucoseUUID.currentTime:
+        case .currentTime:
             var clock = InspectedClock(characteristic: uuid, frame: frame, timestamp: timestamp, bytes: value)
             do throws(GlucoseProfileError) {
                 let time = try CurrentTime(bytes: value)
@@ -775,7 +775,7 @@ public struct CaptureInspector {
                 self.note(frame, position, uuid, "Current Time does not decode (\(error.description)).")
             }
             state.clock = clock
-        case GlucoseUUID.dateTime:
+        case .dateTime:
             var clock = InspectedClock(characteristic: uuid, frame: frame, timestamp: timestamp, bytes: value)
             do throws(GlucoseProfileError) {
                 clock.dateTime = try DateTime(bytes: value)
@@ -856,13 +856,13 @@ public struct CaptureInspector {
                       "RACP \(exchange.request!.opCode.name) got no response before the session ended.")
         }
         var session = InspectedSession(position: position, capture: capture)
-        func text(_ short: UInt16) -> String? {
-            state.deviceValues[short].flatMap(deviceString)
+        func text(_ uuid: BluetoothUUID) -> String? {
+            uuid.uuid16.flatMap { state.deviceValues[$0] }.flatMap(deviceString)
         }
         session.deviceInformation = DeviceInformation(
-            deviceName: text(0x2A00), manufacturer: text(GlucoseUUID.manufacturerName),
-            model: text(GlucoseUUID.modelNumber), serialNumber: text(GlucoseUUID.serialNumber), hardware: text(0x2A27),
-            firmware: text(GlucoseUUID.firmwareRevision), software: text(0x2A28))
+            deviceName: text(BluetoothUUID(0x2A00)), manufacturer: text(.manufacturerName),
+            model: text(.modelNumber), serialNumber: text(.serialNumber), hardware: text(BluetoothUUID(0x2A27)),
+            firmware: text(.firmwareRevision), software: text(BluetoothUUID(0x2A28)))
         session.feature = state.feature
         session.clock = state.clock
         session.subscriptions = state.subscriptions
@@ -881,5 +881,3 @@ func deviceString(_ bytes: [UInt8]) -> String? {
     return trimmed.isEmpty ? nil : String(trimmed)
 }
 
-/// `2a18` for a 16-bit alias, else the lower-case 128-bit form.
-func shortUUIDText(_ uuid: BluetoothUUID) -> String { uuid.description.lowercased() }

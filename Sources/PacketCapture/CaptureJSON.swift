@@ -1,3 +1,4 @@
+import GlucoseProfile
 import JSON
 
 // JSON forms for tools (`sugarctl capture inspect --json`): instants as ISO 8601 and epoch milliseconds,

@@ -4,6 +4,7 @@ import JSON
 #if canImport(Glibc)
 internal import Glibc
 #endif
+internal import SystemIO
 
 /// Compact JSON text appended to a byte buffer without a value tree: numbers and strings are formatted
 /// in place (no allocation per value). Its bytes are exactly `JSONValue.serialized()`'s for the same
@@ -459,10 +460,8 @@ final class SpilledArray {
             try out.flush()
             var offset = off_t(0)
             while Int(offset) < total {
-                let sent = sendfile(out.fd, fileno(self.file), &offset, total - Int(offset))
-                if sent > 0 { continue }
-                if sent < 0, errno == EINTR { continue }
-                break
+                let sent = retryingInterrupted { sendfile(out.fd, fileno(self.file), &offset, total - Int(offset)) }
+                if sent <= 0 { break }
             }
             if Int(offset) == total { return }
             guard offset == 0 else {
@@ -493,16 +492,8 @@ struct OutputStream {
     }
 
     mutating func flush() throws(CaptureError) {
-        var done = 0
-        let total = self.buffer.bytes.count
-        while done < total {
-            let got = self.buffer.bytes.withUnsafeBytes { Glibc.write(self.fd, $0.baseAddress! + done, total - done) }
-            if got < 0 {
-                if errno == EINTR { continue }
-                throw CaptureError(.io, "Writing the output failed: \(String(cString: strerror(errno))).")
-            }
-            done += got
-        }
+        let code = self.buffer.bytes.withUnsafeBytes { writeAll(self.fd, $0) }
+        if code != 0 { throw CaptureError(.io, "Writing the output failed: \(String(cString: strerror(code))).") }
         self.buffer.bytes.removeAll(keepingCapacity: true)
     }
 }

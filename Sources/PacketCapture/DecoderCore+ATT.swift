@@ -1,3 +1,5 @@
+import GlucoseProfile
+
 /// ATT PDUs to GATT events: requests paired with their responses, discovery tracked into the layouts,
 /// handles named.
 extension DecoderCore {

@@ -1,3 +1,5 @@
+import GlucoseProfile
+
 /// A service learned from discovery (Read By Group Type or Find By Type Value responses).
 public struct GATTService: Hashable, Sendable {
     public var uuid: BluetoothUUID
@@ -90,8 +92,8 @@ public struct GATTAttribute: Hashable, Sendable, CustomStringConvertible {
     public var description: String {
         var text = hex16(self.handle)
         if let uuid = self.uuid {
-            text += " (\(uuid)"
-            if let owner = self.characteristic, owner != uuid { text += " of \(owner)" }
+            text += " (\(uuid.description)"
+            if let owner = self.characteristic, owner != uuid { text += " of \(owner.description)" }
             text += ")"
         }
         return text
@@ -303,6 +305,6 @@ public struct HandleOverride: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        (self.peer.map { "\($0)/" } ?? "") + "\(hex16(self.handle))=\(self.uuid)"
+        (self.peer.map { "\($0)/" } ?? "") + "\(hex16(self.handle))=\(self.uuid.description)"
     }
 }

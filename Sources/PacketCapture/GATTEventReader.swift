@@ -1,3 +1,5 @@
+import GlucoseProfile
+
 /// Reads a btsnoop capture and streams high-level GATT events, anomalies and finished sessions.
 ///
 /// Pipeline: btsnoop records → HCI (events, ACL) → L2CAP reassembly per controller, handle and direction →

@@ -1,3 +1,5 @@
+import GlucoseProfile
+
 /// The local device's link-layer role on an LE connection.
 public enum LinkRole: UInt8, Hashable, Sendable, CustomStringConvertible {
     /// The capturing device initiated the connection (a phone or PC talking to a meter).

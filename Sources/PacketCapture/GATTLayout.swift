@@ -1,3 +1,5 @@
+import GlucoseProfile
+
 /// A GATT server's handle layout, for building captures and for simulators.
 public struct GATTLayout: Hashable, Sendable {
     /// What a characteristic should look like; handles are assigned by `GATTLayout.init`.

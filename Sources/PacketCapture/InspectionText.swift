@@ -44,7 +44,7 @@ extension InspectedSession {
             out += "  Glucose service \(hex16(service.startHandle))–\(hex16(service.endHandle))\n"
         }
         for item in self.meterCharacteristics {
-            out += "    \(shortUUIDText(item.uuid)) value \(hex16(item.valueHandle))"
+            out += "    \(item.uuid.shortString) value \(hex16(item.valueHandle))"
             if let cccd = item.cccdHandle { out += " cccd \(hex16(cccd))" }
             if let properties = item.properties { out += " [\(properties)]" }
             out += "\n"
@@ -62,7 +62,7 @@ extension InspectedSession {
                 + (feature.names.isEmpty ? "none" : feature.names.joined(separator: ", ")) + ")\n"
         }
         if let clock = self.clock {
-            out += "  Clock (\(shortUUIDText(clock.characteristic))): \(clock.dateTime?.isoString ?? hexBytes(clock.bytes))\n"
+            out += "  Clock (\(clock.characteristic.shortString)): \(clock.dateTime?.isoString ?? hexBytes(clock.bytes))\n"
         }
         for exchange in self.racp { out += "  RACP " + exchange.readableLine + "\n" }
         out += "  Records: \(self.recordCount)\n"

@@ -1,3 +1,5 @@
+import GlucoseProfile
+
 /// Makes a btsnoop capture safe to share: keeps only the glucose meter's traffic, removes every key and
 /// replaces Bluetooth addresses with stable fake ones.
 ///

@@ -84,7 +84,7 @@ extension ReplayTransport {
             model: info.model, serialNumber: info.serialNumber, firmware: info.firmware,
             feature: firstValue(\.feature) ?? [], hasContext: true, clock: clock, pairing: pairing,
             mtu: UInt16(clamping: sessions.map(\.capture.mtu).max() ?? 23))
-        let required: [GATTUUID] = [.glucoseMeasurement, .glucoseFeature, .recordAccessControlPoint]
+        let required: [BluetoothUUID] = [.glucoseMeasurement, .glucoseFeature, .recordAccessControlPoint]
         if let candidate = layout, required.allSatisfy({ uuid in
             candidate.characteristics.contains { $0.uuid == uuid && $0.service == .glucoseService }
         }) {

@@ -34,7 +34,7 @@ public enum FixtureMeter: String, CaseIterable, Sendable {
                 feature: GlucoseFeature(rawValue: 0x0403), hasContext: true,
                 clock: .dateTime(DateTime(year: 2025, month: 11, day: 24, hours: 17, minutes: 0, seconds: 42)),
                 pairing: .passkey(Self.accuChekPasskey), mtu: 23, aclBufferSize: 27, startHandle: 1, glucoseGap: 3,
-                vendorService: try? GATTUUID(parsing: "5ab1e000-8c2d-4e1a-9b0f-726f63686501"))
+                vendorService: BluetoothUUID(string: "5ab1e000-8c2d-4e1a-9b0f-726f63686501"))
         case .contour:
             return MeterPersonality(
                 address: BluetoothAddress(rawValue: 0xC0_26_DA_11_22_33), name: "Contour7830H6123456",
@@ -45,7 +45,7 @@ public enum FixtureMeter: String, CaseIterable, Sendable {
                 hasContext: true,
                 clock: .currentTime(DateTime(year: 2025, month: 11, day: 24, hours: 16, minutes: 58, seconds: 10)),
                 pairing: .justWorks, mtu: 247, aclBufferSize: 27, startHandle: 1, glucoseGap: 0x10,
-                vendorService: try? GATTUUID(parsing: "00000000-0002-11e2-9e96-0800200c9a66"))
+                vendorService: BluetoothUUID(string: "00000000-0002-11e2-9e96-0800200c9a66"))
         case .wrap:
             return MeterPersonality(
                 address: BluetoothAddress(rawValue: 0xD4_A0_01_00_FF_FF), name: "WRAP-1", manufacturer: "sugard simulator",

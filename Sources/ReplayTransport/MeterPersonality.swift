@@ -2,9 +2,6 @@ import GlucoseProfile
 import HealthDataSync
 import PacketCapture
 
-/// A UUID as the GATT layer (PacketCapture) spells it.
-public typealias GATTUUID = PacketCapture.BluetoothUUID
-
 /// What a simulated meter is: identity, GATT layout, clock, pairing, link parameters and faults.
 public struct MeterPersonality: Sendable, Hashable {
     /// Where the meter keeps its clock.
@@ -72,7 +69,7 @@ public struct MeterPersonality: Sendable, Hashable {
         address: BluetoothAddress, name: String, manufacturer: String?, model: String?, serialNumber: String? = nil,
         firmware: String? = nil, feature: GlucoseFeature = [.lowBatteryDetection, .resultHighLowDetection, .multipleBond],
         hasContext: Bool = true, clock: Clock = .none, pairing: Pairing = .none, mtu: UInt16 = 23,
-        aclBufferSize: Int = 27, startHandle: UInt16 = 1, glucoseGap: UInt16 = 0, vendorService: GATTUUID? = nil,
+        aclBufferSize: Int = 27, startHandle: UInt16 = 1, glucoseGap: UInt16 = 0, vendorService: BluetoothUUID? = nil,
         requiresRACPIndications: Bool = true, faults: SimulatorFaults = SimulatorFaults()
     ) {
         self.address = address
@@ -104,7 +101,7 @@ public struct MeterPersonality: Sendable, Hashable {
     /// [a vendor service].
     public static func standardLayout(
         startHandle: UInt16 = 1, glucoseGap: UInt16 = 0, hasContext: Bool = true, clock: Clock = .none,
-        vendorService: GATTUUID? = nil
+        vendorService: BluetoothUUID? = nil
     ) -> GATTLayout {
         typealias Spec = GATTLayout.CharacteristicSpec
         var glucose: [Spec] = [Spec(.glucoseMeasurement, .notify)]
@@ -112,22 +109,22 @@ public struct MeterPersonality: Sendable, Hashable {
         glucose += [Spec(.glucoseFeature, .read), Spec(.recordAccessControlPoint, [.write, .indicate])]
         if case .dateTime = clock { glucose.append(Spec(.dateTime, .read)) }
         var services: [GATTLayout.ServiceSpec] = [
-            .init(GATTUUID(0x1800), [Spec(GATTUUID(0x2A00), .read), Spec(GATTUUID(0x2A01), .read)]),
-            .init(GATTUUID(0x1801), [Spec(GATTUUID(0x2A05), .indicate)]),
+            .init(BluetoothUUID(0x1800), [Spec(BluetoothUUID(0x2A00), .read), Spec(BluetoothUUID(0x2A01), .read)]),
+            .init(BluetoothUUID(0x1801), [Spec(BluetoothUUID(0x2A05), .indicate)]),
             .init(.glucoseService, gapBefore: glucoseGap, glucose),
             .init(.deviceInformationService, [
-                Spec(GATTUUID(GlucoseUUID.manufacturerName), .read), Spec(GATTUUID(GlucoseUUID.modelNumber), .read),
-                Spec(GATTUUID(GlucoseUUID.serialNumber), .read), Spec(GATTUUID(GlucoseUUID.firmwareRevision), .read),
+                Spec(.manufacturerName, .read), Spec(.modelNumber, .read),
+                Spec(.serialNumber, .read), Spec(.firmwareRevision, .read),
             ]),
         ]
         if case .currentTime = clock {
-            services.append(.init(GATTUUID(GlucoseUUID.currentTimeService), [
-                Spec(GATTUUID(GlucoseUUID.currentTime), [.read, .notify])
+            services.append(.init(.currentTimeService, [
+                Spec(.currentTime, [.read, .notify])
             ]))
         }
         if let vendorService {
             // One vendor characteristic whose UUID is the service's with the last byte + 1.
-            let characteristic = GATTUUID(high: vendorService.high, low: vendorService.low &+ 1)
+            let characteristic = BluetoothUUID(high: vendorService.high, low: vendorService.low &+ 1)
             services.append(.init(vendorService, [Spec(characteristic, [.write, .indicate])]))
         }
         return GATTLayout(startHandle: startHandle, services: services)

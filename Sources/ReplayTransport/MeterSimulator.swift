@@ -5,9 +5,9 @@ import PacketCapture
 /// Something the simulated GATT server sends on its own after an operation.
 public enum SimulatorOutput: Sendable, Hashable {
     /// Handle Value Notification.
-    case notification(handle: UInt16, characteristic: GATTUUID, value: [UInt8])
+    case notification(handle: UInt16, characteristic: BluetoothUUID, value: [UInt8])
     /// Handle Value Indication (confirmed by the client).
-    case indication(handle: UInt16, characteristic: GATTUUID, value: [UInt8])
+    case indication(handle: UInt16, characteristic: BluetoothUUID, value: [UInt8])
     /// The meter dropped the link (HCI reason, 0x08 connection timeout).
     case disconnected(reason: UInt8)
 }
@@ -118,35 +118,24 @@ public struct MeterSimulator: Sendable {
         MeterServices(characteristics: self.personality.layout.characteristics.compactMap { item in
             guard let service = item.service else { return nil }
             return DiscoveredCharacteristic(
-                uuid: Self.syncUUID(item.uuid), service: Self.syncUUID(service),
+                uuid: item.uuid, service: service,
                 properties: HealthDataSync.CharacteristicProperties(rawValue: item.properties?.rawValue ?? 0))
         })
     }
 
     /// The value handle of a characteristic (the one in the Glucose service when there are several).
-    public func valueHandle(_ uuid: GATTUUID) -> UInt16? {
+    public func valueHandle(_ uuid: BluetoothUUID) -> UInt16? {
         self.characteristic(uuid)?.valueHandle
     }
 
     /// The CCCD handle of a characteristic.
-    public func cccdHandle(_ uuid: GATTUUID) -> UInt16? {
+    public func cccdHandle(_ uuid: BluetoothUUID) -> UInt16? {
         self.characteristic(uuid)?.cccdHandle
     }
 
-    private func characteristic(_ uuid: GATTUUID) -> GATTCharacteristic? {
+    private func characteristic(_ uuid: BluetoothUUID) -> GATTCharacteristic? {
         let matches = self.personality.layout.characteristics.filter { $0.uuid == uuid }
         return matches.first { $0.service == .glucoseService } ?? matches.first
-    }
-
-    static func syncUUID(_ uuid: GATTUUID) -> HealthDataSync.BluetoothUUID {
-        if let short = uuid.uuid16 { return HealthDataSync.BluetoothUUID(short) }
-        let text = uuid.description
-        return HealthDataSync.BluetoothUUID(string: text) ?? HealthDataSync.BluetoothUUID(0)
-    }
-
-    static func gattUUID(_ uuid: HealthDataSync.BluetoothUUID) -> GATTUUID? {
-        if let short = uuid.short { return GATTUUID(short) }
-        return try? GATTUUID(parsing: uuid.rawValue)
     }
 
     // MARK: - Link
@@ -224,18 +213,18 @@ public struct MeterSimulator: Sendable {
         guard item.properties?.contains(.read) ?? false else { return .error(.readNotPermitted) }
         if self.needsBond(handle) && !self.linkAuthenticated { return .error(.insufficientAuthentication) }
         let p = self.personality
-        switch item.uuid.uuid16 {
-        case 0x2A00: return .value(Array(p.name.utf8))
-        case 0x2A01: return .value([0x00, 0x0D])  // appearance: glucose meter (0x0D00)
-        case GlucoseUUID.manufacturerName: return .value(Array((p.manufacturer ?? "").utf8))
-        case GlucoseUUID.modelNumber: return .value(Array((p.model ?? "").utf8))
-        case GlucoseUUID.serialNumber: return .value(Array((p.serialNumber ?? "").utf8))
-        case GlucoseUUID.firmwareRevision: return .value(Array((p.firmware ?? "").utf8))
-        case GlucoseUUID.glucoseFeature: return .value(p.feature.encoded())
-        case GlucoseUUID.dateTime:
+        switch item.uuid {
+        case BluetoothUUID(0x2A00): return .value(Array(p.name.utf8))
+        case BluetoothUUID(0x2A01): return .value([0x00, 0x0D])  // appearance: glucose meter (0x0D00)
+        case .manufacturerName: return .value(Array((p.manufacturer ?? "").utf8))
+        case .modelNumber: return .value(Array((p.model ?? "").utf8))
+        case .serialNumber: return .value(Array((p.serialNumber ?? "").utf8))
+        case .firmwareRevision: return .value(Array((p.firmware ?? "").utf8))
+        case .glucoseFeature: return .value(p.feature.encoded())
+        case .dateTime:
             guard let value = self.clockValue ?? p.clock.value else { return .error(.readNotPermitted) }
             return .value(value.encoded())
-        case GlucoseUUID.currentTime:
+        case .currentTime:
             guard let value = self.clockValue ?? p.clock.value else { return .error(.readNotPermitted) }
             return .value(CurrentTime(dateTime: value, dayOfWeek: Self.dayOfWeek(value)).encoded())
         default: return .value([])
@@ -266,7 +255,7 @@ public struct MeterSimulator: Sendable {
     }
 
     /// Enables (`01 00` notify / `02 00` indicate) or disables a characteristic's CCCD, by UUID.
-    public mutating func setNotifications(_ enabled: Bool, for uuid: GATTUUID) -> SimulatorWriteResult {
+    public mutating func setNotifications(_ enabled: Bool, for uuid: BluetoothUUID) -> SimulatorWriteResult {
         guard let item = self.characteristic(uuid), let cccd = item.cccdHandle else {
             return SimulatorWriteResult(error: .invalidHandle)
         }
@@ -314,7 +303,7 @@ public struct MeterSimulator: Sendable {
         return SimulatorWriteResult(outputs: self.racp(value))
     }
 
-    private func enabled(_ uuid: GATTUUID, bit: UInt8) -> Bool {
+    private func enabled(_ uuid: BluetoothUUID, bit: UInt8) -> Bool {
         guard let cccd = self.cccdHandle(uuid), let value = self.cccds[cccd] else { return false }
         return value[0] & bit != 0
     }

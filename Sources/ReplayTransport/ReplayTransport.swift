@@ -3,6 +3,7 @@ import GlucoseProfile
 import HealthDataSync
 import PacketCapture
 import Locking
+import SystemIO
 
 /// A ``MeterTransport`` whose meters are simulators: built from a personality, or from a btsnoop capture
 /// (``meter(fromCapture:handleOverrides:passkey:)``), which then plays back its recorded records byte for
@@ -279,43 +280,43 @@ public final class ReplayTransport: MeterTransport, Sendable {
         input.finish()
     }
 
-    public func read(_ characteristic: HealthDataSync.BluetoothUUID, on meter: MeterID) async throws(TransportError) -> [UInt8] {
+    public func read(_ characteristic: BluetoothUUID, on meter: MeterID) async throws(TransportError) -> [UInt8] {
         try await self.pause()
         return try self.withSlot(meter) { slot throws(TransportError) -> [UInt8] in
             guard slot.simulator.isConnected else { throw TransportError(.notConnected, "\(meter) is not connected.") }
-            guard let uuid = MeterSimulator.gattUUID(characteristic), let handle = slot.simulator.valueHandle(uuid) else {
-                throw TransportError(.characteristicNotFound, "\(meter) has no characteristic \(characteristic).")
+            guard let handle = slot.simulator.valueHandle(characteristic) else {
+                throw TransportError(.characteristicNotFound, "\(meter) has no characteristic \(characteristic.shortString).")
             }
             switch slot.simulator.read(handle) {
             case .value(let value): return value
-            case .error(let error): throw Self.error(error, "Reading \(characteristic) on \(meter)")
+            case .error(let error): throw Self.error(error, "Reading \(characteristic.shortString) on \(meter)")
             }
         }
     }
 
     public func setNotifications(
-        _ enabled: Bool, for characteristic: HealthDataSync.BluetoothUUID, on meter: MeterID
+        _ enabled: Bool, for characteristic: BluetoothUUID, on meter: MeterID
     ) async throws(TransportError) {
         try await self.pause()
         try self.withSlot(meter) { slot throws(TransportError) in
             guard slot.simulator.isConnected else { throw TransportError(.notConnected, "\(meter) is not connected.") }
-            guard let uuid = MeterSimulator.gattUUID(characteristic), slot.simulator.cccdHandle(uuid) != nil else {
-                throw TransportError(.characteristicNotFound, "\(meter) cannot notify \(characteristic).")
+            guard slot.simulator.cccdHandle(characteristic) != nil else {
+                throw TransportError(.characteristicNotFound, "\(meter) cannot notify \(characteristic.shortString).")
             }
-            let result = slot.simulator.setNotifications(enabled, for: uuid)
-            if let error = result.error { throw Self.error(error, "Subscribing to \(characteristic) on \(meter)") }
+            let result = slot.simulator.setNotifications(enabled, for: characteristic)
+            if let error = result.error { throw Self.error(error, "Subscribing to \(characteristic.shortString) on \(meter)") }
         }
     }
 
     public func write(
-        _ value: [UInt8], to characteristic: HealthDataSync.BluetoothUUID, on meter: MeterID
+        _ value: [UInt8], to characteristic: BluetoothUUID, on meter: MeterID
     ) async throws(TransportError) {
         try await self.pause()
         let delay = self.options.operationDelay
         let outputs = try self.withSlot(meter) { slot throws(TransportError) -> [SimulatorOutput] in
             guard slot.simulator.isConnected else { throw TransportError(.notConnected, "\(meter) is not connected.") }
-            guard let uuid = MeterSimulator.gattUUID(characteristic), let handle = slot.simulator.valueHandle(uuid) else {
-                throw TransportError(.characteristicNotFound, "\(meter) has no characteristic \(characteristic).")
+            guard let handle = slot.simulator.valueHandle(characteristic) else {
+                throw TransportError(.characteristicNotFound, "\(meter) has no characteristic \(characteristic.shortString).")
             }
             let isAbort = value.first == RACPOpCode.abortOperation.rawValue
             if let running = slot.delivery {
@@ -326,7 +327,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
                 slot.delivery = nil
             }
             let result = slot.simulator.write(handle, value)
-            if let error = result.error { throw Self.error(error, "Writing \(characteristic) on \(meter)") }
+            if let error = result.error { throw Self.error(error, "Writing \(characteristic.shortString) on \(meter)") }
             return result.outputs
         }
         guard !outputs.isEmpty else { return }
@@ -371,11 +372,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
     // MARK: - Helpers
 
     /// The system's real-time clock in Unix microseconds.
-    public static let systemMicroseconds: @Sendable () -> Int64 = {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
-    }
+    public static let systemMicroseconds: @Sendable () -> Int64 = { wallClockMicroseconds() }
 
     /// A wall-clock date-time moved by whole seconds (unknown dates stay as they are).
     static func advance(_ time: DateTime, bySeconds seconds: Int64) -> DateTime {
@@ -423,7 +420,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
     private func emit(_ output: SimulatorOutput, meter: MeterID) {
         switch output {
         case .notification(_, let uuid, let value), .indication(_, let uuid, let value):
-            self.emit(.value(meter, MeterSimulator.syncUUID(uuid), value))
+            self.emit(.value(meter, uuid, value))
         case .disconnected(let reason):
             self.emit(.disconnected(meter, reason: "the meter dropped the link (HCI reason 0x\(String(reason, radix: 16)))"))
         }

@@ -50,11 +50,10 @@ public enum SimulatedClient {
                 }
             }
         }
-        for short in [GlucoseUUID.manufacturerName, GlucoseUUID.modelNumber, GlucoseUUID.serialNumber,
-                      GlucoseUUID.firmwareRevision] {
-            if let handle = meter.valueHandle(GATTUUID(short)) { _ = meter.read(handle) }
+        for uuid in BluetoothUUID.deviceInformationStrings {
+            if let handle = meter.valueHandle(uuid) { _ = meter.read(handle) }
         }
-        if let handle = meter.valueHandle(.dateTime) ?? meter.valueHandle(GATTUUID(GlucoseUUID.currentTime)) {
+        if let handle = meter.valueHandle(.dateTime) ?? meter.valueHandle(.currentTime) {
             _ = meter.read(handle)
         }
         absorb(meter.setNotifications(true, for: .glucoseMeasurement))
@@ -63,9 +62,9 @@ public enum SimulatedClient {
         }
         absorb(meter.setNotifications(true, for: .recordAccessControlPoint))
         let from = highWater.map { $0 &+ 1 }
-        absorb(meter.writeRACP((from.map { RACPMessage.countGreaterOrEqual(sequenceNumber: $0) } ?? .countAll).encoded()))
+        absorb(meter.writeRACP(RACPMessage.count(from: from).encoded()))
         if meter.isConnected {
-            absorb(meter.writeRACP((from.map { RACPMessage.reportGreaterOrEqual(sequenceNumber: $0) } ?? .reportAll).encoded()))
+            absorb(meter.writeRACP(RACPMessage.report(from: from).encoded()))
         }
         meter.disconnect()
         return transcript

@@ -1,4 +1,5 @@
 import Glibc
+import SystemIO
 
 /// A configuration problem, naming the file and line when it came from a file.
 public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -76,20 +77,15 @@ public enum ConfigFile {
 
     /// Reads a whole file of at most `limit` bytes; nil when it does not exist.
     public static func readBytes(_ path: String, limit: Int) throws(ConfigError) -> [UInt8]? {
-        guard let fp = fopen(path, "rb") else {
-            if errno == ENOENT { return nil }
-            throw ConfigError(file: path, "cannot read: \(String(cString: strerror(errno)))")
+        do throws(FileReadError) {
+            return try readWholeFile(path, limit: limit)
+        } catch {
+            switch error.code {
+            case ENOENT: return nil
+            case EFBIG: throw ConfigError(file: path, "file is larger than \(limit >> 20) MiB")
+            default: throw ConfigError(file: path, "cannot read: \(error)")
+            }
         }
-        defer { fclose(fp) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let n = fread(&buffer, 1, buffer.count, fp)
-            if n > 0 { bytes.append(contentsOf: buffer[0..<n]) }
-            if n < buffer.count { break }
-            if bytes.count > limit { throw ConfigError(file: path, "file is larger than \(limit >> 20) MiB") }
-        }
-        return bytes
     }
 
     /// Reads a whole text file (at most 1 MiB of UTF-8); nil when it does not exist.

@@ -2,6 +2,7 @@ public import HealthDataSync
 public import JSON
 public import Varlink
 import Locking
+import SugarWire
 
 /// The `io.sugard.HealthDataSync` interface: validates, authorises and translates calls to a
 /// ``SugarBackend`` (the daemon), and streams the view model to watchers.
@@ -102,37 +103,41 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         VarlinkError(interfaceName + "." + name, parameters)
     }
 
+    /// The interface error `failure`, with its parameters as SugarWire writes them.
+    static func error(_ failure: Wire.Failure) -> VarlinkError {
+        VarlinkError(interfaceName + "." + failure.member, failure.parameters)
+    }
+
+    /// A reply's parameters as SugarWire writes them.
+    static func parameters(_ reply: some WireValue) -> JSONObject { reply.json.objectValue ?? [:] }
+
     static func invalid(_ parameter: String, _ message: String) -> VarlinkError {
-        error("InvalidParameter", ["parameter": .string(parameter), "message": .string(message)])
+        error(.invalidParameter(parameter: parameter, message: message))
     }
 
     static func meterNotFound(_ meter: MeterID, _ message: String? = nil) -> VarlinkError {
-        error("MeterNotFound", [
-            "meter": .string(meter.rawValue), "message": .string(message ?? "No meter \(meter.rawValue) is known."),
-        ])
+        error(.meterNotFound(meter: meter.rawValue, message: message ?? "No meter \(meter.rawValue) is known."))
     }
 
     /// The interface error for a backend error.
     public static func error(for failure: SugarAPIError) -> VarlinkError {
-        let message = JSONValue.string(failure.message)
-        let subject = JSONValue.from(failure.subject)
+        let message = failure.message
+        let subject = failure.subject
         switch failure.code {
-        case .meterNotFound: return error("MeterNotFound", ["meter": .string(failure.subject ?? ""), "message": message])
-        case .adapterUnavailable: return error("AdapterUnavailable", ["message": message])
-        case .syncInProgress: return error("SyncInProgress", ["meter": subject, "message": message])
-        case .storageError: return error("StorageError", ["code": subject, "message": message])
-        case .invalidParameter:
-            return error("InvalidParameter", ["parameter": .string(failure.subject ?? ""), "message": message])
-        case .permissionDenied:
-            return error("PermissionDenied", ["method": .string(failure.subject ?? ""), "message": message])
-        case .pairingFailed: return error("PairingFailed", ["meter": subject, "message": message])
-        case .syncFailed: return error("SyncFailed", ["meter": subject, "message": message])
+        case .meterNotFound: return error(.meterNotFound(meter: subject ?? "", message: message))
+        case .adapterUnavailable: return error(.adapterUnavailable(message: message))
+        case .syncInProgress: return error(.syncInProgress(meter: subject, message: message))
+        case .storageError: return error(.storageError(code: subject, message: message))
+        case .invalidParameter: return error(.invalidParameter(parameter: subject ?? "", message: message))
+        case .permissionDenied: return error(.permissionDenied(method: subject ?? "", message: message))
+        case .pairingFailed: return error(.pairingFailed(meter: subject, message: message))
+        case .syncFailed: return error(.syncFailed(meter: subject, message: message))
         }
     }
 
     /// The interface error for a storage error.
     public static func error(for failure: StoreError) -> VarlinkError {
-        error("StorageError", ["code": .string(failure.code.rawValue), "message": .string(failure.message)])
+        error(.storageError(code: failure.code.rawValue, message: failure.message))
     }
 
     // MARK: Authorisation
@@ -147,10 +152,9 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         let level = Self.level(of: method)
         guard self.access.allows(peer, level) else {
             let who = level == .read ? "the socket group" : "root or the admin group"
-            throw Self.error("PermissionDenied", [
-                "method": .string(Self.interfaceName + "." + method),
-                "message": .string("uid \(peer.uid) may not call \(method): it needs \(who)."),
-            ])
+            throw Self.error(
+                .permissionDenied(
+                    method: Self.interfaceName + "." + method, message: "uid \(peer.uid) may not call \(method): it needs \(who)."))
         }
     }
 
@@ -297,7 +301,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             let fields = try Self.fields(p["fields"], StateField.self)
             try await self.stream(
                 self.backend.models.viewModel, fields: fields, policy: policy, replier: replier,
-                closed: Self.error("ShuttingDown", ["message": "The daemon is shutting down."]))
+                closed: Self.error(.shuttingDown(message: "The daemon is shutting down.")))
         }
     }
 
@@ -337,7 +341,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         let meters = models.viewModel.state.meters
         guard let first = start ?? meters.values.filter({ Self.isSyncing($0.sync) }).map(\.id).min() ?? models.meterIDs.first
         else {
-            throw Self.error("MeterNotFound", ["meter": "", "message": "No meter is known yet: wake a meter near the adapter."])
+            throw Self.error(.meterNotFound(meter: "", message: "No meter is known yet: wake a meter near the adapter."))
         }
         guard let model = models.model(for: first) else { throw Self.meterNotFound(first) }
         let watcher = model.watch(fields: fields, policy: policy, outputCap: self.limits.watchOutputCap)
@@ -390,11 +394,11 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     }
 
     private func slowConsumer() -> VarlinkError {
-        Self.error("SlowConsumer", [
-            "message": .string(
-                "The watcher fell more than \(self.limits.watchOutputCap) changes behind and was dropped; watch again for a fresh snapshot."
-            )
-        ])
+        Self.error(
+            .slowConsumer(
+                message:
+                    "The watcher fell more than \(self.limits.watchOutputCap) changes behind and was dropped; watch again for a fresh snapshot."
+            ))
     }
 
     static func isSyncing(_ phase: SyncPhase) -> Bool { phase != .idle && !phase.isFinal }
@@ -516,7 +520,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             if page.count < pageSize {
                 guard await watcher.next() != nil else {
                     if replier.isClosed || Task.isCancelled { return }
-                    throw Self.error("ShuttingDown", ["message": "The daemon is shutting down."])
+                    throw Self.error(.shuttingDown(message: "The daemon is shutting down."))
                 }
             }
         }
@@ -649,23 +653,24 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                 }
                 // The snapshot counts when the meter already waits for its passkey (a sync started pairing).
                 if state.pairing == last || (first && state.pairing != .waitingForPasskey) { continue }
+                let reply: Wire.PairReply
                 switch state.pairing {
-                case .pairing, .waitingForPasskey, .failed:
-                    var reply: JSONObject = ["meter": .string(meter.rawValue), "state": .string(state.pairing.rawValue)]
-                    if state.pairing == .waitingForPasskey {
-                        reply["message"] = "Enter the PIN shown on the meter (SubmitPasskey)."
-                    } else if state.pairing == .failed, let error = state.lastError {
-                        reply["message"] = .string(error.message)
-                    }
-                    if !replier.reply(reply, continues: true) { return }
+                case .pairing:
+                    reply = Wire.PairReply(meter: meter.rawValue, state: .pairing)
+                case .waitingForPasskey:
+                    reply = Wire.PairReply(
+                        meter: meter.rawValue, state: .waitingForPasskey, message: "Enter the PIN shown on the meter (SubmitPasskey).")
+                case .failed:
+                    reply = Wire.PairReply(meter: meter.rawValue, state: .failed, message: state.lastError?.message)
                 case .paired, .unknown, .notPaired:
                     continue
                 }
+                if !replier.reply(Self.parameters(reply), continues: true) { return }
             }
         }
         switch outcome {
         case .success:
-            replier.reply(["meter": .string(meter.rawValue), "state": "paired"])
+            replier.reply(Self.parameters(Wire.PairReply(meter: meter.rawValue, state: .paired)))
         case .failure(let error):
             throw Self.error(for: error)
         }

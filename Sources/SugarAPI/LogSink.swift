@@ -2,6 +2,7 @@ import Glibc
 import HealthDataSync
 import Synchronization
 import Locking
+import SystemIO
 
 /// Writes log lines to stderr: with journald's `<N>` priority prefixes when stderr goes to the
 /// journal (systemd sets `JOURNAL_STREAM`), as plain timestamped lines otherwise.
@@ -36,9 +37,7 @@ public final class StderrLogSink: Sendable {
         if self.journal {
             line = "<\(record.level.rawValue)>"
         } else {
-            var now = timespec()
-            clock_gettime(CLOCK_REALTIME, &now)
-            let instant = Instant(epochMillis: Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec / 1_000_000))
+            let instant = Instant(epochMillis: wallClockMilliseconds())
             line = instant.isoString + " " + record.level.name.uppercased() + " "
         }
         line += record.label + ": " + record.message.replacingNewlines()
@@ -47,17 +46,7 @@ public final class StderrLogSink: Sendable {
         self.pending.withLock { bytes in
             bytes.removeAll(keepingCapacity: bytes.capacity <= 16_384)
             bytes.append(contentsOf: line.utf8)
-            var offset = 0
-            while offset < bytes.count {
-                let n = bytes.withUnsafeBytes { raw in
-                    Glibc.write(2, raw.baseAddress! + offset, raw.count - offset)
-                }
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    return
-                }
-                offset += n
-            }
+            writeAll(2, bytes)
         }
     }
 }

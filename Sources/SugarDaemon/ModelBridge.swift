@@ -6,9 +6,9 @@ import HealthDataSync
 public final class ModelBridge: SyncObserver {
     private let models: ModelStore
     private let logger: Logger
-    private let now: @Sendable () -> Instant
+    private let now: WallClock
 
-    public init(models: ModelStore, logger: Logger, now: @escaping @Sendable () -> Instant) {
+    public init(models: ModelStore, logger: Logger, now: @escaping WallClock) {
         self.models = models
         self.logger = logger
         self.now = now

@@ -3,6 +3,7 @@ import GlucoseProfile
 import HealthDataSync
 import PacketCapture
 import ReplayTransport
+import SystemIO
 
 /// The simulated meters of `simulate_meters = N` (a testing aid for soak tests and load
 /// experiments): N meters on the replay transport that take readings on a fixed timetable.
@@ -80,7 +81,7 @@ public enum SimulatedFleet {
             unit: .kilogramsPerLiter, type: .capillaryPlasma, sampleLocation: .finger)
     }
 
-    static func nowMillis() -> Int64 { ReplayTransport.systemMicroseconds() / 1000 }
+    static func nowMillis() -> Int64 { wallClockMilliseconds() }
 
     /// The transport and the background task that adds each reading when it falls due.
     static func parts(config: DaemonConfig, logger: Logger) -> DaemonParts {

@@ -1,4 +1,5 @@
 import Glibc
+import SystemIO
 
 /// The sd_notify protocol without libsystemd: datagrams of `KEY=VALUE` lines sent to the
 /// `AF_UNIX` socket named by `NOTIFY_SOCKET` (a leading `@` means the abstract namespace).
@@ -100,11 +101,10 @@ private final class NotifySocket: Sendable {
         var reconnected = false
         while true {
             let sent = payload.withUnsafeBytes { bytes in
-                Glibc.send(self.fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+                retryingInterrupted { Glibc.send(self.fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
             }
             if sent == payload.count { return true }
             let code = errno
-            if sent < 0, code == EINTR { continue }
             if sent < 0, !reconnected, code == ENOTCONN || code == ECONNREFUSED || code == EDESTADDRREQ {
                 // The supervisor's socket was (re)created after ours connected.
                 reconnected = true

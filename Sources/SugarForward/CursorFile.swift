@@ -1,6 +1,7 @@
 import Glibc
 import JSON
 import Locking
+import SystemIO
 
 /// What the forwarder keeps across restarts, in `<state-dir>/cursor.json`: the highest cursor the
 /// broker acknowledged contiguously, and each meter's newest measured time published to its
@@ -28,19 +29,12 @@ public struct CursorFile: Sendable {
 
     /// The saved state; a fresh one when there is no file yet. Throws when the file is unreadable.
     public func load() throws(ForwardFileError) -> ForwardState {
-        let fd = open(self.path, O_RDONLY | O_CLOEXEC)
-        if fd < 0 {
-            if errno == ENOENT { return ForwardState() }
-            throw ForwardFileError("cannot read \(self.path): \(String(cString: strerror(errno)))")
-        }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            bytes.append(contentsOf: chunk[0..<n])
+        let bytes: [UInt8]
+        do throws(FileReadError) {
+            bytes = try readWholeFile(self.path)
+        } catch {
+            if error.code == ENOENT { return ForwardState() }
+            throw ForwardFileError("cannot read \(self.path): \(error)")
         }
         guard case .object(let object)? = try? JSONValue(parsing: bytes), let cursor = object["cursor"]?.intValue else {
             throw ForwardFileError("\(self.path) is damaged (not the forwarder's state); move it away to start over")
@@ -58,16 +52,10 @@ public struct CursorFile: Sendable {
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw ForwardFileError("cannot write \(temporary): \(String(cString: strerror(errno)))") }
         let bytes = Array((state.json.serialized() + "\n").utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 {
-                let message = String(cString: strerror(errno))
-                close(fd)
-                throw ForwardFileError("cannot write \(temporary): \(message)")
-            }
-            offset += n
+        let code = writeAll(fd, bytes)
+        if code != 0 {
+            close(fd)
+            throw ForwardFileError("cannot write \(temporary): \(String(cString: strerror(code)))")
         }
         guard fsync(fd) == 0 else {
             let message = String(cString: strerror(errno))

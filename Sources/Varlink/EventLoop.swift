@@ -3,6 +3,7 @@ import Glibc
 import JSON
 import Synchronization
 import Locking
+import SystemIO
 
 /// What the I/O thread and the handler side share about one connection. The I/O thread owns the socket
 /// and its buffers; this object only carries what other threads may read or must learn.
@@ -490,15 +491,16 @@ final class EventLoop: @unchecked Sendable {
         var written = 0
         while connection.outputStart < connection.output.count {
             let n = connection.output.withUnsafeBytes { raw in
-                send(connection.fd, raw.baseAddress! + connection.outputStart, raw.count - connection.outputStart,
-                    Int32(MSG_NOSIGNAL))
+                retryingInterrupted {
+                    send(connection.fd, raw.baseAddress! + connection.outputStart, raw.count - connection.outputStart,
+                        Int32(MSG_NOSIGNAL))
+                }
             }
             if n > 0 {
                 connection.outputStart += n
                 written += n
                 continue
             }
-            if n < 0 && errno == EINTR { continue }
             if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { break }
             self.closeConnection(connection)
             return false

@@ -1,5 +1,6 @@
 import Glibc
 import Locking
+import SystemIO
 
 /// A failed system call: which call, on what, and the errno it set.
 public struct VarlinkSystemError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -54,14 +55,11 @@ enum Sys {
         }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return .failure(VarlinkSystemError(call: "socket", subject: path, errno: errno)) }
-        while true {
-            let rc = Self.withAddress(address) { connect(fd, $0, $1) }
-            if rc == 0 { return .success(fd) }
-            let code = errno
-            if code == EINTR { continue }
-            close(fd)
-            return .failure(VarlinkSystemError(call: "connect", subject: path, errno: code))
-        }
+        let rc = retryingInterrupted { Self.withAddress(address) { connect(fd, $0, $1) } }
+        if rc == 0 { return .success(fd) }
+        let code = errno
+        close(fd)
+        return .failure(VarlinkSystemError(call: "connect", subject: path, errno: code))
     }
 
     /// Like `connectUnix(_:)`, but gives up with `ETIMEDOUT` after `nanoseconds` when the server's backlog is
@@ -125,17 +123,7 @@ enum Sys {
 
     /// The `Groups:` line of `/proc/<pid>/status`; racy (the pid may be gone or reused), so best effort.
     static func procGroups(pid: Int32) -> [UInt32] {
-        let fd = open("/proc/\(pid)/status", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return [] }
-        defer { close(fd) }
-        var content: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while content.count < 65536 {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { break }
-            content.append(contentsOf: chunk[0..<n])
-        }
+        guard let content = try? readWholeFile("/proc/\(pid)/status", limit: 65536) else { return [] }
         let text = String(decoding: content, as: UTF8.self)
         for line in text.split(separator: "\n") where line.hasPrefix("Groups:") {
             return line.dropFirst("Groups:".count).split(whereSeparator: { $0 == " " || $0 == "\t" })

@@ -1,6 +1,7 @@
 import Glibc
 public import JSON
 import Locking
+import SystemIO
 
 /// Why a client call failed.
 public enum VarlinkClientError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -199,14 +200,11 @@ private final class ClientCore: Sendable {
         guard fd >= 0 else { return false }
         var offset = 0
         while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
-            if n > 0 {
-                offset += n
-            } else if n < 0 && errno == EINTR {
-                continue
-            } else {
-                return false
+            let n = bytes.withUnsafeBytes { raw in
+                retryingInterrupted { Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL)) }
             }
+            guard n > 0 else { return false }
+            offset += n
         }
         return true
     }
@@ -247,8 +245,7 @@ private final class ClientCore: Sendable {
                 }
                 if ready < 0 && errno == EINTR { continue }
             }
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n < 0 && errno == EINTR { continue }
+            let n = chunk.withUnsafeMutableBytes { raw in retryingInterrupted { recv(fd, raw.baseAddress, raw.count, 0) } }
             if n <= 0 { break }
             buffer.append(contentsOf: chunk[0..<n])
             while let nul = buffer[scanFrom...].firstIndex(of: 0) {

@@ -159,7 +159,7 @@ public struct VarlinkInterfaceDefinition: Sendable {
 
     private func validate(_ value: JSONValue, as type: VarlinkType, path: [String]) throws(VarlinkValidationError) {
         func mismatch() -> VarlinkValidationError {
-            VarlinkValidationError(path: path, reason: "expected \(type), got \(Self.kind(of: value))")
+            VarlinkValidationError(path: path, reason: "expected \(type), got \(value.kindName)")
         }
         switch type {
         case .bool:
@@ -207,17 +207,6 @@ public struct VarlinkInterfaceDefinition: Sendable {
             throw VarlinkValidationError(path: path, reason: "expected \(type), got null")
         }
         try self.validate(value, as: type, path: path)
-    }
-
-    private static func kind(of value: JSONValue) -> String {
-        switch value {
-        case .null: return "null"
-        case .bool: return "a boolean"
-        case .int, .double: return "a number"
-        case .string: return "a string"
-        case .array: return "an array"
-        case .object: return "an object"
-        }
     }
 }
 

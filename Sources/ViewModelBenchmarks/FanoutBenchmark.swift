@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import GlucoseProfile
 import GlucoseStoreFixtures
 import HealthDataSync
 public import JSON

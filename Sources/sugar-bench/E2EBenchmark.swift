@@ -12,6 +12,7 @@ import ViewModelBenchmarks
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemIO
 
 /// `sugar-bench e2e [--records N] [--watchers W]`: the real daemon (store, models, sync engine,
 /// Varlink server, as `sugard` composes them) in this process on the replay transport, with W
@@ -274,16 +275,16 @@ final class TimedTransport: MeterTransport {
     func submitPasskey(_ passkey: UInt32?, for meter: MeterID) async throws(TransportError) {
         try await self.inner.submitPasskey(passkey, for: meter)
     }
-    func read(_ characteristic: HealthDataSync.BluetoothUUID, on meter: MeterID) async throws(TransportError) -> [UInt8] {
+    func read(_ characteristic: BluetoothUUID, on meter: MeterID) async throws(TransportError) -> [UInt8] {
         try await self.inner.read(characteristic, on: meter)
     }
     func setNotifications(
-        _ enabled: Bool, for characteristic: HealthDataSync.BluetoothUUID, on meter: MeterID
+        _ enabled: Bool, for characteristic: BluetoothUUID, on meter: MeterID
     ) async throws(TransportError) {
         try await self.inner.setNotifications(enabled, for: characteristic, on: meter)
     }
-    func write(_ value: [UInt8], to characteristic: HealthDataSync.BluetoothUUID, on meter: MeterID) async throws(TransportError) {
-        if characteristic == HealthDataSync.BluetoothUUID(0x2A52), value.first == 0x01 {
+    func write(_ value: [UInt8], to characteristic: BluetoothUUID, on meter: MeterID) async throws(TransportError) {
+        if characteristic == BluetoothUUID(0x2A52), value.first == 0x01 {
             let at = monotonicNanos()
             self.writes.withLock { $0[meter, default: []].append(at) }
         }
@@ -298,7 +299,7 @@ func monotonicNanos() -> UInt64 {
     return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
 }
 
-func unixMillis() -> Int64 { ReplayTransport.systemMicroseconds() / 1000 }
+func unixMillis() -> Int64 { wallClockMilliseconds() }
 
 /// Context switches (voluntary + involuntary) per thread of this process, with the thread's name.
 func threadSwitches(pid: String = "self") -> [Int: (name: String, switches: Int)] {

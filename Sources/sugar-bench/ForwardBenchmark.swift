@@ -10,6 +10,7 @@ import Varlink
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemIO
 
 /// `sugar-bench forward N [--samples S]`: sugard-forward against a local mosquitto, side by side
 /// with a plain C libmosquitto publisher of the same payloads, in one run.
@@ -334,9 +335,5 @@ enum ForwardBenchmark {
         }
     }
 
-    static func wallMicros() -> Int64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_REALTIME, &spec)
-        return Int64(spec.tv_sec) * 1_000_000 + Int64(spec.tv_nsec) / 1000
-    }
+    static func wallMicros() -> Int64 { wallClockMicroseconds() }
 }

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import SystemIO
 
 /// A failed file operation, with the path and errno text.
 struct FileError: Error, CustomStringConvertible {
@@ -14,19 +15,10 @@ struct FileError: Error, CustomStringConvertible {
 
 /// Reads a whole file.
 func readFile(_ path: String) throws(FileError) -> [UInt8] {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { throw FileError(path: path, operation: "open", code: errno) }
-    defer { close(fd) }
-    var result: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 1 << 20)
-    while true {
-        let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if count < 0 {
-            if errno == EINTR { continue }
-            throw FileError(path: path, operation: "read", code: errno)
-        }
-        if count == 0 { return result }
-        result.append(contentsOf: chunk[0..<count])
+    do throws(FileReadError) {
+        return try readWholeFile(path)
+    } catch {
+        throw FileError(path: path, operation: "read", code: error.code)
     }
 }
 
@@ -35,32 +27,12 @@ func writeFile(_ path: String, _ bytes: [UInt8]) throws(FileError) {
     let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
     guard fd >= 0 else { throw FileError(path: path, operation: "create", code: errno) }
     defer { close(fd) }
-    var start = 0
-    while start < bytes.count {
-        let count = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + start, $0.count - start) }
-        if count < 0 {
-            if errno == EINTR { continue }
-            throw FileError(path: path, operation: "write", code: errno)
-        }
-        start += count
-    }
+    let code = writeAll(fd, bytes)
+    if code != 0 { throw FileError(path: path, operation: "write", code: code) }
 }
 
-func writeStdout(_ text: String) { writeAll(text, to: 1) }
-func writeStderr(_ text: String) { writeAll(text, to: 2) }
-
-private func writeAll(_ text: String, to descriptor: Int32) {
-    let bytes = Array(text.utf8)
-    var start = 0
-    while start < bytes.count {
-        let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + start, $0.count - start) }
-        if count < 0 {
-            if errno == EINTR { continue }
-            return
-        }
-        start += count
-    }
-}
+func writeStdout(_ text: String) { writeAll(1, Array(text.utf8)) }
+func writeStderr(_ text: String) { writeAll(2, Array(text.utf8)) }
 
 /// A fresh directory under /tmp for one benchmark's files (socket paths must stay short), or nil
 /// after telling stderr why not. `removeScratchDirectory` deletes it with the named files.

@@ -8,6 +8,7 @@ import Varlink
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemIO
 
 /// `sugar-bench rest [--records N] [--idle-seconds S]`: the built `sugard` (next to sugar-bench) as a
 /// child process, observed from outside through /proc/PID:
@@ -154,7 +155,7 @@ struct RestBenchmark {
             self.running = false
             kill(self.pid, SIGTERM)
             var status: Int32 = 0
-            while waitpid(self.pid, &status, 0) < 0 && errno == EINTR {}
+            _ = retryingInterrupted { waitpid(self.pid, &status, 0) }
         }
     }
 }

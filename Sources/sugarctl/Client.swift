@@ -6,6 +6,7 @@ import Darwin
 #endif
 import JSON
 import SugarAPI
+import SugarWire
 import Varlink
 
 extension ExitCode {
@@ -96,6 +97,34 @@ struct Daemon {
         }
     }
 
+    /// Calls and reads the reply as the interface's reply type `R`.
+    func call<R: WireValue>(_ method: String, _ parameters: JSONObject = [:], as type: R.Type) async throws(CommandFailure) -> R {
+        try Self.decode(R.self, try await self.call(method, parameters), method: method)
+    }
+
+    /// A reply read as the interface's reply type `R`; one that does not have that shape fails the command.
+    static func decode<R: WireValue>(_ type: R.Type, _ reply: JSONObject, method: String) throws(CommandFailure) -> R {
+        do throws(WireError) {
+            return try R(json: .object(reply))
+        } catch {
+            throw self.unreadable(error, method: method)
+        }
+    }
+
+    /// Stored readings (`ListReadings`' objects) read as ``Wire/Reading``s; a malformed one fails the command.
+    static func readings(_ objects: [JSONObject], method: String) throws(CommandFailure) -> [Wire.Reading] {
+        do throws(WireError) {
+            return try Wire.Reading.list(objects)
+        } catch {
+            throw self.unreadable(error.within("readings"), method: method)
+        }
+    }
+
+    /// The failure for a reply that does not have the interface's shape.
+    static func unreadable(_ error: WireError, method: String) -> CommandFailure {
+        CommandFailure(ExitCode.failure, "Error: sugard sent a \(method) reply this sugarctl cannot read: \(error)")
+    }
+
     /// Calls with `more` and hands each reply to `body` (which returns false to stop).
     ///
     /// A stream may stay quiet for long (`watch`), so it has no reply timeout. Instead a second
@@ -119,6 +148,15 @@ struct Daemon {
             throw Self.failure(error, path: self.path)
         } catch {
             throw CommandFailure(ExitCode.failure, "Error: \(error)")
+        }
+    }
+
+    /// ``stream(_:_:_:)`` with each reply read as the interface's reply type `R`.
+    func stream<R: WireValue>(
+        _ method: String, _ parameters: JSONObject = [:], as type: R.Type, _ body: (R) async throws(CommandFailure) -> Bool
+    ) async throws(CommandFailure) {
+        try await self.stream(method, parameters) { reply throws(CommandFailure) in
+            try await body(try Self.decode(R.self, reply, method: method))
         }
     }
 
@@ -183,43 +221,48 @@ struct Daemon {
     }
 
     static func failure(_ error: VarlinkError) -> CommandFailure {
-        let member = error.name.split(separator: ".").last.map(String.init) ?? error.name
-        let message = error.parameters["message"]?.stringValue
-        switch member {
-        case "PermissionDenied":
-            let method = error.parameters["method"]?.stringValue.map { " to call \($0)" } ?? ""
+        let failure: Wire.Failure
+        do throws(WireError) {
+            guard let known = try Wire.Failure(name: error.name, parameters: error.parameters) else {
+                // Not an error of io.sugard.HealthDataSync (org.varlink.service.*, another interface's
+                // parameters): its name says what happened, with its message when it has one.
+                let message = error.parameters["message"]?.stringValue
+                return CommandFailure(ExitCode.failure, "Error: sugard replied \(error.name)\(message.map { ": " + $0 } ?? "")")
+            }
+            failure = known
+        } catch {
+            return CommandFailure(ExitCode.failure, "Error: sugard sent an error reply this sugarctl cannot read: \(error)")
+        }
+        switch failure {
+        case .permissionDenied(let method, let message):
             return CommandFailure(
                 ExitCode.noPermission,
                 """
-                Error: permission denied\(method). \(message ?? "")
+                Error: permission denied to call \(method). \(message ?? "")
                 Syncing, pairing and forgetting meters needs root or the admin group (admin_group in sugard.conf); \
                 reading needs the socket group.
                 """)
-        case "InvalidParameter":
-            let parameter = error.parameters["parameter"]?.stringValue ?? "?"
+        case .invalidParameter(let parameter, let message):
             return CommandFailure(ExitCode.usage, "Error: invalid \(parameter): \(message ?? "the daemon refused the value.")")
-        case "MeterNotFound":
-            let meter = error.parameters["meter"]?.stringValue ?? "?"
+        case .meterNotFound(let meter, _):
             return CommandFailure(ExitCode.failure, "Error: no meter \(meter) is known. See `sugarctl meters`.")
-        case "AdapterUnavailable":
+        case .adapterUnavailable(let message):
             return CommandFailure(
                 ExitCode.failure,
                 "Error: no Bluetooth adapter is available. \(message ?? "")\nCheck `bluetoothctl show` and `rfkill list`.")
-        case "SyncInProgress":
+        case .syncInProgress(_, let message):
             return CommandFailure(ExitCode.failure, "Error: a sync is already running. \(message ?? "") Try again when it is done.")
-        case "PairingFailed":
+        case .pairingFailed(_, let message):
             return CommandFailure(
                 ExitCode.failure, "Error: pairing failed: \(message ?? "the meter refused.")\nRun `sugarctl pair` again to retry.")
-        case "SyncFailed":
+        case .syncFailed(_, let message):
             return CommandFailure(ExitCode.failure, "Error: the sync failed: \(message ?? "unknown reason").")
-        case "StorageError":
+        case .storageError(_, let message):
             return CommandFailure(ExitCode.failure, "Error: sugard's database failed: \(message ?? "unknown reason").")
-        case "SlowConsumer":
+        case .slowConsumer:
             return CommandFailure(ExitCode.failure, "Error: this client fell too far behind and was dropped; run the command again.")
-        case "ShuttingDown":
+        case .shuttingDown:
             return CommandFailure(ExitCode.unavailable, "Error: sugard is shutting down.")
-        default:
-            return CommandFailure(ExitCode.failure, "Error: sugard replied \(error.name)\(message.map { ": " + $0 } ?? "")")
         }
     }
 }
@@ -258,7 +301,7 @@ func usage(_ message: String, _ help: CommandHelp) -> CommandFailure {
 // MARK: Units and times
 
 /// `--unit`, else the daemon's configured unit, else mg/dL.
-func displayUnit(_ parsed: ParsedArguments, daemonDefault: String?, help: CommandHelp) throws(CommandFailure) -> DisplayUnit {
+func displayUnit(_ parsed: ParsedArguments, daemonDefault: Wire.Unit?, help: CommandHelp) throws(CommandFailure) -> DisplayUnit {
     if let text = parsed.values["unit"] {
         switch text.lowercased() {
         case "mgdl", "mg/dl", "mg": return .mgdl
@@ -266,7 +309,7 @@ func displayUnit(_ parsed: ParsedArguments, daemonDefault: String?, help: Comman
         default: throw usage("--unit must be mgdl or mmol, not '\(text)'", help)
         }
     }
-    return daemonDefault.flatMap(DisplayUnit.init(rawValue:)) ?? .mgdl
+    return daemonDefault.flatMap { DisplayUnit(rawValue: $0.rawValue) } ?? .mgdl
 }
 
 /// "151 mg/dL (8.4 mmol/L)": the chosen unit first, the other in brackets.
@@ -300,9 +343,9 @@ func localTimeText(epochMillis: Int64) -> String {
     return "\(parts.tm_year + 1900)-\(pad(parts.tm_mon + 1))-\(pad(parts.tm_mday)) \(pad(parts.tm_hour)):\(pad(parts.tm_min))"
 }
 
-/// An instant object's local time and age: "2024-03-31 08:00 (5 min ago)".
-func instantText(_ value: JSONValue?) -> String? {
-    guard let millis = value?["epochMillis"]?.intValue else { return nil }
+/// An instant's local time and age: "2024-03-31 08:00 (5 min ago)".
+func instantText(_ instant: Wire.Instant?) -> String? {
+    guard let millis = instant?.epochMillis else { return nil }
     return "\(localTimeText(epochMillis: millis)) (\(ageText(epochMillis: millis)))"
 }
 
@@ -336,8 +379,6 @@ func table(_ header: [String], _ rows: [[String]]) -> String {
 }
 
 /// A meter's short label: "Roche Accu-Chek Guide (C0:26:DA:01:02:03)".
-func meterLabel(_ meter: JSONValue) -> String {
-    let id = meter["id"]?.stringValue ?? "?"
-    let name = meter["identity"]?["displayName"]?.stringValue ?? id
-    return name == id ? id : "\(name) (\(id))"
+func meterLabel(_ identity: Wire.MeterIdentity) -> String {
+    identity.displayName == identity.id ? identity.id : "\(identity.displayName) (\(identity.id))"
 }

@@ -4,6 +4,7 @@ import Glibc
 import JSON
 import PacketCapture
 import SugarAPI
+import SugarWire
 import Varlink
 
 /// `sugarctl doctor [--json]`: walks the chain from the kernel to the meters and names the first
@@ -80,24 +81,26 @@ enum DoctorCommand {
 
     /// One check per sink sugard-forward reports (none without a forwarder): connected is ok,
     /// retrying a warning (it keeps trying by itself), failing or unreachable a failure.
-    static func sinkChecks(_ sinks: [JSONValue]) -> [Check] {
-        sinks.map { sink in
-            let name = "forwarder \(sink["name"]?.stringValue ?? "sink")"
-            let state = sink["state"]?.stringValue ?? "?"
-            var message = state + (sink["reason"]?.stringValue.map { " (\($0))" } ?? "")
-            if let pending = sink["pending"]?.intValue { message += ", \(pending) readings pending" }
-            switch state {
-            case "connected":
+    static func sinkChecks(_ forwarder: StatusCommand.Forwarder) -> [Check] {
+        if let reason = forwarder.unreachable {
+            return [
+                Check(
+                    name: "forwarder \(StatusCommand.Forwarder.unreachableName)", status: .fail, message: "unreachable (\(reason))",
+                    fix: "systemctl status sugard-forward; journalctl -u sugard-forward -b")
+            ]
+        }
+        return forwarder.sinks.map { sink in
+            let name = "forwarder \(sink.name)"
+            var message = sink.state.rawValue + (sink.reason.map { " (\($0))" } ?? "")
+            message += ", \(sink.pending) readings pending"
+            switch sink.state {
+            case .connected:
                 return Check(name: name, status: .ok, message: message)
-            case "retrying":
+            case .retrying:
                 return Check(
                     name: name, status: .warning, message: message,
                     fix: "sugard-forward retries by itself; check that the broker or server is up and reachable")
-            case "unreachable":
-                return Check(
-                    name: name, status: .fail, message: message,
-                    fix: "systemctl status sugard-forward; journalctl -u sugard-forward -b")
-            default:
+            case .failing:
                 return Check(
                     name: name, status: .fail, message: message,
                     fix: "check the credentials, CA file and URL in /etc/sugard/forward.conf, then systemctl restart sugard-forward")
@@ -311,13 +314,12 @@ enum DoctorCommand {
         var checks: [Check] = []
         let path = Daemon.socketPath(parsed)
         checks += self.groupChecks(socket: path)
-        let state: JSONValue
+        let state: Wire.State
         do throws(CommandFailure) {
             let daemon = try Daemon.connect(parsed)
-            let reply = try await daemon.call("GetStatus")
-            state = reply["state"] ?? .null
+            state = try await daemon.call("GetStatus", as: Wire.StatusReply.self).state
             checks.insert(Check(name: "sugard", status: .ok,
-                                message: "running, socket \(path) answers (sugard \(state["daemon"]?["version"]?.stringValue ?? "?"))"), at: 0)
+                                message: "running, socket \(path) answers (sugard \(state.daemon.version))"), at: 0)
         } catch {
             let lines = error.message.split(separator: "\n").map(String.init)
             let message = (lines.first ?? error.message).replacingPrefix("Error: ", with: "")
@@ -326,27 +328,27 @@ enum DoctorCommand {
                                 needsRoot: error.status == ExitCode.unavailable), at: 0)
             return checks
         }
-        let storage = state["daemon"]?["storage"]
-        let storageStatus = storage?["status"]?.stringValue ?? "unknown"
+        let storage = state.daemon.storage
+        let storageStatus = storage.status
         checks.append(Check(
-            name: "storage", status: storageStatus == "ok" ? .ok : (storageStatus == "degraded" ? .warning : .fail),
-            message: storageStatus == "ok" ? "database ok (\(storage?["path"]?.stringValue ?? "?"))"
-                : "database \(storageStatus): \(storage?["error"]?["message"]?.stringValue ?? "unknown error")",
-            fix: storageStatus == "ok" ? nil : "check free space and permissions of \(storage?["path"]?.stringValue ?? "the state directory"); `journalctl -u sugard`"))
-        let adapter = state["adapter"]
-        if adapter?["present"] != true {
+            name: "storage", status: storageStatus == .ok ? .ok : (storageStatus == .degraded ? .warning : .fail),
+            message: storageStatus == .ok ? "database ok (\(storage.path))"
+                : "database \(storageStatus.rawValue): \(storage.error?.message ?? "unknown error")",
+            fix: storageStatus == .ok ? nil : "check free space and permissions of \(storage.path); `journalctl -u sugard`"))
+        let adapter = state.adapter
+        if !adapter.present {
             checks.append(Check(name: "bluetoothd adapter", status: .fail, message: "sugard sees no adapter through bluetoothd",
                                 fix: "`bluetoothctl list`; check the adapter and rfkill lines above"))
-        } else if adapter?["powered"] != true {
+        } else if !adapter.powered {
             checks.append(Check(name: "bluetoothd adapter", status: .fail,
-                                message: "\(adapter?["name"]?.stringValue ?? "adapter") is powered off",
+                                message: "\(adapter.name ?? "adapter") is powered off",
                                 fix: "`bluetoothctl power on`"))
         } else {
-            let scanning = adapter?["discovering"] == true ? "discovering" : "not discovering (sugard scans while it looks for meters)"
+            let scanning = adapter.discovering ? "discovering" : "not discovering (sugard scans while it looks for meters)"
             checks.append(Check(name: "bluetoothd adapter", status: .ok,
-                                message: "\(adapter?["name"]?.stringValue ?? "adapter") powered, \(scanning)"))
+                                message: "\(adapter.name ?? "adapter") powered, \(scanning)"))
         }
-        let meters = state["meters"]?.arrayValue ?? []
+        let meters = state.meters
         if meters.isEmpty {
             checks.append(Check(name: "meters", status: .warning, message: "no meter known yet",
                                 fix: "put the meter in pairing mode near the adapter; `sugarctl meters` lists it within seconds"))
@@ -355,12 +357,12 @@ enum DoctorCommand {
         return checks
     }
 
-    static func meterCheck(_ meter: JSONValue, bluez: [String: BlueZDevice]?) -> Check {
-        let id = meter["id"]?.stringValue ?? "?"
-        let name = "meter \(meterLabel(meter))"
+    static func meterCheck(_ meter: Wire.Meter, bluez: [String: BlueZDevice]?) -> Check {
+        let id = meter.id
+        let name = "meter \(meterLabel(meter.identity))"
         var parts: [String] = []
-        if let last = meter["lastSync"], !last.isNull {
-            parts.append("last sync \(last["result"]?.stringValue ?? "?") \(instantText(last["at"]) ?? "")")
+        if let last = meter.lastSync {
+            parts.append("last sync \(last.result.rawValue) \(instantText(last.at) ?? "")")
         } else {
             parts.append("never synced")
         }
@@ -371,17 +373,17 @@ enum DoctorCommand {
         } else if bluez != nil {
             parts.append("unknown to BlueZ")
         }
-        let pairing = meter["pairing"]?.stringValue
-        if let error = meter["lastError"], !error.isNull {
-            let message = error["message"]?.stringValue ?? error["code"]?.stringValue ?? "error"
-            var fix = error["hint"]?.stringValue
-            if device != nil, pairing == "paired", device?.paired == false {
+        let pairing = meter.pairing
+        if let error = meter.lastError {
+            let message = error.message
+            var fix = error.hint
+            if device != nil, pairing == .paired, device?.paired == false {
                 fix = "the meter keeps a single bond and another phone may have taken it: put it in pairing mode and "
                     + "run `sugarctl pair \(id)`"
             }
             return Check(name: name, status: .fail, message: (parts + ["last error: \(message)"]).joined(separator: ", "), fix: fix)
         }
-        if let device, pairing == "paired", !device.paired, device.bonded != true {
+        if let device, pairing == .paired, !device.paired, device.bonded != true {
             return Check(name: name, status: .warning, message: parts.joined(separator: ", "),
                          fix: "sugard paired it but BlueZ lost the bond (another phone may have taken the meter's "
                             + "single bond): run `sugarctl pair \(id)`")

@@ -1,5 +1,6 @@
 import JSON
 import SugarAPI
+import SugarWire
 
 // `sugarctl --version`, and the shell completions and man page generated from the same tables as
 // `--help` (`subcommands` and each command's CommandHelp), so they cannot drift:
@@ -228,8 +229,8 @@ enum Generate {
         }
         do throws(CommandFailure) {
             let daemon = try Daemon.connect(parsed)
-            let reply = try await daemon.call("GetStatus")
-            writeStdout("sugard \(reply["state"]?["daemon"]?["version"]?.stringValue ?? "?") (\(daemon.path))\n")
+            let reply = try await daemon.call("GetStatus", as: Wire.StatusReply.self)
+            writeStdout("sugard \(reply.state.daemon.version) (\(daemon.path))\n")
         } catch {
             writeStdout("sugard not reachable (\(Daemon.socketPath(parsed)))\n")
         }

@@ -1,5 +1,6 @@
 import JSON
 import SugarAPI
+import SugarWire
 
 /// `sugarctl meters [--json]`: every meter the daemon or its database knows;
 /// `sugarctl meters assign METER PERSON` and `sugarctl meters unassign METER`: whose meter it is.
@@ -33,25 +34,24 @@ enum MetersCommand {
                 writeStdout(JSONValue.object(reply).prettySerialized() + "\n")
                 return ExitCode.success
             }
-            let meters = reply["meters"]?.arrayValue ?? []
+            let meters = try Daemon.decode(Wire.MetersReply.self, reply, method: "ListMeters").meters
             if meters.isEmpty {
                 writeStdout("No meters known yet. Switch a meter on near the adapter, or pair one: sugarctl pair <address>\n")
                 return ExitCode.success
             }
             let rows: [[String]] = meters.map { m in
-                let live = m["live"]
-                let stored = m["stored"]
-                let lastSync =
-                    instantText(live?["lastSync"]?["at"]) ?? instantText(stored?["lastSync"]) ?? "never"
-                let result = live?["lastSync"]?["result"]?.stringValue ?? stored?["lastSyncResult"]?.stringValue ?? ""
+                let live = m.live
+                let stored = m.stored
+                let lastSync = instantText(live?.lastSync?.at) ?? instantText(stored?.lastSync) ?? "never"
+                let result = live?.lastSync?.result.rawValue ?? stored?.lastSyncResult?.rawValue ?? ""
                 return [
-                    m["id"]?.stringValue ?? "?",
-                    m["identity"]?["displayName"]?.stringValue ?? "",
-                    live.flatMap { $0.isNull ? nil : "\($0["link"]?.stringValue ?? "?")/\($0["sync"]?.stringValue ?? "?")" } ?? "not in range",
-                    live?["pairing"]?.stringValue ?? "",
+                    m.id,
+                    m.identity.displayName,
+                    live.map { "\($0.link.rawValue)/\($0.sync.rawValue)" } ?? "not in range",
+                    live?.pairing.rawValue ?? "",
                     result.isEmpty ? lastSync : "\(result) \(lastSync)",
-                    stored?["readingCount"]?.intValue.map { String($0) } ?? "0",
-                    m["person"]?.stringValue ?? "",
+                    stored.map { String($0.readingCount) } ?? "0",
+                    m.person ?? "",
                 ]
             }
             writeStdout(table(["Meter", "Name", "Link/Sync", "Pairing", "Last sync", "Readings", "Person"], rows))

@@ -1,5 +1,6 @@
 import JSON
 import SugarAPI
+import SugarWire
 
 /// `sugarctl pair METER [--pin N]`: pairs with a meter, asking for the PIN it shows.
 enum PairCommand {
@@ -29,9 +30,9 @@ enum PairCommand {
             let daemon = try Daemon.connect(parsed)
             writeStdout("Pairing with \(meter)...\n")
             var paired = false
-            try await daemon.stream("Pair", ["meter": .string(meter)]) { reply throws(CommandFailure) in
-                switch reply["state"]?.stringValue {
-                case "waitingForPasskey":
+            try await daemon.stream("Pair", ["meter": .string(meter)], as: Wire.PairReply.self) { reply throws(CommandFailure) in
+                switch reply.state {
+                case .waitingForPasskey:
                     var pin = parsed.values["pin"]
                     var attempts = 0
                     while pin == nil {
@@ -49,11 +50,11 @@ enum PairCommand {
                         }
                     }
                     _ = try await daemon.reconnect().call("SubmitPasskey", ["meter": .string(meter), "passkey": .string(pin ?? "")])
-                case "paired":
+                case .paired:
                     paired = true
-                case "failed":
-                    writeStderr("Pairing failed\(reply["message"]?.stringValue.map { ": " + $0 } ?? ".")\n")
-                default:
+                case .failed:
+                    writeStderr("Pairing failed\(reply.message.map { ": " + $0 } ?? ".")\n")
+                case .pairing:
                     break
                 }
                 return true

@@ -1,5 +1,6 @@
 import JSON
 import SugarAPI
+import SugarWire
 
 /// `sugarctl readings`: stored readings as a table, JSON, CSV, Nightscout entries or a FHIR Bundle.
 enum ReadingsCommand {
@@ -52,15 +53,16 @@ enum ReadingsCommand {
                 parameters["order"] = .string(order)
             }
             let daemon = try Daemon.connect(parsed)
-            var readings: [JSONValue] = []
+            var objects: [JSONObject] = []
             var truncated = false
-            var daemonUnit: String?
-            try await daemon.stream("ListReadings", parameters) { reply throws(CommandFailure) in
-                readings += reply["readings"]?.arrayValue ?? []
-                if reply["truncated"] == true { truncated = true }
-                daemonUnit = reply["unit"]?.stringValue ?? daemonUnit
+            var daemonUnit: Wire.Unit?
+            try await daemon.stream("ListReadings", parameters, as: Wire.ReadingsReply.self) { reply throws(CommandFailure) in
+                objects += reply.readings
+                if reply.truncated == true { truncated = true }
+                daemonUnit = reply.unit
                 return true
             }
+            let readings = objects.map(JSONValue.object)
             let unit = try displayUnit(parsed, daemonDefault: daemonUnit, help: help)
             if truncated {
                 writeStderr("sugarctl: showing the first \(readings.count) readings; more match (raise --limit).\n")
@@ -78,39 +80,36 @@ enum ReadingsCommand {
                 }
             case "fhir":
                 // The Devices carry each meter's manufacturer, model and serial number.
-                let listed = try await daemon.call("ListMeters")
+                let listed = try await daemon.call("ListMeters", as: Wire.MetersReply.self)
                 var meters: [String: JSONValue] = [:]
-                for entry in listed["meters"]?.arrayValue ?? [] {
-                    if let id = entry["id"]?.stringValue { meters[id] = entry["identity"] }
-                }
+                for entry in listed.meters { meters[entry.id] = entry.identity.json }
                 let (bundle, skipped) = ReadingExport.fhir(readings, meters: meters, displayUnit: unit)
                 writeStdout(bundle.prettySerialized() + "\n")
                 if skipped > 0 {
                     writeStderr("sugarctl: skipped \(skipped) of \(readings.count) readings that are not glucose observations (control solution, ketone).\n")
                 }
             default:
-                writeStdout(self.renderTable(readings, unit: unit))
+                writeStdout(self.renderTable(try Daemon.readings(objects, method: "ListReadings"), unit: unit))
             }
             return ExitCode.success
         }
     }
 
-    static func renderTable(_ readings: [JSONValue], unit: DisplayUnit) -> String {
+    static func renderTable(_ readings: [Wire.Reading], unit: DisplayUnit) -> String {
         if readings.isEmpty { return "No readings match.\n" }
         let rows: [[String]] = readings.map { r in
-            let flags = r["flags"]?.arrayValue?.compactMap(\.stringValue) ?? []
             let value =
-                unit.format(mgdL: r["mgdL"]?.doubleValue, mmolL: r["mmolL"]?.doubleValue)
-                ?? (flags.contains("hi") ? "HI" : flags.contains("lo") ? "LO" : r["ketoneMmolL"]?.doubleValue.map {
+                unit.format(mgdL: r.mgdL, mmolL: r.mmolL)
+                ?? (r.flags.contains("hi") ? "HI" : r.flags.contains("lo") ? "LO" : r.ketoneMmolL.map {
                     "ketone " + ReadingExport.formatted($0, digits: 1)
                 } ?? "-")
             return [
-                r["time"]?["epochMillis"]?.intValue.map { localTimeText(epochMillis: $0) } ?? "?",
+                localTimeText(epochMillis: r.time.epochMillis),
                 value,
-                r["meter"]?.stringValue ?? "?",
-                r["sequenceNumber"]?.intValue.map { String($0) } ?? "?",
-                r["context"]?["meal"]?["name"]?.stringValue ?? "",
-                flags.joined(separator: " "),
+                r.meter,
+                String(r.sequenceNumber),
+                r.mealName ?? "",
+                r.flags.joined(separator: " "),
             ]
         }
         return table(["Time", unit.symbol, "Meter", "Seq", "Meal", "Flags"], rows)

@@ -6,6 +6,7 @@ import Darwin
 import GlucoseReport
 import JSON
 import SugarAPI
+import SugarWire
 
 /// `sugarctl report`: the glucose report of a period as a self-contained HTML page, a PDF printed
 /// by headless Chromium, or the figures as JSON. The readings come from `ListReadings`, the meter
@@ -71,17 +72,17 @@ enum ReportCommand {
             let meters = parsed.lists["meter"] ?? []
             var json: [JSONValue] = []
             var truncated = false
-            var daemonUnit: String?
+            var daemonUnit: Wire.Unit?
             for meter in meters.isEmpty ? [nil] : meters.map(Optional.some) {
                 var parameters: JSONObject = [
                     "since": .string(APITime.iso(epochMillis: period.fromMillis)),
                     "until": .string(APITime.iso(epochMillis: period.toMillis)), "limit": 100_000,
                 ]
                 if let meter { parameters["meter"] = .string(meter) }
-                try await daemon.stream("ListReadings", parameters) { reply throws(CommandFailure) in
-                    json += reply["readings"]?.arrayValue ?? []
-                    if reply["truncated"] == true { truncated = true }
-                    daemonUnit = reply["unit"]?.stringValue ?? daemonUnit
+                try await daemon.stream("ListReadings", parameters, as: Wire.ReadingsReply.self) { reply throws(CommandFailure) in
+                    json += reply.readings.map(JSONValue.object)
+                    if reply.truncated == true { truncated = true }
+                    daemonUnit = reply.unit
                     return true
                 }
             }
@@ -185,16 +186,13 @@ enum ReportCommand {
 
     /// Name and serial number of the meters the readings come from (`ListMeters`).
     static func meters(_ daemon: Daemon, used: Set<String>) async throws(CommandFailure) -> [ReportContext.Meter] {
-        let reply = try await daemon.call("ListMeters")
+        let reply = try await daemon.call("ListMeters", as: Wire.MetersReply.self)
         var result: [ReportContext.Meter] = []
         var seen: Set<String> = []
-        for entry in reply["meters"]?.arrayValue ?? [] {
-            guard let id = entry["id"]?.stringValue, used.contains(id) else { continue }
-            let identity = entry["identity"]
+        for entry in reply.meters where used.contains(entry.id) {
             result.append(
-                ReportContext.Meter(
-                    id: id, name: identity?["displayName"]?.stringValue ?? id, serialNumber: identity?["serialNumber"]?.stringValue))
-            seen.insert(id)
+                ReportContext.Meter(id: entry.id, name: entry.identity.displayName, serialNumber: entry.identity.serialNumber))
+            seen.insert(entry.id)
         }
         for id in used.subtracting(seen).sorted() { result.append(ReportContext.Meter(id: id, name: id, serialNumber: nil)) }
         return result

@@ -1,5 +1,6 @@
 import JSON
 import SugarAPI
+import SugarWire
 
 /// `sugarctl sessions [METER] [--limit N] [--json]`: recorded sync attempts, newest first.
 enum SessionsCommand {
@@ -33,20 +34,19 @@ enum SessionsCommand {
                 writeStdout(JSONValue.object(reply).prettySerialized() + "\n")
                 return ExitCode.success
             }
-            let sessions = reply["sessions"]?.arrayValue ?? []
+            let sessions = try Daemon.decode(Wire.SessionsReply.self, reply, method: "ListSyncSessions").sessions
             if sessions.isEmpty {
                 writeStdout("No sync sessions recorded yet.\n")
                 return ExitCode.success
             }
             let rows: [[String]] = sessions.map { s in
-                let started = s["started"]?["epochMillis"]?.intValue
-                let ended = s["ended"]?["epochMillis"]?.intValue
-                let duration = started.flatMap { a in ended.map { b in "\(max(0, b - a) / 1000) s" } } ?? "-"
+                let started = s.started.epochMillis
+                let duration = s.ended.map { "\(max(0, $0.epochMillis - started) / 1000) s" } ?? "-"
                 return [
-                    started.map { localTimeText(epochMillis: $0) } ?? "?", s["meter"]?.stringValue ?? "?",
-                    (s["result"]?.stringValue ?? "?") + (s["reset"]?.boolValue == true ? " (meter reset)" : ""), duration,
-                    "\(s["received"]?.intValue ?? 0)" + (s["expected"]?.intValue.map { "/\($0)" } ?? ""),
-                    "\(s["stored"]?.intValue ?? 0)", "\(s["duplicates"]?.intValue ?? 0)", s["error"]?.stringValue ?? "",
+                    localTimeText(epochMillis: started), s.meter,
+                    s.result.rawValue + (s.reset ? " (meter reset)" : ""), duration,
+                    "\(s.received)" + (s.expected.map { "/\($0)" } ?? ""),
+                    "\(s.stored)", "\(s.duplicates)", s.error ?? "",
                 ]
             }
             writeStdout(table(["Started", "Meter", "Result", "Took", "Received", "New", "Dup", "Error"], rows))

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import JSON
 import SugarAPI
+import SugarWire
 import Varlink
 
 /// `sugarctl status [--json] [--unit U]`: the daemon's state at a glance (the default command).
@@ -28,122 +29,131 @@ enum StatusCommand {
             var reply = try await daemon.call("GetStatus")
             let sinks = await self.sinks()
             if parsed.flags.contains("json") {
-                if !sinks.isEmpty { reply["sinks"] = .array(sinks) }
+                if !sinks.json.isEmpty { reply["sinks"] = .array(sinks.json) }
                 writeStdout(JSONValue.object(reply).prettySerialized() + "\n")
                 return ExitCode.success
             }
-            let unit = try displayUnit(parsed, daemonDefault: reply["unit"]?.stringValue, help: help)
+            let status = try Daemon.decode(Wire.StatusReply.self, reply, method: "GetStatus")
+            let unit = try displayUnit(parsed, daemonDefault: status.unit, help: help)
             writeStdout(
-                self.render(reply["state"] ?? .null, unit: unit, color: Terminal.colorWanted(), people: reply["people"])
+                self.render(status.state, unit: unit, color: Terminal.colorWanted(), people: status.people)
                     + self.renderSinks(sinks))
             return ExitCode.success
         }
     }
 
     /// The status screen for a `State` value.
-    static func render(_ state: JSONValue, unit: DisplayUnit, color: Bool = false, people: JSONValue? = nil) -> String {
+    static func render(_ state: Wire.State, unit: DisplayUnit, color: Bool = false, people: WireMap<String>? = nil) -> String {
         let paint = Terminal(enabled: color)
         var out = ""
-        let daemon = state["daemon"]
-        var head = "sugard \(daemon?["version"]?.stringValue ?? "?")"
-        if let started = daemon?["startedAt"]?["epochMillis"]?.intValue {
-            head += ", up " + ageText(epochMillis: started).replacingSuffix(" ago", with: "")
-        }
-        let storage = daemon?["storage"]?["status"]?.stringValue ?? "unknown"
-        head += ", storage \(storage)"
-        if storage != "ok", let message = daemon?["storage"]?["error"]?["message"]?.stringValue { head += ": \(message)" }
-        if storage != "ok" { head = paint.red(head) }
+        let daemon = state.daemon
+        var head = "sugard \(daemon.version)"
+        head += ", up " + ageText(epochMillis: daemon.startedAt.epochMillis).replacingSuffix(" ago", with: "")
+        let storage = daemon.storage.status
+        head += ", storage \(storage.rawValue)"
+        if storage != .ok, let message = daemon.storage.error?.message { head += ": \(message)" }
+        if storage != .ok { head = paint.red(head) }
         out += head + "\n\n"
 
         // The newest reading: value with unit, age, when and from which meter.
         var last = "none yet"
-        if let reading = state["lastReading"], !reading.isNull {
-            let flags = reading["flags"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        if let reading = state.lastReading {
+            let flags = reading.flags
             var value =
-                glucoseText(mgdL: reading["glucose"]?["mgdL"]?.doubleValue, mmolL: reading["glucose"]?["mmolL"]?.doubleValue, unit: unit)
+                glucoseText(mgdL: reading.glucose?.mgdL, mmolL: reading.glucose?.mmolL, unit: unit)
                 ?? (flags.contains("hi") ? paint.red("HI") + " (above the meter's range)"
                     : flags.contains("lo") ? paint.red("LO") + " (below the meter's range)" : nil)
-                ?? reading["ketoneMmolL"]?.doubleValue.map { "ketone \(ReadingExport.formatted($0, digits: 1)) mmol/L" }
+                ?? reading.ketoneMmolL.map { "ketone \(ReadingExport.formatted($0, digits: 1)) mmol/L" }
                 ?? "no value"
             if flags.contains("controlSolution") { value += " [control solution]" }
-            if let millis = reading["instant"]?["epochMillis"]?.intValue {
-                value += ", \(ageText(epochMillis: millis)) (\(localTimeText(epochMillis: millis)))"
-            }
-            let meterID = reading["meter"]?.stringValue ?? "?"
-            let meter = state["meters"]?.arrayValue?.first { $0["id"]?.stringValue == meterID }
-            value += ", \(meter.map(meterLabel) ?? meterID)"
-            if let person = people?[meterID]?.stringValue { value += ", \(person)" }
+            let millis = reading.instant.epochMillis
+            value += ", \(ageText(epochMillis: millis)) (\(localTimeText(epochMillis: millis)))"
+            let meter = state.meters.first { $0.id == reading.meter }
+            value += ", \(meter.map { meterLabel($0.identity) } ?? reading.meter)"
+            if let person = people?[reading.meter] { value += ", \(person)" }
             last = value
         }
-        let count = state["readingCount"]?.intValue ?? 0
-        let adapter = state["adapter"]
+        let adapter = state.adapter
         var adapterText = "none (no Bluetooth adapter found; check `bluetoothctl show`)"
-        if adapter?["present"] == true {
-            adapterText = (adapter?["name"]?.stringValue ?? "present") + ": "
-            adapterText += adapter?["powered"] == true ? "powered" : "powered off (`bluetoothctl power on`)"
-            if adapter?["discovering"] == true { adapterText += ", scanning" }
+        if adapter.present {
+            adapterText = (adapter.name ?? "present") + ": "
+            adapterText += adapter.powered ? "powered" : "powered off (`bluetoothctl power on`)"
+            if adapter.discovering { adapterText += ", scanning" }
         }
-        var syncText = state["sync"]?["phase"]?.stringValue ?? "?"
-        if let active = state["sync"]?["activeMeters"]?.arrayValue, !active.isEmpty {
-            syncText += " (" + active.compactMap(\.stringValue).joined(separator: ", ") + ")"
+        var syncText = state.sync.phase.rawValue
+        if !state.sync.activeMeters.isEmpty {
+            syncText += " (" + state.sync.activeMeters.joined(separator: ", ") + ")"
         }
-        if let result = state["sync"]?["lastResult"], !result.isNull {
-            syncText += "; last: \(result["result"]?.stringValue ?? "?") \(result["at"]?["epochMillis"]?.intValue.map { ageText(epochMillis: $0) } ?? "")"
+        if let result = state.sync.lastResult {
+            syncText += "; last: \(result.result.rawValue) \(ageText(epochMillis: result.at.epochMillis))"
         }
         out += table(
             ["Last reading", last],
-            [["Readings", "\(count) stored"], ["Adapter", adapterText], ["Sync", syncText]])
+            [["Readings", "\(state.readingCount) stored"], ["Adapter", adapterText], ["Sync", syncText]])
 
         out += "\nMeters\n"
-        let meters = state["meters"]?.arrayValue ?? []
-        if meters.isEmpty { out += "  none known yet: switch a paired meter on near the adapter (see `sugarctl pair`)\n" }
-        for meter in meters {
-            let person = (meter["id"]?.stringValue).flatMap { people?[$0]?.stringValue }
-            out += "  " + meterLabel(meter) + (person.map { ", person \($0)" } ?? "") + "\n"
+        if state.meters.isEmpty { out += "  none known yet: switch a paired meter on near the adapter (see `sugarctl pair`)\n" }
+        for meter in state.meters {
+            let person = people?[meter.id]
+            out += "  " + meterLabel(meter.identity) + (person.map { ", person \($0)" } ?? "") + "\n"
             out += "    " + self.meterLine(meter) + "\n"
         }
 
-        let errors = state["errors"]?.arrayValue ?? []
-        if !errors.isEmpty {
+        if !state.errors.isEmpty {
             out += "\n" + paint.red("Recent errors") + "\n"
-            for error in errors.suffix(5) {
-                let when = error["at"]?["epochMillis"]?.intValue.map { ageText(epochMillis: $0) } ?? ""
-                let meter = error["meter"]?.stringValue.map { " \($0)" } ?? ""
-                out += "  \(when)\(meter): " + paint.red(error["message"]?.stringValue ?? "") + " [\(error["code"]?.stringValue ?? "")]\n"
-                if let hint = error["hint"]?.stringValue { out += "    Hint: \(hint)\n" }
+            for error in state.errors.suffix(5) {
+                let when = ageText(epochMillis: error.at.epochMillis)
+                let meter = error.meter.map { " \($0)" } ?? ""
+                out += "  \(when)\(meter): " + paint.red(error.message) + " [\(error.code)]\n"
+                if let hint = error.hint { out += "    Hint: \(hint)\n" }
             }
         }
         return out
     }
 
-    /// The sinks sugard-forward reports (`io.sugard.Forward.GetStatus`); one "unreachable" entry
-    /// when its socket is there but does not answer, none without a forwarder.
-    static func sinks() async -> [JSONValue] {
-        guard let path = DefaultPaths.forwardStatusSocket(environment: environment()) else { return [] }
+    /// What sugard-forward reports (`io.sugard.Forward.GetStatus`): its sinks; that it does not
+    /// answer when its socket is there; nothing without a forwarder.
+    struct Forwarder {
+        var sinks: [Wire.ForwardSink] = []
+        /// The sinks as sent, for `--json` (with an "unreachable" entry when it does not answer).
+        var json: [JSONValue] = []
+        /// Why the forwarder's socket does not answer.
+        var unreachable: String?
+
+        /// The entry `--json` shows for a forwarder that does not answer.
+        static let unreachableName = "mqtt"
+    }
+
+    static func sinks() async -> Forwarder {
+        guard let path = DefaultPaths.forwardStatusSocket(environment: environment()) else { return Forwarder() }
         do {
             let client = try VarlinkClient(socketPath: path)
             defer { client.close() }
-            return try await client.call("io.sugard.Forward.GetStatus")["sinks"]?.arrayValue ?? []
+            let reply = try await client.call("io.sugard.Forward.GetStatus")
+            let status = try Wire.ForwardStatusReply(json: .object(reply))
+            return Forwarder(sinks: status.sinks, json: reply["sinks"]?.arrayValue ?? [])
         } catch {
-            return [["name": "mqtt", "state": "unreachable", "reason": .string("sugard-forward at \(path): \(error)")]]
+            let reason = "sugard-forward at \(path): \(error)"
+            return Forwarder(
+                json: [["name": .string(Forwarder.unreachableName), "state": "unreachable", "reason": .string(reason)]],
+                unreachable: reason)
         }
     }
 
     /// "Sinks" with one line per sink: state (and why), pending readings, last delivery.
-    static func renderSinks(_ sinks: [JSONValue]) -> String {
-        guard !sinks.isEmpty else { return "" }
+    static func renderSinks(_ forwarder: Forwarder) -> String {
+        if let reason = forwarder.unreachable { return "\nSinks\n  \(Forwarder.unreachableName): unreachable (\(reason))\n" }
+        guard !forwarder.sinks.isEmpty else { return "" }
         var out = "\nSinks\n"
-        for sink in sinks {
-            var line = "  \(sink["name"]?.stringValue ?? "sink")"
-            if let address = sink["broker"]?.stringValue ?? sink["url"]?.stringValue { line += " \(address)" }
-            if let person = sink["person"]?.stringValue { line += " for \(person)" }
-            line += ": \(sink["state"]?.stringValue ?? "?")"
-            if let reason = sink["reason"]?.stringValue { line += " (\(reason))" }
-            if let pending = sink["pending"]?.intValue { line += ", \(pending) pending" }
-            if sink["state"]?.stringValue != "unreachable" {
-                line += ", last delivery " + (sink["lastDeliveryMillis"]?.intValue.map { ageText(epochMillis: $0) } ?? "never")
-            }
-            if sink["feedConnected"] == false, let reason = sink["feedReason"]?.stringValue {
+        for sink in forwarder.sinks {
+            var line = "  \(sink.name)"
+            if let address = sink.broker ?? sink.url { line += " \(address)" }
+            if let person = sink.person { line += " for \(person)" }
+            line += ": \(sink.state.rawValue)"
+            if let reason = sink.reason { line += " (\(reason))" }
+            line += ", \(sink.pending) pending"
+            line += ", last delivery " + (sink.lastDeliveryMillis.map { ageText(epochMillis: $0) } ?? "never")
+            if !sink.feedConnected, let reason = sink.feedReason {
                 line += "\n    sugard's readings not reachable: \(reason)"
             }
             out += line + "\n"
@@ -152,31 +162,31 @@ enum StatusCommand {
     }
 
     /// "link disconnected, sync receiving 3/10, paired, last sync success 5 min ago (3 new)".
-    static func meterLine(_ meter: JSONValue) -> String {
+    static func meterLine(_ meter: Wire.Meter) -> String {
         var parts: [String] = []
-        parts.append("link \(meter["link"]?.stringValue ?? "?")")
-        var sync = "sync \(meter["sync"]?.stringValue ?? "?")"
-        if let received = meter["progress"]?["received"]?.intValue, meter["sync"]?.stringValue != "idle", received > 0 {
-            sync += " \(received)" + (meter["progress"]?["expected"]?.intValue.map { "/\($0)" } ?? "")
+        parts.append("link \(meter.link.rawValue)")
+        var sync = "sync \(meter.sync.rawValue)"
+        if meter.sync != .idle, meter.progress.received > 0 {
+            sync += " \(meter.progress.received)" + (meter.progress.expected.map { "/\($0)" } ?? "")
         }
         parts.append(sync)
-        if let pairing = meter["pairing"]?.stringValue, pairing != "unknown" { parts.append(pairing) }
-        if let last = meter["lastSync"], !last.isNull {
-            var text = "last sync \(last["result"]?.stringValue ?? "?")"
-            if let millis = last["at"]?["epochMillis"]?.intValue { text += " \(ageText(epochMillis: millis))" }
-            if let stored = last["stored"]?.intValue { text += " (\(stored) new)" }
-            if last["reset"]?.boolValue == true { text += ", meter reset: its memory was read again into a new epoch" }
+        if meter.pairing != .unknown { parts.append(meter.pairing.rawValue) }
+        if let last = meter.lastSync {
+            var text = "last sync \(last.result.rawValue)"
+            text += " \(ageText(epochMillis: last.at.epochMillis))"
+            text += " (\(last.stored) new)"
+            if last.reset { text += ", meter reset: its memory was read again into a new epoch" }
             parts.append(text)
         } else {
             parts.append("never synced")
         }
-        if let millis = meter["nextAttempt"]?["epochMillis"]?.intValue {
-            parts.append("next attempt \(localTimeText(epochMillis: millis))")
+        if let next = meter.nextAttempt {
+            parts.append("next attempt \(localTimeText(epochMillis: next.epochMillis))")
         }
         var line = parts.joined(separator: ", ")
-        if let error = meter["lastError"], !error.isNull {
-            line += "\n    last error: \(error["message"]?.stringValue ?? "")"
-            if let hint = error["hint"]?.stringValue { line += "\n    Hint: \(hint)" }
+        if let error = meter.lastError {
+            line += "\n    last error: \(error.message)"
+            if let hint = error.hint { line += "\n    Hint: \(hint)" }
         }
         return line
     }

@@ -1,5 +1,6 @@
 import JSON
 import SugarAPI
+import SugarWire
 
 /// `sugarctl sync [METER] [--force]`: syncs now and shows progress until done.
 enum SyncCommand {
@@ -22,7 +23,7 @@ enum SyncCommand {
     static let subcommand = Subcommand(help: help) { arguments in await run(arguments) }
 
     /// Session results that mean the meter's records were all fetched.
-    static let successfulResults: Set<String> = ["success", "noNewRecords"]
+    static let successfulResults: Set<Wire.SyncResult> = [.success, .noNewRecords]
 
     static func run(_ arguments: [String]) async -> Int32 {
         await runDaemonCommand(arguments, help: help, flags: ["force", "json"], values: []) { parsed throws(CommandFailure) in
@@ -32,39 +33,36 @@ enum SyncCommand {
             if parsed.flags.contains("force") { parameters["force"] = true }
             let json = parsed.flags.contains("json")
             let daemon = try Daemon.connect(parsed)
-            var sessions: [JSONValue] = []
-            try await daemon.stream("Sync", parameters) { reply throws(CommandFailure) in
-                if !json, let phase = reply["phase"]?.stringValue {
-                    var line = "\(reply["meter"]?.stringValue ?? "?"): \(phase)"
-                    if phase == "receiving" || phase == "counting", let received = reply["received"]?.intValue {
-                        line += " \(received)" + (reply["expected"]?.intValue.map { "/\($0)" } ?? "") + " records"
+            var sessions: [Wire.Session] = []
+            try await daemon.stream("Sync", parameters, as: Wire.SyncReply.self) { reply throws(CommandFailure) in
+                if !json, let phase = reply.phase {
+                    var line = "\(reply.meter ?? "?"): \(phase.rawValue)"
+                    if phase == .receiving || phase == .counting, let received = reply.received {
+                        line += " \(received)" + (reply.expected.map { "/\($0)" } ?? "") + " records"
                     }
                     writeStdout(line + "\n")
                 }
-                if let final = reply["sessions"]?.arrayValue { sessions = final }
+                if let final = reply.sessions { sessions = final }
                 return true
             }
-            let unsuccessful = sessions.filter { !successfulResults.contains($0["result"]?.stringValue ?? "") }
+            let unsuccessful = sessions.filter { !successfulResults.contains($0.result) }
             if json {
-                writeStdout(JSONValue.object(["sessions": .array(sessions)]).serialized() + "\n")
+                writeStdout(JSONValue.object(["sessions": .wire(sessions)]).serialized() + "\n")
             } else {
                 if sessions.isEmpty {
                     writeStdout("Nothing synced: the meter synced moments ago (use --force to sync anyway).\n")
                 }
                 for session in sessions {
-                    let meter = session["meter"]?.stringValue ?? "?"
-                    let result = session["result"]?.stringValue ?? "?"
-                    var line = "\(meter): \(result), \(session["stored"]?.intValue ?? 0) new"
-                    if let duplicates = session["duplicates"]?.intValue, duplicates > 0 { line += ", \(duplicates) already stored" }
-                    if let error = session["error"]?.stringValue { line += " (\(error))" }
+                    var line = "\(session.meter): \(session.result.rawValue), \(session.stored) new"
+                    if session.duplicates > 0 { line += ", \(session.duplicates) already stored" }
+                    if let error = session.error { line += " (\(error))" }
                     writeStdout(line + "\n")
                 }
             }
             for session in unsuccessful {
-                let meter = session["meter"]?.stringValue ?? "?"
-                let result = session["result"]?.stringValue ?? "?"
-                let why = session["error"]?.stringValue ?? "no reason was reported"
-                writeStderr("Error: the sync of \(meter) \(result == "failed" ? "failed" : "was \(result)"): \(why)\n")
+                let result = session.result.rawValue
+                let why = session.error ?? "no reason was reported"
+                writeStderr("Error: the sync of \(session.meter) \(result == "failed" ? "failed" : "was \(result)"): \(why)\n")
             }
             return unsuccessful.isEmpty ? ExitCode.success : ExitCode.failure
         }

@@ -1,5 +1,6 @@
 import JSON
 import SugarAPI
+import SugarWire
 
 /// `sugarctl watch`: a live view of the daemon's state until Ctrl-C.
 enum WatchCommand {
@@ -44,18 +45,20 @@ enum WatchCommand {
             let daemon = try Daemon.connect(parsed)
             var unit = try displayUnit(parsed, daemonDefault: nil, help: help)
             if parsed.values["unit"] == nil, !json {
-                unit = try displayUnit(parsed, daemonDefault: try await daemon.reconnect().call("GetStatus")["unit"]?.stringValue, help: help)
+                let status = try await daemon.reconnect().call("GetStatus", as: Wire.StatusReply.self)
+                unit = try displayUnit(parsed, daemonDefault: status.unit, help: help)
             }
             var following: String?
             try await daemon.stream("Watch", parameters) { reply throws(CommandFailure) in
                 if json {
                     writeStdout(JSONValue.object(reply).serialized() + "\n")
                 } else {
-                    if let meter = reply["meter"]?.stringValue, meter != following {
+                    let watch = try Daemon.decode(Wire.WatchReply.self, reply, method: "Watch")
+                    if let meter = watch.meter, meter != following {
                         following = meter
                         writeStdout("following \(meter)\n")
                     }
-                    writeStdout(self.describe(reply, unit: unit))
+                    writeStdout(try self.describe(watch, unit: unit))
                 }
                 remaining -= 1
                 return remaining > 0
@@ -65,45 +68,53 @@ enum WatchCommand {
     }
 
     /// One line per field: "08:00 readingCount: 7".
-    static func describe(_ reply: JSONObject, unit: DisplayUnit) -> String {
+    static func describe(_ reply: Wire.WatchReply, unit: DisplayUnit) throws(CommandFailure) -> String {
         let now = localTimeText(epochMillis: APITime.now())
         let clock = String(now.split(separator: " ").last ?? "")
-        let snapshot = reply["snapshot"] == true
+        let fields: [(name: String, value: Wire.WatchedField)]
+        do throws(WireError) {
+            fields = try reply.watchedFields()
+        } catch {
+            throw Daemon.unreadable(error, method: "Watch")
+        }
         var out = ""
-        for entry in reply["fields"]?.objectValue?.entries ?? [] {
-            out += "\(clock) \(snapshot ? "=" : "~") \(entry.key): \(self.summary(entry.key, entry.value, unit: unit))\n"
+        for field in fields {
+            out += "\(clock) \(reply.snapshot ? "=" : "~") \(field.name): \(self.summary(field.value, unit: unit))\n"
         }
         return out
     }
 
-    static func summary(_ field: String, _ value: JSONValue, unit: DisplayUnit) -> String {
+    static func summary(_ field: Wire.WatchedField, unit: DisplayUnit) -> String {
         switch field {
-        case "readingCount", "highWater", "link":
-            return value.stringValue ?? value.intValue.map { String($0) } ?? "none"
-        case "sync" where value.stringValue != nil:
-            return value.stringValue ?? "?"
-        case "lastReading":
-            guard !value.isNull else { return "none" }
-            let text = glucoseText(mgdL: value["glucose"]?["mgdL"]?.doubleValue, mmolL: value["glucose"]?["mmolL"]?.doubleValue, unit: unit) ?? "no value"
-            return "\(text) at \(instantText(value["instant"]) ?? "?") from \(value["meter"]?.stringValue ?? "?")"
-        case "meters":
-            let meters = value.arrayValue ?? []
+        case .readingCount(let count):
+            return String(count)
+        case .highWater(let mark):
+            return mark.map { String($0) } ?? "none"
+        case .link(let link):
+            return link.rawValue
+        case .syncPhase(let phase):
+            return phase.rawValue
+        case .lastReading(let reading):
+            guard let reading else { return "none" }
+            let text = glucoseText(mgdL: reading.glucose?.mgdL, mmolL: reading.glucose?.mmolL, unit: unit) ?? "no value"
+            return "\(text) at \(instantText(reading.instant) ?? "?") from \(reading.meter)"
+        case .meters(let meters):
             if meters.isEmpty { return "none" }
-            return meters.map { "\($0["id"]?.stringValue ?? "?") [\(StatusCommand.meterLine($0).split(separator: "\n").first ?? "")]" }
+            return meters.map { "\($0.id) [\(StatusCommand.meterLine($0).split(separator: "\n").first ?? "")]" }
                 .joined(separator: "; ")
-        case "adapter":
-            return value["present"] == true ? "\(value["name"]?.stringValue ?? "present"), powered \(value["powered"] == true ? "on" : "off")" : "absent"
-        case "sync":
-            return "\(value["phase"]?.stringValue ?? "?")" + (value["lastResult"].flatMap { $0.isNull ? nil : ", last \($0["result"]?.stringValue ?? "?")" } ?? "")
-        case "errors":
-            guard let last = value.arrayValue?.last else { return "none" }
-            return "\(value.arrayValue?.count ?? 0), latest: \(last["message"]?.stringValue ?? "")"
-        case "progress":
-            return "\(value["received"]?.intValue ?? 0)" + (value["expected"]?.intValue.map { "/\($0)" } ?? "")
-        case "pairing":
-            return value.stringValue ?? "?"
-        default:
-            return value.serialized()
+        case .adapter(let adapter):
+            return adapter.present ? "\(adapter.name ?? "present"), powered \(adapter.powered ? "on" : "off")" : "absent"
+        case .syncOverview(let sync):
+            return sync.phase.rawValue + (sync.lastResult.map { ", last \($0.result.rawValue)" } ?? "")
+        case .errors(let errors):
+            guard let last = errors.last else { return "none" }
+            return "\(errors.count), latest: \(last.message)"
+        case .progress(let progress):
+            return "\(progress.received)" + (progress.expected.map { "/\($0)" } ?? "")
+        case .pairing(let pairing):
+            return pairing.rawValue
+        case .daemon, .identity, .lastSync, .lastError, .nextAttempt:
+            return field.json.serialized()
         }
     }
 }

@@ -1,6 +1,7 @@
 import BlueZTransport
 import DBus
 import Foundation
+import GlucoseProfile
 import HealthDataSync
 import Testing
 import TestSupport

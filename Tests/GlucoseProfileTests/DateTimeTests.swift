@@ -74,9 +74,14 @@ import Testing
         #expect(throws: GlucoseProfileError.self) { try CurrentTime(bytes: bytes + [0]) }
     }
 
-    @Test func uuidHelpers() {
-        #expect(GlucoseUUID.uuidString(GlucoseUUID.glucoseMeasurement) == "00002a18-0000-1000-8000-00805f9b34fb")
-        #expect(GlucoseUUID.shortUUID("00002A52-0000-1000-8000-00805F9B34FB") == 0x2A52)
-        #expect(GlucoseUUID.shortUUID("c4dea010-5a9d-11e9-8647-d663bd873d93") == nil)
+    @Test func uuidForms() {
+        #expect(BluetoothUUID.glucoseMeasurement.uuidString == "00002a18-0000-1000-8000-00805f9b34fb")
+        #expect(BluetoothUUID(string: "00002A52-0000-1000-8000-00805F9B34FB")?.uuid16 == 0x2A52)
+        #expect(BluetoothUUID(string: "c4dea010-5a9d-11e9-8647-d663bd873d93")?.uuid16 == nil)
+        #expect(BluetoothUUID.glucoseFeature.description == "2A51" && BluetoothUUID.glucoseFeature.shortString == "2a51")
+        #expect(BluetoothUUID(string: "+2a1") == nil && BluetoothUUID(string: "2a1") == nil)
+        let vendor = BluetoothUUID(string: "c4dea010-5a9d-11e9-8647-d663bd873d93")!
+        let sorted = [vendor, .recordAccessControlPoint, .glucoseService, BluetoothUUID(uuid32: 0x1234_5678)].sorted()
+        #expect(sorted.map(\.uuidString) == sorted.map(\.uuidString).sorted())
     }
 }

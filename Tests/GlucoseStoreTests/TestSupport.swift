@@ -1,4 +1,5 @@
 import Foundation
+import GlucoseProfile
 import HealthDataSync
 
 @testable import GlucoseStore

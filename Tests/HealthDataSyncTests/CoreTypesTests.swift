@@ -1,3 +1,4 @@
+import GlucoseProfile
 import HealthDataSync
 import Testing
 
@@ -42,12 +43,13 @@ import Testing
     }
 
     @Test func bluetoothUUIDs() throws {
-        #expect(BluetoothUUID(0x2A18).rawValue == "00002a18-0000-1000-8000-00805f9b34fb")
+        #expect(BluetoothUUID(0x2A18).uuidString == "00002a18-0000-1000-8000-00805f9b34fb")
         #expect(BluetoothUUID(string: "0x2A18") == .glucoseMeasurement)
         #expect(BluetoothUUID(string: "00002A52-0000-1000-8000-00805F9B34FB") == .recordAccessControlPoint)
-        #expect(BluetoothUUID.glucoseFeature.description == "2a51")
+        #expect(BluetoothUUID.glucoseFeature.shortString == "2a51")
         let custom = try #require(BluetoothUUID(string: "00000000-0002-11e2-9e96-0800200c9a66"))
-        #expect(custom.short == nil)
+        #expect(custom.uuid16 == nil)
+        #expect(custom.shortString == "00000000-0002-11e2-9e96-0800200c9a66")
         #expect(BluetoothUUID(string: "xyz") == nil)
     }
 

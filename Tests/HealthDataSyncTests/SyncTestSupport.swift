@@ -1,3 +1,4 @@
+import GlucoseProfile
 import HealthDataSync
 import Testing
 import Locking
@@ -171,7 +172,7 @@ final class ScriptedTransport: MeterTransport, Sendable {
 
     func read(_ characteristic: BluetoothUUID, on meter: MeterID) async throws(TransportError) -> [UInt8] {
         let script = self.state.withLock {
-            $0.log.append("read \(characteristic)")
+            $0.log.append("read \(characteristic.shortString)")
             return $0.scripts[meter]!
         }
         switch characteristic {
@@ -182,14 +183,14 @@ final class ScriptedTransport: MeterTransport, Sendable {
         case .currentTime, .dateTime:
             guard let bytes = script.clockBytes else { throw TransportError(.attError, "Read Not Permitted", attError: 0x02) }
             return bytes
-        default: throw TransportError(.characteristicNotFound, "no \(characteristic)")
+        default: throw TransportError(.characteristicNotFound, "no \(characteristic.shortString)")
         }
     }
 
     func setNotifications(_ enabled: Bool, for characteristic: BluetoothUUID, on meter: MeterID) async throws(TransportError) {
         try self.checkBond(meter)
         self.state.withLock {
-            $0.log.append("notify \(characteristic)")
+            $0.log.append("notify \(characteristic.shortString)")
             if characteristic == .recordAccessControlPoint { $0.racpIndications.insert(meter) }
         }
     }

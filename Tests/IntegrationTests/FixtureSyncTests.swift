@@ -1,3 +1,4 @@
+import GlucoseProfile
 import GlucoseStore
 import HealthDataSync
 import JSON

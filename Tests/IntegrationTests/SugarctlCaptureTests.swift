@@ -1,4 +1,5 @@
 import Foundation
+import GlucoseProfile
 import JSON
 import PacketCapture
 import ReplayTransport

@@ -1,3 +1,4 @@
+import GlucoseProfile
 import Testing
 @testable import PacketCapture
 

@@ -1,3 +1,4 @@
+import GlucoseProfile
 import Testing
 import TestSupport
 @testable import PacketCapture

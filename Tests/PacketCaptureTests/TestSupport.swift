@@ -1,4 +1,5 @@
 import Glibc
+import GlucoseProfile
 @testable import PacketCapture
 import TestSupport
 

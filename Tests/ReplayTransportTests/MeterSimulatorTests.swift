@@ -110,7 +110,7 @@ import Testing
         var meter = Self.meter(seqs: [1], pairing: .passkey(123_456))
         let feature = meter.valueHandle(.glucoseFeature)!
         #expect(meter.read(feature) == .error(.insufficientAuthentication))
-        #expect(meter.read(meter.valueHandle(GATTUUID(GlucoseUUID.manufacturerName))!) == .value(Array("sugard simulator".utf8)))
+        #expect(meter.read(meter.valueHandle(.manufacturerName)!) == .value(Array("sugard simulator".utf8)))
         #expect(meter.setNotifications(true, for: .glucoseMeasurement).error == .insufficientAuthentication)
         #expect(meter.pair(passkey: 1) == .wrongPasskey)
         #expect(meter.pair(passkey: 123_456) == .bonded)

@@ -1,3 +1,4 @@
+import GlucoseProfile
 import PacketCapture
 import ReplayTransport
 import Testing

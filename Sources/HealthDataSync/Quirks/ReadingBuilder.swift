@@ -104,12 +104,7 @@ public struct ReadingBuilder: Sendable {
         _ context: MeasurementContext?, _ instant: Instant, _ resolution: TimeResolution, _ mgdL: Double?,
         _ mmolL: Double?, _ ketone: Double?, _ flags: ReadingFlags
     ) -> Reading {
-        let unit: MeasurementUnit? = m.unit.map {
-            switch $0 {
-            case .kilogramsPerLiter: .kilogramsPerLiter
-            case .molesPerLiter: .molesPerLiter
-            }
-        }
+        let unit = m.unit
         return Reading(
             meter: self.meter, sequenceNumber: m.sequenceNumber, measurementBytes: bytes, contextBytes: contextBytes,
             baseTime: rawBase, timeOffsetMinutes: m.timeOffsetMinutes.map { Int($0) },

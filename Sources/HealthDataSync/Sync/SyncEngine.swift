@@ -1,3 +1,5 @@
+import GlucoseProfile
+
 /// Drives ``SyncStateMachine``s on a ``MeterTransport`` and a ``ReadingStore``.
 ///
 /// - One sync per meter at a time; many meters sync in parallel, each in its own task.
@@ -65,7 +67,7 @@ public actor SyncEngine {
     private let automaticSync: Bool
     private let observer: (any SyncObserver)?
     private let logger: Logger
-    private let now: @Sendable () -> Instant
+    private let now: WallClock
     private let clock: any SyncClock
 
     private var policy: SyncPolicy
@@ -96,7 +98,7 @@ public actor SyncEngine {
         transport: any MeterTransport, store: any ReadingStore, zone: TimeZoneRules,
         meterZones: [MeterID: TimeZoneRules] = [:], quirks: QuirkTable = .builtIn,
         configuration: SyncConfiguration = SyncConfiguration(), cooldownSeconds: Double = 30, automaticSync: Bool = true,
-        observer: (any SyncObserver)? = nil, logger: Logger = .disabled, now: @escaping @Sendable () -> Instant,
+        observer: (any SyncObserver)? = nil, logger: Logger = .disabled, now: @escaping WallClock,
         clock: any SyncClock = ContinuousSyncClock()
     ) {
         self.transport = transport

@@ -183,7 +183,7 @@ public struct SyncStateMachine: Sendable {
                 self.end(SyncFailure(.notAGlucoseMeter, "\(self.context.meter) has no Glucose Measurement and RACP characteristics; it is not a Glucose Profile meter."), now, &out)
                 break
             }
-            let wanted: [BluetoothUUID] = [.glucoseFeature, .manufacturerName, .modelNumber, .serialNumber, .firmwareRevision]
+            let wanted: [BluetoothUUID] = [.glucoseFeature] + BluetoothUUID.deviceInformationStrings
             self.readQueue = wanted.filter { services.has($0) }
             self.setPhase(.readingDeviceInfo, &out)
             self.nextRead(now, &out)
@@ -350,9 +350,9 @@ public struct SyncStateMachine: Sendable {
                 opCode: .reportStoredRecords, operator: .withinRange, operand: .filter(.sequenceNumber(min: mark, max: mark))
             ).encoded()
         case .count:
-            return (self.usesHighWaterFilter ? RACPMessage.countGreaterOrEqual(sequenceNumber: from) : .countAll).encoded()
+            return RACPMessage.count(from: self.usesHighWaterFilter ? from : nil).encoded()
         case .report:
-            return (self.usesHighWaterFilter ? RACPMessage.reportGreaterOrEqual(sequenceNumber: from) : .reportAll).encoded()
+            return RACPMessage.report(from: self.usesHighWaterFilter ? from : nil).encoded()
         case .abort:
             return RACPMessage.abort.encoded()
         }
@@ -445,7 +445,7 @@ public struct SyncStateMachine: Sendable {
             do throws(GlucoseProfileError) {
                 let dt = uuid == .currentTime ? try CurrentTime(bytes: bytes).dateTime : try DateTime(bytes: bytes)
                 guard dt.isDateKnown else {
-                    self.anomalies.append(SyncAnomaly(.clockUnreadable, "The meter clock (\(uuid)) reports an unknown date."))
+                    self.anomalies.append(SyncAnomaly(.clockUnreadable, "The meter clock (\(uuid.shortString)) reports an unknown date."))
                     return
                 }
                 let local = LocalDateTime(
@@ -453,7 +453,7 @@ public struct SyncStateMachine: Sendable {
                     minute: Int(dt.minutes), second: Int(dt.seconds))
                 self.clock = MeterClockSample(meterTime: local, hostTime: now)
             } catch {
-                self.anomalies.append(SyncAnomaly(.clockUnreadable, "The meter clock (\(uuid)) did not decode: \(error)."))
+                self.anomalies.append(SyncAnomaly(.clockUnreadable, "The meter clock (\(uuid.shortString)) did not decode: \(error)."))
             }
         default: break
         }
@@ -706,7 +706,7 @@ public struct SyncStateMachine: Sendable {
         switch op {
         case .read(let uuid):
             let kind: SyncAnomaly.Kind = uuid == self.clockUUID ? .clockUnreadable : .deviceInfoUnreadable
-            self.anomalies.append(SyncAnomaly(kind, "Reading \(uuid) failed: \(error.message)"))
+            self.anomalies.append(SyncAnomaly(kind, "Reading \(uuid.shortString) failed: \(error.message)"))
             self.nextRead(now, &out)
         case .enable(let uuid) where uuid == .glucoseMeasurementContext:
             self.anomalies.append(SyncAnomaly(.missingContext, "Context notifications could not be enabled: \(error.message)"))

@@ -1,3 +1,5 @@
+import GlucoseProfile
+
 /// Where a meter's sync is, as a stable name for the view model and `sugarctl`.
 public enum SyncPhase: Hashable, Sendable, CustomStringConvertible {
     /// No sync running.
@@ -240,8 +242,8 @@ public enum SyncAction: Sendable, CustomStringConvertible {
         switch self {
         case .connect: return "connect"
         case .pair: return "pair"
-        case .read(let uuid): return "read(\(uuid))"
-        case .enableNotifications(let uuid): return "notify(\(uuid))"
+        case .read(let uuid): return "read(\(uuid.shortString))"
+        case .enableNotifications(let uuid): return "notify(\(uuid.shortString))"
         case .writeRACP(let bytes, let purpose): return "write(\(hexString(bytes)) \(purpose.rawValue))"
         case .startTimer(let timer, let seconds): return "startTimer(\(timer.rawValue), \(seconds))"
         case .cancelTimer(let timer): return "cancelTimer(\(timer.rawValue))"

@@ -1,0 +1,62 @@
+public import JSON
+
+extension Wire {
+    /// `io.sugard.Forward`'s `type Sink`: one of sugard-forward's sinks and its delivery state.
+    public struct ForwardSink: WireValue, Hashable {
+        public enum Kind: String, WireEnum { case mqtt, nightscout }
+        public enum State: String, WireEnum { case connected, retrying, failing }
+        public enum NightscoutState: String, WireEnum { case idle, delivering, retrying, refused, paused }
+
+        public var name: String
+        public var kind: Kind
+        public var broker: String?
+        public var url: String?
+        public var person: String?
+        public var state: State
+        public var nightscoutState: NightscoutState?
+        public var reason: String?
+        public var pending: Int64
+        public var lastDeliveryMillis: Int64?
+        public var cursor: Int64
+        public var delivered: Int64
+        public var feedConnected: Bool
+        public var feedReason: String?
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.name = try f.required("name")
+            self.kind = try f.required("kind")
+            self.broker = try f.optional("broker")
+            self.url = try f.optional("url")
+            self.person = try f.optional("person")
+            self.state = try f.required("state")
+            self.nightscoutState = try f.optional("nightscoutState")
+            self.reason = try f.optional("reason")
+            self.pending = try f.required("pending")
+            self.lastDeliveryMillis = try f.optional("lastDeliveryMillis")
+            self.cursor = try f.required("cursor")
+            self.delivered = try f.required("delivered")
+            self.feedConnected = try f.required("feedConnected")
+            self.feedReason = try f.optional("feedReason")
+        }
+
+        public var json: JSONValue {
+            [
+                "name": .string(self.name), "kind": self.kind.json, "broker": .from(self.broker), "url": .from(self.url),
+                "person": .from(self.person), "state": self.state.json, "nightscoutState": .wire(self.nightscoutState),
+                "reason": .from(self.reason), "pending": .int(self.pending), "lastDeliveryMillis": .from(self.lastDeliveryMillis),
+                "cursor": .int(self.cursor), "delivered": .int(self.delivered), "feedConnected": .bool(self.feedConnected),
+                "feedReason": .from(self.feedReason),
+            ]
+        }
+    }
+
+    /// `io.sugard.Forward.GetStatus() -> (sinks: []Sink)`
+    public struct ForwardStatusReply: WireValue {
+        public var sinks: [ForwardSink]
+
+        public init(json: JSONValue) throws(WireError) { self.sinks = try WireFields(json).array("sinks") }
+
+        public var json: JSONValue { ["sinks": .wire(self.sinks)] }
+    }
+}

@@ -1,0 +1,116 @@
+public import JSON
+
+extension Wire {
+    /// One stored reading as `ListReadings` and `FollowReadings` send it (`object` in the interface).
+    ///
+    /// The object carries every key of `sugarctl decode measurement --json` (the Glucose Profile's
+    /// own form, kept as it came in ``object``) and the stored facts this type reads: `id`, `meter`,
+    /// `epoch`, `mgdL`/`mmolL` (the daemon's conclusion), `ketoneMmolL`, `flags`, `time`, `storedAt`,
+    /// `context` and `person`. It re-encodes to exactly the object it was read from.
+    public struct Reading: WireValue, Hashable {
+        /// The whole object as it came.
+        public var object: JSONObject
+        public var id: Int64
+        public var meter: String
+        public var epoch: Int64
+        public var sequenceNumber: Int64
+        public var mgdL: Double?
+        public var mmolL: Double?
+        public var ketoneMmolL: Double?
+        public var flags: [String]
+        public var time: ReadingTime
+        public var storedAt: Instant
+        /// The decoded Measurement Context (`sugarctl decode context --json`), or nil.
+        public var context: JSONObject?
+        /// The context's meal name (`preprandial`, ...), when the context carries a meal.
+        public var mealName: String?
+        public var person: String?
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.object = f.object
+            self.id = try f.required("id")
+            self.meter = try f.required("meter")
+            self.epoch = try f.required("epoch")
+            self.sequenceNumber = try f.required("sequenceNumber")
+            self.mgdL = try f.optional("mgdL")
+            self.mmolL = try f.optional("mmolL")
+            self.ketoneMmolL = try f.optional("ketoneMmolL")
+            self.flags = try f.array("flags")
+            self.time = try f.required("time")
+            self.storedAt = try f.required("storedAt")
+            self.context = try f.optional("context")
+            self.person = try f.optional("person")
+            if let context = self.context {
+                let meal: Named? = try WireFields(.object(context)).optional("meal")
+                self.mealName = meal?.name
+            }
+        }
+
+        public var json: JSONValue { .object(self.object) }
+
+        /// Reading objects (`ListReadings`' `readings`) read in order.
+        public static func list(_ objects: [JSONObject]) throws(WireError) -> [Reading] {
+            var readings: [Reading] = []
+            readings.reserveCapacity(objects.count)
+            for (index, object) in objects.enumerated() {
+                do throws(WireError) {
+                    readings.append(try Reading(json: .object(object)))
+                } catch {
+                    throw error.within("[\(index)]")
+                }
+            }
+            return readings
+        }
+    }
+
+    /// A reading's `time`: when it was taken and how sugard concluded that.
+    public struct ReadingTime: WireValue, Hashable {
+        public var iso: String
+        public var epochMillis: Int64
+        /// ISO 8601 with the zone offset used.
+        public var local: String
+        public var utcOffsetMinutes: Int64
+        public var zone: String
+        public var method: LastReading.TimeMethod
+        public var meterLocalTime: String
+        public var meterClockSkewSeconds: Int64?
+        public var quirks: [String]
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.iso = try f.required("iso")
+            self.epochMillis = try f.required("epochMillis")
+            self.local = try f.required("local")
+            self.utcOffsetMinutes = try f.required("utcOffsetMinutes")
+            self.zone = try f.required("zone")
+            self.method = try f.required("method")
+            self.meterLocalTime = try f.required("meterLocalTime")
+            self.meterClockSkewSeconds = try f.optional("meterClockSkewSeconds")
+            self.quirks = try f.array("quirks")
+        }
+
+        public var json: JSONValue {
+            [
+                "iso": .string(self.iso), "epochMillis": .int(self.epochMillis), "local": .string(self.local),
+                "utcOffsetMinutes": .int(self.utcOffsetMinutes), "zone": .string(self.zone), "method": self.method.json,
+                "meterLocalTime": .string(self.meterLocalTime), "meterClockSkewSeconds": .from(self.meterClockSkewSeconds),
+                "quirks": .wire(self.quirks),
+            ]
+        }
+    }
+
+    /// A Glucose Profile enum value as the profile's decoder writes it: `{"code", "name"}`.
+    struct Named: WireValue {
+        var code: Int64
+        var name: String
+
+        init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.code = try f.required("code")
+            self.name = try f.required("name")
+        }
+
+        var json: JSONValue { ["code": .int(self.code), "name": .string(self.name)] }
+    }
+}

@@ -1,0 +1,81 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// The small POSIX helpers every I/O module needs, written once: retrying a call interrupted by a
+// signal, writing a whole buffer, reading a whole file, and the wall clock.
+
+/// Calls `body` again while it fails with `EINTR` (returns a negative value with `errno == EINTR`);
+/// returns its first other result, with `errno` as that call left it.
+@inlinable
+public func retryingInterrupted<Result: BinaryInteger>(_ body: () -> Result) -> Result {
+    while true {
+        let result = body()
+        if result < 0 && errno == EINTR { continue }
+        return result
+    }
+}
+
+/// Writes all of `bytes` to `fd`, retrying interrupted and short writes.
+/// - Returns: 0, or the `errno` of the write that failed (`EPIPE`, `ENOSPC`…; `EIO` for a write of 0).
+@discardableResult
+public func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32 {
+    var offset = 0
+    while offset < bytes.count {
+        let wrote = retryingInterrupted { write(fd, bytes.baseAddress! + offset, bytes.count - offset) }
+        if wrote < 0 { return errno }
+        if wrote == 0 { return EIO }
+        offset += wrote
+    }
+    return 0
+}
+
+/// Writes all of `bytes` to `fd` (see ``writeAll(_:_:)-(_,UnsafeRawBufferPointer)``).
+@discardableResult
+public func writeAll(_ fd: Int32, _ bytes: some Collection<UInt8>) -> Int32 {
+    if let code = bytes.withContiguousStorageIfAvailable({ writeAll(fd, UnsafeRawBufferPointer($0)) }) { return code }
+    return Array(bytes).withUnsafeBytes { writeAll(fd, $0) }
+}
+
+/// Why ``readWholeFile(_:limit:)`` failed: the `errno` of `open` or `read`, or `EFBIG` when the file
+/// holds more than the limit.
+public struct FileReadError: Error, Hashable, Sendable, CustomStringConvertible {
+    public let code: Int32
+    public init(code: Int32) { self.code = code }
+    /// `strerror` text.
+    public var description: String { String(cString: strerror(self.code)) }
+}
+
+/// The whole content of the file at `path`, read until end of file.
+/// - Throws: ``FileReadError`` with the `errno` of `open`/`read` (`ENOENT` when it does not exist), or
+///   `EFBIG` when it holds more than `limit` bytes.
+public func readWholeFile(_ path: String, limit: Int = Int.max) throws(FileReadError) -> [UInt8] {
+    let fd = retryingInterrupted { open(path, O_RDONLY | O_CLOEXEC) }
+    guard fd >= 0 else { throw FileReadError(code: errno) }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let got = chunk.withUnsafeMutableBytes { buffer in retryingInterrupted { read(fd, buffer.baseAddress, buffer.count) } }
+        if got < 0 { throw FileReadError(code: errno) }
+        if got == 0 { return bytes }
+        if bytes.count + got > limit { throw FileReadError(code: EFBIG) }
+        bytes.append(contentsOf: chunk[0..<got])
+    }
+}
+
+/// The wall clock (`CLOCK_REALTIME`) in microseconds since the Unix epoch.
+public func wallClockMicroseconds() -> Int64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_REALTIME, &spec)
+    return Int64(spec.tv_sec) * 1_000_000 + Int64(spec.tv_nsec) / 1000
+}
+
+/// The wall clock (`CLOCK_REALTIME`) in milliseconds since the Unix epoch.
+public func wallClockMilliseconds() -> Int64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_REALTIME, &spec)
+    return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+}
