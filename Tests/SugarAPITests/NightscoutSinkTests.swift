@@ -164,7 +164,9 @@ struct ListReadingsSource: NightscoutReadingSource {
             #expect(first["utcOffset"] == 60)
             #expect(first["sysTime"] == first["dateString"])
             #expect(first["device"] == .string("sugard://" + meterA.id.rawValue))
-            let treatment = try #require(await site.treatments.first)
+            // The seeded meters' first syncs commit in either order, so the first treatment posted
+            // may be either meter's: take the one of the entry checked above.
+            let treatment = try #require(await site.treatments.first { $0["created_at"] == first["dateString"] })
             #expect(treatment["eventType"] == "BG Check")
             #expect(treatment["glucoseType"] == "Finger")
             #expect(treatment["units"] == "mg/dl")
