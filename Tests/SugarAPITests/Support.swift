@@ -222,6 +222,10 @@ func withAPIServer<R>(
                     && [meterA.id, meterB.id].allSatisfy { id in
                         backend.models.model(for: id).map { $0.state.sync == .idle || $0.state.sync.isFinal } == true
                     }
+                    // The shared view model has taken both ends too (a Watch opened now sees no late
+                    // change of the seeding syncs).
+                    && backend.models.viewModel.state.sync.activeMeters.isEmpty
+                    && [meterA.id, meterB.id].allSatisfy { backend.models.viewModel.state.meters[$0]?.lastSync != nil }
             }
             guard settled else {
                 let sessions = (try? await backend.store.sessions(meter: nil, limit: 10)) ?? []
