@@ -6,7 +6,7 @@ import Varlink
 /// broker). The feed takes a slot per reading and stops reading from sugard when none is left;
 /// delivered readings give their slots back.
 final class Window: Sendable {
-    private struct State {
+    private struct State: HasWaiter {
         var used = 0
         var waiter: CheckedContinuation<Void, Never>?
     }
@@ -38,22 +38,7 @@ final class Window: Sendable {
 
     /// Returns once at most half the slots are used (or the task is cancelled).
     func waitForRoom() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let now = self.state.withLock { s -> Bool in
-                    if s.used <= self.limit / 2 || Task.isCancelled { return true }
-                    s.waiter = continuation
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            let waiter = self.state.withLock { s -> CheckedContinuation<Void, Never>? in
-                defer { s.waiter = nil }
-                return s.waiter
-            }
-            waiter?.resume()
-        }
+        await self.state.wait { $0.used <= self.limit / 2 }
     }
 }
 

@@ -11,7 +11,7 @@ import NightscoutSink
 /// reconnects by itself; it shows as the sink's `feedConnected`/`feedReason`, as for the MQTT sink,
 /// not as a state of the site.
 final class FeedReadingSource: NightscoutReadingSource {
-    private struct State {
+    private struct State: HasWaiter {
         /// In cursor order, each above the sink's cursor when it was last asked.
         var buffer: [SinkReading] = []
         var waiter: CheckedContinuation<Void, Never>?
@@ -73,22 +73,7 @@ final class FeedReadingSource: NightscoutReadingSource {
 
     /// Returns once the buffer holds a reading (or the task is cancelled).
     private func waitForReading() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let now = self.state.withLock { s -> Bool in
-                    if !s.buffer.isEmpty || Task.isCancelled { return true }
-                    s.waiter = continuation
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            let waiter = self.state.withLock { s -> CheckedContinuation<Void, Never>? in
-                defer { s.waiter = nil }
-                return s.waiter
-            }
-            waiter?.resume()
-        }
+        await self.state.wait { !$0.buffer.isEmpty }
     }
 
     /// Readings held above `cursor` that `accepts` takes, and the feed's state.
