@@ -108,7 +108,7 @@ let package = Package(
         .target(name: "MQTT", dependencies: ["Locking", "CMosquitto"], swiftSettings: strict),
         // sugard-forward: every stored reading (FollowReadings) to an MQTT broker and Home Assistant.
         .target(
-            name: "SugarForward", dependencies: ["Locking", "MQTT", "JSON", "Varlink", "SugarAPI", "HealthDataSync", "NightscoutSink", "SystemIO"],
+            name: "SugarForward", dependencies: ["Locking", "MQTT", "JSON", "Varlink", "SugarAPI", "HealthDataSync", "NightscoutSink", "SystemIO", "SugarWire"],
             swiftSettings: strict),
         .executableTarget(name: "sugard-forward", dependencies: ["SugarForward"], swiftSettings: strict),
 
@@ -211,7 +211,7 @@ let package = Package(
             dependencies: [
                 "GlucoseStoreFixtures",
                 "sugard", "sugard-forward", "sugarctl", "SugarForward", "JSON", "Varlink", "Locking", "TestSupport",
-                "GlucoseStore", "HealthDataSync", "HTTPClient", "SugarAPI", "GlucoseProfile",
+                "GlucoseStore", "HealthDataSync", "HTTPClient", "SugarAPI", "GlucoseProfile", "SugarWire",
             ],
             swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),

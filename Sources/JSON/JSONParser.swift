@@ -61,7 +61,7 @@ extension JSONValue {
     }
 }
 
-private struct JSONParser {
+struct JSONParser {
     let bytes: [UInt8]
     let maxDepth: Int
     let maxElements: Int

@@ -466,8 +466,9 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     /// when more than one is waiting: the same stream with fewer messages. A reply never holds
     /// more than one page, so the bound stays one page plus the output cap.
     ///
-    /// With `compact: true` each reading is ``ReadingJSON/compact(_:)`` (what the sinks read),
-    /// without it the full ``ReadingJSON/object(_:)``.
+    /// With `compact: true` each reading is ``ReadingJSON/compact(_:)`` (what the sinks read; a
+    /// batched reply is written straight into bytes by `Wire.CompactReading`), without it the full
+    /// ``ReadingJSON/object(_:)``.
     private func followReadings(_ p: JSONObject, replier: VarlinkReplier) async throws(VarlinkError) {
         var cursor: Int64 = 0
         if let after = p["after"], !after.isNull {
@@ -502,9 +503,21 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                     let end = min(start + batch, page.endIndex)
                     await self.waitForReader(replier) { true }
                     if replier.isClosed || Task.isCancelled { return }
-                    let readings: [JSONValue] = page[start..<end].map { ["cursor": .int($0.id), "reading": form($0)] }
-                    guard replier.reply(["cursor": .int(page[end - 1].id), "readings": .array(readings)], continues: true)
-                    else { return }
+                    if compact {
+                        // Written straight into the reply's bytes (no JSON tree per reading).
+                        let part = page[start..<end]
+                        let sent = replier.reply(continues: true) { out in
+                            out.reserveCapacity(out.count + 400 * part.count)
+                            Wire.CompactFollowReply.write(cursors: part.map(\.id), into: &out) { index, out in
+                                Wire.CompactReading(part[part.startIndex + index]).write(into: &out)
+                            }
+                        }
+                        guard sent else { return }
+                    } else {
+                        let readings: [JSONValue] = page[start..<end].map { ["cursor": .int($0.id), "reading": form($0)] }
+                        guard replier.reply(["cursor": .int(page[end - 1].id), "readings": .array(readings)], continues: true)
+                        else { return }
+                    }
                     cursor = page[end - 1].id
                     start = end
                 }

@@ -1,6 +1,7 @@
 import GlucoseProfile
 import HealthDataSync
 import JSON
+import SugarWire
 
 /// The JSON object of one stored reading, as `ListReadings` and `sugarctl readings --format json`
 /// show it.
@@ -56,30 +57,7 @@ public enum ReadingJSON {
     /// null when no context carried a meal). Every export of ``ReadingExport`` that reads only these
     /// keys (the MQTT payload, Nightscout entries and treatments, the identifier) gives the same
     /// result for both forms.
-    public static func compact(_ stored: StoredReading) -> JSONValue {
-        let r = stored.reading
-        let time: JSONObject = [
-            "iso": .string(r.instant.isoString),
-            "epochMillis": .int(r.instant.epochMillis),
-            "local": .string(r.instant.isoString(utcOffsetSeconds: r.time.utcOffsetSeconds)),
-            "utcOffsetMinutes": .int(Int64(r.time.utcOffsetSeconds / 60)),
-        ]
-        let object: JSONObject = [
-            "id": .int(stored.id),
-            "meter": .string(r.meter.rawValue),
-            "epoch": .int(Int64(stored.epoch)),
-            "sequenceNumber": .int(Int64(r.sequenceNumber)),
-            "time": .object(time),
-            "mgdL": .from(r.mgdL),
-            "mmolL": .from(r.mmolL),
-            "flags": .array(r.flags.names.map { .string($0) }),
-            "type": r.sampleType.map { SampleType(code: $0).json } ?? .null,
-            "sampleLocation": r.sampleLocation.map { SampleLocation(code: $0).json } ?? .null,
-            "context": r.meal.map { ["meal": Meal(code: $0).json] } ?? .null,
-            "person": .from(stored.person),
-        ]
-        return .object(object)
-    }
+    public static func compact(_ stored: StoredReading) -> JSONValue { Wire.CompactReading(stored).json }
 
     /// `{"iso": "...Z", "epochMillis": n}`: how every instant ships.
     public static func instant(_ instant: Instant) -> JSONValue {

@@ -1,5 +1,6 @@
 import JSON
 import Locking
+import SugarWire
 import Varlink
 
 /// How many readings the forwarder holds (received from sugard, not yet acknowledged by the
@@ -51,7 +52,7 @@ struct Feed: Sendable {
         case disconnected(String)
         case meters([String: JSONValue])
         /// Readings in commit order (those of one `FollowReadings` reply).
-        case readings([(cursor: Int64, reading: JSONValue)])
+        case readings([(cursor: Int64, reading: Wire.CompactReading)])
     }
 
     static let interface = "io.sugard.HealthDataSync"
@@ -75,8 +76,12 @@ struct Feed: Sendable {
                 self.emit(.connected)
                 delay = 0.1
                 let parameters: JSONObject = ["after": .int(cursor), "batch": .int(Int64(Self.batch)), "compact": true]
-                for try await reply in client.callMore(Self.interface + ".FollowReadings", parameters) {
-                    var pending: [(cursor: Int64, reading: JSONValue)] = []
+                // Each reply is read straight from its bytes into typed readings, on the client's thread.
+                let replies = client.callMore(Self.interface + ".FollowReadings", parameters) { reader in
+                    try Wire.CompactFollowReply(reading: &reader)
+                }
+                for try await reply in replies {
+                    var pending: [(cursor: Int64, reading: Wire.CompactReading)] = []
                     var full = false
                     func flush() {
                         guard !pending.isEmpty else { return }
@@ -84,11 +89,12 @@ struct Feed: Sendable {
                         if !self.window.take(pending.count) { full = true }
                         pending.removeAll(keepingCapacity: true)
                     }
-                    for (next, reading) in try Self.readings(in: reply) where next > cursor {
+                    for (next, reading) in reply.readings where next > cursor {
                         // A meter not seen yet, or one whose Device Information sugard had not read at
                         // the last look (at most one look per meter every 10 s). Its identity goes out
                         // before its reading.
-                        if let meter = reading["meter"]?.stringValue, known[meter] == nil
+                        let meter = reading.meter
+                        if known[meter] == nil
                             || (Self.incomplete(known[meter]) && monotonicMillis() - (looked[meter] ?? .min / 2) > 10_000)
                         {
                             flush()
@@ -117,25 +123,6 @@ struct Feed: Sendable {
     /// Readings per `FollowReadings` reply (its `batch`): a backlog comes in a few large replies,
     /// a reading committed alone still comes at once in its own.
     static let batch = 128
-
-    /// The (cursor, reading) pairs of one `FollowReadings` reply, batched (`readings`) or not.
-    static func readings(in reply: JSONObject) throws(VarlinkClientError) -> [(Int64, JSONValue)] {
-        if case .array(let list)? = reply["readings"] {
-            var out: [(Int64, JSONValue)] = []
-            out.reserveCapacity(list.count)
-            for item in list {
-                guard let next = item["cursor"]?.intValue, let reading = item["reading"] else {
-                    throw .protocolViolation("a FollowReadings reading without cursor or reading")
-                }
-                out.append((next, reading))
-            }
-            return out
-        }
-        guard let next = reply["cursor"]?.intValue, let reading = reply["reading"] else {
-            throw .protocolViolation("a FollowReadings reply without cursor or reading")
-        }
-        return [(next, reading)]
-    }
 
     static func incomplete(_ identity: JSONValue?) -> Bool {
         guard let identity, !identity.isNull else { return true }

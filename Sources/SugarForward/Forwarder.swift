@@ -3,6 +3,7 @@ import HealthDataSync
 import JSON
 import Locking
 import MQTT
+import SugarWire
 
 /// What `sugarctl status` shows about the MQTT sink.
 public struct SinkStatus: Sendable, Equatable {
@@ -287,8 +288,8 @@ public final class Forwarder: Sendable {
                 var received = 0
                 for (cursor, reading) in list {
                     received += 1
-                    guard let meter = reading["meter"]?.stringValue else { continue }
-                    let millis = reading["time"]?["epochMillis"]?.intValue ?? 0
+                    let meter = reading.meter
+                    let millis = reading.time.epochMillis
                     let updatesState = millis > (newest[meter] ?? .min)
                     if updatesState {
                         newest[meter] = millis
@@ -301,7 +302,7 @@ public final class Forwarder: Sendable {
                     }
                     let payload = ForwardTopics.payloadBytes(reading)
                     if self.logger.isEnabled(.debug) {
-                        self.logger.debug("reading \(cursor) queued", [("meter", meter), ("mgdL", reading["mgdL"]?.serialized() ?? "null")])
+                        self.logger.debug("reading \(cursor) queued", [("meter", meter), ("mgdL", JSONValue.from(reading.mgdL).serialized())])
                     }
                     entries.append(Entry(cursor: cursor, meter: meter, millis: millis, payload: payload, updatesState: updatesState))
                 }

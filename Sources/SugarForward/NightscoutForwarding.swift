@@ -2,6 +2,7 @@ import HealthDataSync
 import JSON
 import Locking
 import NightscoutSink
+import SugarWire
 
 /// One Nightscout sink's readings: its own ``Feed`` (its own `FollowReadings` call, from the sink's
 /// saved cursor) fills a buffer of at most `window.limit` readings; the sink takes them in batches,
@@ -39,7 +40,7 @@ final class FeedReadingSource: NightscoutReadingSource {
         let waiter = self.state.withLock { s -> CheckedContinuation<Void, Never>? in
             switch event {
             case .readings(let list):
-                for (cursor, reading) in list { s.buffer.append(SinkReading(cursor: cursor, reading: reading)) }
+                for (cursor, reading) in list { s.buffer.append(SinkReading(cursor: cursor, reading: reading.json)) }
             case .connected:
                 s.feedConnected = true
                 s.feedReason = nil

@@ -1,5 +1,6 @@
 import JSON
 import SugarAPI
+public import SugarWire
 
 /// The topics and payloads `sugard-forward` publishes (a contract: see the README).
 public struct ForwardTopics: Sendable {
@@ -52,6 +53,44 @@ public struct ForwardTopics: Sendable {
         var out: [UInt8] = []
         out.reserveCapacity(384)
         self.payload(r).write(into: &out)
+        return out
+    }
+
+    /// ``payloadBytes(_:)-(JSONValue)`` of a typed compact reading, written straight into bytes: the
+    /// same keys, values and bytes as the payload of the reading's JSON form.
+    public static func payloadBytes(_ r: Wire.CompactReading) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(384)
+        func name(_ coded: Wire.CompactReading.Coded?) -> JSONValue { coded.map { .string($0.name) } ?? .null }
+        out.append(contentsOf: #"{"id":"#.utf8)
+        JSONValue.string("\(r.meter)/\(r.epoch)/\(r.sequenceNumber)").write(into: &out)
+        out.append(contentsOf: #","meter":"#.utf8)
+        JSONValue.string(r.meter).write(into: &out)
+        out.append(contentsOf: #","sequenceNumber":"#.utf8)
+        JSONValue.int(r.sequenceNumber).write(into: &out)
+        out.append(contentsOf: #","time":"#.utf8)
+        JSONValue.string(r.time.iso).write(into: &out)
+        out.append(contentsOf: #","epochMillis":"#.utf8)
+        JSONValue.int(r.time.epochMillis).write(into: &out)
+        out.append(contentsOf: #","mgdL":"#.utf8)
+        JSONValue.from(r.mgdL).write(into: &out)
+        out.append(contentsOf: #","mmolL":"#.utf8)
+        JSONValue.from(r.mmolL).write(into: &out)
+        out.append(contentsOf: #","flags":["#.utf8)
+        for (index, flag) in r.flags.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.string(flag).write(into: &out)
+        }
+        out.append(contentsOf: #"],"sampleType":"#.utf8)
+        name(r.type).write(into: &out)
+        out.append(contentsOf: #","sampleLocation":"#.utf8)
+        name(r.sampleLocation).write(into: &out)
+        out.append(contentsOf: #","meal":"#.utf8)
+        name(r.meal).write(into: &out)
+        out.append(contentsOf: r.flags.contains("controlSolution") ? #","controlSolution":true"#.utf8 : #","controlSolution":false"#.utf8)
+        out.append(contentsOf: #","person":"#.utf8)
+        JSONValue.from(r.person).write(into: &out)
+        out.append(UInt8(ascii: "}"))
         return out
     }
 

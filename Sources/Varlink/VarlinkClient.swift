@@ -122,6 +122,32 @@ public final class VarlinkClient: Sendable {
         return stream
     }
 
+    /// ``callMore(_:_:)`` whose replies' parameters `decode` reads straight from the message bytes
+    /// (on the client's reader thread, without a ``JSONValue`` tree), for a streaming reply of a
+    /// known shape. The reader is at the parameters object; `decode` reads exactly that value. A
+    /// reply it cannot decode ends the stream with ``VarlinkClientError/protocolViolation(_:)``
+    /// naming its error; an error reply ends it with ``VarlinkClientError/remote(_:)`` as usual.
+    public func callMore<T: Sendable>(
+        _ method: String, _ parameters: JSONObject = [:], decoding decode: @escaping @Sendable (inout JSONReader) throws -> T
+    ) -> AsyncThrowingStream<T, any Error> {
+        let bytes = VarlinkWire.call(method, parameters, more: true, oneway: false)
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: T.self, throwing: (any Error).self)
+        let core = self.core
+        continuation.onTermination = { termination in
+            if case .cancelled = termination { core.shutdown() }
+        }
+        let decoding = DecodingStream(
+            decode: { reader in
+                let value = try decode(&reader)
+                return { continuation.yield(value) }
+            },
+            finish: { error in
+                if let error { continuation.finish(throwing: error) } else { continuation.finish() }
+            })
+        core.send(bytes, expecting: .decoding(decoding))
+        return stream
+    }
+
     /// Calls `method` with `oneway: true`: the service sends no reply.
     public func callOneway(_ method: String, _ parameters: JSONObject = [:]) throws(VarlinkClientError) {
         try self.core.sendOneway(VarlinkWire.call(method, parameters, more: false, oneway: true))
@@ -133,16 +159,25 @@ public final class VarlinkClient: Sendable {
     }
 }
 
+/// A `more` call whose replies are decoded from their bytes: `decode` reads one reply's parameters
+/// and returns what hands the value on (called once the whole reply is read and is not an error).
+private struct DecodingStream: Sendable {
+    let decode: @Sendable (inout JSONReader) throws -> @Sendable () -> Void
+    let finish: @Sendable (VarlinkClientError?) -> Void
+}
+
 /// The client's shared state, owned jointly by the client object and its reader thread.
 private final class ClientCore: Sendable {
     enum Pending {
         case single(CheckedContinuation<Result<JSONObject, VarlinkClientError>, Never>)
         case stream(AsyncThrowingStream<JSONObject, any Error>.Continuation)
+        case decoding(DecodingStream)
 
         func fail(_ error: VarlinkClientError) {
             switch self {
             case .single(let continuation): continuation.resume(returning: .failure(error))
             case .stream(let continuation): continuation.finish(throwing: error)
+            case .decoding(let stream): stream.finish(error)
             }
         }
     }
@@ -289,6 +324,26 @@ private final class ClientCore: Sendable {
 
     /// Hands one reply to the oldest pending call. Returns an error when the reply is malformed.
     private func deliver(_ message: ArraySlice<UInt8>) -> VarlinkClientError? {
+        var decodeFailure: String?
+        if case .decoding(let stream)? = self.state.withLock({ $0.pending.first }) {
+            // Only this thread removes pending calls, so the head stays the head.
+            switch Self.decode(message, stream) {
+            case .decoded(let yield, let continues):
+                let more = self.state.withLock { state -> Bool in
+                    if !continues { state.pending.removeFirst() }
+                    let singleWaits = state.pending.contains { if case .single = $0 { return true } else { return false } }
+                    state.singleWaitingSince = singleWaits ? Sys.now() : nil
+                    return continues
+                }
+                yield()
+                if !more { stream.finish(nil) }
+                return nil
+            case .failed(let reason):
+                return .protocolViolation(reason)
+            case .notDecoded(let failure):
+                decodeFailure = failure  // an error reply (or one `decode` rejected): read it as a tree
+            }
+        }
         guard case .object(let reply)? = try? JSONValue(parsing: message) else {
             return .protocolViolation("a reply is not a JSON object")
         }
@@ -335,7 +390,58 @@ private final class ClientCore: Sendable {
                 continuation.yield(parameters)
                 if !continues { continuation.finish() }
             }
+        case .decoding(let stream):
+            if let remoteError {
+                stream.finish(.remote(remoteError))
+            } else {
+                let violation = VarlinkClientError.protocolViolation(decodeFailure ?? "a reply without parameters")
+                stream.finish(violation)
+                return violation
+            }
         }
         return nil
+    }
+
+    enum Decoded {
+        case decoded(yield: @Sendable () -> Void, continues: Bool)
+        /// Not a Varlink reply, or parameters `decode` rejected.
+        case failed(String)
+        /// An error reply, one without parameters, or one whose parameters `decode` rejected (why):
+        /// read as a tree.
+        case notDecoded(String?)
+    }
+
+    /// Reads a reply of a ``Pending/decoding(_:)`` call: its `continues` and its parameters through
+    /// the stream's decoder, straight from the bytes.
+    private static func decode(_ message: ArraySlice<UInt8>, _ stream: DecodingStream) -> Decoded {
+        var reader = JSONReader(Array(message))
+        var yield: (@Sendable () -> Void)?
+        var continues = false
+        do {
+            try reader.beginObject()
+            while let key = try reader.nextKey() {
+                switch key {
+                case "parameters":
+                    guard yield == nil else { return .failed("a reply with two parameters") }
+                    if try reader.readNull() { return .notDecoded(nil) }
+                    do {
+                        yield = try stream.decode(&reader)
+                    } catch {
+                        return .notDecoded("\(error)")  // an error reply's parameters, or a malformed reply
+                    }
+                case "continues":
+                    if try !reader.readNull() { continues = try reader.readBool() }
+                case "error":
+                    return .notDecoded(nil)
+                default:
+                    _ = try reader.readValue()
+                }
+            }
+            try reader.end()
+        } catch {
+            return .failed("a reply is not a JSON object (\(error))")
+        }
+        guard let yield else { return .notDecoded(nil) }
+        return .decoded(yield: yield, continues: continues)
     }
 }

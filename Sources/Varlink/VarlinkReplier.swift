@@ -40,6 +40,16 @@ public final class VarlinkReplier: Sendable {
         return self.send(VarlinkWire.reply(parameters, continues: !isFinal))
     }
 
+    /// ``reply(_:continues:)`` with parameters that `write` appends as JSON text (one object), for a
+    /// streaming handler that writes its replies straight into bytes instead of a ``JSONObject``.
+    @discardableResult
+    public func reply(continues: Bool = false, writingParameters write: (inout [UInt8]) -> Void) -> Bool {
+        let isFinal = !(continues && self.more)
+        guard self.claim(final: isFinal) else { return false }
+        if self.oneway { return !self.isClosed }
+        return self.send(VarlinkWire.reply(continues: !isFinal, writingParameters: write))
+    }
+
     /// Sends `error` as the final reply.
     ///
     /// - Returns: false when it could not be queued (closed connection or a final reply already sent).

@@ -3,10 +3,15 @@ import JSON
 /// Encoding of Varlink messages: compact JSON followed by a NUL byte.
 enum VarlinkWire {
     static func reply(_ parameters: JSONObject, continues: Bool) -> [UInt8] {
+        self.reply(continues: continues) { JSONValue.object(parameters).write(into: &$0) }
+    }
+
+    /// A reply whose parameters `write` appends (one JSON object).
+    static func reply(continues: Bool, writingParameters write: (inout [UInt8]) -> Void) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(64)
         out.append(contentsOf: #"{"parameters":"#.utf8)
-        JSONValue.object(parameters).write(into: &out)
+        write(&out)
         if continues { out.append(contentsOf: #","continues":true"#.utf8) }
         out.append(contentsOf: [UInt8(ascii: "}"), 0])
         return out

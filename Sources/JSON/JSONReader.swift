@@ -1,0 +1,175 @@
+/// Reads one JSON text value by value, without building a ``JSONValue`` tree: for decoders of a
+/// known shape on a hot path (a typed reply read straight from the socket's bytes).
+///
+/// It accepts exactly what ``JSONValue/init(parsing:limits:)`` accepts (the same string, number
+/// and literal rules, duplicate keys rejected by the caller's decoder) and throws the same
+/// ``JSONParseError`` with the byte offset where the text went wrong, or where a value was not of
+/// the type the decoder asked for ("expected a string, got a number").
+///
+/// ```swift
+/// var reader = JSONReader(bytes)
+/// try reader.beginObject()
+/// while let key = try reader.nextKey() {
+///     switch key {
+///     case "id": id = try reader.readInt()
+///     default: _ = try reader.readValue()   // a key this decoder does not know
+///     }
+/// }
+/// try reader.end()
+/// ```
+public struct JSONReader {
+    private var parser: JSONParser
+    /// Containers opened and not closed yet.
+    private var depth = 0
+    /// The innermost open container has given no member yet.
+    private var first = false
+
+    public init(_ bytes: [UInt8], limits: JSONParseLimits = JSONParseLimits()) {
+        self.parser = JSONParser(bytes: bytes, limits: limits)
+    }
+
+    /// The byte offset of the next value.
+    public var offset: Int { self.parser.index }
+
+    /// An error at the current offset.
+    public func error(_ reason: String) -> JSONParseError { self.parser.error(reason) }
+
+    /// What the next value is, for messages ("a string", "an object", "the end of input").
+    public mutating func nextKind() -> String {
+        self.parser.skipWhitespace()
+        guard self.parser.index < self.parser.bytes.count else { return "the end of input" }
+        switch self.parser.bytes[self.parser.index] {
+        case UInt8(ascii: "{"): return "an object"
+        case UInt8(ascii: "["): return "an array"
+        case UInt8(ascii: "\""): return "a string"
+        case UInt8(ascii: "t"), UInt8(ascii: "f"): return "a boolean"
+        case UInt8(ascii: "n"): return "null"
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return "a number"
+        default: return "an unexpected character"
+        }
+    }
+
+    private mutating func expect(_ byte: UInt8, _ what: String) throws(JSONParseError) {
+        self.parser.skipWhitespace()
+        guard self.parser.index < self.parser.bytes.count, self.parser.bytes[self.parser.index] == byte else {
+            throw self.parser.error("expected \(what), got \(self.nextKind())")
+        }
+    }
+
+    /// Reads `null` when it comes next (true), else reads nothing (false).
+    public mutating func readNull() throws(JSONParseError) -> Bool {
+        self.parser.skipWhitespace()
+        guard self.parser.index < self.parser.bytes.count, self.parser.bytes[self.parser.index] == UInt8(ascii: "n") else {
+            return false
+        }
+        try self.parser.countElement()
+        try self.parser.expectLiteral("null")
+        return true
+    }
+
+    public mutating func readString() throws(JSONParseError) -> String {
+        try self.expect(UInt8(ascii: "\""), "a string")
+        try self.parser.countElement()
+        return try self.parser.parseString()
+    }
+
+    /// An integer (as ``JSONValue/intValue`` takes it: a number with no fractional part that fits).
+    public mutating func readInt() throws(JSONParseError) -> Int64 {
+        let at = self.parser.index
+        guard let value = try self.readNumber().intValue else { throw JSONParseError(offset: at, reason: "expected an integer") }
+        return value
+    }
+
+    public mutating func readDouble() throws(JSONParseError) -> Double {
+        guard let value = try self.readNumber().doubleValue else { throw self.parser.error("expected a number") }
+        return value
+    }
+
+    private mutating func readNumber() throws(JSONParseError) -> JSONValue {
+        self.parser.skipWhitespace()
+        let kind = self.nextKind()
+        guard kind == "a number" else { throw self.parser.error("expected a number, got \(kind)") }
+        try self.parser.countElement()
+        return try self.parser.parseNumber()
+    }
+
+    public mutating func readBool() throws(JSONParseError) -> Bool {
+        self.parser.skipWhitespace()
+        guard self.nextKind() == "a boolean" else { throw self.parser.error("expected a boolean, got \(self.nextKind())") }
+        try self.parser.countElement()
+        if self.parser.bytes[self.parser.index] == UInt8(ascii: "t") {
+            try self.parser.expectLiteral("true")
+            return true
+        }
+        try self.parser.expectLiteral("false")
+        return false
+    }
+
+    /// Any value, as a tree (a member this decoder does not read).
+    public mutating func readValue() throws(JSONParseError) -> JSONValue {
+        self.parser.skipWhitespace()
+        let value = try self.parser.parseValue(depth: self.depth)
+        self.first = false
+        return value
+    }
+
+    /// Opens an object; then ``nextKey()`` until it returns nil.
+    public mutating func beginObject() throws(JSONParseError) {
+        try self.open(UInt8(ascii: "{"), "an object")
+    }
+
+    /// The next member's key (the reader is then at its value), or nil after the closing brace.
+    public mutating func nextKey() throws(JSONParseError) -> String? {
+        guard try self.next(close: UInt8(ascii: "}"), "'}'") else { return nil }
+        try self.expect(UInt8(ascii: "\""), "a string key")
+        try self.parser.countElement()
+        let key = try self.parser.parseString()
+        try self.expect(UInt8(ascii: ":"), "':'")
+        self.parser.index += 1
+        return key
+    }
+
+    /// Opens an array; then ``nextElement()`` before each element until it returns false.
+    public mutating func beginArray() throws(JSONParseError) {
+        try self.open(UInt8(ascii: "["), "an array")
+    }
+
+    /// True when another element follows (the reader is at it), false after the closing bracket.
+    public mutating func nextElement() throws(JSONParseError) -> Bool {
+        try self.next(close: UInt8(ascii: "]"), "']'")
+    }
+
+    /// Nothing but white space is left.
+    public mutating func end() throws(JSONParseError) {
+        self.parser.skipWhitespace()
+        guard self.parser.index == self.parser.bytes.count else { throw self.parser.error("unexpected data after the value") }
+    }
+
+    private mutating func open(_ byte: UInt8, _ what: String) throws(JSONParseError) {
+        try self.expect(byte, what)
+        try self.parser.countElement()
+        self.depth += 1
+        guard self.depth <= self.parser.maxDepth else { throw self.parser.error("nesting deeper than \(self.parser.maxDepth)") }
+        self.parser.index += 1
+        self.first = true
+    }
+
+    private mutating func next(close: UInt8, _ what: String) throws(JSONParseError) -> Bool {
+        self.parser.skipWhitespace()
+        guard self.parser.index < self.parser.bytes.count else { throw self.parser.error("unexpected end of input") }
+        let byte = self.parser.bytes[self.parser.index]
+        if byte == close {
+            self.parser.index += 1
+            self.depth -= 1
+            self.first = false
+            return false
+        }
+        if self.first {
+            self.first = false
+            return true
+        }
+        guard byte == UInt8(ascii: ",") else { throw self.parser.error("expected ',' or \(what)") }
+        self.parser.index += 1
+        return true
+    }
+}

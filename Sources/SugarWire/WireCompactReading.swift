@@ -1,0 +1,432 @@
+public import JSON
+
+extension Wire {
+    /// One reading as `FollowReadings(compact: true)` sends it: the keys of the full reading object
+    /// that sugard-forward's sinks read, with the same values. Written straight into bytes by the
+    /// daemon (``write(into:)``) and read straight from bytes by the forwarder
+    /// (``init(reading:)``), without a ``JSONValue`` tree on either side.
+    ///
+    /// `{"id", "meter", "epoch", "sequenceNumber", "time": {"iso", "epochMillis", "local",
+    /// "utcOffsetMinutes"}, "mgdL", "mmolL", "flags", "type", "sampleLocation", "context": {"meal"}
+    /// or null, "person"}`; `type`, `sampleLocation` and `meal` are `{"code", "name"}` or null.
+    public struct CompactReading: WireValue, Hashable {
+        /// `time`: when the reading was taken.
+        public struct Time: Sendable, Hashable {
+            public var iso: String
+            public var epochMillis: Int64
+            /// ISO 8601 with the zone offset used.
+            public var local: String
+            public var utcOffsetMinutes: Int64
+
+            public init(iso: String, epochMillis: Int64, local: String, utcOffsetMinutes: Int64) {
+                self.iso = iso
+                self.epochMillis = epochMillis
+                self.local = local
+                self.utcOffsetMinutes = utcOffsetMinutes
+            }
+        }
+
+        /// A Glucose Profile enum value: `{"code", "name"}`.
+        public struct Coded: Sendable, Hashable {
+            public var code: Int64
+            public var name: String
+
+            public init(code: Int64, name: String) {
+                self.code = code
+                self.name = name
+            }
+        }
+
+        public var id: Int64
+        public var meter: String
+        public var epoch: Int64
+        public var sequenceNumber: Int64
+        public var time: Time
+        public var mgdL: Double?
+        public var mmolL: Double?
+        public var flags: [String]
+        public var type: Coded?
+        public var sampleLocation: Coded?
+        /// The context's meal (`context` is `{"meal": ...}`, or null without one).
+        public var meal: Coded?
+        public var person: String?
+
+        public init(
+            id: Int64, meter: String, epoch: Int64, sequenceNumber: Int64, time: Time, mgdL: Double?, mmolL: Double?,
+            flags: [String], type: Coded?, sampleLocation: Coded?, meal: Coded?, person: String?
+        ) {
+            self.id = id
+            self.meter = meter
+            self.epoch = epoch
+            self.sequenceNumber = sequenceNumber
+            self.time = time
+            self.mgdL = mgdL
+            self.mmolL = mmolL
+            self.flags = flags
+            self.type = type
+            self.sampleLocation = sampleLocation
+            self.meal = meal
+            self.person = person
+        }
+
+        // MARK: Writing
+
+        /// Appends the reading's compact JSON text: the same bytes as ``json`` serialized.
+        public func write(into out: inout [UInt8]) {
+            out.append(contentsOf: #"{"id":"#.utf8)
+            JSONValue.int(self.id).write(into: &out)
+            out.append(contentsOf: #","meter":"#.utf8)
+            JSONValue.string(self.meter).write(into: &out)
+            out.append(contentsOf: #","epoch":"#.utf8)
+            JSONValue.int(self.epoch).write(into: &out)
+            out.append(contentsOf: #","sequenceNumber":"#.utf8)
+            JSONValue.int(self.sequenceNumber).write(into: &out)
+            out.append(contentsOf: #","time":{"iso":"#.utf8)
+            JSONValue.string(self.time.iso).write(into: &out)
+            out.append(contentsOf: #","epochMillis":"#.utf8)
+            JSONValue.int(self.time.epochMillis).write(into: &out)
+            out.append(contentsOf: #","local":"#.utf8)
+            JSONValue.string(self.time.local).write(into: &out)
+            out.append(contentsOf: #","utcOffsetMinutes":"#.utf8)
+            JSONValue.int(self.time.utcOffsetMinutes).write(into: &out)
+            out.append(contentsOf: #"},"mgdL":"#.utf8)
+            JSONValue.from(self.mgdL).write(into: &out)
+            out.append(contentsOf: #","mmolL":"#.utf8)
+            JSONValue.from(self.mmolL).write(into: &out)
+            out.append(contentsOf: #","flags":["#.utf8)
+            for (index, flag) in self.flags.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                JSONValue.string(flag).write(into: &out)
+            }
+            out.append(contentsOf: #"],"type":"#.utf8)
+            Self.write(self.type, into: &out)
+            out.append(contentsOf: #","sampleLocation":"#.utf8)
+            Self.write(self.sampleLocation, into: &out)
+            out.append(contentsOf: #","context":"#.utf8)
+            if let meal = self.meal {
+                out.append(contentsOf: #"{"meal":"#.utf8)
+                Self.write(meal, into: &out)
+                out.append(UInt8(ascii: "}"))
+            } else {
+                out.append(contentsOf: "null".utf8)
+            }
+            out.append(contentsOf: #","person":"#.utf8)
+            JSONValue.from(self.person).write(into: &out)
+            out.append(UInt8(ascii: "}"))
+        }
+
+        private static func write(_ coded: Coded?, into out: inout [UInt8]) {
+            guard let coded else { return out.append(contentsOf: "null".utf8) }
+            out.append(contentsOf: #"{"code":"#.utf8)
+            JSONValue.int(coded.code).write(into: &out)
+            out.append(contentsOf: #","name":"#.utf8)
+            JSONValue.string(coded.name).write(into: &out)
+            out.append(UInt8(ascii: "}"))
+        }
+
+        /// The same object as a tree (what ``write(into:)`` writes).
+        public var json: JSONValue {
+            func coded(_ value: Coded?) -> JSONValue {
+                value.map { ["code": .int($0.code), "name": .string($0.name)] } ?? .null
+            }
+            let time: JSONObject = [
+                "iso": .string(self.time.iso), "epochMillis": .int(self.time.epochMillis), "local": .string(self.time.local),
+                "utcOffsetMinutes": .int(self.time.utcOffsetMinutes),
+            ]
+            let object: JSONObject = [
+                "id": .int(self.id), "meter": .string(self.meter), "epoch": .int(self.epoch),
+                "sequenceNumber": .int(self.sequenceNumber), "time": .object(time), "mgdL": .from(self.mgdL),
+                "mmolL": .from(self.mmolL), "flags": .array(self.flags.map { .string($0) }), "type": coded(self.type),
+                "sampleLocation": coded(self.sampleLocation), "context": self.meal.map { ["meal": coded($0)] } ?? .null,
+                "person": .from(self.person),
+            ]
+            return .object(object)
+        }
+
+        // MARK: Reading
+
+        /// Decodes the tree form (through the byte decoder, so both accept the same).
+        public init(json: JSONValue) throws(WireError) {
+            var bytes: [UInt8] = []
+            json.write(into: &bytes)
+            var reader = JSONReader(bytes)
+            try self.init(reading: &reader)
+            try WireByteFields.end(&reader)
+        }
+
+        /// Reads one compact reading object at the reader's position. Strict: a missing, null or
+        /// mistyped required field, a duplicate key or malformed JSON throws, naming the field's
+        /// path (`time.epochMillis: expected an integer`); keys it does not know are skipped.
+        public init(reading reader: inout JSONReader) throws(WireError) {
+            var id: Int64?, meter: String?, epoch: Int64?, sequenceNumber: Int64?, time: Time?, flags: [String]?
+            var mgdL: Double?, mmolL: Double?, type: Coded?, sampleLocation: Coded?, meal: Coded?, person: String?
+            try WireByteFields.object(&reader) { (key: String, r: inout JSONReader) throws(WireError) -> Bool in
+                switch key {
+                case "id": id = try WireByteFields.int(key, &r)
+                case "meter": meter = try WireByteFields.string(key, &r)
+                case "epoch": epoch = try WireByteFields.int(key, &r)
+                case "sequenceNumber":
+                    sequenceNumber = try WireByteFields.int(key, &r)
+                case "time": time = try WireByteFields.nested(key, &r, Self.time)
+                case "mgdL": mgdL = try WireByteFields.optionalDouble(key, &r)
+                case "mmolL": mmolL = try WireByteFields.optionalDouble(key, &r)
+                case "flags": flags = try WireByteFields.required(key, &r, WireByteFields.strings)
+                case "type": type = try WireByteFields.optionalNested(key, &r, Self.coded)
+                case "sampleLocation": sampleLocation = try WireByteFields.optionalNested(key, &r, Self.coded)
+                case "context": meal = try WireByteFields.optionalNested(key, &r, Self.context) ?? nil
+                case "person": person = try WireByteFields.optionalString(key, &r)
+                default: return false
+                }
+                return true
+            }
+            self.id = try WireByteFields.present(id, "id")
+            self.meter = try WireByteFields.present(meter, "meter")
+            self.epoch = try WireByteFields.present(epoch, "epoch")
+            self.sequenceNumber = try WireByteFields.present(sequenceNumber, "sequenceNumber")
+            self.time = try WireByteFields.present(time, "time")
+            self.flags = try WireByteFields.present(flags, "flags")
+            self.mgdL = mgdL
+            self.mmolL = mmolL
+            self.type = type
+            self.sampleLocation = sampleLocation
+            self.meal = meal
+            self.person = person
+        }
+
+        private static func time(_ reader: inout JSONReader) throws(WireError) -> Time {
+            var iso: String?, epochMillis: Int64?, local: String?, offset: Int64?
+            try WireByteFields.object(&reader) { (key: String, r: inout JSONReader) throws(WireError) -> Bool in
+                switch key {
+                case "iso": iso = try WireByteFields.string(key, &r)
+                case "epochMillis": epochMillis = try WireByteFields.int(key, &r)
+                case "local": local = try WireByteFields.string(key, &r)
+                case "utcOffsetMinutes": offset = try WireByteFields.int(key, &r)
+                default: return false
+                }
+                return true
+            }
+            return Time(
+                iso: try WireByteFields.present(iso, "iso"), epochMillis: try WireByteFields.present(epochMillis, "epochMillis"),
+                local: try WireByteFields.present(local, "local"), utcOffsetMinutes: try WireByteFields.present(offset, "utcOffsetMinutes"))
+        }
+
+        private static func coded(_ reader: inout JSONReader) throws(WireError) -> Coded {
+            var code: Int64?, name: String?
+            try WireByteFields.object(&reader) { (key: String, r: inout JSONReader) throws(WireError) -> Bool in
+                switch key {
+                case "code": code = try WireByteFields.int(key, &r)
+                case "name": name = try WireByteFields.string(key, &r)
+                default: return false
+                }
+                return true
+            }
+            return Coded(code: try WireByteFields.present(code, "code"), name: try WireByteFields.present(name, "name"))
+        }
+
+        /// `context`: its meal, or nil when it has none.
+        private static func context(_ reader: inout JSONReader) throws(WireError) -> Coded? {
+            var meal: Coded?
+            try WireByteFields.object(&reader) { (key: String, r: inout JSONReader) throws(WireError) -> Bool in
+                guard key == "meal" else { return false }
+                meal = try WireByteFields.optionalNested(key, &r, Self.coded)
+                return true
+            }
+            return meal
+        }
+    }
+
+    /// One reply of `FollowReadings(compact: true)`, batched (`readings`) or not (`reading`), read
+    /// straight from its parameters' bytes: every reading with its cursor, in commit order.
+    public struct CompactFollowReply: Sendable {
+        public var cursor: Int64
+        public var readings: [(cursor: Int64, reading: CompactReading)]
+
+        public init(cursor: Int64, readings: [(cursor: Int64, reading: CompactReading)]) {
+            self.cursor = cursor
+            self.readings = readings
+        }
+
+        /// Reads the reply's parameters object at the reader's position (see ``CompactReading/init(reading:)``
+        /// for what is rejected). A reply with neither `reading` nor `readings` is an error.
+        public init(reading reader: inout JSONReader) throws(WireError) {
+            var cursor: Int64?, single: CompactReading?, list: [(cursor: Int64, reading: CompactReading)]?
+            try WireByteFields.object(&reader) { (key: String, r: inout JSONReader) throws(WireError) -> Bool in
+                switch key {
+                case "cursor": cursor = try WireByteFields.int(key, &r)
+                case "reading": single = try WireByteFields.optionalNested(key, &r, Self.reading)
+                case "readings": list = try WireByteFields.optionalNested(key, &r, Self.followed)
+                default: return false
+                }
+                return true
+            }
+            self.cursor = try WireByteFields.present(cursor, "cursor")
+            if let list {
+                self.readings = list
+            } else if let single {
+                self.readings = [(self.cursor, single)]
+            } else {
+                throw WireError(path: [], reason: "a FollowReadings reply without reading or readings")
+            }
+        }
+
+        /// Reads the reply from the bytes of its parameters object (nothing else may follow).
+        public init(bytes: [UInt8]) throws(WireError) {
+            var reader = JSONReader(bytes)
+            try self.init(reading: &reader)
+            try WireByteFields.end(&reader)
+        }
+
+        private static func reading(_ reader: inout JSONReader) throws(WireError) -> CompactReading {
+            try CompactReading(reading: &reader)
+        }
+
+        private static func followed(_ reader: inout JSONReader) throws(WireError) -> [(cursor: Int64, reading: CompactReading)] {
+            var out: [(cursor: Int64, reading: CompactReading)] = []
+            try WireByteFields.array(&reader) { (index: Int, r: inout JSONReader) throws(WireError) in
+                var cursor: Int64?, reading: CompactReading?
+                do throws(WireError) {
+                    try WireByteFields.object(&r) { (key: String, r: inout JSONReader) throws(WireError) -> Bool in
+                        switch key {
+                        case "cursor": cursor = try WireByteFields.int(key, &r)
+                        case "reading": reading = try WireByteFields.nested(key, &r, Self.reading)
+                        default: return false
+                        }
+                        return true
+                    }
+                    out.append((try WireByteFields.present(cursor, "cursor"), try WireByteFields.present(reading, "reading")))
+                } catch {
+                    throw error.within("[\(index)]")
+                }
+            }
+            return out
+        }
+
+        /// Appends a batched reply's parameters, `{"cursor": <last>, "readings": [{"cursor", "reading"}...]}`,
+        /// for readings already written by ``CompactReading/write(into:)``: `write(i, &out)` writes the
+        /// `i`-th reading.
+        public static func write(
+            cursors: [Int64], into out: inout [UInt8], reading write: (Int, inout [UInt8]) -> Void
+        ) {
+            out.append(contentsOf: #"{"cursor":"#.utf8)
+            JSONValue.int(cursors.last ?? 0).write(into: &out)
+            out.append(contentsOf: #","readings":["#.utf8)
+            for (index, cursor) in cursors.enumerated() {
+                out.append(contentsOf: index == 0 ? #"{"cursor":"#.utf8 : #",{"cursor":"#.utf8)
+                JSONValue.int(cursor).write(into: &out)
+                out.append(contentsOf: #","reading":"#.utf8)
+                write(index, &out)
+                out.append(UInt8(ascii: "}"))
+            }
+            out.append(contentsOf: "]}".utf8)
+        }
+    }
+}
+
+/// Reading an object's members from bytes for the byte decoders of the wire types: errors carry
+/// the field's path, as ``WireFields``' do.
+enum WireByteFields {
+    static func parse(_ error: JSONParseError) -> WireError { WireError(path: [], reason: error.description) }
+
+    /// The members of the object at the reader: `member(key, &reader)` reads a member's value and
+    /// returns true, or returns false for a key it does not know (its value is skipped). A key
+    /// given twice is an error.
+    static func object(
+        _ reader: inout JSONReader, _ member: (String, inout JSONReader) throws(WireError) -> Bool
+    ) throws(WireError) {
+        var seen: [String] = []
+        do throws(JSONParseError) { try reader.beginObject() } catch { throw Self.parse(error) }
+        while true {
+            let key: String?
+            do throws(JSONParseError) { key = try reader.nextKey() } catch { throw Self.parse(error) }
+            guard let key else { return }
+            guard !seen.contains(key) else { throw WireError(path: [key], reason: "duplicate key") }
+            seen.append(key)
+            if try !member(key, &reader) {
+                do throws(JSONParseError) { _ = try reader.readValue() } catch { throw Self.parse(error).within(key) }
+            }
+        }
+    }
+
+    /// The elements of the array at the reader.
+    static func array(_ reader: inout JSONReader, _ element: (Int, inout JSONReader) throws(WireError) -> Void) throws(WireError) {
+        do throws(JSONParseError) { try reader.beginArray() } catch { throw Self.parse(error) }
+        var index = 0
+        while true {
+            let more: Bool
+            do throws(JSONParseError) { more = try reader.nextElement() } catch { throw Self.parse(error).within("[\(index)]") }
+            guard more else { return }
+            try element(index, &reader)
+            index += 1
+        }
+    }
+
+    /// A required scalar: not null.
+    static func required<T>(
+        _ key: String, _ reader: inout JSONReader, _ read: (inout JSONReader) throws(JSONParseError) -> T
+    ) throws(WireError) -> T {
+        if try Self.null(key, &reader) { throw WireError(path: [key], reason: "missing required field") }
+        do throws(JSONParseError) { return try read(&reader) } catch { throw Self.parse(error).within(key) }
+    }
+
+    /// An optional scalar: nil for null.
+    static func optional<T>(
+        _ key: String, _ reader: inout JSONReader, _ read: (inout JSONReader) throws(JSONParseError) -> T
+    ) throws(WireError) -> T? {
+        if try Self.null(key, &reader) { return nil }
+        do throws(JSONParseError) { return try read(&reader) } catch { throw Self.parse(error).within(key) }
+    }
+
+    /// A required object or array read by a decoder of its own.
+    static func nested<T>(
+        _ key: String, _ reader: inout JSONReader, _ read: (inout JSONReader) throws(WireError) -> T
+    ) throws(WireError) -> T {
+        if try Self.null(key, &reader) { throw WireError(path: [key], reason: "missing required field") }
+        do throws(WireError) { return try read(&reader) } catch { throw error.within(key) }
+    }
+
+    /// An optional object or array read by a decoder of its own: nil for null.
+    static func optionalNested<T>(
+        _ key: String, _ reader: inout JSONReader, _ read: (inout JSONReader) throws(WireError) -> T
+    ) throws(WireError) -> T? {
+        if try Self.null(key, &reader) { return nil }
+        do throws(WireError) { return try read(&reader) } catch { throw error.within(key) }
+    }
+
+    static func int(_ key: String, _ reader: inout JSONReader) throws(WireError) -> Int64 {
+        try Self.required(key, &reader) { (r: inout JSONReader) throws(JSONParseError) -> Int64 in try r.readInt() }
+    }
+
+    static func string(_ key: String, _ reader: inout JSONReader) throws(WireError) -> String {
+        try Self.required(key, &reader) { (r: inout JSONReader) throws(JSONParseError) -> String in try r.readString() }
+    }
+
+    static func optionalString(_ key: String, _ reader: inout JSONReader) throws(WireError) -> String? {
+        try Self.optional(key, &reader) { (r: inout JSONReader) throws(JSONParseError) -> String in try r.readString() }
+    }
+
+    static func optionalDouble(_ key: String, _ reader: inout JSONReader) throws(WireError) -> Double? {
+        try Self.optional(key, &reader) { (r: inout JSONReader) throws(JSONParseError) -> Double in try r.readDouble() }
+    }
+
+    /// `[]string`.
+    static func strings(_ reader: inout JSONReader) throws(JSONParseError) -> [String] {
+        var out: [String] = []
+        try reader.beginArray()
+        while try reader.nextElement() { out.append(try reader.readString()) }
+        return out
+    }
+
+    /// Reads a null value when one comes (true).
+    static func null(_ key: String, _ reader: inout JSONReader) throws(WireError) -> Bool {
+        do throws(JSONParseError) { return try reader.readNull() } catch { throw Self.parse(error).within(key) }
+    }
+
+    static func present<T>(_ value: T?, _ key: String) throws(WireError) -> T {
+        guard let value else { throw WireError(path: [key], reason: "missing required field") }
+        return value
+    }
+
+    static func end(_ reader: inout JSONReader) throws(WireError) {
+        do throws(JSONParseError) { try reader.end() } catch { throw Self.parse(error) }
+    }
+}
