@@ -245,8 +245,11 @@ struct JSONParser {
             let c = self.bytes[scan]
             if c == UInt8(ascii: "\"") {
                 let (from, to) = (self.index, scan)
-                let validated = self.bytes.withUnsafeBufferPointer { buffer in
-                    String(validating: UnsafeBufferPointer(rebasing: buffer[from..<to]), as: UTF8.self)
+                let validated = self.bytes.withUnsafeBufferPointer { buffer -> String? in
+                    let text = UnsafeBufferPointer(rebasing: buffer[from..<to])
+                    // ASCII (every key, most values) is valid UTF-8 as it stands: no generic validation.
+                    if text.allSatisfy({ $0 < 0x80 }) { return String(decoding: text, as: UTF8.self) }
+                    return String(validating: text, as: UTF8.self)
                 }
                 guard let string = validated else {
                     throw self.error("string is not valid UTF-8", at: start)
@@ -349,6 +352,18 @@ struct JSONParser {
                 self.index += 1
             }
             guard self.index > digitsStart else { throw self.error("expected digits in exponent") }
+        }
+        if isInteger, self.index - start <= 18 {
+            // Fits in an Int64 with room to spare: the digits themselves, no text.
+            var digit = start
+            let negative = self.bytes[digit] == UInt8(ascii: "-")
+            if negative { digit += 1 }
+            var value: Int64 = 0
+            while digit < self.index {
+                value = value * 10 + Int64(self.bytes[digit] - UInt8(ascii: "0"))
+                digit += 1
+            }
+            return .int(negative ? -value : value)
         }
         let text = String(decoding: self.bytes[start..<self.index], as: UTF8.self)
         if isInteger, let value = Int64(text) { return .int(value) }

@@ -49,9 +49,19 @@ public struct JSONReader {
         }
     }
 
-    private mutating func expect(_ byte: UInt8, _ what: String) throws(JSONParseError) {
+    /// Whether the next value starts with `byte` (white space skipped).
+    private mutating func next(is byte: UInt8) -> Bool {
         self.parser.skipWhitespace()
-        guard self.parser.index < self.parser.bytes.count, self.parser.bytes[self.parser.index] == byte else {
+        return self.parser.index < self.parser.bytes.count && self.parser.bytes[self.parser.index] == byte
+    }
+
+    private mutating func next(in bytes: ClosedRange<UInt8>) -> Bool {
+        self.parser.skipWhitespace()
+        return self.parser.index < self.parser.bytes.count && bytes.contains(self.parser.bytes[self.parser.index])
+    }
+
+    private mutating func expect(_ byte: UInt8, _ what: String) throws(JSONParseError) {
+        guard self.next(is: byte) else {
             throw self.parser.error("expected \(what), got \(self.nextKind())")
         }
     }
@@ -86,16 +96,17 @@ public struct JSONReader {
     }
 
     private mutating func readNumber() throws(JSONParseError) -> JSONValue {
-        self.parser.skipWhitespace()
-        let kind = self.nextKind()
-        guard kind == "a number" else { throw self.parser.error("expected a number, got \(kind)") }
+        guard self.next(is: UInt8(ascii: "-")) || self.next(in: UInt8(ascii: "0")...UInt8(ascii: "9")) else {
+            throw self.parser.error("expected a number, got \(self.nextKind())")
+        }
         try self.parser.countElement()
         return try self.parser.parseNumber()
     }
 
     public mutating func readBool() throws(JSONParseError) -> Bool {
-        self.parser.skipWhitespace()
-        guard self.nextKind() == "a boolean" else { throw self.parser.error("expected a boolean, got \(self.nextKind())") }
+        guard self.next(is: UInt8(ascii: "t")) || self.next(is: UInt8(ascii: "f")) else {
+            throw self.parser.error("expected a boolean, got \(self.nextKind())")
+        }
         try self.parser.countElement()
         if self.parser.bytes[self.parser.index] == UInt8(ascii: "t") {
             try self.parser.expectLiteral("true")
