@@ -62,10 +62,18 @@ public struct ForwardTopics: Sendable {
         var out: [UInt8] = []
         out.reserveCapacity(384)
         func name(_ coded: Wire.CompactReading.Coded?) -> JSONValue { coded.map { .string($0.name) } ?? .null }
+        // `id` is "<meter>/<epoch>/<sequence>" (``ReadingExport/identifier(_:)``): the meter's JSON
+        // string with the two numbers put in before its closing quote.
+        var meter: [UInt8] = []
+        JSONValue.string(r.meter).write(into: &meter)
         out.append(contentsOf: #"{"id":"#.utf8)
-        JSONValue.string("\(r.meter)/\(r.epoch)/\(r.sequenceNumber)").write(into: &out)
-        out.append(contentsOf: #","meter":"#.utf8)
-        JSONValue.string(r.meter).write(into: &out)
+        out.append(contentsOf: meter.dropLast())
+        out.append(UInt8(ascii: "/"))
+        JSONValue.int(r.epoch).write(into: &out)
+        out.append(UInt8(ascii: "/"))
+        JSONValue.int(r.sequenceNumber).write(into: &out)
+        out.append(contentsOf: #"","meter":"#.utf8)
+        out.append(contentsOf: meter)
         out.append(contentsOf: #","sequenceNumber":"#.utf8)
         JSONValue.int(r.sequenceNumber).write(into: &out)
         out.append(contentsOf: #","time":"#.utf8)

@@ -334,6 +334,7 @@ enum WireByteFields {
         _ reader: inout JSONReader, _ member: (String, inout JSONReader) throws(WireError) -> Bool
     ) throws(WireError) {
         var seen: [String] = []
+        seen.reserveCapacity(16)  // one allocation per object, not one per growth
         do throws(JSONParseError) { try reader.beginObject() } catch { throw Self.parse(error) }
         while true {
             let key: String?
