@@ -20,6 +20,17 @@ extension JSONValue {
         self.write(into: &out, pretty: false, indent: 0)
     }
 
+    /// Appends `strings` as a compact JSON array of strings (what `.array(strings.map { .string($0) })`
+    /// writes), without making the array of values.
+    public static func write(strings: [String], into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "["))
+        for (index, string) in strings.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            Self.writeString(string, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+    }
+
     private func write(into out: inout [UInt8], pretty: Bool, indent: Int) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)

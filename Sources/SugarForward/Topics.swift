@@ -84,12 +84,9 @@ public struct ForwardTopics: Sendable {
         JSONValue.from(r.mgdL).write(into: &out)
         out.append(contentsOf: #","mmolL":"#.utf8)
         JSONValue.from(r.mmolL).write(into: &out)
-        out.append(contentsOf: #","flags":["#.utf8)
-        for (index, flag) in r.flags.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONValue.string(flag).write(into: &out)
-        }
-        out.append(contentsOf: #"],"sampleType":"#.utf8)
+        out.append(contentsOf: #","flags":"#.utf8)
+        JSONValue.write(strings: r.flags, into: &out)
+        out.append(contentsOf: #","sampleType":"#.utf8)
         name(r.type).write(into: &out)
         out.append(contentsOf: #","sampleLocation":"#.utf8)
         name(r.sampleLocation).write(into: &out)

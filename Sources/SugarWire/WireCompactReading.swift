@@ -93,12 +93,9 @@ extension Wire {
             JSONValue.from(self.mgdL).write(into: &out)
             out.append(contentsOf: #","mmolL":"#.utf8)
             JSONValue.from(self.mmolL).write(into: &out)
-            out.append(contentsOf: #","flags":["#.utf8)
-            for (index, flag) in self.flags.enumerated() {
-                if index > 0 { out.append(UInt8(ascii: ",")) }
-                JSONValue.string(flag).write(into: &out)
-            }
-            out.append(contentsOf: #"],"type":"#.utf8)
+            out.append(contentsOf: #","flags":"#.utf8)
+            JSONValue.write(strings: self.flags, into: &out)
+            out.append(contentsOf: #","type":"#.utf8)
             Self.write(self.type, into: &out)
             out.append(contentsOf: #","sampleLocation":"#.utf8)
             Self.write(self.sampleLocation, into: &out)
