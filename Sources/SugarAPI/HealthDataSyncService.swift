@@ -1,3 +1,4 @@
+import GlucoseProfile
 public import HealthDataSync
 public import JSON
 public import Varlink
@@ -242,7 +243,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
 
     static func instant(_ value: JSONValue?, _ name: String) throws(VarlinkError) -> Instant? {
         guard let value, !value.isNull else { return nil }
-        guard let text = value.stringValue, let millis = APITime.parse(text) else {
+        guard let text = value.stringValue, let millis = CivilCalendar.parseISOInstant(text) else {
             throw invalid(
                 name,
                 "\(name) must be an ISO 8601 instant with a zone (2024-03-31T06:00:00Z, 2024-03-31T08:00:00+02:00) or a date (2024-03-31)."
@@ -274,7 +275,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         let json = snapshot.json
         var reply: JSONObject = [
             "revision": json["revision"] ?? 0, "revisions": json["revisions"] ?? [:], "state": json["fields"] ?? [:],
-            "unit": .string(DisplayUnit(self.unit).rawValue),
+            "unit": .string(Wire.Unit(self.unit).rawValue),
         ]
         // People come from the database; when it cannot be read, the state (with its storage
         // error) still goes out, without them.
@@ -431,7 +432,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         }
         let truncated = stored.count > limit
         let readings = stored.prefix(limit)
-        let unit = JSONValue.string(DisplayUnit(self.unit).rawValue)
+        let unit = JSONValue.string(Wire.Unit(self.unit).rawValue)
         let perReply = max(1, self.limits.readingsPerReply)
         guard more else {
             guard readings.count <= perReply else {

@@ -1,5 +1,5 @@
 import JSON
-import SugarAPI
+import SugarWire
 
 /// The topics and payloads `sugard-forward` publishes (a contract: see the README).
 public struct ForwardTopics: Sendable {
