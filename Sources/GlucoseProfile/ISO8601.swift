@@ -19,10 +19,14 @@ extension CivilCalendar {
     /// ISO 8601 with a numeric zone offset, whole seconds: `2019-02-27T11:10:30+01:00`.
     public static func isoString(epochMillis: Int64, utcOffsetSeconds offset: Int) -> String {
         let t = civil(secondsSinceEpoch: (epochMillis / 1000) + Int64(offset))
-        let sign = offset < 0 ? "-" : "+"
+        return isoString(year: t.year, month: t.month, day: t.day, hour: t.hour, minute: t.minute, second: t.second)
+            + isoOffset(seconds: offset)
+    }
+
+    /// A numeric zone offset as ISO 8601 writes it after a local time: `+01:00`, `-03:30`, `+00:00`.
+    public static func isoOffset(seconds offset: Int) -> String {
         let a = abs(offset)
-        return isoString(year: t.year, month: t.month, day: t.day, hour: t.hour, minute: t.minute, second: t.second) + sign
-            + pad(a / 3600, 2) + ":" + pad(a % 3600 / 60, 2)
+        return (offset < 0 ? "-" : "+") + pad(a / 3600, 2) + ":" + pad(a % 3600 / 60, 2)
     }
 
     /// Milliseconds since the epoch for an ISO 8601 instant with a zone (`Z`, `+02:00`, `+0200`,
