@@ -369,8 +369,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                 while true {
                     await service.waitForReader(replier) { watcher.endReason == nil }
                     guard let message = await watcher.next() else { break }
-                    let meter = bound.withLock { $0[message.generation] }
-                    guard replier.reply(Self.parameters(Wire.WatchReply(message, meter: meter?.rawValue)), continues: true) else { break }
+                    let reply = Wire.WatchReply(message, meter: bound.withLock { $0[message.generation] }?.rawValue)
+                    guard replier.reply(Self.parameters(reply), continues: true) else { break }
                 }
                 follower.cancel()
             }
@@ -436,7 +436,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                     "\(readings.count) readings match, more than one reply carries (\(perReply)): call with 'more' or lower the limit."
                 )
             }
-            replier.reply(Self.parameters(Wire.ReadingsReply(readings: readings.map { Wire.Reading($0).object }, truncated: truncated, unit: unit)))
+            let reply = Wire.ReadingsReply(readings: readings.map { Wire.Reading($0).object }, truncated: truncated, unit: unit)
+            replier.reply(Self.parameters(reply))
             return
         }
         var start = readings.startIndex

@@ -180,7 +180,8 @@ extension Wire {
     }
 
     /// `Sync(meter, force) -> (meter, phase, received, expected, sessions)`: progress replies carry
-    /// meter, phase, received and expected; the final one the sessions.
+    /// meter, phase, received and expected (the daemon sends `expected` as null, not left out, until
+    /// the meter has said); the final one the sessions.
     public struct SyncReply: WireValue {
         public var meter: String?
         public var phase: SyncPhase?
