@@ -56,7 +56,7 @@ let package = Package(
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
         .target(name: "GlucoseProfile", dependencies: ["JSON"], swiftSettings: strict),
-        .target(name: "HealthDataSync", dependencies: ["Locking", "GlucoseProfile", "JSON"], swiftSettings: strict),
+        .target(name: "HealthDataSync", dependencies: ["Locking", "GlucoseProfile"], swiftSettings: strict),
         // The glucose report's figures and its self-contained HTML page (sugarctl report).
         .target(name: "GlucoseReport", dependencies: ["JSON", "GlucoseProfile"], swiftSettings: strict),
 
