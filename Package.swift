@@ -164,7 +164,7 @@ let package = Package(
             name: "HealthDataSyncTests", dependencies: ["Locking", "HealthDataSync", "GlucoseProfile", "TestSupport"],
             swiftSettings: strict),
         .testTarget(
-            name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "GlucoseStoreFixtures", "HealthDataSync", "GlucoseProfile", "store-killtest-writer"],
+            name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "GlucoseStoreFixtures", "HealthDataSync", "GlucoseProfile", "store-killtest-writer", "TestSupport"],
             swiftSettings: strict),
         .testTarget(
             name: "VarlinkTests", dependencies: ["Locking", "Varlink", "JSON", "CLinuxIO", "TestSupport"], swiftSettings: strict),

@@ -4,6 +4,7 @@ import JSON
 import PacketCapture
 import ReplayTransport
 import Testing
+import TestSupport
 
 /// Runs the built `sugarctl` and checks the `capture inspect` contract.
 @Suite struct SugarctlCaptureTests {
@@ -36,8 +37,8 @@ import Testing
         process.standardError = err
         try process.run()
         // stderr stays small (one line at most), so reading stdout first cannot deadlock.
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        let stdout = out.fileHandleForReading.readAllRetryingInterrupts()
+        let stderr = err.fileHandleForReading.readAllRetryingInterrupts()
         process.waitUntilExit()
         return Output(
             status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
