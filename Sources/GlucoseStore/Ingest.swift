@@ -189,6 +189,7 @@ struct Ingest {
         }
 
         var inserted: [StoredReading] = []
+        inserted.reserveCapacity(batch.readings.count)
         var duplicates = 0
         // Highest sequence number of this batch that is stored in the current epoch (inserted or
         // already there); it caps the new high-water mark.

@@ -204,9 +204,11 @@ package final class Connection {
 final class Statement {
     let handle: OpaquePointer
     unowned let connection: Connection
-    /// Per parameter index (1-based; index 0 unused): the buffer its last text or BLOB was copied to.
-    private var buffers: [UnsafeMutableRawPointer?] = []
-    private var capacities: [Int] = []
+    /// Per parameter index (1-based; index 0 unused): the buffer its last text or BLOB was copied
+    /// to and that buffer's capacity. Allocated at the first text or BLOB binding.
+    private var buffers: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+    private var capacities: UnsafeMutablePointer<Int>?
+    private var bufferCount = 0
 
     init(handle: OpaquePointer, connection: Connection) {
         self.handle = handle
@@ -216,7 +218,11 @@ final class Statement {
     /// The corresponding C function is `sqlite3_finalize`.
     deinit {
         _ = sqlite3_finalize(self.handle)
-        for buffer in self.buffers { free(buffer) }
+        if let buffers = self.buffers, let capacities = self.capacities {
+            for i in 0..<self.bufferCount { free(buffers[i]) }
+            buffers.deallocate()
+            capacities.deallocate()
+        }
     }
 
     /// Resets the statement and clears its bindings.
@@ -242,20 +248,23 @@ final class Statement {
     /// (the caller then binds a copy and SQLite reports the range error).
     private func ownedCopy(_ bytes: UnsafeRawPointer, count: Int, at index: CInt) -> UnsafeRawPointer? {
         let i = Int(index)
-        if self.buffers.isEmpty {
+        if self.buffers == nil {
             let n = Int(sqlite3_bind_parameter_count(self.handle)) + 1
-            self.buffers = Array(repeating: nil, count: n)
-            self.capacities = Array(repeating: 0, count: n)
+            self.buffers = .allocate(capacity: n)
+            self.buffers!.initialize(repeating: nil, count: n)
+            self.capacities = .allocate(capacity: n)
+            self.capacities!.initialize(repeating: 0, count: n)
+            self.bufferCount = n
         }
-        guard i > 0, i < self.buffers.count else { return nil }
-        if self.capacities[i] < count + 1 {
+        guard i > 0, i < self.bufferCount, let buffers = self.buffers, let capacities = self.capacities else { return nil }
+        if capacities[i] < count + 1 {
             var capacity = 32
             while capacity < count + 1 { capacity <<= 1 }
-            guard let grown = realloc(self.buffers[i], capacity) else { return nil }
-            self.buffers[i] = grown
-            self.capacities[i] = capacity
+            guard let grown = realloc(buffers[i], capacity) else { return nil }
+            buffers[i] = grown
+            capacities[i] = capacity
         }
-        let buffer = self.buffers[i]!
+        let buffer = buffers[i]!
         buffer.copyMemory(from: bytes, byteCount: count)
         buffer.storeBytes(of: 0, toByteOffset: count, as: UInt8.self)
         return UnsafeRawPointer(buffer)
