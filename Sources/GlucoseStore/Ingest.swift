@@ -37,22 +37,42 @@ struct Ingest {
         try s.bind(meterRowID, at: 1)
         try s.bind(Int64(reading.sequenceNumber), at: 2)
         let raw = reading.concentrationRaw.map { Int64($0) }
-        var conflict = false
-        var earlierDuplicate = false
+        var rule = MatchRule(epoch: epoch)
         // Only a reading already stored under this sequence number needs the text (most need none).
         var baseTimeText: String?
         while try s.step("Looking up reading #\(reading.sequenceNumber) in \(s.connection.path)") {
             if baseTimeText == nil { baseTimeText = reading.baseTime.isoString }
             let sameKey = s.optionalInt64(2) == raw && s.optionalText(1) == baseTimeText
-            if Int(s.int64(0)) == epoch {
-                if sameKey { return .currentEpochDuplicate }
-                conflict = true
-            } else if sameKey && !earlierDuplicate && s.optionalBlob(3) == reading.measurementBytes {
-                earlierDuplicate = true
+            if let match = rule.see(epoch: Int(s.int64(0)), sameKey: sameKey, sameBytes: s.optionalBlob(3) == reading.measurementBytes) {
+                return match
             }
         }
-        if earlierDuplicate { return .earlierEpochDuplicate }
-        return conflict ? .conflict : .new
+        return rule.match
+    }
+
+    /// The rules of ``Match`` over the stored rows with a reading's sequence number, one row at a time
+    /// (from the database or from the batch's own inserts: one rule for both).
+    struct MatchRule {
+        let epoch: Int
+        private var conflict = false
+        private var earlierDuplicate = false
+
+        init(epoch: Int) { self.epoch = epoch }
+
+        /// Takes one stored row: whether it has the reading's key (base time and raw value) and, when
+        /// that matters, the same measurement bytes. Returns the match once it is decided.
+        mutating func see(epoch rowEpoch: Int, sameKey: Bool, sameBytes: @autoclosure () -> Bool) -> Match? {
+            if rowEpoch == self.epoch {
+                if sameKey { return .currentEpochDuplicate }
+                self.conflict = true
+            } else if sameKey && !self.earlierDuplicate && sameBytes() {
+                self.earlierDuplicate = true
+            }
+            return nil
+        }
+
+        /// The match once every row was seen.
+        var match: Match { self.earlierDuplicate ? .earlierEpochDuplicate : self.conflict ? .conflict : .new }
     }
 
     /// The same decision as ``classify(_:meterRowID:epoch:with:)`` from the batch's own inserts, for
@@ -61,24 +81,19 @@ struct Ingest {
     static func classify(
         _ reading: Reading, epoch: Int, amongBatch rows: BatchRows, _ inserted: [StoredReading]
     ) -> Match {
-        var conflict = false
-        var earlierDuplicate = false
+        var rule = MatchRule(epoch: epoch)
         var index = rows.latest(reading.sequenceNumber)
         while index >= 0 {
             let row = inserted[Int(index)]
             let sameKey =
                 row.reading.concentrationRaw == reading.concentrationRaw
                 && sameISOText(row.reading.baseTime, reading.baseTime)
-            if row.epoch == epoch {
-                if sameKey { return .currentEpochDuplicate }
-                conflict = true
-            } else if sameKey && !earlierDuplicate && row.reading.measurementBytes == reading.measurementBytes {
-                earlierDuplicate = true
+            if let match = rule.see(epoch: row.epoch, sameKey: sameKey, sameBytes: row.reading.measurementBytes == reading.measurementBytes) {
+                return match
             }
             index = rows.previous(index)
         }
-        if earlierDuplicate { return .earlierEpochDuplicate }
-        return conflict ? .conflict : .new
+        return rule.match
     }
 
     /// Whether the two date-times store the same `base_time` text (what the lookup compares).
