@@ -56,7 +56,7 @@ let package = Package(
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
         .target(name: "GlucoseProfile", dependencies: ["JSON"], swiftSettings: strict),
-        .target(name: "HealthDataSync", dependencies: ["Locking", "GlucoseProfile", "JSON"], swiftSettings: strict),
+        .target(name: "HealthDataSync", dependencies: ["Locking", "GlucoseProfile"], swiftSettings: strict),
         // The glucose report's figures and its self-contained HTML page (sugarctl report).
         .target(name: "GlucoseReport", dependencies: ["JSON", "GlucoseProfile"], swiftSettings: strict),
 
@@ -73,7 +73,7 @@ let package = Package(
         // Generic Varlink over Unix sockets (stdlib, Glibc, Synchronization, JSON).
         .target(name: "Varlink", dependencies: ["Locking", "JSON", "CLinuxIO", "SystemIO"], swiftSettings: strict),
         // The io.sugard.HealthDataSync value types and their JSON form (sugarctl reads replies through them).
-        .target(name: "SugarWire", dependencies: ["JSON"], swiftSettings: strict),
+        .target(name: "SugarWire", dependencies: ["JSON", "GlucoseProfile"], swiftSettings: strict),
 
         // libdbus wrapper: the only importer of CDBus (Glibc allowed, no Foundation).
         .target(name: "DBus", dependencies: ["Locking", "CDBus"], swiftSettings: strict),
@@ -88,7 +88,7 @@ let package = Package(
             exclude: ["io.sugard.HealthDataSync.varlink"], swiftSettings: strict),
 
         // sugard's settings: the config keys, the file and the command line (no daemon parts).
-        .target(name: "SugarConfig", dependencies: ["HealthDataSync", "SugarAPI"], swiftSettings: strict),
+        .target(name: "SugarConfig", dependencies: ["HealthDataSync", "SugarAPI", "SystemIO"], swiftSettings: strict),
         // Composition: config, services, signals, sd_notify, logging.
         .target(
             name: "SugarDaemon",
@@ -102,15 +102,15 @@ let package = Package(
         .target(name: "HTTPClient", dependencies: ["Locking", "CCurl"], swiftSettings: strict),
         // Readings to Nightscout (entries, BG Check treatments), one site per person, durable cursor.
         .target(
-            name: "NightscoutSink", dependencies: ["Locking", "JSON", "HealthDataSync", "SugarAPI", "HTTPClient", "SystemIO"],
+            name: "NightscoutSink", dependencies: ["Locking", "JSON", "HealthDataSync", "SugarAPI", "SugarWire", "HTTPClient", "SystemIO"],
             swiftSettings: strict),
         // MQTT v5 over libmosquitto: the only importer of CMosquitto.
         .target(name: "MQTT", dependencies: ["Locking", "CMosquitto"], swiftSettings: strict),
         // sugard-forward: every stored reading (FollowReadings) to an MQTT broker and Home Assistant.
         .target(
-            name: "SugarForward", dependencies: ["Locking", "MQTT", "JSON", "Varlink", "SugarAPI", "HealthDataSync", "NightscoutSink", "SystemIO", "SugarWire"],
+            name: "SugarForward", dependencies: ["Locking", "MQTT", "JSON", "Varlink", "SugarAPI", "SugarWire", "HealthDataSync", "NightscoutSink", "SystemIO"],
             swiftSettings: strict),
-        .executableTarget(name: "sugard-forward", dependencies: ["SugarForward"], swiftSettings: strict),
+        .executableTarget(name: "sugard-forward", dependencies: ["SugarForward", "SystemIO"], swiftSettings: strict),
 
         // Benchmark bodies (Glibc for VmHWM only), run by sugar-bench.
         .target(name: "ViewModelBenchmarks", dependencies: ["Locking", "GlucoseStoreFixtures", "HealthDataSync", "GlucoseProfile", "JSON"], swiftSettings: strict),
@@ -120,9 +120,9 @@ let package = Package(
             name: "FuzzTargets",
             dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "PacketCapture", "SugarAPI", "SugarConfig", "Varlink"],
             swiftSettings: strict),
-        .executableTarget(name: "sugard", dependencies: ["SugarDaemon"], swiftSettings: strict),
+        .executableTarget(name: "sugard", dependencies: ["SugarDaemon", "SystemIO"], swiftSettings: strict),
         .executableTarget(
-            name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarAPI", "SugarWire", "PacketCapture", "BluetoothHost", "DBus", "GlucoseReport"],
+            name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarWire", "PacketCapture", "BluetoothHost", "DBus", "GlucoseReport", "SystemIO"],
             swiftSettings: strict),
         .executableTarget(
             name: "sugar-bench",
@@ -164,7 +164,7 @@ let package = Package(
             name: "HealthDataSyncTests", dependencies: ["Locking", "HealthDataSync", "GlucoseProfile", "TestSupport"],
             swiftSettings: strict),
         .testTarget(
-            name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "GlucoseStoreFixtures", "HealthDataSync", "GlucoseProfile", "store-killtest-writer"],
+            name: "GlucoseStoreTests", dependencies: ["GlucoseStore", "GlucoseStoreFixtures", "HealthDataSync", "GlucoseProfile", "store-killtest-writer", "TestSupport"],
             swiftSettings: strict),
         .testTarget(
             name: "VarlinkTests", dependencies: ["Locking", "Varlink", "JSON", "CLinuxIO", "TestSupport"], swiftSettings: strict),
@@ -178,7 +178,7 @@ let package = Package(
                 "SugarWire", "SugarForward",
             ],
             swiftSettings: strict),
-        .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI"], swiftSettings: strict),
+        .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI", "SystemIO"], swiftSettings: strict),
         // The built sugard and sugarctl against the BlueZ stand-in on a private bus.
         .testTarget(
             name: "BlueZDaemonTests",
@@ -211,7 +211,8 @@ let package = Package(
             dependencies: [
                 "GlucoseStoreFixtures",
                 "sugard", "sugard-forward", "sugarctl", "SugarForward", "JSON", "Varlink", "Locking", "TestSupport",
-                "GlucoseStore", "HealthDataSync", "HTTPClient", "SugarAPI", "GlucoseProfile", "SugarWire",
+                "GlucoseStore", "HealthDataSync", "HTTPClient", "SugarAPI", "GlucoseProfile",
+                "SugarWire",
             ],
             swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),

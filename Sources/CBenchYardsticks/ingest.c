@@ -45,7 +45,11 @@ double sugar_yardstick_ingest(
     sqlite3_finalize(s); s = NULL;
     sqlite3_close(dst); dst = NULL;
     char attach[4200];
-    snprintf(attach, sizeof attach, "ATTACH '%s' AS src; INSERT INTO meter SELECT * FROM src.meter; DETACH src;", source);
+    // The parent rows the readings refer to (meter_id, session_id), so the loop can check its
+    // foreign keys as the store does.
+    snprintf(attach, sizeof attach,
+        "ATTACH '%s' AS src; INSERT INTO meter SELECT * FROM src.meter; "
+        "INSERT INTO sync_session SELECT * FROM src.sync_session; DETACH src;", source);
     if (sqlite3_open(target, &dst) != SQLITE_OK || sqlite3_exec(dst, attach, NULL, NULL, NULL) != SQLITE_OK) {
         result = fail(dst, "meters", message, message_size); goto done;
     }
@@ -82,11 +86,12 @@ double sugar_yardstick_ingest(
 
     // Timed: what the store's commit does at its core, in plain C.
     double start = now_seconds();
-    // The store's open flags (no SQLite mutexes: one thread uses the connection).
+    // The store's open flags (no SQLite mutexes: one thread uses the connection) and its
+    // constraints: foreign keys on, so each insert checks its meter and sync-session rows.
     if (sqlite3_open_v2(target, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         result = fail(dst, "reopen", message, message_size); goto done;
     }
-    if (sqlite3_exec(dst, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+    if (sqlite3_exec(dst, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
         result = fail(dst, "begin", message, message_size); goto done;
     }
     if (sqlite3_prepare_v3(dst, insert_sql, -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) != SQLITE_OK) {

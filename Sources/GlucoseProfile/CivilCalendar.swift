@@ -39,10 +39,83 @@ public enum CivilCalendar {
         return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
     }
 
+    /// Whether the fields name a time that exists: year 1–9999, month 1–12, a day of that month,
+    /// hour 0–23, minute and second 0–59.
+    public static func isValid(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int) -> Bool {
+        guard (1...12).contains(month), (0...23).contains(hour), (0...59).contains(minute), (0...59).contains(second),
+            (1...9999).contains(year)
+        else { return false }
+        return (1...daysInMonth(year: year, month: month)).contains(day)
+    }
+
+    /// Seconds since 1970-01-01T00:00:00 of a wall-clock time read as UTC.
+    public static func secondsSinceEpoch(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int) -> Int64 {
+        Int64(daysFromCivil(year: year, month: month, day: day)) * 86_400 + Int64(hour * 3600 + minute * 60 + second)
+    }
+
+    /// The wall-clock time `seconds` after 1970-01-01T00:00:00.
+    public static func civil(secondsSinceEpoch seconds: Int64) -> (
+        year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int
+    ) {
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let rest = Int(seconds - days * 86_400)
+        let (y, m, d) = civilFromDays(Int(days))
+        return (y, m, d, rest / 3600, rest % 3600 / 60, rest % 60)
+    }
+
     /// `2019-02-27T11:10:30` (ISO 8601 date and time, no zone); the year has at least four digits.
     public static func isoString(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int) -> String {
-        pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + "T" + pad(hour, 2) + ":" + pad(minute, 2) + ":"
-            + pad(second, 2)
+        String(unsafeUninitializedCapacity: isoStringMaxBytes) {
+            writeISOString(year: year, month: month, day: day, hour: hour, minute: minute, second: second, into: $0)
+        }
+    }
+
+    /// The most bytes ``writeISOString(year:month:day:hour:minute:second:into:)`` writes: 6 fields of
+    /// at most 20 characters (a sign and 19 digits) and 5 separators.
+    public static let isoStringMaxBytes = 128
+
+    /// Writes ``isoString(year:month:day:hour:minute:second:)``'s UTF-8 bytes into `out` (at least
+    /// ``isoStringMaxBytes`` long) and returns how many: each field is "-" when negative, then its
+    /// digits zero-padded to its width. No String is made, so the store can bind the text from the stack.
+    public static func writeISOString(
+        year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int, into out: UnsafeMutableBufferPointer<UInt8>
+    ) -> Int {
+        var n = 0
+        func put(_ v: Int, _ width: Int, after separator: UInt8?) {
+            if let separator {
+                out[n] = separator
+                n += 1
+            }
+            if v < 0 {
+                out[n] = UInt8(ascii: "-")
+                n += 1
+            }
+            var digits = v.magnitude
+            var count = 1
+            while digits >= 10 {
+                digits /= 10
+                count += 1
+            }
+            for _ in count..<max(count, width) {
+                out[n] = UInt8(ascii: "0")
+                n += 1
+            }
+            digits = v.magnitude
+            var position = n + count - 1
+            repeat {
+                out[position] = UInt8(ascii: "0") + UInt8(digits % 10)
+                digits /= 10
+                position -= 1
+            } while digits > 0
+            n += count
+        }
+        put(year, 4, after: nil)
+        put(month, 2, after: UInt8(ascii: "-"))
+        put(day, 2, after: UInt8(ascii: "-"))
+        put(hour, 2, after: UInt8(ascii: "T"))
+        put(minute, 2, after: UInt8(ascii: ":"))
+        put(second, 2, after: UInt8(ascii: ":"))
+        return n
     }
 
     /// `value` in decimal with leading zeros to `width` digits (a minus sign in front of them).

@@ -264,7 +264,7 @@ func fixed(_ value: Double, digits: Int) -> String {
     let sign = value < 0 && scaled != 0 ? "-" : ""
     guard digits > 0 else { return sign + String(scaled) }
     let unit = Int64(scale)
-    return sign + String(scaled / unit) + "." + pad(Int(scaled % unit), digits)
+    return sign + String(scaled / unit) + "." + CivilCalendar.pad(Int(scaled % unit), digits)
 }
 
 /// A value rounded to `digits` decimals, for JSON.

@@ -1,3 +1,5 @@
+import GlucoseProfile
+
 /// The HTML report: one self-contained page (inline CSS and SVG, no script, nothing fetched), readable
 /// on a phone and printing to two A4 pages. Every reading drawn in the time-of-day chart is an element
 /// with classes `pt reading` and `data-id` (its reading id), the only elements carrying `data-id`; in the daily
@@ -157,7 +159,7 @@ extension ReportFigures {
         for hour in stride(from: 0, through: 24, by: 3) {
             let x = frame.left + Double(hour) * hourWidth
             let anchor = hour == 0 ? "start" : hour == 24 ? "end" : "middle"
-            s += "<text x=\"\(fixed(x, digits: 1))\" y=\"\(fixed(frame.bottom + 16, digits: 1))\" font-size=\"11\" text-anchor=\"\(anchor)\">\(pad(hour, 2)):00</text>"
+            s += "<text x=\"\(fixed(x, digits: 1))\" y=\"\(fixed(frame.bottom + 16, digits: 1))\" font-size=\"11\" text-anchor=\"\(anchor)\">\(CivilCalendar.pad(hour, 2)):00</text>"
         }
         s += "<text x=\"6\" y=\"10\" font-size=\"10\">\(unit.symbol)</text>"
         return s + "</svg>\n"

@@ -1,3 +1,4 @@
+import GlucoseProfile
 public import JSON
 
 /// Who and what a report is about, beyond the readings.
@@ -94,7 +95,5 @@ extension ReportFigures {
 
 /// `2024-03-31T06:00:00Z` (seconds precision).
 func isoUTC(_ millis: Int64) -> String {
-    let stamp = LocalStamp(epochMillis: millis, utcOffsetMinutes: 0)
-    let seconds = millis >= 0 ? millis / 1000 % 60 : ((millis / 1000 % 60) + 60) % 60
-    return stamp.date.description + "T" + stamp.clockText + ":" + pad(Int(seconds), 2) + "Z"
+    CivilCalendar.isoUTC(secondsSinceEpoch: millis >= 0 ? millis / 1000 : (millis - 999) / 1000)
 }

@@ -61,7 +61,7 @@ public struct CivilDate: Hashable, Comparable, Sendable, CustomStringConvertible
     }
 
     /// `2024-03-31`.
-    public var description: String { pad(self.year, 4) + "-" + pad(self.month, 2) + "-" + pad(self.day, 2) }
+    public var description: String { CivilCalendar.pad(self.year, 4) + "-" + CivilCalendar.pad(self.month, 2) + "-" + CivilCalendar.pad(self.day, 2) }
 
     /// The next day (calendar carry from GlucoseProfile's DateTime).
     public var next: CivilDate {
@@ -146,16 +146,15 @@ public struct LocalStamp: Hashable, Sendable {
     }
 
     /// "07:05".
-    public var clockText: String { pad(self.hour, 2) + ":" + pad(self.minute, 2) }
+    public var clockText: String { CivilCalendar.pad(self.hour, 2) + ":" + CivilCalendar.pad(self.minute, 2) }
 
     /// "2024-03-31 07:05".
     public var text: String { self.date.description + " " + self.clockText }
 
     /// `2024-03-31T07:05:00+02:00`.
     public var iso: String {
-        let sign = self.utcOffsetMinutes < 0 ? "-" : "+"
-        let offset = abs(self.utcOffsetMinutes)
-        return self.date.description + "T" + self.clockText + ":00" + sign + pad(offset / 60, 2) + ":" + pad(offset % 60, 2)
+        CivilCalendar.isoString(year: self.date.year, month: self.date.month, day: self.date.day, hour: self.hour, minute: self.minute, second: 0)
+            + CivilCalendar.isoOffset(seconds: self.utcOffsetMinutes * 60)
     }
 
     /// Hours since local midnight (7.5 for 07:30).
@@ -235,8 +234,3 @@ public struct ReportReading: Sendable, Hashable {
     }
 }
 
-/// Zero-padded decimal.
-func pad(_ value: Int, _ width: Int) -> String {
-    let text = String(value)
-    return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
-}

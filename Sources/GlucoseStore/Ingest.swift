@@ -37,22 +37,93 @@ struct Ingest {
         try s.bind(meterRowID, at: 1)
         try s.bind(Int64(reading.sequenceNumber), at: 2)
         let raw = reading.concentrationRaw.map { Int64($0) }
-        var conflict = false
-        var earlierDuplicate = false
+        var rule = MatchRule(epoch: epoch)
         // Only a reading already stored under this sequence number needs the text (most need none).
         var baseTimeText: String?
         while try s.step("Looking up reading #\(reading.sequenceNumber) in \(s.connection.path)") {
             if baseTimeText == nil { baseTimeText = reading.baseTime.isoString }
             let sameKey = s.optionalInt64(2) == raw && s.optionalText(1) == baseTimeText
-            if Int(s.int64(0)) == epoch {
-                if sameKey { return .currentEpochDuplicate }
-                conflict = true
-            } else if sameKey && !earlierDuplicate && s.optionalBlob(3) == reading.measurementBytes {
-                earlierDuplicate = true
+            if let match = rule.see(epoch: Int(s.int64(0)), sameKey: sameKey, sameBytes: s.optionalBlob(3) == reading.measurementBytes) {
+                return match
             }
         }
-        if earlierDuplicate { return .earlierEpochDuplicate }
-        return conflict ? .conflict : .new
+        return rule.match
+    }
+
+    /// The rules of ``Match`` over the stored rows with a reading's sequence number, one row at a time
+    /// (from the database or from the batch's own inserts: one rule for both).
+    struct MatchRule {
+        let epoch: Int
+        private var conflict = false
+        private var earlierDuplicate = false
+
+        init(epoch: Int) { self.epoch = epoch }
+
+        /// Takes one stored row: whether it has the reading's key (base time and raw value) and, when
+        /// that matters, the same measurement bytes. Returns the match once it is decided.
+        mutating func see(epoch rowEpoch: Int, sameKey: Bool, sameBytes: @autoclosure () -> Bool) -> Match? {
+            if rowEpoch == self.epoch {
+                if sameKey { return .currentEpochDuplicate }
+                self.conflict = true
+            } else if sameKey && !self.earlierDuplicate && sameBytes() {
+                self.earlierDuplicate = true
+            }
+            return nil
+        }
+
+        /// The match once every row was seen.
+        var match: Match { self.earlierDuplicate ? .earlierEpochDuplicate : self.conflict ? .conflict : .new }
+    }
+
+    /// The same decision as ``classify(_:meterRowID:epoch:with:)`` from the batch's own inserts, for
+    /// a sequence number that had no stored row when the batch began: every row the lookup would
+    /// find is one of `inserted` (chained by ``BatchRows``), so the rules run on them in memory.
+    static func classify(
+        _ reading: Reading, epoch: Int, amongBatch rows: BatchRows, _ inserted: [StoredReading]
+    ) -> Match {
+        var rule = MatchRule(epoch: epoch)
+        var index = rows.latest(reading.sequenceNumber)
+        while index >= 0 {
+            let row = inserted[Int(index)]
+            let sameKey =
+                row.reading.concentrationRaw == reading.concentrationRaw
+                && sameISOText(row.reading.baseTime, reading.baseTime)
+            if let match = rule.see(epoch: row.epoch, sameKey: sameKey, sameBytes: row.reading.measurementBytes == reading.measurementBytes) {
+                return match
+            }
+            index = rows.previous(index)
+        }
+        return rule.match
+    }
+
+    /// Whether the two date-times store the same `base_time` text (what the lookup compares).
+    static func sameISOText(_ a: LocalDateTime, _ b: LocalDateTime) -> Bool {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2 * LocalDateTime.isoStringMaxBytes) { buffer in
+            let first = UnsafeMutableBufferPointer(rebasing: buffer[..<LocalDateTime.isoStringMaxBytes])
+            let second = UnsafeMutableBufferPointer(rebasing: buffer[LocalDateTime.isoStringMaxBytes...])
+            let n = a.writeISOString(into: first)
+            return n == b.writeISOString(into: second) && first[..<n].elementsEqual(second[..<n])
+        }
+    }
+
+    /// The batch's inserts by sequence number: the latest insert under each number and, per insert,
+    /// the one before it under the same number (an earlier epoch of this batch), as indices into
+    /// the batch's `inserted` list.
+    struct BatchRows {
+        private var latestBySeq = [Int32](repeating: -1, count: 65536)
+        private var previousByIndex: [Int32] = []
+
+        init(capacity: Int) { self.previousByIndex.reserveCapacity(capacity) }
+
+        func latest(_ seq: UInt16) -> Int32 { self.latestBySeq[Int(seq)] }
+
+        func previous(_ index: Int32) -> Int32 { self.previousByIndex[Int(index)] }
+
+        /// Records the insert that is `inserted[index]`; indices come in order 0, 1, 2, …
+        mutating func append(_ seq: UInt16, index: Int) {
+            self.previousByIndex.append(self.latestBySeq[Int(seq)])
+            self.latestBySeq[Int(seq)] = Int32(index)
+        }
     }
 
     static let storedSequencesSQL = "SELECT seq FROM reading WHERE meter_id = ? AND seq BETWEEN ? AND ?"
@@ -133,6 +204,7 @@ struct Ingest {
         }
 
         var inserted: [StoredReading] = []
+        inserted.reserveCapacity(batch.readings.count)
         var duplicates = 0
         // Highest sequence number of this batch that is stored in the current epoch (inserted or
         // already there); it caps the new high-water mark.
@@ -143,16 +215,26 @@ struct Ingest {
             highWaterRuleArmed = true
         }
 
-        // The two per-reading statements, looked up once for the batch.
+        // The two per-reading statements, looked up once for the batch. Every reading binds all of
+        // their parameters, so they keep their bindings between readings and clear them at the end.
         let lookup = try self.db.cached(Self.lookupSQL)
         let insert = try self.db.cached(ReadingRows.insertSQL)
+        defer {
+            lookup.reset()
+            insert.reset()
+        }
         var stored = try self.storedSequences(batch.readings, meterRowID: meter.rowID)
+        // The numbers stored before this batch; a number outside it has only this batch's rows.
+        let storedBefore = stored
+        var batchRows = stored.map { _ in BatchRows(capacity: batch.readings.count) }
         for reading in batch.readings {
             let match: Match
             if let stored, !stored.contains(reading.sequenceNumber) {
                 match = .new  // what the lookup would find: no row with this number in any epoch
+            } else if let storedBefore, let batchRows, !storedBefore.contains(reading.sequenceNumber) {
+                match = Self.classify(reading, epoch: meter.epoch, amongBatch: batchRows, inserted)
             } else {
-                defer { lookup.reset() }
+                defer { lookup.resetKeepingBindings() }
                 match = try Self.classify(reading, meterRowID: meter.rowID, epoch: meter.epoch, with: lookup)
             }
             switch match {
@@ -175,12 +257,13 @@ struct Ingest {
                 }
                 let id: Int64
                 do {
-                    defer { insert.reset() }
+                    defer { insert.resetKeepingBindings() }
                     id = try ReadingRows.insert(
                         reading, meterRowID: meter.rowID, epoch: meter.epoch, storedAt: self.now,
                         sessionID: sessionID, with: insert, self.db)
                 }
                 stored?.insert(reading.sequenceNumber)
+                batchRows?.append(reading.sequenceNumber, index: inserted.count)
                 inserted.append(
                     StoredReading(id: id, epoch: meter.epoch, storedAt: self.now, reading: reading, person: meter.person))
                 topInCurrentEpoch = max(topInCurrentEpoch ?? 0, reading.sequenceNumber)

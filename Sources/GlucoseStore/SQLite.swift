@@ -1,6 +1,10 @@
 internal import CSQLite
 import HealthDataSync
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 // The thin owner layer over libsqlite3. Nothing here is public: C types never leave this module.
 //
 // Threading: a `Connection` and its `Statement`s are confined to one serial context (the
@@ -191,9 +195,20 @@ package final class Connection {
 }
 
 /// Owns one `sqlite3_stmt*`; finalizes it in `deinit`.
+///
+/// Text and BLOB parameters are copied into a buffer the statement owns, one per parameter, and
+/// bound `SQLITE_STATIC` from there: binding a row allocates nothing once the buffers have grown
+/// to the row's sizes (`SQLITE_TRANSIENT` made SQLite allocate and free a copy per value). A
+/// buffer is rewritten only when its parameter is bound again, and freed after the statement is
+/// finalized, so SQLite never sees it change under a binding.
 final class Statement {
     let handle: OpaquePointer
     unowned let connection: Connection
+    /// Per parameter index (1-based; index 0 unused): the buffer its last text or BLOB was copied
+    /// to and that buffer's capacity. Allocated at the first text or BLOB binding.
+    private var buffers: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+    private var capacities: UnsafeMutablePointer<Int>?
+    private var bufferCount = 0
 
     init(handle: OpaquePointer, connection: Connection) {
         self.handle = handle
@@ -201,18 +216,74 @@ final class Statement {
     }
 
     /// The corresponding C function is `sqlite3_finalize`.
-    deinit { _ = sqlite3_finalize(self.handle) }
+    deinit {
+        _ = sqlite3_finalize(self.handle)
+        if let buffers = self.buffers, let capacities = self.capacities {
+            for i in 0..<self.bufferCount { free(buffers[i]) }
+            buffers.deallocate()
+            capacities.deallocate()
+        }
+    }
 
+    /// Resets the statement and clears its bindings.
     func reset() {
         _ = sqlite3_reset(self.handle)
         _ = sqlite3_clear_bindings(self.handle)
+    }
+
+    /// Resets the statement but keeps its bindings, for a caller that binds every parameter again
+    /// before the next step (the ingest's per-reading statements).
+    func resetKeepingBindings() {
+        _ = sqlite3_reset(self.handle)
+    }
+
+    /// Throws the binding's error; only a failure touches the connection.
+    @inline(__always)
+    private func checkBinding(_ code: CInt, _ index: CInt) throws(StoreError) {
+        if code != SQLITE_OK { throw self.connection.error(code, "Binding parameter \(index)") }
+    }
+
+    /// Copies `count` bytes to the parameter's own buffer (grown as needed, one byte more for a
+    /// terminating NUL) and returns it, or nil when `index` is not a parameter of the statement
+    /// (the caller then binds a copy and SQLite reports the range error).
+    private func ownedCopy(_ bytes: UnsafeRawPointer, count: Int, at index: CInt) -> UnsafeRawPointer? {
+        let i = Int(index)
+        if self.buffers == nil {
+            let n = Int(sqlite3_bind_parameter_count(self.handle)) + 1
+            self.buffers = .allocate(capacity: n)
+            self.buffers!.initialize(repeating: nil, count: n)
+            self.capacities = .allocate(capacity: n)
+            self.capacities!.initialize(repeating: 0, count: n)
+            self.bufferCount = n
+        }
+        guard i > 0, i < self.bufferCount, let buffers = self.buffers, let capacities = self.capacities else { return nil }
+        if capacities[i] < count + 1 {
+            var capacity = 32
+            while capacity < count + 1 { capacity <<= 1 }
+            guard let grown = realloc(buffers[i], capacity) else { return nil }
+            buffers[i] = grown
+            capacities[i] = capacity
+        }
+        let buffer = buffers[i]!
+        buffer.copyMemory(from: bytes, byteCount: count)
+        buffer.storeBytes(of: 0, toByteOffset: count, as: UInt8.self)
+        return UnsafeRawPointer(buffer)
+    }
+
+    /// Binds `count` bytes of text (UTF-8) from the parameter's own buffer.
+    private func bindText(_ bytes: UnsafeRawPointer, count: Int, at index: CInt) -> CInt {
+        guard let owned = self.ownedCopy(bytes, count: count, at: index) else {
+            return sqlite3_bind_text(
+                self.handle, index, bytes.assumingMemoryBound(to: CChar.self), CInt(count), csqlite_transient())
+        }
+        return sqlite3_bind_text(self.handle, index, owned.assumingMemoryBound(to: CChar.self), CInt(count), nil)
     }
 
     // MARK: Binding (1-based indices, as in SQLite)
 
     func bind(_ value: Int64?, at index: CInt) throws(StoreError) {
         let code = value.map { sqlite3_bind_int64(self.handle, index, $0) } ?? sqlite3_bind_null(self.handle, index)
-        try self.connection.check(code, "Binding parameter \(index)")
+        try self.checkBinding(code, index)
     }
 
     func bind(_ value: Int?, at index: CInt) throws(StoreError) {
@@ -221,28 +292,27 @@ final class Statement {
 
     func bind(_ value: Double?, at index: CInt) throws(StoreError) {
         let code = value.map { sqlite3_bind_double(self.handle, index, $0) } ?? sqlite3_bind_null(self.handle, index)
-        try self.connection.check(code, "Binding parameter \(index)")
+        try self.checkBinding(code, index)
     }
 
+    /// Binds the text up to its first NUL, as a C string (what `sqlite3_bind_text` with length -1 stores).
     func bind(_ value: String?, at index: CInt) throws(StoreError) {
         let code: CInt
         if let value {
-            code = sqlite3_bind_text(self.handle, index, value, -1, csqlite_transient())
+            code = value.withCString { p in self.bindText(p, count: strlen(p), at: index) }
         } else {
             code = sqlite3_bind_null(self.handle, index)
         }
-        try self.connection.check(code, "Binding parameter \(index)")
+        try self.checkBinding(code, index)
     }
 
     /// Binds `LocalDateTime.isoString`'s text, formatted on the stack (no String per row).
     func bind(isoText t: LocalDateTime, at index: CInt) throws(StoreError) {
         let code = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: LocalDateTime.isoStringMaxBytes) { raw -> CInt in
             let n = t.writeISOString(into: raw)
-            return raw.baseAddress!.withMemoryRebound(to: CChar.self, capacity: n) {
-                sqlite3_bind_text(self.handle, index, $0, CInt(n), csqlite_transient())
-            }
+            return self.bindText(raw.baseAddress!, count: n, at: index)
         }
-        try self.connection.check(code, "Binding parameter \(index)")
+        try self.checkBinding(code, index)
     }
 
     /// Binds bytes as a BLOB (an empty array is an empty BLOB, not NULL).
@@ -253,13 +323,16 @@ final class Statement {
                 code = sqlite3_bind_zeroblob(self.handle, index, 0)
             } else {
                 code = value.withUnsafeBytes { raw in
-                    sqlite3_bind_blob(self.handle, index, raw.baseAddress, CInt(raw.count), csqlite_transient())
+                    guard let owned = self.ownedCopy(raw.baseAddress!, count: raw.count, at: index) else {
+                        return sqlite3_bind_blob(self.handle, index, raw.baseAddress, CInt(raw.count), csqlite_transient())
+                    }
+                    return sqlite3_bind_blob(self.handle, index, owned, CInt(raw.count), nil)
                 }
             }
         } else {
             code = sqlite3_bind_null(self.handle, index)
         }
-        try self.connection.check(code, "Binding parameter \(index)")
+        try self.checkBinding(code, index)
     }
 
     // MARK: Stepping

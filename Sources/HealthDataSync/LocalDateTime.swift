@@ -25,61 +25,25 @@ public struct LocalDateTime: Hashable, Comparable, Sendable, CustomStringConvert
     /// Whether every field is within its calendar range (month 1–12, a day that exists in that
     /// month, hour 0–23, minute and second 0–59).
     public var isValid: Bool {
-        guard (1...12).contains(self.month), (0...23).contains(self.hour), (0...59).contains(self.minute),
-            (0...59).contains(self.second), (1...9999).contains(self.year)
-        else { return false }
-        return (1...CivilCalendar.daysInMonth(year: self.year, month: self.month)).contains(self.day)
+        CivilCalendar.isValid(
+            year: self.year, month: self.month, day: self.day, hour: self.hour, minute: self.minute, second: self.second)
     }
 
     /// `2019-02-27T11:10:30`.
     public var isoString: String {
-        String(unsafeUninitializedCapacity: Self.isoStringMaxBytes) { self.writeISOString(into: $0) }
+        CivilCalendar.isoString(
+            year: self.year, month: self.month, day: self.day, hour: self.hour, minute: self.minute, second: self.second)
     }
 
-    /// The most bytes ``writeISOString(into:)`` writes: 6 fields of at most 20 characters (a sign and
-    /// 19 digits) and 5 separators.
-    public static let isoStringMaxBytes = 128
+    /// The most bytes ``writeISOString(into:)`` writes.
+    public static let isoStringMaxBytes = CivilCalendar.isoStringMaxBytes
 
     /// Writes ``isoString``'s UTF-8 bytes into `out` (at least ``isoStringMaxBytes`` long) and
-    /// returns how many: each field is "-" when negative, then its digits zero-padded to its width.
-    /// No String is made, so the store can bind the text from the stack.
+    /// returns how many (no String is made, so the store can bind the text from the stack).
     public func writeISOString(into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
-        var n = 0
-        func put(_ v: Int, _ width: Int, after separator: UInt8?) {
-            if let separator {
-                out[n] = separator
-                n += 1
-            }
-            if v < 0 {
-                out[n] = UInt8(ascii: "-")
-                n += 1
-            }
-            var digits = v.magnitude
-            var count = 1
-            while digits >= 10 {
-                digits /= 10
-                count += 1
-            }
-            for _ in count..<max(count, width) {
-                out[n] = UInt8(ascii: "0")
-                n += 1
-            }
-            digits = v.magnitude
-            var position = n + count - 1
-            repeat {
-                out[position] = UInt8(ascii: "0") + UInt8(digits % 10)
-                digits /= 10
-                position -= 1
-            } while digits > 0
-            n += count
-        }
-        put(self.year, 4, after: nil)
-        put(self.month, 2, after: UInt8(ascii: "-"))
-        put(self.day, 2, after: UInt8(ascii: "-"))
-        put(self.hour, 2, after: UInt8(ascii: "T"))
-        put(self.minute, 2, after: UInt8(ascii: ":"))
-        put(self.second, 2, after: UInt8(ascii: ":"))
-        return n
+        CivilCalendar.writeISOString(
+            year: self.year, month: self.month, day: self.day, hour: self.hour, minute: self.minute, second: self.second,
+            into: out)
     }
 
     public var description: String { self.isoString }
@@ -90,16 +54,14 @@ public struct LocalDateTime: Hashable, Comparable, Sendable, CustomStringConvert
 
     /// Seconds since 1970-01-01T00:00:00 if this wall-clock time were UTC.
     public var secondsSinceEpoch: Int64 {
-        Int64(CivilCalendar.daysFromCivil(year: self.year, month: self.month, day: self.day)) * 86_400
-            + Int64(self.hour * 3600 + self.minute * 60 + self.second)
+        CivilCalendar.secondsSinceEpoch(
+            year: self.year, month: self.month, day: self.day, hour: self.hour, minute: self.minute, second: self.second)
     }
 
     /// The wall-clock time `seconds` after 1970-01-01T00:00:00.
     public init(secondsSinceEpoch seconds: Int64) {
-        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
-        let rest = Int(seconds - days * 86_400)
-        let (y, m, d) = CivilCalendar.civilFromDays(Int(days))
-        self.init(year: y, month: m, day: d, hour: rest / 3600, minute: rest % 3600 / 60, second: rest % 60)
+        let t = CivilCalendar.civil(secondsSinceEpoch: seconds)
+        self.init(year: t.year, month: t.month, day: t.day, hour: t.hour, minute: t.minute, second: t.second)
     }
 
     /// This time moved by a number of seconds, with calendar carry.
@@ -124,22 +86,11 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
     public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.epochMillis < rhs.epochMillis }
 
     /// ISO 8601 in UTC: `2019-02-27T10:10:30Z`, or with milliseconds when they are not zero.
-    public var isoString: String {
-        let seconds = self.epochMillis >= 0 ? self.epochMillis / 1000 : (self.epochMillis - 999) / 1000
-        let millis = Int(self.epochMillis - seconds * 1000)
-        let base = LocalDateTime(secondsSinceEpoch: seconds).isoString
-        if millis == 0 { return base + "Z" }
-        let ms = String(millis)
-        return base + "." + String(repeating: "0", count: 3 - ms.count) + ms + "Z"
-    }
+    public var isoString: String { CivilCalendar.isoUTC(epochMillis: self.epochMillis) }
 
     /// ISO 8601 with a numeric zone offset: `2019-02-27T11:10:30+01:00`.
     public func isoString(utcOffsetSeconds offset: Int) -> String {
-        let local = LocalDateTime(secondsSinceEpoch: (self.epochMillis / 1000) + Int64(offset))
-        let sign = offset < 0 ? "-" : "+"
-        let a = abs(offset)
-        let hh = a / 3600, mm = a % 3600 / 60
-        return local.isoString + sign + (hh < 10 ? "0" : "") + String(hh) + ":" + (mm < 10 ? "0" : "") + String(mm)
+        CivilCalendar.isoString(epochMillis: self.epochMillis, utcOffsetSeconds: offset)
     }
 
     public var description: String { self.isoString }

@@ -1,6 +1,7 @@
 import Glibc
 public import HealthDataSync
 public import SugarAPI
+import SugarWire
 import SystemIO
 
 /// One Nightscout sink: one site, optionally limited to one person's readings.

@@ -3,6 +3,8 @@ import HTTPClient
 public import JSON
 import Locking
 import SugarAPI
+import SugarWire
+import SystemIO
 
 /// A reading as a sink receives it: its position in sugard's commit order and its `ListReadings` /
 /// `FollowReadings` object (with `person`).
@@ -147,7 +149,7 @@ public final class NightscoutSink: Sendable {
             let mine = batch.map(\.reading).filter(self.accepts)
             let entries = mine.compactMap(ReadingExport.nightscoutEntry)
             let treatments = self.config.treatments
-                ? mine.compactMap { ReadingExport.nightscoutTreatment($0, unit: self.config.treatmentUnit) } : []
+                ? mine.compactMap { ReadingExport.nightscoutTreatment($0, unit: Wire.Unit(self.config.treatmentUnit)) } : []
             if !entries.isEmpty, !(await self.deliver(entries, to: "/api/v1/entries")) { return }
             if !treatments.isEmpty, !(await self.deliver(treatments, to: "/api/v1/treatments")) { return }
             do throws(NightscoutConfigError) {
@@ -161,7 +163,7 @@ public final class NightscoutSink: Sendable {
                 s.cursor = last.cursor
                 s.pending = 0
                 s.delivered += entries.count + treatments.count
-                if !entries.isEmpty || !treatments.isEmpty { s.lastDeliveryMillis = APITime.now() }
+                if !entries.isEmpty || !treatments.isEmpty { s.lastDeliveryMillis = wallClockMilliseconds() }
                 s.state = .idle
                 s.reason = nil
             }

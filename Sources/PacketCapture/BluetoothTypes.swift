@@ -162,20 +162,7 @@ public struct CaptureTimestamp: Hashable, Sendable, Comparable, CustomStringConv
             fraction += 1_000_000
             seconds -= 1
         }
-        var days = seconds / 86_400
-        var secondOfDay = seconds % 86_400
-        if secondOfDay < 0 {
-            secondOfDay += 86_400
-            days -= 1
-        }
-        let civil = CivilCalendar.civilFromDays(Int(days))
-        let (year, month, day) = (Int64(civil.year), Int64(civil.month), Int64(civil.day))
-        func pad(_ value: Int64, _ width: Int) -> String {
-            let text = String(value)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
-        }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondOfDay / 3600, 2)):"
-            + "\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2)).\(pad(fraction, 6))Z"
+        return CivilCalendar.isoUTC(secondsSinceEpoch: seconds, fraction: Int(fraction), fractionDigits: 6)
     }
 }
 

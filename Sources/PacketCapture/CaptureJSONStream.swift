@@ -134,21 +134,16 @@ struct JSONTextBuffer: TextOutputStream {
         }
     }
 
-    /// The same, field by field (a year above 9999 or a field above 99 is written whole).
+    /// The same through the calendar's writer (a year above 9999 or a field above 99 is written whole).
     private mutating func dateTimeByField(_ t: DateTime) {
-        self.bytes.append(UInt8(ascii: "\""))
-        self.int(Int64(t.year), width: 4)
-        self.bytes.append(UInt8(ascii: "-"))
-        self.int(Int64(t.month), width: 2)
-        self.bytes.append(UInt8(ascii: "-"))
-        self.int(Int64(t.day), width: 2)
-        self.bytes.append(UInt8(ascii: "T"))
-        self.int(Int64(t.hours), width: 2)
-        self.bytes.append(UInt8(ascii: ":"))
-        self.int(Int64(t.minutes), width: 2)
-        self.bytes.append(UInt8(ascii: ":"))
-        self.int(Int64(t.seconds), width: 2)
-        self.bytes.append(UInt8(ascii: "\""))
+        self.bytes.appendInPlace(capacity: CivilCalendar.isoStringMaxBytes + 2) { out in
+            out[0] = UInt8(ascii: "\"")
+            let n = CivilCalendar.writeISOString(
+                year: Int(t.year), month: Int(t.month), day: Int(t.day), hour: Int(t.hours), minute: Int(t.minutes),
+                second: Int(t.seconds), into: UnsafeMutableBufferPointer(start: out + 1, count: CivilCalendar.isoStringMaxBytes))
+            out[n + 1] = UInt8(ascii: "\"")
+            return n + 2
+        }
     }
 
     mutating func codeName(_ code: UInt8, _ name: String) {

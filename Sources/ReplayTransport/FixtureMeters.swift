@@ -152,7 +152,9 @@ public enum FixtureMeter: String, CaseIterable, Sendable {
     public var note: String {
         switch self {
         case .accuChekGuide:
-            "Roche Accu-Chek Guide personality: passkey pairing (wrong PIN 123456, then 246810), Date Time 0x2A08 "
+            "Roche Accu-Chek Guide personality: passkey pairing, in two sync attempts as the daemon makes them: "
+                + "connection 1 enters the wrong PIN 123456 (SMP Pairing Failed; the sync ends as pairingFailed and "
+                + "disconnects), connection 2 enters 246810, bonds and downloads. Date Time 0x2A08 "
                 + "clock in the Glucose service, vendor 128-bit service, MTU 23. Records 4–8 in kg/L with +60 min "
                 + "offsets: 88 mg/dL with a breakfast context, a LO (−INF, status bit 6), a control-solution test "
                 + "(location 4), 142 mg/dL with a postprandial context, 97 mg/dL fasting."
@@ -179,7 +181,8 @@ public enum FixtureMeter: String, CaseIterable, Sendable {
         self == .accuChekGuide ? [123_456, Self.accuChekPasskey] : []
     }
 
-    /// The fixture capture: one full download by ``SimulatedClient`` (count all, report all), H4 format.
+    /// The fixture capture: ``SimulatedClient``'s sync attempts (one per passkey entered until one bonds;
+    /// the last one counts all and reports all), H4 format.
     public func capture() -> [UInt8] {
         var meter = self.simulator
         meter.startRecording(format: .h4)
@@ -222,9 +225,10 @@ public enum FixtureFiles {
             `sugarctl capture inspect <name>.btsnoop --json` prints.
 
             How they are made: `\(Self.command)` builds each meter personality (`FixtureMeter` in
-            `Sources/ReplayTransport/FixtureMeters.swift`), runs one full download against the `MeterSimulator` with
-            `SimulatedClient` (connect, MTU 517, discovery, Glucose Feature, pairing when the meter asks, DIS
-            strings, clock, CCCDs, RACP `04 01` count, RACP `01 01` report, disconnect) while recording every
+            `Sources/ReplayTransport/FixtureMeters.swift`), runs the production sync (`SyncStateMachine`) against the `MeterSimulator`
+            with `SimulatedClient` (connect, MTU 517, discovery, Glucose Feature, pairing when the meter asks, DIS
+            strings, clock, CCCDs, RACP `04 01` count, RACP `01 01` report, disconnect; a rejected passkey ends
+            that attempt and the next connection enters the next passkey) while recording every
             frame with `CaptureBuilder`, and writes the capture and its inspection. The output is deterministic:
             a test regenerates the directory and fails when a byte differs, and another replays every capture
             through the real sync engine into SQLite. Identities and values are invented.

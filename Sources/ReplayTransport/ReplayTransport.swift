@@ -426,7 +426,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
         }
     }
 
-    private static func error(_ code: ATTErrorCode, _ what: String) -> TransportError {
+    static func error(_ code: ATTErrorCode, _ what: String) -> TransportError {
         switch code {
         case .insufficientAuthentication, .insufficientEncryption, .insufficientAuthorization:
             TransportError(.authenticationRequired, "\(what) needs a bond: pair first (ATT \(code)).", attError: code.rawValue)

@@ -1,11 +1,12 @@
 import GlucoseProfile
+import HealthDataSync
 import PacketCapture
 
-/// A deterministic central that runs the Glucose Profile download against a ``MeterSimulator``, the way
-/// the sync engine does it: connect (MTU 517) → read Glucose Feature (pair on "insufficient
-/// authentication", trying the passkeys in order, then read again) → DIS strings → meter clock (0x2A08,
-/// else 0x2A2B) → notify 0x2A18 and 0x2A34, indicate 0x2A52 → RACP count → RACP report → disconnect.
-/// Used to record fixture captures (see ``MeterSimulator/startRecording(format:)``).
+/// A deterministic central that runs the production Glucose Profile download (``SyncStateMachine``)
+/// against a ``MeterSimulator``, synchronously: each action the machine returns is carried out on the
+/// simulator and its result fed back as the event the sync engine would feed. The order of operations
+/// is the machine's; this type only translates. Used to record fixture captures (see
+/// ``MeterSimulator/startRecording(format:)``).
 public enum SimulatedClient {
     /// What the download saw.
     public struct Transcript: Sendable, Hashable {
@@ -15,58 +16,110 @@ public enum SimulatedClient {
         public var bonded = false
     }
 
-    /// Runs one download.
+    /// Runs sync attempts until one does not end in a failed pairing, or the passkeys run out.
+    ///
+    /// Each attempt is one connection driven wholly by ``SyncStateMachine``, which pairs at most once
+    /// per attempt: a rejected passkey ends the attempt as `pairingFailed` and disconnects. Production
+    /// does not retry that by itself (``SyncPolicy/isTransient(_:)`` is false for `pairingFailed`, so
+    /// ``SyncEngine`` schedules no retry); the user starts a new sync (`sugarctl pair` / `sync`) and
+    /// enters the next passkey on the new connection. This loop stands for that user: the next attempt
+    /// gets the next passkey. It is the only step this driver adds.
     /// - Parameters:
-    ///   - passkeys: passkeys to try in order when the meter asks for one (a wrong one first shows a
-    ///     failed pairing in the capture).
-    ///   - highWater: ask for records after this sequence number (`≥ highWater + 1`); nil asks for all.
+    ///   - passkeys: passkeys entered, one per attempt that asks for one.
+    ///   - highWater: the stored high-water sequence number; nil for a new meter.
     @discardableResult
     public static func download(
         _ meter: inout MeterSimulator, passkeys: [UInt32] = [], highWater: UInt16? = nil
     ) -> Transcript {
         var transcript = Transcript()
-        func absorb(_ result: SimulatorWriteResult) {
-            if let error = result.error { transcript.errors.append(error) }
-            for output in result.outputs {
-                switch output {
-                case .notification(_, _, let value): transcript.notifications.append(value)
-                case .indication(_, _, let value): transcript.indications.append(value)
-                case .disconnected: break
-                }
-            }
+        var keys = passkeys[...]
+        while true {
+            let passkey = keys.popFirst()
+            let result = Self.attempt(&meter, passkey: passkey, highWater: highWater, &transcript)
+            if result != .pairingFailed || keys.isEmpty { return transcript }
         }
-        meter.connect(clientMTU: 517)
-        if let feature = meter.valueHandle(.glucoseFeature) {
-            if case .error(let error) = meter.read(feature) {
-                transcript.errors.append(error)
-                if error == .insufficientAuthentication {
-                    var keys = passkeys[...]
-                    while !transcript.bonded {
-                        let key = keys.popFirst()
-                        transcript.bonded = meter.pair(passkey: key) == .bonded
-                        if !transcript.bonded && keys.isEmpty { break }
+    }
+
+    /// One sync attempt (one connection), with at most one passkey entered; returns how it ended.
+    private static func attempt(
+        _ meter: inout MeterSimulator, passkey: UInt32?, highWater: UInt16?, _ transcript: inout Transcript
+    ) -> SyncFailure.Code? {
+        var ended: SyncFailure.Code?
+        var machine = SyncStateMachine(.init(
+            meter: meter.id, advertisedName: meter.personality.name, highWater: highWater, zone: .utc))
+        var events: [SyncEvent] = [.start]
+        let now = Instant(epochMillis: 0)
+        while !events.isEmpty {
+            let event = events.removeFirst()
+            for action in machine.handle(event, at: now) {
+                switch action {
+                case .connect:
+                    events.append(.connected(meter.connect(clientMTU: 517)))
+                case .pair:
+                    if meter.pair(passkey: passkey) == .bonded {
+                        transcript.bonded = true
+                        events.append(.paired)
+                    } else {
+                        events.append(.pairingFailed(TransportError(.authenticationFailed, "wrong passkey")))
                     }
-                    _ = meter.read(feature)
+                case .read(let uuid):
+                    guard let handle = meter.valueHandle(uuid) else {
+                        events.append(.readFailed(uuid, TransportError(.characteristicNotFound, "no \(uuid.shortString)")))
+                        break
+                    }
+                    switch meter.read(handle) {
+                    case .value(let value): events.append(.readCompleted(uuid, value))
+                    case .error(let error):
+                        transcript.errors.append(error)
+                        events.append(.readFailed(uuid, ReplayTransport.error(error, "Reading \(uuid.shortString)")))
+                    }
+                case .enableNotifications(let uuid):
+                    let result = meter.setNotifications(true, for: uuid)
+                    if let error = result.error {
+                        transcript.errors.append(error)
+                        events.append(.notificationsFailed(uuid, ReplayTransport.error(error, "Subscribing")))
+                    } else {
+                        events.append(.notificationsEnabled(uuid))
+                    }
+                case .writeRACP(let bytes, let purpose):
+                    let result = meter.writeRACP(bytes)
+                    if let error = result.error {
+                        transcript.errors.append(error)
+                        events.append(.writeFailed(purpose, ReplayTransport.error(error, "Writing RACP")))
+                        break
+                    }
+                    for output in result.outputs {
+                        switch output {
+                        case .notification(_, let uuid, let value):
+                            transcript.notifications.append(value)
+                            events.append(.value(uuid, value))
+                        case .indication(_, let uuid, let value):
+                            transcript.indications.append(value)
+                            events.append(.value(uuid, value))
+                        case .disconnected:
+                            events.append(.disconnected(reason: nil))
+                        }
+                    }
+                    events.append(.writeCompleted(purpose))
+                case .lookUpStored:
+                    events.append(.storedLookup(highest: highWater, known: []))
+                case .commit(let batch):
+                    let stored = StoredMeter(
+                        identity: batch.meter, features: batch.features, firstSeen: now, lastSeen: now,
+                        highWater: batch.newHighWater, epoch: 0, lastSync: now, lastSyncResult: batch.session.result,
+                        readingCount: batch.readings.count)
+                    events.append(.committed(CommitResult(
+                        inserted: [], duplicates: 0, sequenceResets: 0, meter: stored, session: batch.session)))
+                case .disconnect:
+                    meter.disconnect()
+                    events.append(.disconnectCompleted)
+                case .publish(.failed(_, let failure)):
+                    ended = failure.code
+                case .startTimer, .cancelTimer, .publish, .finished:
+                    break
                 }
             }
         }
-        for uuid in BluetoothUUID.deviceInformationStrings {
-            if let handle = meter.valueHandle(uuid) { _ = meter.read(handle) }
-        }
-        if let handle = meter.valueHandle(.dateTime) ?? meter.valueHandle(.currentTime) {
-            _ = meter.read(handle)
-        }
-        absorb(meter.setNotifications(true, for: .glucoseMeasurement))
-        if meter.valueHandle(.glucoseMeasurementContext) != nil {
-            absorb(meter.setNotifications(true, for: .glucoseMeasurementContext))
-        }
-        absorb(meter.setNotifications(true, for: .recordAccessControlPoint))
-        let from = highWater.map { $0 &+ 1 }
-        absorb(meter.writeRACP(RACPMessage.count(from: from).encoded()))
-        if meter.isConnected {
-            absorb(meter.writeRACP(RACPMessage.report(from: from).encoded()))
-        }
-        meter.disconnect()
-        return transcript
+        return ended
     }
 }

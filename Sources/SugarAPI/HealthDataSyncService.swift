@@ -1,3 +1,4 @@
+import GlucoseProfile
 public import HealthDataSync
 public import JSON
 public import Varlink
@@ -211,7 +212,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                 p["limit"], default: self.limits.defaultSessionLimit, max: self.limits.maxSessionLimit)
             do throws(StoreError) {
                 let sessions = try await self.backend.store.sessions(meter: meter, limit: limit)
-                replier.reply(["sessions": .array(sessions.map(APIJSON.session))])
+                replier.reply(Self.parameters(Wire.SessionsReply(sessions: sessions.map(Wire.Session.init))))
             } catch {
                 throw Self.error(for: error)
             }
@@ -242,7 +243,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
 
     static func instant(_ value: JSONValue?, _ name: String) throws(VarlinkError) -> Instant? {
         guard let value, !value.isNull else { return nil }
-        guard let text = value.stringValue, let millis = APITime.parse(text) else {
+        guard let text = value.stringValue, let millis = CivilCalendar.parseISOInstant(text) else {
             throw invalid(
                 name,
                 "\(name) must be an ISO 8601 instant with a zone (2024-03-31T06:00:00Z, 2024-03-31T08:00:00+02:00) or a date (2024-03-31)."
@@ -271,19 +272,16 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
 
     private func getStatus(_ replier: VarlinkReplier) async {
         let snapshot = self.backend.models.viewModel.snapshot()
-        let json = snapshot.json
-        var reply: JSONObject = [
-            "revision": json["revision"] ?? 0, "revisions": json["revisions"] ?? [:], "state": json["fields"] ?? [:],
-            "unit": .string(DisplayUnit(self.unit).rawValue),
-        ]
+        guard let state = Wire.State(snapshot) else { fatalError("Internal inconsistency: a full snapshot lacks a field") }
         // People come from the database; when it cannot be read, the state (with its storage
         // error) still goes out, without them.
-        if let people = try? await self.backend.store.people() {
-            var object = JSONObject()
-            for (meter, person) in people.sorted(by: { $0.key < $1.key }) { object[meter.rawValue] = .string(person) }
-            reply["people"] = .object(object)
+        let people = (try? await self.backend.store.people()).map { people in
+            WireMap(people.sorted(by: { $0.key < $1.key }).map { (key: $0.key.rawValue, value: $0.value) })
         }
-        replier.reply(reply)
+        let reply = Wire.StatusReply(
+            revision: Int64(truncatingIfNeeded: snapshot.globalRevision), revisions: WireMap(revisionsOf: snapshot), state: state,
+            unit: Wire.Unit(self.unit), people: people)
+        replier.reply(Self.parameters(reply))
     }
 
     private func watch(_ p: JSONObject, replier: VarlinkReplier) async throws(VarlinkError) {
@@ -309,7 +307,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     private func stream<State: ObservableState>(
         _ model: ObservableModel<State>, fields: Set<State.Field>?, policy: WatchPolicy, replier: VarlinkReplier,
         closed: VarlinkError
-    ) async throws(VarlinkError) {
+    ) async throws(VarlinkError) where State.Value: WireFieldValue {
         let watcher = model.watch(fields: fields, policy: policy, outputCap: self.limits.watchOutputCap)
         defer { watcher.cancel() }
         while true {
@@ -317,7 +315,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             // folds the changes meanwhile, an immediate one fills up to its cap and is dropped.
             await self.waitForReader(replier) { watcher.endReason == nil }
             guard let message = await watcher.next() else { break }
-            guard case .object(let object) = message.json, replier.reply(object, continues: true) else { break }
+            guard replier.reply(Self.parameters(Wire.WatchReply(message)), continues: true) else { break }
         }
         switch watcher.endReason {
         case .droppedSlowConsumer?:
@@ -372,9 +370,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                 while true {
                     await service.waitForReader(replier) { watcher.endReason == nil }
                     guard let message = await watcher.next() else { break }
-                    guard case .object(var object) = message.json else { break }
-                    object["meter"] = bound.withLock { $0[message.generation] }.map { .string($0.rawValue) } ?? .null
-                    guard replier.reply(object, continues: true) else { break }
+                    let reply = Wire.WatchReply(message, meter: bound.withLock { $0[message.generation] }?.rawValue)
+                    guard replier.reply(Self.parameters(reply), continues: true) else { break }
                 }
                 follower.cancel()
             }
@@ -431,7 +428,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         }
         let truncated = stored.count > limit
         let readings = stored.prefix(limit)
-        let unit = JSONValue.string(DisplayUnit(self.unit).rawValue)
+        let unit = Wire.Unit(self.unit)
         let perReply = max(1, self.limits.readingsPerReply)
         guard more else {
             guard readings.count <= perReply else {
@@ -440,7 +437,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                     "\(readings.count) readings match, more than one reply carries (\(perReply)): call with 'more' or lower the limit."
                 )
             }
-            replier.reply(["readings": .array(readings.map(ReadingJSON.object)), "truncated": .bool(truncated), "unit": unit])
+            let reply = Wire.ReadingsReply(readings: readings.map { Wire.Reading($0).object }, truncated: truncated, unit: unit)
+            replier.reply(Self.parameters(reply))
             return
         }
         var start = readings.startIndex
@@ -449,10 +447,9 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             let last = end == readings.endIndex
             await self.waitForReader(replier) { true }
             if replier.isClosed || Task.isCancelled { return }
-            var reply: JSONObject = ["readings": .array(readings[start..<end].map(ReadingJSON.object))]
-            if last { reply["truncated"] = .bool(truncated) }
-            reply["unit"] = unit
-            guard replier.reply(reply, continues: !last) else { return }
+            let reply = Wire.ReadingsReply(
+                readings: readings[start..<end].map { Wire.Reading($0).object }, truncated: last ? truncated : nil, unit: unit)
+            guard replier.reply(Self.parameters(reply), continues: !last) else { return }
             start = end
         } while start < readings.endIndex
     }
@@ -550,16 +547,15 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         var ids = Set(live.keys)
         for meter in stored { ids.insert(meter.identity.id) }
         let byID = Dictionary(stored.map { ($0.identity.id, $0) }, uniquingKeysWith: { a, _ in a })
-        let entries: [JSONValue] = ids.sorted().map { id in
+        let entries = ids.sorted().map { id in
             let state = live[id]
             let record = byID[id]
             let identity = state?.identity ?? record?.identity ?? MeterIdentity(id: id)
-            return [
-                "id": .string(id.rawValue), "identity": identity.json, "live": state?.json ?? .null,
-                "stored": record.map(APIJSON.storedMeter) ?? .null, "person": .from(record?.person),
-            ]
+            return Wire.MeterEntry(
+                id: id.rawValue, identity: Wire.MeterIdentity(identity), live: state.map(Wire.Meter.init),
+                stored: record.map(Wire.StoredMeter.init), person: record?.person)
         }
-        replier.reply(["meters": .array(entries)])
+        replier.reply(Self.parameters(Wire.MetersReply(meters: entries)))
     }
 
     private func sync(_ p: JSONObject, more: Bool, replier: VarlinkReplier) async throws(VarlinkError) {
@@ -589,7 +585,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         }
         switch outcome {
         case .success(let sessions):
-            replier.reply(["sessions": .array(sessions.map(APIJSON.session))])
+            replier.reply(Self.parameters(Wire.SyncReply(sessions: sessions.map(Wire.Session.init))))
         case .failure(let error):
             throw Self.error(for: error)
         }
@@ -629,11 +625,12 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                 last[state.id] = now
                 if first || state.sync == .idle { continue }
                 if let previous, previous == now { continue }
-                let sent = replier.reply(
-                    [
-                        "meter": .string(state.id.rawValue), "phase": .string(now.0), "received": .from(now.1),
-                        "expected": .from(now.2),
-                    ], continues: true)
+                let progress = Wire.SyncReply(
+                    meter: state.id.rawValue, phase: Wire.SyncPhase(state.sync), received: Int64(now.1), expected: now.2.map(Int64.init))
+                var reply = Self.parameters(progress)
+                // A progress reply has always carried `expected`, null until the meter has said.
+                if reply["expected"] == nil { reply["expected"] = .null }
+                let sent = replier.reply(reply, continues: true)
                 if !sent { return }
             }
             first = false

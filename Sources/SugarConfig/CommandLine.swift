@@ -1,6 +1,7 @@
 import Glibc
 import HealthDataSync
 import SugarAPI
+import SystemIO
 
 /// What `sugard`'s command line asked for.
 public enum DaemonCommand: Equatable, Sendable {

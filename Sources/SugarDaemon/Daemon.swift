@@ -3,6 +3,7 @@ import GlucoseStore
 import HealthDataSync
 import SugarAPI
 import Locking
+import SystemIO
 
 /// The daemon's version, shown by `sugard --version` and in the status.
 public let sugardVersion = sugarVersion

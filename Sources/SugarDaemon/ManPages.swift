@@ -1,4 +1,4 @@
-import SugarAPI
+import SystemIO
 
 /// sugard(8) and sugard.conf(5), generated from ``DaemonCommandLine/options`` and
 /// ``DaemonConfig/keys`` (the tables behind `sugard --help`): `sugard --generate-man sugard|sugard.conf`.

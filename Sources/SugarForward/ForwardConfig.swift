@@ -2,6 +2,7 @@ import Glibc
 import HealthDataSync
 public import NightscoutSink
 import SugarAPI
+import SystemIO
 
 /// Everything `sugard-forward` can be told: the keys of `/etc/sugard/forward.conf` (same
 /// `key = value` format and `file:line` errors as `sugard.conf`) and the flags.

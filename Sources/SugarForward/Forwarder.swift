@@ -4,6 +4,7 @@ import JSON
 import Locking
 import MQTT
 import SugarWire
+import SystemIO
 
 /// What `sugarctl status` shows about the MQTT sink.
 public struct SinkStatus: Sendable, Equatable {
@@ -229,7 +230,7 @@ public final class Forwarder: Sendable {
             nextToSend -= done
             unsaved += done
             self.window.release(done)
-            let now = wallMillis()
+            let now = wallClockMilliseconds()
             self.status.withLock {
                 $0.cursor = saved.cursor
                 $0.delivered += done
@@ -372,11 +373,5 @@ public final class Forwarder: Sendable {
 func monotonicMillis() -> Int64 {
     var spec = timespec()
     clock_gettime(CLOCK_MONOTONIC, &spec)
-    return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
-}
-
-func wallMillis() -> Int64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_REALTIME, &spec)
     return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
 }

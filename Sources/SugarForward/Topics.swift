@@ -1,5 +1,4 @@
 import JSON
-import SugarAPI
 public import SugarWire
 
 /// The topics and payloads `sugard-forward` publishes (a contract: see the README).

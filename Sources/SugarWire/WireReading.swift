@@ -26,6 +26,42 @@ extension Wire {
         public var mealName: String?
         public var person: String?
 
+        /// A stored reading as the daemon sends it: `profile` is the Glucose Profile's own form of
+        /// its measurement (with `sequenceNumber`), the stored facts are set on top of it in this
+        /// order (`mgdL`, `mmolL` and `flags` replace the profile's values in place).
+        public init(
+            profile: JSONObject, id: Int64, meter: String, epoch: Int64, sequenceNumber: Int64, mgdL: Double?, mmolL: Double?,
+            ketoneMmolL: Double?, flags: [String], time: ReadingTime, storedAt: Instant, person: String?, context: JSONObject?
+        ) {
+            var object = profile
+            object["sequenceNumber"] = .int(sequenceNumber)
+            object["mgdL"] = .from(mgdL)
+            object["mmolL"] = .from(mmolL)
+            object["id"] = .int(id)
+            object["meter"] = .string(meter)
+            object["epoch"] = .int(epoch)
+            object["ketoneMmolL"] = .from(ketoneMmolL)
+            object["flags"] = .wire(flags)
+            object["time"] = time.json
+            object["storedAt"] = storedAt.json
+            object["person"] = .from(person)
+            object["context"] = .wire(context)
+            self.object = object
+            self.id = id
+            self.meter = meter
+            self.epoch = epoch
+            self.sequenceNumber = sequenceNumber
+            self.mgdL = mgdL
+            self.mmolL = mmolL
+            self.ketoneMmolL = ketoneMmolL
+            self.flags = flags
+            self.time = time
+            self.storedAt = storedAt
+            self.context = context
+            self.mealName = context.flatMap { try? Self.mealName(in: $0) }
+            self.person = person
+        }
+
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.object = f.object
@@ -41,10 +77,13 @@ extension Wire {
             self.storedAt = try f.required("storedAt")
             self.context = try f.optional("context")
             self.person = try f.optional("person")
-            if let context = self.context {
-                let meal: Named? = try WireFields(.object(context)).optional("meal")
-                self.mealName = meal?.name
-            }
+            if let context = self.context { self.mealName = try Self.mealName(in: context) }
+        }
+
+        /// The meal name of a decoded Measurement Context, when it carries a meal.
+        static func mealName(in context: JSONObject) throws(WireError) -> String? {
+            let meal: Named? = try WireFields(.object(context)).optional("meal")
+            return meal?.name
         }
 
         public var json: JSONValue { .object(self.object) }
@@ -76,6 +115,21 @@ extension Wire {
         public var meterLocalTime: String
         public var meterClockSkewSeconds: Int64?
         public var quirks: [String]
+
+        public init(
+            iso: String, epochMillis: Int64, local: String, utcOffsetMinutes: Int64, zone: String,
+            method: LastReading.TimeMethod, meterLocalTime: String, meterClockSkewSeconds: Int64?, quirks: [String]
+        ) {
+            self.iso = iso
+            self.epochMillis = epochMillis
+            self.local = local
+            self.utcOffsetMinutes = utcOffsetMinutes
+            self.zone = zone
+            self.method = method
+            self.meterLocalTime = meterLocalTime
+            self.meterClockSkewSeconds = meterClockSkewSeconds
+            self.quirks = quirks
+        }
 
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)

@@ -20,6 +20,14 @@ extension Wire {
         public var unit: Unit
         public var people: WireMap<String>?
 
+        public init(revision: Int64, revisions: WireMap<Int64>, state: State, unit: Unit, people: WireMap<String>?) {
+            self.revision = revision
+            self.revisions = revisions
+            self.state = state
+            self.unit = unit
+            self.people = people
+        }
+
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.revision = try f.required("revision")
@@ -49,6 +57,17 @@ extension Wire {
         public var revisions: WireMap<Int64>
         public var meter: String?
 
+        public init(
+            generation: Int64, revision: Int64, snapshot: Bool, fields: JSONObject, revisions: WireMap<Int64>, meter: String?
+        ) {
+            self.generation = generation
+            self.revision = revision
+            self.snapshot = snapshot
+            self.fields = fields
+            self.revisions = revisions
+            self.meter = meter
+        }
+
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.generation = try f.required("generation")
@@ -76,6 +95,12 @@ extension Wire {
         public var readings: [JSONObject]
         public var truncated: Bool?
         public var unit: Unit
+
+        public init(readings: [JSONObject], truncated: Bool?, unit: Unit) {
+            self.readings = readings
+            self.truncated = truncated
+            self.unit = unit
+        }
 
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
@@ -147,19 +172,32 @@ extension Wire {
     public struct MetersReply: WireValue {
         public var meters: [MeterEntry]
 
+        public init(meters: [MeterEntry]) { self.meters = meters }
+
         public init(json: JSONValue) throws(WireError) { self.meters = try WireFields(json).array("meters") }
 
         public var json: JSONValue { ["meters": .wire(self.meters)] }
     }
 
     /// `Sync(meter, force) -> (meter, phase, received, expected, sessions)`: progress replies carry
-    /// meter, phase, received and expected; the final one the sessions.
+    /// meter, phase, received and expected (the daemon sends `expected` as null, not left out, until
+    /// the meter has said); the final one the sessions.
     public struct SyncReply: WireValue {
         public var meter: String?
         public var phase: SyncPhase?
         public var received: Int64?
         public var expected: Int64?
         public var sessions: [Session]?
+
+        public init(
+            meter: String? = nil, phase: SyncPhase? = nil, received: Int64? = nil, expected: Int64? = nil, sessions: [Session]? = nil
+        ) {
+            self.meter = meter
+            self.phase = phase
+            self.received = received
+            self.expected = expected
+            self.sessions = sessions
+        }
 
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
@@ -208,6 +246,8 @@ extension Wire {
     /// `ListSyncSessions(meter, limit) -> (sessions: []Session)`
     public struct SessionsReply: WireValue {
         public var sessions: [Session]
+
+        public init(sessions: [Session]) { self.sessions = sessions }
 
         public init(json: JSONValue) throws(WireError) { self.sessions = try WireFields(json).array("sessions") }
 

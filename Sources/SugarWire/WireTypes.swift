@@ -30,6 +30,11 @@ extension Wire {
         public var mgdL: Double
         public var mmolL: Double
 
+        public init(mgdL: Double, mmolL: Double) {
+            self.mgdL = mgdL
+            self.mmolL = mmolL
+        }
+
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.mgdL = try f.required("mgdL")
@@ -44,6 +49,11 @@ extension Wire {
         public var name: String
         public var code: Int64
 
+        public init(name: String, code: Int64) {
+            self.name = name
+            self.code = code
+        }
+
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.name = try f.required("name")
@@ -57,6 +67,11 @@ extension Wire {
     public struct StoreFailure: WireValue, Hashable {
         public var code: String
         public var message: String
+
+        public init(code: String, message: String) {
+            self.code = code
+            self.message = message
+        }
 
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
@@ -75,6 +90,12 @@ extension Wire {
         public var path: String
         public var error: StoreFailure?
 
+        public init(status: Status, path: String, error: StoreFailure?) {
+            self.status = status
+            self.path = path
+            self.error = error
+        }
+
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.status = try f.required("status")
@@ -90,6 +111,12 @@ extension Wire {
         public var version: String
         public var startedAt: Instant
         public var storage: Storage
+
+        public init(version: String, startedAt: Instant, storage: Storage) {
+            self.version = version
+            self.startedAt = startedAt
+            self.storage = storage
+        }
 
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
@@ -110,6 +137,14 @@ extension Wire {
         public var discovering: Bool
         public var name: String?
         public var address: String?
+
+        public init(present: Bool, powered: Bool, discovering: Bool, name: String?, address: String?) {
+            self.present = present
+            self.powered = powered
+            self.discovering = discovering
+            self.name = name
+            self.address = address
+        }
 
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
@@ -137,6 +172,19 @@ extension Wire {
         public var serialNumber: String?
         public var firmware: String?
         public var displayName: String
+
+        public init(
+            id: String, name: String?, manufacturer: String?, model: String?, serialNumber: String?, firmware: String?,
+            displayName: String
+        ) {
+            self.id = id
+            self.name = name
+            self.manufacturer = manufacturer
+            self.model = model
+            self.serialNumber = serialNumber
+            self.firmware = firmware
+            self.displayName = displayName
+        }
 
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
@@ -175,6 +223,11 @@ extension Wire {
         public var received: Int64
         public var expected: Int64?
 
+        public init(received: Int64, expected: Int64?) {
+            self.received = received
+            self.expected = expected
+        }
+
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.received = try f.required("received")
@@ -192,6 +245,15 @@ extension Wire {
         public var stored: Int64
         public var duplicates: Int64
         public var reset: Bool
+
+        public init(meter: String, at: Instant, result: SyncResult, stored: Int64, duplicates: Int64, reset: Bool) {
+            self.meter = meter
+            self.at = at
+            self.result = result
+            self.stored = stored
+            self.duplicates = duplicates
+            self.reset = reset
+        }
 
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
@@ -219,6 +281,15 @@ extension Wire {
         public var at: Instant
         public var meter: String?
         public var specCode: Int64?
+
+        public init(code: String, message: String, hint: String?, at: Instant, meter: String?, specCode: Int64?) {
+            self.code = code
+            self.message = message
+            self.hint = hint
+            self.at = at
+            self.meter = meter
+            self.specCode = specCode
+        }
 
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
@@ -252,6 +323,22 @@ extension Wire {
         public var pairing: PairingState
         public var lastError: ReportedError?
         public var nextAttempt: Instant?
+
+        public init(
+            id: String, identity: MeterIdentity, link: Link, sync: SyncPhase, progress: Progress, lastSync: LastSync?,
+            highWater: Int64?, pairing: PairingState, lastError: ReportedError?, nextAttempt: Instant?
+        ) {
+            self.id = id
+            self.identity = identity
+            self.link = link
+            self.sync = sync
+            self.progress = progress
+            self.lastSync = lastSync
+            self.highWater = highWater
+            self.pairing = pairing
+            self.lastError = lastError
+            self.nextAttempt = nextAttempt
+        }
 
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
@@ -294,6 +381,26 @@ extension Wire {
         public var storeID: Int64?
         public var storedAt: Instant?
 
+        public init(
+            meter: String, sequenceNumber: Int64, instant: Instant, glucose: Glucose?, ketoneMmolL: Double?, flags: [String],
+            sampleType: Coded?, sampleLocation: Coded?, meterLocalTime: String, utcOffsetSeconds: Int64,
+            timeMethod: TimeMethod, storeID: Int64?, storedAt: Instant?
+        ) {
+            self.meter = meter
+            self.sequenceNumber = sequenceNumber
+            self.instant = instant
+            self.glucose = glucose
+            self.ketoneMmolL = ketoneMmolL
+            self.flags = flags
+            self.sampleType = sampleType
+            self.sampleLocation = sampleLocation
+            self.meterLocalTime = meterLocalTime
+            self.utcOffsetSeconds = utcOffsetSeconds
+            self.timeMethod = timeMethod
+            self.storeID = storeID
+            self.storedAt = storedAt
+        }
+
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.meter = try f.required("meter")
@@ -330,6 +437,12 @@ extension Wire {
         public var activeMeters: [String]
         public var lastResult: LastSync?
 
+        public init(phase: Phase, activeMeters: [String], lastResult: LastSync?) {
+            self.phase = phase
+            self.activeMeters = activeMeters
+            self.lastResult = lastResult
+        }
+
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.phase = try f.required("phase")
@@ -351,6 +464,19 @@ extension Wire {
         public var readingCount: Int64
         public var sync: SyncOverview
         public var errors: [ReportedError]
+
+        public init(
+            daemon: Daemon, adapter: Adapter, meters: [Meter], lastReading: LastReading?, readingCount: Int64,
+            sync: SyncOverview, errors: [ReportedError]
+        ) {
+            self.daemon = daemon
+            self.adapter = adapter
+            self.meters = meters
+            self.lastReading = lastReading
+            self.readingCount = readingCount
+            self.sync = sync
+            self.errors = errors
+        }
 
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
@@ -387,6 +513,21 @@ extension Wire {
         public var features: Int64?
         public var person: String?
 
+        public init(
+            firstSeen: Instant, lastSeen: Instant, highWater: Int64?, epoch: Int64, lastSync: Instant?,
+            lastSyncResult: SyncResult?, readingCount: Int64, features: Int64?, person: String?
+        ) {
+            self.firstSeen = firstSeen
+            self.lastSeen = lastSeen
+            self.highWater = highWater
+            self.epoch = epoch
+            self.lastSync = lastSync
+            self.lastSyncResult = lastSyncResult
+            self.readingCount = readingCount
+            self.features = features
+            self.person = person
+        }
+
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.firstSeen = try f.required("firstSeen")
@@ -416,6 +557,14 @@ extension Wire {
         public var live: Meter?
         public var stored: StoredMeter?
         public var person: String?
+
+        public init(id: String, identity: MeterIdentity, live: Meter?, stored: StoredMeter?, person: String?) {
+            self.id = id
+            self.identity = identity
+            self.live = live
+            self.stored = stored
+            self.person = person
+        }
 
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
@@ -448,6 +597,24 @@ extension Wire {
         public var error: String?
         public var reset: Bool
         public var sequenceResets: Int64
+
+        public init(
+            id: Int64?, meter: String, started: Instant, ended: Instant?, result: SyncResult, expected: Int64?,
+            received: Int64, stored: Int64, duplicates: Int64, error: String?, reset: Bool, sequenceResets: Int64
+        ) {
+            self.id = id
+            self.meter = meter
+            self.started = started
+            self.ended = ended
+            self.result = result
+            self.expected = expected
+            self.received = received
+            self.stored = stored
+            self.duplicates = duplicates
+            self.error = error
+            self.reset = reset
+            self.sequenceResets = sequenceResets
+        }
 
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)

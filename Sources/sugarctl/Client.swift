@@ -4,9 +4,10 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import GlucoseProfile
 import JSON
-import SugarAPI
 import SugarWire
+import SystemIO
 import Varlink
 
 extension ExitCode {
@@ -301,7 +302,7 @@ func usage(_ message: String, _ help: CommandHelp) -> CommandFailure {
 // MARK: Units and times
 
 /// `--unit`, else the daemon's configured unit, else mg/dL.
-func displayUnit(_ parsed: ParsedArguments, daemonDefault: Wire.Unit?, help: CommandHelp) throws(CommandFailure) -> DisplayUnit {
+func displayUnit(_ parsed: ParsedArguments, daemonDefault: Wire.Unit?, help: CommandHelp) throws(CommandFailure) -> Wire.Unit {
     if let text = parsed.values["unit"] {
         switch text.lowercased() {
         case "mgdl", "mg/dl", "mg": return .mgdl
@@ -309,19 +310,19 @@ func displayUnit(_ parsed: ParsedArguments, daemonDefault: Wire.Unit?, help: Com
         default: throw usage("--unit must be mgdl or mmol, not '\(text)'", help)
         }
     }
-    return daemonDefault.flatMap { DisplayUnit(rawValue: $0.rawValue) } ?? .mgdl
+    return daemonDefault ?? .mgdl
 }
 
 /// "151 mg/dL (8.4 mmol/L)": the chosen unit first, the other in brackets.
-func glucoseText(mgdL: Double?, mmolL: Double?, unit: DisplayUnit) -> String? {
+func glucoseText(mgdL: Double?, mmolL: Double?, unit: Wire.Unit) -> String? {
     guard let main = unit.format(mgdL: mgdL, mmolL: mmolL) else { return nil }
-    let other: DisplayUnit = unit == .mgdl ? .mmol : .mgdl
+    let other: Wire.Unit = unit == .mgdl ? .mmol : .mgdl
     let second = other.format(mgdL: mgdL, mmolL: mmolL).map { " (\($0) \(other.symbol))" } ?? ""
     return "\(main) \(unit.symbol)\(second)"
 }
 
 /// "just now", "5 min ago", "3 h ago", "2 days ago".
-func ageText(epochMillis: Int64, now: Int64 = APITime.now()) -> String {
+func ageText(epochMillis: Int64, now: Int64 = wallClockMilliseconds()) -> String {
     let seconds = (now - epochMillis) / 1000
     if seconds < -60 { return "in the future (check the clocks)" }
     if seconds < 10 { return "just now" }
@@ -338,7 +339,7 @@ func ageText(epochMillis: Int64, now: Int64 = APITime.now()) -> String {
 func localTimeText(epochMillis: Int64) -> String {
     var seconds = time_t(epochMillis / 1000)
     var parts = tm()
-    guard localtime_r(&seconds, &parts) != nil else { return APITime.iso(epochMillis: epochMillis) }
+    guard localtime_r(&seconds, &parts) != nil else { return CivilCalendar.isoUTC(epochMillis: epochMillis) }
     func pad(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
     return "\(parts.tm_year + 1900)-\(pad(parts.tm_mon + 1))-\(pad(parts.tm_mday)) \(pad(parts.tm_hour)):\(pad(parts.tm_min))"
 }
@@ -351,11 +352,11 @@ func instantText(_ instant: Wire.Instant?) -> String? {
 
 /// A time argument: an ISO 8601 instant or date (passed on), `now`, or an age such as `30m`, `24h`, `7d`.
 func timeArgument(_ text: String, option: String, help: CommandHelp) throws(CommandFailure) -> String {
-    if text == "now" { return APITime.iso(epochMillis: APITime.now()) }
-    if APITime.parse(text) != nil { return text }
+    if text == "now" { return CivilCalendar.isoUTC(epochMillis: wallClockMilliseconds()) }
+    if CivilCalendar.parseISOInstant(text) != nil { return text }
     let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800]
     if let last = text.last, let scale = units[last], let amount = Int64(text.dropLast()), amount >= 0 {
-        return APITime.iso(epochMillis: APITime.now() - amount * scale * 1000)
+        return CivilCalendar.isoUTC(epochMillis: wallClockMilliseconds() - amount * scale * 1000)
     }
     throw usage(
         "--\(option) must be an ISO 8601 time with a zone (2024-03-31T06:00:00Z), a date (2024-03-31) or an age (30m, 24h, 7d), not '\(text)'",

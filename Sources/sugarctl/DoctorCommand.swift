@@ -3,8 +3,8 @@ import DBus
 import Glibc
 import JSON
 import PacketCapture
-import SugarAPI
 import SugarWire
+import SystemIO
 import Varlink
 
 /// `sugarctl doctor [--json]`: walks the chain from the kernel to the meters and names the first
@@ -281,7 +281,7 @@ enum DoctorCommand {
 
     /// A small text file (at most 1 MiB), nil when it cannot be read.
     static func readSmallFile(_ path: String) -> String? {
-        (try? ConfigFile.readBytes(path, limit: 1 << 20)).map { String(decoding: $0, as: UTF8.self) }
+        (try? readWholeFile(path, limit: 1 << 20)).map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// Device1 objects of a GetManagedObjects reply, by upper-case address.

@@ -1,5 +1,4 @@
 import JSON
-import SugarAPI
 
 /// `sugarctl forget METER`: the daemon forgets a meter (its readings stay).
 enum ForgetCommand {

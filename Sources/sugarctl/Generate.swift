@@ -1,6 +1,6 @@
 import JSON
-import SugarAPI
 import SugarWire
+import SystemIO
 
 // `sugarctl --version`, and the shell completions and man page generated from the same tables as
 // `--help` (`subcommands` and each command's CommandHelp), so they cannot drift:

@@ -1,5 +1,4 @@
 import JSON
-import SugarAPI
 import SugarWire
 
 /// `sugarctl meters [--json]`: every meter the daemon or its database knows;

@@ -1,5 +1,4 @@
 import JSON
-import SugarAPI
 import SugarWire
 
 /// `sugarctl pair METER [--pin N]`: pairs with a meter, asking for the PIN it shows.

@@ -1,5 +1,4 @@
 import JSON
-import SugarAPI
 import SugarWire
 
 /// `sugarctl readings`: stored readings as a table, JSON, CSV, Nightscout entries or a FHIR Bundle.
@@ -83,7 +82,7 @@ enum ReadingsCommand {
                 let listed = try await daemon.call("ListMeters", as: Wire.MetersReply.self)
                 var meters: [String: JSONValue] = [:]
                 for entry in listed.meters { meters[entry.id] = entry.identity.json }
-                let (bundle, skipped) = ReadingExport.fhir(readings, meters: meters, displayUnit: unit)
+                let (bundle, skipped) = ReadingExport.fhir(readings, meters: meters, unit: unit)
                 writeStdout(bundle.prettySerialized() + "\n")
                 if skipped > 0 {
                     writeStderr("sugarctl: skipped \(skipped) of \(readings.count) readings that are not glucose observations (control solution, ketone).\n")
@@ -95,7 +94,7 @@ enum ReadingsCommand {
         }
     }
 
-    static func renderTable(_ readings: [Wire.Reading], unit: DisplayUnit) -> String {
+    static func renderTable(_ readings: [Wire.Reading], unit: Wire.Unit) -> String {
         if readings.isEmpty { return "No readings match.\n" }
         let rows: [[String]] = readings.map { r in
             let value =

@@ -3,10 +3,11 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import GlucoseProfile
 import GlucoseReport
 import JSON
-import SugarAPI
 import SugarWire
+import SystemIO
 
 /// `sugarctl report`: the glucose report of a period as a self-contained HTML page, a PDF printed
 /// by headless Chromium, or the figures as JSON. The readings come from `ListReadings`, the meter
@@ -75,8 +76,8 @@ enum ReportCommand {
             var daemonUnit: Wire.Unit?
             for meter in meters.isEmpty ? [nil] : meters.map(Optional.some) {
                 var parameters: JSONObject = [
-                    "since": .string(APITime.iso(epochMillis: period.fromMillis)),
-                    "until": .string(APITime.iso(epochMillis: period.toMillis)), "limit": 100_000,
+                    "since": .string(CivilCalendar.isoUTC(epochMillis: period.fromMillis)),
+                    "until": .string(CivilCalendar.isoUTC(epochMillis: period.toMillis)), "limit": 100_000,
                 ]
                 if let meter { parameters["meter"] = .string(meter) }
                 try await daemon.stream("ListReadings", parameters, as: Wire.ReadingsReply.self) { reply throws(CommandFailure) in
@@ -102,7 +103,7 @@ enum ReportCommand {
             if let person, readings.contains(where: { $0.person != nil }) {
                 readings = readings.filter { $0.person == person }
             }
-            let periodText = "\(APITime.iso(epochMillis: period.fromMillis)) to \(APITime.iso(epochMillis: period.toMillis))"
+            let periodText = "\(CivilCalendar.isoUTC(epochMillis: period.fromMillis)) to \(CivilCalendar.isoUTC(epochMillis: period.toMillis))"
             guard !readings.isEmpty else {
                 throw CommandFailure(
                     ExitCode.failure,
@@ -113,11 +114,11 @@ enum ReportCommand {
             let context = ReportContext(
                 unit: unit, person: person ?? self.onlyPerson(readings),
                 meters: try await self.meters(daemon, used: Set(readings.map(\.meter))),
-                madeAtMillis: APITime.now(), madeAtUTCOffsetMinutes: self.localOffsetMinutes(),
+                madeAtMillis: wallClockMilliseconds(), madeAtUTCOffsetMinutes: self.localOffsetMinutes(),
                 controlSolutionCount: controlSolution, notGlucoseCount: notGlucose)
 
             let output = parsed.values["output"]
-            let name = "sugard-report-\(APITime.iso(epochMillis: period.fromMillis).prefix(10))-\(APITime.iso(epochMillis: period.toMillis).prefix(10))"
+            let name = "sugard-report-\(CivilCalendar.isoUTC(epochMillis: period.fromMillis).prefix(10))-\(CivilCalendar.isoUTC(epochMillis: period.toMillis).prefix(10))"
             switch format {
             case "json":
                 let text = figures.json(context).prettySerialized() + "\n"
@@ -150,7 +151,7 @@ enum ReportCommand {
         func instant(_ option: String) throws(CommandFailure) -> Int64? {
             guard let text = parsed.values[option] else { return nil }
             let iso = try timeArgument(text, option: option, help: help)
-            guard let millis = APITime.parse(iso) else { throw usage("--\(option): cannot read '\(text)'", help) }
+            guard let millis = CivilCalendar.parseISOInstant(iso) else { throw usage("--\(option): cannot read '\(text)'", help) }
             return millis
         }
         var days: Int64?
@@ -167,13 +168,13 @@ enum ReportCommand {
         switch (since, until, days) {
         case (let s?, let u?, nil): (from, to) = (s, u)
         case (let s?, nil, let n?): (from, to) = (s, s + n * Self.day)
-        case (let s?, nil, nil): (from, to) = (s, APITime.now())
+        case (let s?, nil, nil): (from, to) = (s, wallClockMilliseconds())
         case (nil, let u?, let n): (from, to) = (u - (n ?? 14) * Self.day, u)
-        case (nil, nil, let n): (from, to) = (APITime.now() - (n ?? 14) * Self.day, APITime.now())
+        case (nil, nil, let n): (from, to) = (wallClockMilliseconds() - (n ?? 14) * Self.day, wallClockMilliseconds())
         case (_?, _?, _?): throw usage("give at most two of --since, --until and --days", help)
         }
         guard from < to else {
-            throw usage("the period is empty: --since (\(APITime.iso(epochMillis: from))) must be before --until (\(APITime.iso(epochMillis: to)))", help)
+            throw usage("the period is empty: --since (\(CivilCalendar.isoUTC(epochMillis: from))) must be before --until (\(CivilCalendar.isoUTC(epochMillis: to)))", help)
         }
         return ReportPeriod(fromMillis: from, toMillis: to)
     }
@@ -200,7 +201,7 @@ enum ReportCommand {
 
     /// This machine's UTC offset now, in minutes.
     static func localOffsetMinutes() -> Int {
-        var seconds = time_t(APITime.now() / 1000)
+        var seconds = time_t(wallClockMilliseconds() / 1000)
         var parts = tm()
         guard localtime_r(&seconds, &parts) != nil else { return 0 }
         return Int(parts.tm_gmtoff / 60)

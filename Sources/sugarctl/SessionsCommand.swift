@@ -1,5 +1,4 @@
 import JSON
-import SugarAPI
 import SugarWire
 
 /// `sugarctl sessions [METER] [--limit N] [--json]`: recorded sync attempts, newest first.

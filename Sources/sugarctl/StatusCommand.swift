@@ -2,8 +2,8 @@
 import Glibc
 #endif
 import JSON
-import SugarAPI
 import SugarWire
+import SystemIO
 import Varlink
 
 /// `sugarctl status [--json] [--unit U]`: the daemon's state at a glance (the default command).
@@ -43,7 +43,7 @@ enum StatusCommand {
     }
 
     /// The status screen for a `State` value.
-    static func render(_ state: Wire.State, unit: DisplayUnit, color: Bool = false, people: WireMap<String>? = nil) -> String {
+    static func render(_ state: Wire.State, unit: Wire.Unit, color: Bool = false, people: WireMap<String>? = nil) -> String {
         let paint = Terminal(enabled: color)
         var out = ""
         let daemon = state.daemon

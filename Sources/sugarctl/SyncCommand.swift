@@ -1,5 +1,4 @@
 import JSON
-import SugarAPI
 import SugarWire
 
 /// `sugarctl sync [METER] [--force]`: syncs now and shows progress until done.

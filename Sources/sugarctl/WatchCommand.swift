@@ -1,6 +1,6 @@
 import JSON
-import SugarAPI
 import SugarWire
+import SystemIO
 
 /// `sugarctl watch`: a live view of the daemon's state until Ctrl-C.
 enum WatchCommand {
@@ -68,8 +68,8 @@ enum WatchCommand {
     }
 
     /// One line per field: "08:00 readingCount: 7".
-    static func describe(_ reply: Wire.WatchReply, unit: DisplayUnit) throws(CommandFailure) -> String {
-        let now = localTimeText(epochMillis: APITime.now())
+    static func describe(_ reply: Wire.WatchReply, unit: Wire.Unit) throws(CommandFailure) -> String {
+        let now = localTimeText(epochMillis: wallClockMilliseconds())
         let clock = String(now.split(separator: " ").last ?? "")
         let fields: [(name: String, value: Wire.WatchedField)]
         do throws(WireError) {
@@ -84,7 +84,7 @@ enum WatchCommand {
         return out
     }
 
-    static func summary(_ field: Wire.WatchedField, unit: DisplayUnit) -> String {
+    static func summary(_ field: Wire.WatchedField, unit: Wire.Unit) -> String {
         switch field {
         case .readingCount(let count):
             return String(count)

@@ -3,6 +3,7 @@
 import Glibc
 import SugarAPI
 import SugarForward
+import SystemIO
 
 let environment = processEnvironment()
 exit(await ForwardMain.run(arguments: Array(CommandLine.arguments.dropFirst()), environment: environment))

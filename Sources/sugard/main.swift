@@ -3,6 +3,7 @@
 import Glibc
 import SugarAPI
 import SugarDaemon
+import SystemIO
 
 let environment = processEnvironment()
 

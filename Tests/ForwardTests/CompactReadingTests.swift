@@ -3,6 +3,7 @@ import HealthDataSync
 import JSON
 import SugarAPI
 import SugarForward
+import SugarWire
 import Testing
 
 /// `FollowReadings(compact: true)` (what sugard-forward's sinks ask for) against the full reading
@@ -62,7 +63,7 @@ import Testing
             #expect(ForwardTopics.payloadBytes(compact) == ForwardTopics.payloadBytes(full), "reading \(stored.id)")
             #expect(ForwardTopics.payload(compact).serialized() == ForwardTopics.payload(full).serialized())
             #expect(ReadingExport.nightscoutEntry(compact) == ReadingExport.nightscoutEntry(full), "reading \(stored.id)")
-            for unit in [GlucoseUnit.mgdL, .mmolL] {
+            for unit in [Wire.Unit.mgdl, .mmol] {
                 #expect(ReadingExport.nightscoutTreatment(compact, unit: unit) == ReadingExport.nightscoutTreatment(full, unit: unit))
             }
             #expect(ReadingExport.identifier(compact) == ReadingExport.identifier(full))

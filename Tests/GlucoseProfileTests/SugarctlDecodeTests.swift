@@ -1,6 +1,7 @@
 import Foundation
 import JSON
 import Testing
+import TestSupport
 
 /// Runs the built `sugarctl` binary as a subprocess and checks the `decode` contract: exit statuses,
 /// JSON keys on stdout, one line on stderr and nothing on stdout for bad data.
@@ -34,8 +35,8 @@ import Testing
         process.standardError = err
         try process.run()
         // Outputs are small; reading to EOF before waiting cannot deadlock on a full pipe here.
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        let stdout = out.fileHandleForReading.readAllRetryingInterrupts()
+        let stderr = err.fileHandleForReading.readAllRetryingInterrupts()
         process.waitUntilExit()
         return Output(
             status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),

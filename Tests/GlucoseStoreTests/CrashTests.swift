@@ -1,6 +1,7 @@
 import Foundation
 import HealthDataSync
 import Testing
+import TestSupport
 
 @testable import GlucoseStore
 @testable import GlucoseStoreFixtures
@@ -66,7 +67,7 @@ import Testing
         let seed = ProcessInfo.processInfo.environment["SUGARD_KILLTEST_SEED"].flatMap { UInt64($0) }
             ?? UInt64.random(in: 1...UInt64(UInt32.max))
         print("CrashTests seed: \(seed) (SUGARD_KILLTEST_SEED=\(seed) to replay)")
-        var random = SplitMix(seed: seed)
+        var random = SplitMix64(seed: seed)
         let writer = try Self.writerPath()
         let dir = try TempDirectory()
 
@@ -89,7 +90,7 @@ import Testing
             var buffer = ""
             var reached = false
             while !reached {
-                let data = pipe.fileHandleForReading.availableData
+                let data = pipe.fileHandleForReading.readSomeRetryingInterrupts() ?? Data()
                 if data.isEmpty { break }  // the writer ended
                 buffer += String(decoding: data, as: UTF8.self)
                 let lines = buffer.split(separator: "\n")

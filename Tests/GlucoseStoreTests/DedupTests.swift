@@ -216,6 +216,42 @@ import Testing
         #expect(try await store.events(meter: testMeter, limit: 10).count == 1)
     }
 
+    /// Numbers a large batch brings to a fresh meter are classified from the batch's own inserts,
+    /// without lookups: the same decisions as the lookups one-reading batches make.
+    @Test func aLargeBatchDecidesItsOwnReSendsLikeTheLookups() async throws {
+        let later = LocalDateTime(year: 2024, month: 9, day: 1)
+        func other(_ seq: UInt16) -> Reading { makeReading(seq, base: later.adding(seconds: Int64(seq) * 600), mgdL: 140) }
+        // 1…40; 7 re-sent (duplicate); 10 with other content (conflict: epoch 1); 11…20 other content
+        // (new in epoch 1); 5 and 30 as first sent (earlier-epoch duplicates); 12 of epoch 1 again
+        // (duplicate); 15 as first sent (epoch 1 holds another 15, epoch 0 this one: an earlier-epoch
+        // duplicate, no reset); 41 new.
+        let stream =
+            (1...40).map { makeReading(UInt16($0)) } + [makeReading(7), other(10)] + (11...20).map { other(UInt16($0)) }
+            + [makeReading(5), makeReading(30), other(12), makeReading(15), makeReading(41)]
+        let oneDir = try TempDirectory()
+        let one = try openStore(oneDir.database)
+        let batch = try await one.commit(makeBatch(stream, newHighWater: nil))
+        let eachDir = try TempDirectory()
+        let each = try openStore(eachDir.database)
+        var inserted: [StoredReading] = []
+        var duplicates = 0
+        var resets = 0
+        for reading in stream {
+            let result = try await each.commit(makeBatch([reading], newHighWater: nil))
+            inserted += result.inserted
+            duplicates += result.duplicates
+            resets += result.sequenceResets
+        }
+        func decided(_ rows: [StoredReading]) -> [[Int]] {
+            rows.map { [Int($0.reading.sequenceNumber), $0.epoch, Int($0.reading.concentrationRaw ?? 0)] }
+        }
+        #expect(batch.duplicates == 5 && batch.sequenceResets == 1 && batch.inserted.count == 52)
+        #expect(decided(batch.inserted) == decided(inserted))
+        #expect(batch.duplicates == duplicates && batch.sequenceResets == resets)
+        #expect(try await one.readingCount(meter: testMeter) == each.readingCount(meter: testMeter))
+        #expect(try await one.events(meter: testMeter, limit: 10).count == 1)
+    }
+
     @Test func rePairingUnderTheSameAddressKeepsTheMeter() async throws {
         let dir = try TempDirectory()
         let store = try openStore(dir.database)

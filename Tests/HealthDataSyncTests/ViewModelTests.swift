@@ -1,5 +1,4 @@
 import HealthDataSync
-import JSON
 import Synchronization
 import Testing
 
@@ -383,78 +382,6 @@ import Testing
         #expect(await VM.eventually { stats1.liveHubs == 0 })
         #expect(stats2.liveHubs == 1)
         watcherTwo.cancel()
-    }
-
-    // MARK: Bridge-friendly values
-
-    @Test func stateAndMessagesRenderWithBridgeConventions() async throws {
-        let store = ModelStore(viewModel: VM.viewModel())
-        let meter = store.model(for: MeterIdentity(id: VM.meterA, manufacturer: "Roche", model: "Guide"))
-        meter.update {
-            $0.link = .connected
-            $0.sync = .receiving
-            $0.pairing = .waitingForPasskey
-            $0.progress = SyncProgress(received: 2, expected: 9)
-            $0.highWater = 41
-            $0.lastError = ReportedError(
-                code: "attError", message: "The meter refused the request.", hint: "Try again.",
-                at: Instant(epochMillis: 1_551_265_830_042), specCode: 0x81)
-        }
-        let stored = StoredReading(
-            id: 17, epoch: 0, storedAt: Instant(epochMillis: 1_700_000_700_000),
-            reading: VM.reading(sequence: 42, mgdL: 180.156))
-        store.viewModel.update {
-            $0.lastReading = ReadingSummary(stored)
-            $0.readingCount = 1
-        }
-        let json = store.viewModel.state.json
-        #expect(json.objectValue?.keys == StateField.allCases.map(\.rawValue))
-
-        let daemon = try #require(json["daemon"])
-        #expect(daemon["startedAt"] == ["iso": "2023-11-14T22:13:20Z", "epochMillis": 1_700_000_000_000])
-        #expect(daemon["storage"]?["status"] == "ok")
-
-        let reading = try #require(json["lastReading"])
-        #expect(reading["instant"] == ["iso": "2023-11-14T22:23:20Z", "epochMillis": 1_700_000_600_000])
-        #expect(reading["glucose"]?["mgdL"]?.doubleValue == 180.156)
-        let mmol = try #require(reading["glucose"]?["mmolL"]?.doubleValue)
-        #expect(abs(mmol - 10.0) < 1e-9)
-        #expect(reading["sampleType"] == ["name": "capillaryWholeBlood", "code": 1])
-        #expect(reading["sampleLocation"] == ["name": "finger", "code": 1])
-        #expect(reading["flags"] == [])
-        #expect(reading["meterLocalTime"] == "2023-11-15T00:23:20")
-        #expect(reading["timeMethod"] == "meterClock")
-        #expect(reading["storeID"] == 17)
-        #expect(reading["storedAt"]?["epochMillis"] == 1_700_000_700_000)
-
-        let meterJSON = try #require(json["meters"]?.arrayValue?.first)
-        #expect(meterJSON["id"] == "C0:26:DA:00:00:0A")
-        #expect(meterJSON["link"] == "connected")
-        #expect(meterJSON["sync"] == "receiving")
-        #expect(meterJSON["pairing"] == "waitingForPasskey")
-        #expect(meterJSON["progress"] == ["received": 2, "expected": 9])
-        #expect(meterJSON["highWater"] == 41)
-        #expect(meterJSON["lastSync"] == .null)
-        #expect(meterJSON["identity"]?["displayName"] == "Roche Guide")
-        #expect(meterJSON["lastError"]?["at"] == ["iso": "2019-02-27T11:10:30.042Z", "epochMillis": 1_551_265_830_042])
-        #expect(meterJSON["lastError"]?["specCode"] == 0x81)
-        #expect(json["sync"] == ["phase": "syncing", "activeMeters": ["C0:26:DA:00:00:0A"], "lastResult": nil])
-        #expect(json["errors"]?.arrayValue?.first?["meter"] == "C0:26:DA:00:00:0A")
-
-        // Serialized text parses back to the same text (integral doubles come back as integers).
-        #expect(try JSONValue(parsing: json.serialized()).serialized() == json.serialized())
-
-        // A watch message: only its fields, with revisions.
-        let watcher = store.viewModel.watch(fields: [.readingCount, .lastReading])
-        let snapshot = try #require(await VM.next(watcher))
-        let message = snapshot.json
-        #expect(message["generation"] == 1)
-        #expect(message["snapshot"] == true)
-        #expect(message["revision"]?.intValue == Int64(store.viewModel.revision))
-        #expect(message["fields"]?.objectValue?.keys == ["lastReading", "readingCount"])
-        #expect(message["fields"]?["lastReading"] == reading)
-        #expect(message["revisions"]?["readingCount"]?.intValue == Int64(store.viewModel.revision(of: .readingCount)))
-        watcher.cancel()
     }
 }
 

@@ -21,7 +21,11 @@ import Testing
         let redacted = try SugarctlCaptureTests.run(["capture", "redact", fixturePath(name), output])
         #expect(redacted.status == 0, "\(redacted.stderr)")
         #expect(redacted.stdout.isEmpty)
-        #expect(redacted.stderr.contains("1 connection(s) kept"))
+        // Every connection is the meter's (the Accu-Chek one has two: a failed pairing, then the download).
+        let expected = try JSONValue(parsing: String(
+            decoding: try #require(FileManager.default.contents(atPath: fixturePath(name, ".expected.json"))), as: UTF8.self))
+        let connections = try #require(expected["sessions"]?.arrayValue?.count)
+        #expect(redacted.stderr.contains("\(connections) connection(s) kept, 0 removed"))
         let before = try SugarctlCaptureTests.run(["capture", "inspect", fixturePath(name), "--json"])
         let after = try SugarctlCaptureTests.run(["capture", "inspect", output, "--json"])
         var original = try JSONValue(parsing: before.stdout.trimmingCharacters(in: .newlines))

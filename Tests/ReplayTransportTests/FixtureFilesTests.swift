@@ -1,4 +1,5 @@
 import Foundation
+import GlucoseProfile
 import PacketCapture
 import ReplayTransport
 import Testing
@@ -53,5 +54,27 @@ let fixturesDirectory: String = {
         let first = SimulatedClient.download(&fresh, passkeys: [FixtureMeter.accuChekPasskey])
         #expect(again.notifications == first.notifications)
         #expect(again.indications == first.indications)
+    }
+
+    /// The Accu-Chek capture is two sync attempts, one passkey each: the wrong PIN ends the first
+    /// connection as a failed pairing before any record; the second bonds and downloads records 4–8.
+    @Test func accuChekCaptureIsTwoAttemptsOnePasskeyEach() throws {
+        let inspection = try CaptureInspector.inspect(bytes: FixtureMeter.accuChekGuide.capture())
+        try #require(inspection.sessions.count == 2)
+        let failed = inspection.sessions[0], download = inspection.sessions[1]
+        #expect(failed.capture.pairingFailed && !failed.capture.encrypted && failed.pairingFailures == [0x04])
+        #expect(failed.recordCount == 0 && failed.racp.isEmpty)
+        #expect(!download.capture.pairingFailed && download.capture.encrypted && download.pairingFailures.isEmpty)
+        #expect(download.recordCount == 5 && download.racp.count == 2)
+        #expect(inspection.records.allSatisfy { $0.session == 1 })
+        #expect(inspection.records.map(\.measurement.sequenceNumber) == [4, 5, 6, 7, 8])
+
+        // Out of passkeys after the wrong one: one attempt, no bond, no records.
+        var meter = FixtureMeter.accuChekGuide.simulator
+        meter.startRecording(format: .h4)
+        let refused = SimulatedClient.download(&meter, passkeys: [123_456])
+        #expect(!refused.bonded && refused.notifications.isEmpty && refused.errors == [.insufficientAuthentication])
+        let only = try CaptureInspector.inspect(bytes: meter.stopRecording()?.image ?? [])
+        #expect(only.sessions.count == 1 && only.sessions.first?.capture.pairingFailed == true)
     }
 }

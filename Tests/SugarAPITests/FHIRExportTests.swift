@@ -2,6 +2,7 @@ import Foundation
 import HealthDataSync
 import JSON
 import SugarAPI
+import SugarWire
 import Testing
 
 /// `sugarctl readings --format fhir` from the real daemon, checked by the FHIR R4 (4.0.1) models of
@@ -147,7 +148,7 @@ import Testing
         let (bundle, _) = ReadingExport.fhir(
             [["meter": "C0:26:DA:01:02:03", "epoch": 0, "sequenceNumber": 1, "mgdL": 99, "mmolL": 5.5, "flags": [],
               "time": ["iso": "2024-03-31T01:30:00Z", "epochMillis": 1_711_848_600_000, "local": "2024-03-31T03:30:00+02:00"]]],
-            meters: [:], unit: .mgdL)
+            meters: [:], unit: .mgdl)
         #expect(try await Self.validate(bundle.serialized()).status == 0)
         // An Observation without its required status.
         let text = bundle.serialized()

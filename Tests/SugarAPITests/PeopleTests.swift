@@ -3,6 +3,7 @@ import Glibc
 import HealthDataSync
 import JSON
 import SugarAPI
+import SugarWire
 import Testing
 import Varlink
 

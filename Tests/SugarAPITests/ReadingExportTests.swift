@@ -1,6 +1,7 @@
 import HealthDataSync
 import JSON
 import SugarAPI
+import SugarWire
 import Testing
 
 @Suite struct ReadingExportTests {
@@ -52,16 +53,16 @@ import Testing
     }
 
     @Test func nightscoutTreatmentsAreBGChecksInTheConfiguredUnit() {
-        let mg = ReadingExport.nightscoutTreatment(self.reading(seq: 1, mgdL: 88.4), unit: .mgdL)
+        let mg = ReadingExport.nightscoutTreatment(self.reading(seq: 1, mgdL: 88.4), unit: .mgdl)
         #expect(mg == [
             "eventType": "BG Check", "glucose": 88, "glucoseType": "Finger", "units": "mg/dl",
             "created_at": "2024-03-31T03:30:00+02:00", "enteredBy": "sugard",
         ])
-        let mmol = ReadingExport.nightscoutTreatment(self.reading(seq: 1, mgdL: 88.4), unit: .mmolL)
+        let mmol = ReadingExport.nightscoutTreatment(self.reading(seq: 1, mgdL: 88.4), unit: .mmol)
         #expect(mmol?["glucose"] == .double(4.9))
         #expect(mmol?["units"] == "mmol")
-        #expect(ReadingExport.nightscoutTreatment(self.reading(seq: 2, mgdL: nil, flags: ["hi"]), unit: .mgdL) == nil)
-        #expect(ReadingExport.nightscoutTreatment(self.reading(seq: 3, mgdL: 99, flags: ["controlSolution"]), unit: .mgdL) == nil)
+        #expect(ReadingExport.nightscoutTreatment(self.reading(seq: 2, mgdL: nil, flags: ["hi"]), unit: .mgdl) == nil)
+        #expect(ReadingExport.nightscoutTreatment(self.reading(seq: 3, mgdL: 99, flags: ["controlSolution"]), unit: .mgdl) == nil)
     }
 
     func typed(_ r: JSONValue, type: Int64, context: JSONValue? = nil) -> JSONValue {
@@ -74,9 +75,9 @@ import Testing
     /// LOINC follows the sample type and the unit; context becomes components; LO keeps no number.
     @Test func fhirCodesFollowSampleTypeUnitAndContext() throws {
         let base = self.reading(seq: 1, mgdL: 99)
-        let cases: [(Int64, GlucoseUnit, String)] = [
-            (1, .mgdL, "41653-7"), (1, .mmolL, "14743-9"), (2, .mgdL, "2345-7"), (2, .mmolL, "14749-6"),
-            (4, .mgdL, "2345-7"), (3, .mgdL, "2339-0"), (7, .mmolL, "15074-8"), (9, .mmolL, "99504-3"),
+        let cases: [(Int64, Wire.Unit, String)] = [
+            (1, .mgdl, "41653-7"), (1, .mmol, "14743-9"), (2, .mgdl, "2345-7"), (2, .mmol, "14749-6"),
+            (4, .mgdl, "2345-7"), (3, .mgdl, "2339-0"), (7, .mmol, "15074-8"), (9, .mmol, "99504-3"),
         ]
         for (type, unit, code) in cases {
             let (bundle, _) = ReadingExport.fhir([self.typed(base, type: type)], meters: [:], unit: unit)
@@ -84,7 +85,7 @@ import Testing
             #expect(obs["code"]?["coding"]?.arrayValue?.first?["code"]?.stringValue == code, "type \(type) \(unit)")
             #expect(obs["valueQuantity"]?["system"] == "http://unitsofmeasure.org")
         }
-        let (mmol, _) = ReadingExport.fhir([base], meters: [:], unit: .mmolL)
+        let (mmol, _) = ReadingExport.fhir([base], meters: [:], unit: .mmol)
         #expect(mmol["entry"]?.arrayValue?.last?["resource"]?["valueQuantity"]?["value"] == .double(5.5))
         #expect(mmol["entry"]?.arrayValue?.last?["resource"]?["valueQuantity"]?["code"] == "mmol/L")
 
@@ -92,7 +93,7 @@ import Testing
             "meal": ["code": 2, "name": "postprandial"], "tester": ["code": 1, "name": "self"],
             "carbohydrate": ["id": ["code": 2, "name": "lunch"], "kg": 0.045], "hba1cPercent": 6.8,
         ]
-        let (bundle, _) = ReadingExport.fhir([self.typed(base, type: 1, context: context)], meters: [:], unit: .mgdL)
+        let (bundle, _) = ReadingExport.fhir([self.typed(base, type: 1, context: context)], meters: [:], unit: .mgdl)
         let components = bundle["entry"]?.arrayValue?.last?["resource"]?["component"]?.arrayValue ?? []
         let meal = try #require(components.first)
         #expect(meal["code"]?["coding"]?.arrayValue?.first?["code"] == "8417864")
@@ -100,7 +101,7 @@ import Testing
         #expect(components.contains { $0["valueQuantity"]?["value"] == .double(45) && $0["valueQuantity"]?["code"] == "g" })
         #expect(components.count == 4)
 
-        let (lo, _) = ReadingExport.fhir([self.reading(seq: 2, mgdL: nil, flags: ["lo"])], meters: [:], unit: .mgdL)
+        let (lo, _) = ReadingExport.fhir([self.reading(seq: 2, mgdL: nil, flags: ["lo"])], meters: [:], unit: .mgdl)
         let obs = try #require(lo["entry"]?.arrayValue?.last?["resource"])
         #expect(obs["valueQuantity"] == nil)
         #expect(obs["dataAbsentReason"]?["coding"]?.arrayValue?.first?["code"] == "negative-infinity")

@@ -4,6 +4,7 @@ import HealthDataSync
 import JSON
 import ReplayTransport
 import SugarAPI
+import SugarWire
 import Testing
 import Varlink
 

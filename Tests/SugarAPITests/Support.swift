@@ -370,12 +370,12 @@ func runProcess(
             let stderrData = Lock(Data())
             let done = DispatchSemaphore(value: 0)
             let reader = Thread {
-                let data = err.fileHandleForReading.readDataToEndOfFile()
+                let data = err.fileHandleForReading.readAllRetryingInterrupts()
                 stderrData.withLock { $0 = data }
                 done.signal()
             }
             reader.start()
-            let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
+            let stdoutData = out.fileHandleForReading.readAllRetryingInterrupts()
             process.waitUntilExit()
             done.wait()
             continuation.resume(

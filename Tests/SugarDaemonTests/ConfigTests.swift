@@ -1,6 +1,7 @@
 import HealthDataSync
 import SugarAPI
 import SugarDaemon
+import SystemIO
 import Testing
 
 @Suite struct ConfigTests {

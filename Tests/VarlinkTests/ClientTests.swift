@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import JSON
 import Testing
+import TestSupport
 import Varlink
 
 @Suite(.serialized) struct ClientTests {
@@ -171,8 +172,8 @@ import Varlink
                 continuation.resume(throwing: error)
             }
         }
-        let out = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let err = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let out = String(decoding: output.fileHandleForReading.readAllRetryingInterrupts(), as: UTF8.self)
+        let err = String(decoding: errors.fileHandleForReading.readAllRetryingInterrupts(), as: UTF8.self)
         return (status, out, err)
     }
 

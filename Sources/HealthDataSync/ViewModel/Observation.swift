@@ -1,17 +1,10 @@
-public import JSON
-
-/// A value that renders itself as JSON with the project's bridge conventions (instants as ISO 8601
-/// plus epoch milliseconds, enums as stable names, glucose in mg/dL and mmol/L).
-public protocol JSONRepresentable {
-    var json: JSONValue { get }
-}
-
-/// A state value with named fields that can be observed field by field.
-public protocol ObservableState: Hashable, Sendable, JSONRepresentable {
+/// A state value with named fields that can be observed field by field. (Its wire form is
+/// SugarAPI's business: `Wire.State(_:)`, `Wire.WatchReply(_:)`.)
+public protocol ObservableState: Hashable, Sendable {
     /// The field names; `rawValue` is the stable wire name.
     associatedtype Field: RawRepresentable, Hashable, CaseIterable, Sendable where Field.RawValue == String
     /// A typed value of one field.
-    associatedtype Value: Hashable, Sendable, JSONRepresentable
+    associatedtype Value: Hashable, Sendable
 
     func value(of field: Field) -> Value
     /// Whether a field differs between two states (change detection; defaults to comparing values).
@@ -72,25 +65,6 @@ public struct WatchMessage<State: ObservableState>: Sendable {
     }
 
     public subscript(field: State.Field) -> State.Value? { self.fields[field]?.value }
-
-    /// `{"generation": 1, "revision": 42, "snapshot": true, "fields": {"name": value, …},
-    /// "revisions": {"name": 7, …}}`; field keys in declaration order.
-    public var json: JSONValue {
-        var values = JSONObject()
-        var revisions = JSONObject()
-        for field in State.Field.allCases {
-            guard let update = self.fields[field] else { continue }
-            values[field.rawValue] = update.value.json
-            revisions[field.rawValue] = .int(Int64(truncatingIfNeeded: update.revision))
-        }
-        return .object([
-            "generation": .int(Int64(truncatingIfNeeded: self.generation)),
-            "revision": .int(Int64(truncatingIfNeeded: self.globalRevision)),
-            "snapshot": .bool(self.isSnapshot),
-            "fields": .object(values),
-            "revisions": .object(revisions),
-        ])
-    }
 }
 
 /// Why a watcher's sequence ended.

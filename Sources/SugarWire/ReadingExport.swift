@@ -1,5 +1,5 @@
-import HealthDataSync
-import JSON
+import GlucoseProfile
+public import JSON
 
 /// Export formats for readings, from the reading objects `ListReadings` returns (the keys of
 /// `sugarctl decode measurement --json` plus `meter`, `time`, `context`, `flags`).
@@ -73,14 +73,14 @@ public enum ReadingExport {
     /// A Nightscout "BG Check" treatment for one reading (the same readings as entries):
     /// `{"eventType": "BG Check", "glucose": <value>, "glucoseType": "Finger", "units": "mg/dl" or
     /// "mmol", "created_at": <ISO 8601 with the reading's offset>, "enteredBy": "sugard"}`.
-    public static func nightscoutTreatment(_ r: JSONValue, unit: GlucoseUnit) -> JSONValue? {
+    public static func nightscoutTreatment(_ r: JSONValue, unit: Wire.Unit) -> JSONValue? {
         guard let (mgdL, _, local, _) = self.nightscoutFacts(r) else { return nil }
-        let mmolL = r["mmolL"]?.doubleValue ?? mgdL / GlucoseUnit.molarMass
+        let mmolL = r["mmolL"]?.doubleValue ?? mgdL / glucoseMolarMass
         let treatment: JSONObject = [
             "eventType": "BG Check",
-            "glucose": unit == .mgdL ? .int(Int64(mgdL.rounded())) : .double((mmolL * 10).rounded() / 10),
+            "glucose": unit == .mgdl ? .int(Int64(mgdL.rounded())) : .double((mmolL * 10).rounded() / 10),
             "glucoseType": "Finger",
-            "units": unit == .mgdL ? "mg/dl" : "mmol",
+            "units": unit == .mgdl ? "mg/dl" : "mmol",
             "created_at": .string(local),
             "enteredBy": "sugard",
         ]

@@ -1,5 +1,4 @@
-import HealthDataSync
-import JSON
+public import JSON
 
 /// The FHIR R4 export: a `transaction` Bundle a FHIR server accepts as it is.
 ///
@@ -41,7 +40,7 @@ extension ReadingExport {
     /// counted in `skipped`). `meters` maps a meter id to its `MeterIdentity` object (from
     /// `ListMeters`) for the Device's manufacturer, model, serial number and name.
     public static func fhir(
-        _ readings: [JSONValue], meters: [String: JSONValue], unit: GlucoseUnit
+        _ readings: [JSONValue], meters: [String: JSONValue], unit: Wire.Unit
     ) -> (bundle: JSONValue, skipped: Int) {
         var people: [String] = []
         var devices: [(meter: String, person: String?)] = []
@@ -119,8 +118,8 @@ extension ReadingExport {
     }
 
     /// The LOINC code and display for a sample type code (nil: a meter that does not say) and unit.
-    static func loincCode(sampleType: Int64?, unit: GlucoseUnit) -> (code: String, display: String, unit: GlucoseUnit) {
-        let mass = unit == .mgdL
+    static func loincCode(sampleType: Int64?, unit: Wire.Unit) -> (code: String, display: String, unit: Wire.Unit) {
+        let mass = unit == .mgdl
         switch sampleType {
         case 2, 4, 6, 8:
             return mass
@@ -131,7 +130,7 @@ extension ReadingExport {
                 ? ("2339-0", "Glucose [Mass/volume] in Blood", unit) : ("15074-8", "Glucose [Moles/volume] in Blood", unit)
         case 9:
             // LOINC has a mass-concentration term only for interstitial fluid.
-            return ("99504-3", "Glucose [Mass/volume] in Interstitial fluid", .mgdL)
+            return ("99504-3", "Glucose [Mass/volume] in Interstitial fluid", .mgdl)
         default:  // 1 (capillary whole blood) or not stated: a glucometer's finger-stick reading
             return mass
                 ? ("41653-7", "Glucose [Mass/volume] in Capillary blood by Glucometer", unit)
@@ -139,7 +138,7 @@ extension ReadingExport {
         }
     }
 
-    static func observation(_ r: JSONValue, meter: String, person: String?, flags: [String], unit: GlucoseUnit) -> JSONValue {
+    static func observation(_ r: JSONValue, meter: String, person: String?, flags: [String], unit: Wire.Unit) -> JSONValue {
         let urn = self.fhirURN(reading: r)
         let loinc = self.loincCode(sampleType: r["type"]?["code"]?.intValue, unit: unit)
         var observation: JSONObject = [
@@ -165,12 +164,12 @@ extension ReadingExport {
         ]
         if let person { observation["subject"] = ["reference": .string(self.fhirURN(person: person)), "display": .string(person)] }
         if let stored = r["storedAt"]?["iso"]?.stringValue { observation["issued"] = .string(stored) }
-        let value = loinc.unit == .mgdL ? r["mgdL"]?.doubleValue : r["mmolL"]?.doubleValue
+        let value = loinc.unit == .mgdl ? r["mgdL"]?.doubleValue : r["mmolL"]?.doubleValue
         if let value {
             observation["valueQuantity"] = [
-                "value": .double(loinc.unit == .mgdL ? value.rounded() : (value * 10).rounded() / 10),
-                "unit": .string(loinc.unit.rawValue), "system": .string(self.ucum),
-                "code": .string(loinc.unit == .mgdL ? "mg/dL" : "mmol/L"),
+                "value": .double(loinc.unit == .mgdl ? value.rounded() : (value * 10).rounded() / 10),
+                "unit": .string(loinc.unit.symbol), "system": .string(self.ucum),
+                "code": .string(loinc.unit == .mgdl ? "mg/dL" : "mmol/L"),
             ]
         } else {
             let hi = flags.contains("hi"), lo = flags.contains("lo")

@@ -1,0 +1,351 @@
+import GlucoseProfile
+public import HealthDataSync
+import JSON
+public import SugarWire
+
+// The daemon's domain values (HealthDataSync) as the values of io.sugard.HealthDataSync
+// (SugarWire). Every reply is built as `Wire.X(domainValue)` and sent as its `json`: the wire form
+// has one home (SugarWire), the mapping from the domain one (this file). HealthDataSync knows
+// nothing of the wire.
+
+extension Wire.Instant {
+    public init(_ instant: HealthDataSync.Instant) { self.init(iso: instant.isoString, epochMillis: instant.epochMillis) }
+}
+
+extension Wire.Coded {
+    /// A Glucose Measurement sample type by its stable name; codes above 15 are `reserved`.
+    public init(sampleType code: UInt8) {
+        self.init(name: code <= 15 ? SampleType(code: code).name : "reserved", code: Int64(code))
+    }
+
+    /// A Glucose Measurement sample location by its stable name; codes above 15 are `reserved`.
+    public init(sampleLocation code: UInt8) {
+        self.init(name: code <= 15 ? SampleLocation(code: code).apiName : "reserved", code: Int64(code))
+    }
+}
+
+extension Wire.Unit {
+    /// The interface's name for the daemon's display unit.
+    public init(_ unit: GlucoseUnit) { self = unit == .mgdL ? .mgdl : .mmol }
+
+    public var glucoseUnit: GlucoseUnit { self == .mgdl ? .mgdL : .mmolL }
+}
+
+// MARK: The view model
+
+extension Wire.Daemon {
+    public init(_ info: DaemonInfo) {
+        let health = info.storage
+        let status: Wire.Storage.Status
+        switch health.status {
+        case .ok: status = .ok
+        case .degraded: status = .degraded
+        case .failed: status = .failed
+        }
+        let error = health.error.map { Wire.StoreFailure(code: $0.code.rawValue, message: $0.message) }
+        self.init(
+            version: info.version, startedAt: Wire.Instant(info.startedAt),
+            storage: Wire.Storage(status: status, path: health.path, error: error))
+    }
+}
+
+extension Wire.Adapter {
+    public init(_ adapter: AdapterState) {
+        self.init(
+            present: adapter.present, powered: adapter.powered, discovering: adapter.discovering, name: adapter.name,
+            address: adapter.address)
+    }
+}
+
+extension Wire.MeterIdentity {
+    public init(_ identity: HealthDataSync.MeterIdentity) {
+        self.init(
+            id: identity.id.rawValue, name: identity.name, manufacturer: identity.manufacturer, model: identity.model,
+            serialNumber: identity.serialNumber, firmware: identity.firmware, displayName: identity.displayName)
+    }
+}
+
+extension Wire.SyncResult {
+    public init(_ result: HealthDataSync.SyncResult) {
+        switch result {
+        case .success: self = .success
+        case .noNewRecords: self = .noNewRecords
+        case .failed: self = .failed
+        case .interrupted: self = .interrupted
+        case .aborted: self = .aborted
+        case .running: self = .running
+        }
+    }
+}
+
+extension Wire.SyncPhase {
+    public init(_ phase: HealthDataSync.SyncPhase) {
+        switch phase {
+        case .idle: self = .idle
+        case .connecting: self = .connecting
+        case .pairing: self = .pairing
+        case .readingDeviceInfo: self = .readingDeviceInfo
+        case .readingClock: self = .readingClock
+        case .subscribing: self = .subscribing
+        case .counting: self = .counting
+        case .receiving: self = .receiving
+        case .waitingToRetry: self = .waitingToRetry
+        case .committing: self = .committing
+        case .disconnecting: self = .disconnecting
+        case .done: self = .done
+        case .failed: self = .failed
+        }
+    }
+}
+
+extension Wire.PairingState {
+    public init(_ pairing: HealthDataSync.PairingState) {
+        switch pairing {
+        case .unknown: self = .unknown
+        case .notPaired: self = .notPaired
+        case .pairing: self = .pairing
+        case .waitingForPasskey: self = .waitingForPasskey
+        case .paired: self = .paired
+        case .failed: self = .failed
+        }
+    }
+}
+
+extension Wire.Meter.Link {
+    public init(_ link: LinkPhase) {
+        switch link {
+        case .disconnected: self = .disconnected
+        case .connecting: self = .connecting
+        case .connected: self = .connected
+        case .disconnecting: self = .disconnecting
+        }
+    }
+}
+
+extension Wire.Progress {
+    public init(_ progress: SyncProgress) {
+        self.init(received: Int64(progress.received), expected: progress.expected.map(Int64.init))
+    }
+}
+
+extension Wire.LastSync {
+    public init(_ last: HealthDataSync.LastSync) {
+        self.init(
+            meter: last.meter.rawValue, at: Wire.Instant(last.at), result: Wire.SyncResult(last.result),
+            stored: Int64(last.stored), duplicates: Int64(last.duplicates), reset: last.reset)
+    }
+}
+
+extension Wire.ReportedError {
+    public init(_ error: HealthDataSync.ReportedError) {
+        self.init(
+            code: error.code, message: error.message, hint: error.hint, at: Wire.Instant(error.at), meter: error.meter?.rawValue,
+            specCode: error.specCode.map(Int64.init))
+    }
+}
+
+extension Wire.Meter {
+    public init(_ meter: MeterState) {
+        self.init(
+            id: meter.id.rawValue, identity: Wire.MeterIdentity(meter.identity), link: Link(meter.link),
+            sync: Wire.SyncPhase(meter.sync), progress: Wire.Progress(meter.progress), lastSync: meter.lastSync.map(Wire.LastSync.init),
+            highWater: meter.highWater.map(Int64.init), pairing: Wire.PairingState(meter.pairing),
+            lastError: meter.lastError.map(Wire.ReportedError.init), nextAttempt: meter.nextAttempt.map(Wire.Instant.init))
+    }
+}
+
+extension Wire.LastReading.TimeMethod {
+    public init(_ method: TimeResolution.Method) {
+        switch method {
+        case .meterClock: self = .meterClock
+        case .assumedClock: self = .assumedClock
+        case .untrusted: self = .untrusted
+        }
+    }
+}
+
+extension Wire.LastReading {
+    /// The summary; `glucose` only when it has both units (none for ketone, HI/LO and value-less records).
+    public init(_ summary: ReadingSummary) {
+        var glucose: Wire.Glucose?
+        if let mgdL = summary.mgdL, let mmolL = summary.mmolL { glucose = Wire.Glucose(mgdL: mgdL, mmolL: mmolL) }
+        self.init(
+            meter: summary.meter.rawValue, sequenceNumber: Int64(summary.sequenceNumber), instant: Wire.Instant(summary.instant),
+            glucose: glucose, ketoneMmolL: summary.ketoneMmolL, flags: summary.flags.names,
+            sampleType: summary.sampleType.map { Wire.Coded(sampleType: $0) },
+            sampleLocation: summary.sampleLocation.map { Wire.Coded(sampleLocation: $0) },
+            meterLocalTime: summary.meterLocalTime.isoString, utcOffsetSeconds: Int64(summary.utcOffsetSeconds),
+            timeMethod: TimeMethod(summary.timeMethod), storeID: summary.storeID, storedAt: summary.storedAt.map(Wire.Instant.init))
+    }
+}
+
+extension Wire.SyncOverview {
+    public init(_ overview: HealthDataSync.SyncOverview) {
+        self.init(
+            phase: overview.phase == .idle ? .idle : .syncing, activeMeters: overview.activeMeters.map(\.rawValue),
+            lastResult: overview.lastResult.map(Wire.LastSync.init))
+    }
+}
+
+extension Wire.State {
+    public init(_ state: ViewState) {
+        self.init(
+            daemon: Wire.Daemon(state.daemon), adapter: Wire.Adapter(state.adapter), meters: state.meterList.map(Wire.Meter.init),
+            lastReading: state.lastReading.map(Wire.LastReading.init), readingCount: Int64(state.readingCount),
+            sync: Wire.SyncOverview(state.sync), errors: state.errors.map(Wire.ReportedError.init))
+    }
+
+    /// The view model as a snapshot of its fields has it; nil unless the snapshot has every field.
+    public init?(_ snapshot: WatchMessage<ViewState>) {
+        guard case .daemon(let daemon)? = snapshot[.daemon], case .adapter(let adapter)? = snapshot[.adapter],
+            case .meters(let meters)? = snapshot[.meters], case .lastReading(let lastReading)? = snapshot[.lastReading],
+            case .readingCount(let readingCount)? = snapshot[.readingCount], case .sync(let sync)? = snapshot[.sync],
+            case .errors(let errors)? = snapshot[.errors]
+        else { return nil }
+        self.init(
+            daemon: Wire.Daemon(daemon), adapter: Wire.Adapter(adapter), meters: meters.map(Wire.Meter.init),
+            lastReading: lastReading.map(Wire.LastReading.init), readingCount: Int64(readingCount), sync: Wire.SyncOverview(sync),
+            errors: errors.map(Wire.ReportedError.init))
+    }
+}
+
+// MARK: Watch
+
+/// A model field's value with a wire form: a field of `State` (the view model) or of `Meter`.
+public protocol WireFieldValue {
+    var wire: Wire.WatchedField { get }
+}
+
+extension ViewState.Value: WireFieldValue {
+    public var wire: Wire.WatchedField {
+        switch self {
+        case .daemon(let daemon): return .daemon(Wire.Daemon(daemon))
+        case .adapter(let adapter): return .adapter(Wire.Adapter(adapter))
+        case .meters(let meters): return .meters(meters.map(Wire.Meter.init))
+        case .lastReading(let reading): return .lastReading(reading.map(Wire.LastReading.init))
+        case .readingCount(let count): return .readingCount(Int64(count))
+        case .sync(let sync): return .syncOverview(Wire.SyncOverview(sync))
+        case .errors(let errors): return .errors(errors.map(Wire.ReportedError.init))
+        }
+    }
+}
+
+extension MeterState.Value: WireFieldValue {
+    public var wire: Wire.WatchedField {
+        switch self {
+        case .identity(let identity): return .identity(Wire.MeterIdentity(identity))
+        case .link(let link): return .link(Wire.Meter.Link(link))
+        case .sync(let phase): return .syncPhase(Wire.SyncPhase(phase))
+        case .progress(let progress): return .progress(Wire.Progress(progress))
+        case .lastSync(let last): return .lastSync(last.map(Wire.LastSync.init))
+        case .highWater(let mark): return .highWater(mark.map(Int64.init))
+        case .pairing(let pairing): return .pairing(Wire.PairingState(pairing))
+        case .lastError(let error): return .lastError(error.map(Wire.ReportedError.init))
+        case .nextAttempt(let at): return .nextAttempt(at.map(Wire.Instant.init))
+        }
+    }
+}
+
+extension WireMap<Int64> {
+    /// The revision of each field of `message`, in declaration order.
+    public init<State: ObservableState>(revisionsOf message: WatchMessage<State>) {
+        var entries: [(key: String, value: Int64)] = []
+        entries.reserveCapacity(message.fields.count)
+        for field in State.Field.allCases {
+            guard let update = message.fields[field] else { continue }
+            entries.append((field.rawValue, Int64(truncatingIfNeeded: update.revision)))
+        }
+        self.init(entries)
+    }
+}
+
+extension Wire.WatchReply {
+    /// A watcher's message, its fields in declaration order; `meter` names the meter a
+    /// `followSyncing` watcher is bound to.
+    public init<State: ObservableState>(_ message: WatchMessage<State>, meter: String? = nil) where State.Value: WireFieldValue {
+        var fields = JSONObject()
+        fields.reserveCapacity(message.fields.count)
+        for field in State.Field.allCases {
+            guard let update = message.fields[field] else { continue }
+            fields[field.rawValue] = update.value.wire.json
+        }
+        self.init(
+            generation: Int64(truncatingIfNeeded: message.generation), revision: Int64(truncatingIfNeeded: message.globalRevision),
+            snapshot: message.isSnapshot, fields: fields, revisions: WireMap(revisionsOf: message), meter: meter)
+    }
+}
+
+// MARK: The store
+
+extension Wire.StoredMeter {
+    public init(_ meter: HealthDataSync.StoredMeter) {
+        self.init(
+            firstSeen: Wire.Instant(meter.firstSeen), lastSeen: Wire.Instant(meter.lastSeen), highWater: meter.highWater.map(Int64.init),
+            epoch: Int64(meter.epoch), lastSync: meter.lastSync.map(Wire.Instant.init),
+            lastSyncResult: meter.lastSyncResult.map(Wire.SyncResult.init), readingCount: Int64(meter.readingCount),
+            features: meter.features.map(Int64.init), person: meter.person)
+    }
+}
+
+extension Wire.Session {
+    public init(_ session: SyncSessionRecord) {
+        self.init(
+            id: session.id, meter: session.meter.rawValue, started: Wire.Instant(session.started),
+            ended: session.ended.map(Wire.Instant.init), result: Wire.SyncResult(session.result),
+            expected: session.expected.map(Int64.init), received: Int64(session.received), stored: Int64(session.stored),
+            duplicates: Int64(session.duplicates), error: session.error, reset: session.reset,
+            sequenceResets: Int64(session.sequenceResets))
+    }
+}
+
+extension Wire.ReadingTime {
+    public init(_ reading: HealthDataSync.Reading) {
+        let time = reading.time
+        self.init(
+            iso: reading.instant.isoString, epochMillis: reading.instant.epochMillis,
+            local: reading.instant.isoString(utcOffsetSeconds: time.utcOffsetSeconds), utcOffsetMinutes: Int64(time.utcOffsetSeconds / 60),
+            zone: time.zone, method: Wire.LastReading.TimeMethod(time.method), meterLocalTime: time.meterLocalTime.isoString,
+            meterClockSkewSeconds: time.meterClockSkewSeconds, quirks: time.quirks)
+    }
+}
+
+extension Wire.Reading {
+    /// A stored reading as `ListReadings` (and `sugarctl readings --format json`) shows it.
+    ///
+    /// It carries every key of `sugarctl decode measurement --json` (decoded again from the stored
+    /// raw packet, so the two can never disagree), with `mgdL`/`mmolL` replaced by the daemon's
+    /// conclusion (null for ketone, HI, LO and value-less records), plus: `id`, `meter`, `epoch`
+    /// (sequence-reset epoch), `ketoneMmolL`, `flags` (names), `time` {`iso` (UTC), `epochMillis`,
+    /// `local` (ISO 8601 with the zone offset used), `utcOffsetMinutes`, `zone`, `method`,
+    /// `meterClockSkewSeconds`, `quirks`}, `storedAt` {`iso`, `epochMillis`}, `person` (the person the
+    /// meter is assigned to, or null) and `context` (the decoded context object or null).
+    public init(_ stored: StoredReading) {
+        let r = stored.reading
+        let profile: JSONObject
+        let sequenceNumber: Int64
+        if let measurement = try? GlucoseMeasurement(bytes: r.measurementBytes, options: .lenientDateTime),
+            case .object(let decoded) = measurement.json
+        {
+            profile = decoded
+            sequenceNumber = Int64(measurement.sequenceNumber)
+        } else {
+            // Only reachable for a row written by a future version with a packet this one cannot
+            // read: show the stored raw facts rather than nothing.
+            profile = [
+                "characteristic": "2a18",
+                "sequenceNumber": .int(Int64(r.sequenceNumber)),
+                "baseTime": .string(r.baseTime.isoString),
+                "timeOffsetMinutes": .from(r.timeOffsetMinutes),
+            ]
+            sequenceNumber = Int64(r.sequenceNumber)
+        }
+        var context: JSONObject?
+        if let bytes = r.contextBytes, let decoded = try? MeasurementContext(bytes: bytes), case .object(let object) = decoded.json {
+            context = object
+        }
+        self.init(
+            profile: profile, id: stored.id, meter: r.meter.rawValue, epoch: Int64(stored.epoch), sequenceNumber: sequenceNumber,
+            mgdL: r.mgdL, mmolL: r.mmolL, ketoneMmolL: r.ketoneMmolL, flags: r.flags.names, time: Wire.ReadingTime(r),
+            storedAt: Wire.Instant(stored.storedAt), person: stored.person, context: context)
+    }
+}
