@@ -128,7 +128,7 @@ let package = Package(
             name: "sugar-bench",
             dependencies: ["Locking", 
                 "GlucoseProfile", "JSON", "CMallocCounter", "CBenchYardsticks", "PacketCapture", "GlucoseStore", "GlucoseStoreFixtures", "ViewModelBenchmarks",
-                "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport", "SugarDaemon", "SugarForward", "MQTT",
+                "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport", "SugarDaemon", "SugarForward", "SugarWire", "MQTT",
                 "SystemIO",
             ],
             swiftSettings: strict),

@@ -6,13 +6,13 @@ import SugarAPI
 import SugarWire
 import SystemIO
 
-/// A reading as a sink receives it: its position in sugard's commit order and its `ListReadings` /
-/// `FollowReadings` object (with `person`).
+/// A reading as a sink receives it: its position in sugard's commit order and the reading (the
+/// compact form `FollowReadings` sends, with `person`).
 public struct SinkReading: Sendable, Hashable {
     public var cursor: Int64
-    public var reading: JSONValue
+    public var reading: Wire.CompactReading
 
-    public init(cursor: Int64, reading: JSONValue) {
+    public init(cursor: Int64, reading: Wire.CompactReading) {
         self.cursor = cursor
         self.reading = reading
     }
@@ -123,9 +123,9 @@ public final class NightscoutSink: Sendable {
     public func resume() { self.wake.withLock { $0 = true } }
 
     /// Whether this sink takes the reading (its person, or any reading for a sink without one).
-    public func accepts(_ reading: JSONValue) -> Bool {
+    public func accepts(_ reading: Wire.CompactReading) -> Bool {
         guard let person = self.config.person else { return true }
-        return reading["person"]?.stringValue == person
+        return reading.person == person
     }
 
     /// Delivers readings from `source` until the task is cancelled.

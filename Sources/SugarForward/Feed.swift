@@ -50,7 +50,8 @@ struct Feed: Sendable {
     enum Event: Sendable {
         case connected
         case disconnected(String)
-        case meters([String: JSONValue])
+        /// Each meter's identity (nil: sugard does not know the meter, or not yet its identity).
+        case meters([String: Wire.MeterIdentity?])
         /// Readings in commit order (those of one `FollowReadings` reply).
         case readings([(cursor: Int64, reading: Wire.CompactReading)])
     }
@@ -95,14 +96,14 @@ struct Feed: Sendable {
                         // before its reading.
                         let meter = reading.meter
                         if known[meter] == nil
-                            || (Self.incomplete(known[meter]) && monotonicMillis() - (looked[meter] ?? .min / 2) > 10_000)
+                            || (Self.incomplete(known[meter] ?? nil) && monotonicMillis() - (looked[meter] ?? .min / 2) > 10_000)
                         {
                             flush()
                             looked[meter] = monotonicMillis()
                             let other = try VarlinkClient(socketPath: self.socketPath)
                             defer { other.close() }
                             known = try await self.meters(other)
-                            if known[meter] == nil { known[meter] = .null }
+                            if known[meter] == nil { known.updateValue(nil, forKey: meter) }
                             self.emit(.meters(known))
                         }
                         pending.append((next, reading))
@@ -124,19 +125,15 @@ struct Feed: Sendable {
     /// a reading committed alone still comes at once in its own.
     static let batch = 128
 
-    static func incomplete(_ identity: JSONValue?) -> Bool {
-        guard let identity, !identity.isNull else { return true }
-        return identity["manufacturer"]?.stringValue == nil && identity["model"]?.stringValue == nil
-            && identity["serialNumber"]?.stringValue == nil
+    static func incomplete(_ identity: Wire.MeterIdentity?) -> Bool {
+        guard let identity else { return true }
+        return identity.manufacturer == nil && identity.model == nil && identity.serialNumber == nil
     }
 
-    private func meters(_ client: VarlinkClient) async throws -> [String: JSONValue] {
-        let reply = try await client.call(Self.interface + ".ListMeters")
-        var out: [String: JSONValue] = [:]
-        for entry in reply["meters"]?.arrayValue ?? [] {
-            guard let id = entry["id"]?.stringValue else { continue }
-            out[id] = entry["identity"] ?? .null
-        }
+    private func meters(_ client: VarlinkClient) async throws -> [String: Wire.MeterIdentity?] {
+        let reply = try Wire.MetersReply(json: .object(try await client.call(Self.interface + ".ListMeters")))
+        var out: [String: Wire.MeterIdentity?] = [:]
+        for entry in reply.meters { out.updateValue(entry.identity, forKey: entry.id) }
         return out
     }
 }

@@ -127,7 +127,7 @@ public final class Forwarder: Sendable {
         var nextToSend = 0
         var inFlight = 0
         var session: Int?
-        var meters: [String: JSONValue] = [:]
+        var meters: [String: Wire.MeterIdentity?] = [:]
         var stateCursor: [String: Int64] = [:]
         var unsaved = 0
         // Acknowledged readings in the save running on the saver's thread (0: none running).
@@ -137,7 +137,7 @@ public final class Forwarder: Sendable {
 
         func publishDiscovery(_ meter: String, _ session: Int) {
             guard self.config.homeAssistantDiscovery else { return }
-            let config = self.topics.discoveryConfig(meter: meter, identity: meters[meter].flatMap { $0.isNull ? nil : $0 })
+            let config = self.topics.discoveryConfig(meter: meter, identity: meters[meter] ?? nil)
             client.publish(
                 MQTTMessage(topic: self.topics.discovery(meter), payload: Array(config.serialized().utf8), qos: 1, retain: true),
                 session: session)
@@ -282,8 +282,8 @@ public final class Forwarder: Sendable {
             case .feed(.meters(let known)):
                 for (meter, identity) in known where meters[meter] != identity {
                     let isNew = meters[meter] == nil
-                    meters[meter] = identity
-                    if let session, isNew || !identity.isNull { publishDiscovery(meter, session) }
+                    meters.updateValue(identity, forKey: meter)
+                    if let session, isNew || identity != nil { publishDiscovery(meter, session) }
                 }
             case .feed(.readings(let list)):
                 var received = 0

@@ -40,7 +40,7 @@ final class FeedReadingSource: NightscoutReadingSource {
         let waiter = self.state.withLock { s -> CheckedContinuation<Void, Never>? in
             switch event {
             case .readings(let list):
-                for (cursor, reading) in list { s.buffer.append(SinkReading(cursor: cursor, reading: reading.json)) }
+                for (cursor, reading) in list { s.buffer.append(SinkReading(cursor: cursor, reading: reading)) }
             case .connected:
                 s.feedConnected = true
                 s.feedReason = nil
@@ -78,7 +78,7 @@ final class FeedReadingSource: NightscoutReadingSource {
     }
 
     /// Readings held above `cursor` that `accepts` takes, and the feed's state.
-    func held(after cursor: Int64, accepts: (JSONValue) -> Bool) -> (pending: Int, connected: Bool, reason: String?) {
+    func held(after cursor: Int64, accepts: (Wire.CompactReading) -> Bool) -> (pending: Int, connected: Bool, reason: String?) {
         self.state.withLock { s in
             (s.buffer.filter { $0.cursor > cursor && accepts($0.reading) }.count, s.feedConnected, s.feedReason)
         }

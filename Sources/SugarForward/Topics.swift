@@ -21,42 +21,8 @@ public struct ForwardTopics: Sendable {
         "\(self.config.homeAssistantPrefix)/sensor/\(self.config.gatewayID)_\(Self.meterLevel(meter))/glucose/config"
     }
 
-    /// The reading payload from a `FollowReadings` reading (the `ListReadings` shape).
-    public static func payload(_ r: JSONValue) -> JSONValue {
-        let flags = r["flags"]?.arrayValue ?? []
-        let names = flags.compactMap(\.stringValue)
-        func name(_ value: JSONValue?) -> JSONValue {
-            guard let name = value?["name"]?.stringValue else { return .null }
-            return .string(name)
-        }
-        let object: JSONObject = [
-            "id": .string(ReadingExport.identifier(r)),
-            "meter": r["meter"] ?? .null,
-            "sequenceNumber": r["sequenceNumber"] ?? .null,
-            "time": r["time"]?["iso"] ?? .null,
-            "epochMillis": r["time"]?["epochMillis"] ?? .null,
-            "mgdL": r["mgdL"] ?? .null,
-            "mmolL": r["mmolL"] ?? .null,
-            "flags": .array(flags),
-            "sampleType": name(r["type"]),
-            "sampleLocation": name(r["sampleLocation"]),
-            "meal": name(r["context"]?["meal"]),
-            "controlSolution": .bool(names.contains("controlSolution")),
-            "person": r["person"] ?? .null,
-        ]
-        return .object(object)
-    }
-
-    /// ``payload(_:)`` as the JSON text the forwarder publishes, written straight into bytes.
-    public static func payloadBytes(_ r: JSONValue) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(384)
-        self.payload(r).write(into: &out)
-        return out
-    }
-
-    /// ``payloadBytes(_:)-(JSONValue)`` of a typed compact reading, written straight into bytes: the
-    /// same keys, values and bytes as the payload of the reading's JSON form.
+    /// The reading payload of a reading (the compact form `FollowReadings` sends), written straight
+    /// into bytes.
     public static func payloadBytes(_ r: Wire.CompactReading) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(384)
@@ -100,17 +66,17 @@ public struct ForwardTopics: Sendable {
 
     /// The Home Assistant discovery config of one meter's glucose sensor. `identity` is the
     /// `MeterIdentity` object of `ListMeters` (or nil when sugard did not know it yet).
-    public func discoveryConfig(meter: String, identity: JSONValue?) -> JSONValue {
+    public func discoveryConfig(meter: String, identity: Wire.MeterIdentity?) -> JSONValue {
         let level = Self.meterLevel(meter)
         let mmol = self.config.unit == .mmol
         var device: JSONObject = [
             "identifiers": .array([.string("sugard_\(self.config.gatewayID)_\(level)")]),
-            "name": .string(identity?["displayName"]?.stringValue ?? identity?["name"]?.stringValue ?? "Glucose meter \(meter)"),
+            "name": .string(identity?.displayName ?? "Glucose meter \(meter)"),
         ]
-        for (key, source) in [("manufacturer", "manufacturer"), ("model", "model"), ("serial_number", "serialNumber")] {
-            if let text = identity?[source]?.stringValue, !text.isEmpty { device[key] = .string(text) }
+        for (key, text) in [("manufacturer", identity?.manufacturer), ("model", identity?.model), ("serial_number", identity?.serialNumber)] {
+            if let text, !text.isEmpty { device[key] = .string(text) }
         }
-        if let firmware = identity?["firmware"]?.stringValue, !firmware.isEmpty { device["sw_version"] = .string(firmware) }
+        if let firmware = identity?.firmware, !firmware.isEmpty { device["sw_version"] = .string(firmware) }
         let object: JSONObject = [
             "name": "Glucose",
             "device_class": "blood_glucose_concentration",

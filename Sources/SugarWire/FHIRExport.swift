@@ -22,7 +22,7 @@ extension ReadingExport {
     public static let uuidNamespace = NameUUID(namespace: .urlNamespace, name: "https://github.com/sugard/sugard")
 
     /// `urn:uuid:` of a reading (by ``identifier(_:)``), a meter (by address) and a person (by name).
-    public static func fhirURN(reading: JSONValue) -> String {
+    public static func fhirURN(reading: Wire.Reading) -> String {
         NameUUID(namespace: self.uuidNamespace, name: "reading/" + self.identifier(reading)).urn
     }
     public static func fhirURN(meter: String) -> String { NameUUID(namespace: self.uuidNamespace, name: "meter/" + meter).urn }
@@ -37,25 +37,23 @@ extension ReadingExport {
 
     /// A FHIR R4 `transaction` Bundle: a `Patient` per assigned person, a `Device` per meter and an
     /// `Observation` per glucose reading (control-solution tests and ketone records are left out and
-    /// counted in `skipped`). `meters` maps a meter id to its `MeterIdentity` object (from
-    /// `ListMeters`) for the Device's manufacturer, model, serial number and name.
+    /// counted in `skipped`). `meters` maps a meter id to its identity (from `ListMeters`) for the
+    /// Device's manufacturer, model, serial number and name.
     public static func fhir(
-        _ readings: [JSONValue], meters: [String: JSONValue], unit: Wire.Unit
+        _ readings: [Wire.Reading], meters: [String: Wire.MeterIdentity], unit: Wire.Unit
     ) -> (bundle: JSONValue, skipped: Int) {
         var people: [String] = []
         var devices: [(meter: String, person: String?)] = []
         var observations: [JSONValue] = []
         var skipped = 0
         for r in readings {
-            let flags = r["flags"]?.arrayValue?.compactMap(\.stringValue) ?? []
-            guard let meter = r["meter"]?.stringValue, !flags.contains("controlSolution"), !flags.contains("ketone") else {
+            guard !r.flags.contains("controlSolution"), !r.flags.contains("ketone") else {
                 skipped += 1
                 continue
             }
-            let person = r["person"]?.stringValue
-            if let person, !people.contains(person) { people.append(person) }
-            if !devices.contains(where: { $0.meter == meter }) { devices.append((meter, person)) }
-            observations.append(self.observation(r, meter: meter, person: person, flags: flags, unit: unit))
+            if let person = r.person, !people.contains(person) { people.append(person) }
+            if !devices.contains(where: { $0.meter == r.meter }) { devices.append((r.meter, r.person)) }
+            observations.append(self.observation(r, unit: unit))
         }
         var entries: [JSONValue] = people.map { person in
             let urn = self.fhirURN(person: person)
@@ -92,7 +90,7 @@ extension ReadingExport {
         return "urn:dev:mac:" + hex
     }
 
-    static func device(_ meter: String, identity: JSONValue?, person: String?) -> JSONValue {
+    static func device(_ meter: String, identity: Wire.MeterIdentity?, person: String?) -> JSONValue {
         let urn = self.fhirURN(meter: meter)
         let identifier = self.macURN(meter) ?? urn
         var device: JSONObject = [
@@ -104,13 +102,13 @@ extension ReadingExport {
                 "text": "Blood glucose meter",
             ],
             "deviceName": [
-                ["name": .string(identity?["displayName"]?.stringValue ?? meter), "type": "user-friendly-name"]
+                ["name": .string(identity?.displayName ?? meter), "type": "user-friendly-name"]
             ],
         ]
-        if let manufacturer = identity?["manufacturer"]?.stringValue { device["manufacturer"] = .string(manufacturer) }
-        if let model = identity?["model"]?.stringValue { device["modelNumber"] = .string(model) }
-        if let serial = identity?["serialNumber"]?.stringValue { device["serialNumber"] = .string(serial) }
-        if let firmware = identity?["firmware"]?.stringValue {
+        if let manufacturer = identity?.manufacturer { device["manufacturer"] = .string(manufacturer) }
+        if let model = identity?.model { device["modelNumber"] = .string(model) }
+        if let serial = identity?.serialNumber { device["serialNumber"] = .string(serial) }
+        if let firmware = identity?.firmware {
             device["version"] = [["type": ["text": "firmware"], "value": .string(firmware)]]
         }
         if let person { device["patient"] = ["reference": .string(self.fhirURN(person: person)), "display": .string(person)] }
@@ -138,9 +136,9 @@ extension ReadingExport {
         }
     }
 
-    static func observation(_ r: JSONValue, meter: String, person: String?, flags: [String], unit: Wire.Unit) -> JSONValue {
+    static func observation(_ r: Wire.Reading, unit: Wire.Unit) -> JSONValue {
         let urn = self.fhirURN(reading: r)
-        let loinc = self.loincCode(sampleType: r["type"]?["code"]?.intValue, unit: unit)
+        let loinc = self.loincCode(sampleType: r.sampleType?.code, unit: unit)
         var observation: JSONObject = [
             "resourceType": "Observation",
             "identifier": [["system": .string(self.uriSystem), "value": .string(urn)]],
@@ -159,12 +157,14 @@ extension ReadingExport {
                 "coding": [["system": .string(self.loinc), "code": .string(loinc.code), "display": .string(loinc.display)]],
                 "text": "Blood glucose",
             ],
-            "effectiveDateTime": .from(r["time"]?["local"]?.stringValue ?? r["time"]?["iso"]?.stringValue),
-            "device": ["reference": .string(self.fhirURN(meter: meter))],
+            "effectiveDateTime": .string(r.time.local),
+            "device": ["reference": .string(self.fhirURN(meter: r.meter))],
         ]
-        if let person { observation["subject"] = ["reference": .string(self.fhirURN(person: person)), "display": .string(person)] }
-        if let stored = r["storedAt"]?["iso"]?.stringValue { observation["issued"] = .string(stored) }
-        let value = loinc.unit == .mgdl ? r["mgdL"]?.doubleValue : r["mmolL"]?.doubleValue
+        if let person = r.person {
+            observation["subject"] = ["reference": .string(self.fhirURN(person: person)), "display": .string(person)]
+        }
+        observation["issued"] = .string(r.storedAt.iso)
+        let value = loinc.unit == .mgdl ? r.mgdL : r.mmolL
         if let value {
             observation["valueQuantity"] = [
                 "value": .double(loinc.unit == .mgdl ? value.rounded() : (value * 10).rounded() / 10),
@@ -172,7 +172,7 @@ extension ReadingExport {
                 "code": .string(loinc.unit == .mgdl ? "mg/dL" : "mmol/L"),
             ]
         } else {
-            let hi = flags.contains("hi"), lo = flags.contains("lo")
+            let hi = r.flags.contains("hi"), lo = r.flags.contains("lo")
             observation["dataAbsentReason"] = [
                 "coding": [
                     [
@@ -197,14 +197,14 @@ extension ReadingExport {
                 ]
             }
         }
-        if let site = self.bodySite(r["sampleLocation"]) { observation["bodySite"] = site }
-        let components = self.components(r["context"])
+        if let site = self.bodySite(r.sampleLocation?.code) { observation["bodySite"] = site }
+        let components = self.components(r.context)
         if !components.isEmpty { observation["component"] = .array(components) }
         return self.entry(urn, .object(observation), type: "Observation", identifier: urn)
     }
 
-    static func bodySite(_ location: JSONValue?) -> JSONValue? {
-        switch location?["code"]?.intValue {
+    static func bodySite(_ location: Int64?) -> JSONValue? {
+        switch location {
         case 1: return ["coding": [["system": .string(self.snomed), "code": "7569003", "display": "Finger structure"]], "text": "finger"]
         case 3: return ["coding": [["system": .string(self.snomed), "code": "48800003", "display": "Ear lobule structure"]], "text": "earlobe"]
         case 2: return ["text": "alternate site"]
@@ -220,8 +220,9 @@ extension ReadingExport {
     ]
 
     /// The Glucose Measurement Context as Observation components.
-    static func components(_ context: JSONValue?) -> [JSONValue] {
-        guard let context, !context.isNull else { return [] }
+    static func components(_ object: JSONObject?) -> [JSONValue] {
+        guard let object else { return [] }
+        let context = JSONValue.object(object)
         var out: [JSONValue] = []
         func text(_ label: String) -> JSONValue { ["text": .string(label)] }
         if let meal = context["meal"], let code = meal["code"]?.intValue, let name = meal["name"]?.stringValue {

@@ -1,8 +1,8 @@
 import GlucoseProfile
 public import JSON
 
-/// Export formats for readings, from the reading objects `ListReadings` returns (the keys of
-/// `sugarctl decode measurement --json` plus `meter`, `time`, `context`, `flags`).
+/// Export formats for readings, from the typed readings `ListReadings` returns (``Wire/Reading``)
+/// or `FollowReadings` sends (``Wire/CompactReading``).
 ///
 /// Every format carries a stable per-reading identifier (meter, reset epoch and sequence
 /// number), so importing the same export twice does not duplicate anything downstream.
@@ -15,27 +15,26 @@ public enum ReadingExport {
     ]
 
     /// RFC 4180 CSV with a header row. Both units are always written (mg/dL = mmol/L × 18.0156).
-    public static func csv(_ readings: [JSONValue]) -> String {
+    public static func csv(_ readings: [Wire.Reading]) -> String {
         var out = self.csvColumns.joined(separator: ",") + "\r\n"
         for r in readings {
-            let flags = r["flags"]?.arrayValue?.compactMap(\.stringValue) ?? []
             let fields: [String] = [
                 self.identifier(r),
-                r["meter"]?.stringValue ?? "",
-                self.text(r["sequenceNumber"]),
-                r["time"]?["iso"]?.stringValue ?? "",
-                self.text(r["time"]?["epochMillis"]),
-                self.text(r["time"]?["meterLocalTime"] ?? r["userFacingTime"]),
-                self.text(r["time"]?["utcOffsetMinutes"]),
-                self.number(r["mgdL"], digits: 0),
-                self.number(r["mmolL"], digits: 1),
-                self.number(r["ketoneMmolL"], digits: 1),
-                r["type"]?["name"]?.stringValue ?? "",
-                r["sampleLocation"]?["name"]?.stringValue ?? "",
-                r["context"]?["meal"]?["name"]?.stringValue ?? "",
-                flags.contains("controlSolution") ? "true" : "false",
-                flags.joined(separator: " "),
-                r["person"]?.stringValue ?? "",
+                r.meter,
+                String(r.sequenceNumber),
+                r.time.iso,
+                String(r.time.epochMillis),
+                r.time.meterLocalTime,
+                String(r.time.utcOffsetMinutes),
+                self.number(r.mgdL, digits: 0),
+                self.number(r.mmolL, digits: 1),
+                self.number(r.ketoneMmolL, digits: 1),
+                r.sampleType?.name ?? "",
+                r.sampleLocation?.name ?? "",
+                r.mealName ?? "",
+                r.flags.contains("controlSolution") ? "true" : "false",
+                r.flags.joined(separator: " "),
+                r.person ?? "",
             ]
             out += fields.map(self.csvField).joined(separator: ",") + "\r\n"
         }
@@ -50,22 +49,22 @@ public enum ReadingExport {
     /// Nightscout's `mbg` is a number in mg/dL; readings without one (HI, LO, no value), control
     /// solution tests and ketone records cannot be entries and are left out; `skipped` counts
     /// them so the caller can say so.
-    public static func nightscout(_ readings: [JSONValue]) -> (entries: JSONValue, skipped: Int) {
-        let entries = readings.compactMap(self.nightscoutEntry)
+    public static func nightscout(_ readings: [Wire.Reading]) -> (entries: JSONValue, skipped: Int) {
+        let entries = readings.compactMap { self.nightscoutEntry(Wire.CompactReading($0)) }
         return (.array(entries), readings.count - entries.count)
     }
 
     /// The Nightscout entry of one reading, or nil when it cannot be one (see ``nightscout(_:)``).
-    public static func nightscoutEntry(_ r: JSONValue) -> JSONValue? {
-        guard let (mgdL, millis, local, offset) = self.nightscoutFacts(r) else { return nil }
+    public static func nightscoutEntry(_ r: Wire.CompactReading) -> JSONValue? {
+        guard let mgdL = self.nightscoutGlucose(r) else { return nil }
         let entry: JSONObject = [
             "type": "mbg",
             "mbg": .int(Int64(mgdL.rounded())),
-            "date": .int(millis),
-            "dateString": .string(local),
-            "utcOffset": .int(offset),
-            "sysTime": .string(local),
-            "device": .string("sugard://" + (r["meter"]?.stringValue ?? "unknown")),
+            "date": .int(r.time.epochMillis),
+            "dateString": .string(r.time.local),
+            "utcOffset": .int(r.time.utcOffsetMinutes),
+            "sysTime": .string(r.time.local),
+            "device": .string("sugard://" + r.meter),
         ]
         return .object(entry)
     }
@@ -73,53 +72,45 @@ public enum ReadingExport {
     /// A Nightscout "BG Check" treatment for one reading (the same readings as entries):
     /// `{"eventType": "BG Check", "glucose": <value>, "glucoseType": "Finger", "units": "mg/dl" or
     /// "mmol", "created_at": <ISO 8601 with the reading's offset>, "enteredBy": "sugard"}`.
-    public static func nightscoutTreatment(_ r: JSONValue, unit: Wire.Unit) -> JSONValue? {
-        guard let (mgdL, _, local, _) = self.nightscoutFacts(r) else { return nil }
-        let mmolL = r["mmolL"]?.doubleValue ?? mgdL / glucoseMolarMass
+    public static func nightscoutTreatment(_ r: Wire.CompactReading, unit: Wire.Unit) -> JSONValue? {
+        guard let mgdL = self.nightscoutGlucose(r) else { return nil }
+        let mmolL = r.mmolL ?? mgdL / glucoseMolarMass
         let treatment: JSONObject = [
             "eventType": "BG Check",
             "glucose": unit == .mgdl ? .int(Int64(mgdL.rounded())) : .double((mmolL * 10).rounded() / 10),
             "glucoseType": "Finger",
             "units": unit == .mgdl ? "mg/dl" : "mmol",
-            "created_at": .string(local),
+            "created_at": .string(r.time.local),
             "enteredBy": "sugard",
         ]
         return .object(treatment)
     }
 
-    /// mg/dL, epoch ms, the local ISO 8601 time and the UTC offset in minutes of a reading that can
-    /// be a Nightscout entry.
-    private static func nightscoutFacts(_ r: JSONValue) -> (Double, Int64, String, Int64)? {
-        let flags = r["flags"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        guard let mgdL = r["mgdL"]?.doubleValue, !flags.contains("controlSolution"), !flags.contains("ketone"),
-            let millis = r["time"]?["epochMillis"]?.intValue
-        else { return nil }
-        let offset = r["time"]?["utcOffsetMinutes"]?.intValue ?? 0
-        guard let local = r["time"]?["local"]?.stringValue ?? r["time"]?["iso"]?.stringValue else { return nil }
-        return (mgdL, millis, local, offset)
+    /// The mg/dL of a reading that can be a Nightscout entry: a glucose value, not a control
+    /// solution test, not a ketone record.
+    private static func nightscoutGlucose(_ r: Wire.CompactReading) -> Double? {
+        guard let mgdL = r.mgdL, !r.flags.contains("controlSolution"), !r.flags.contains("ketone") else { return nil }
+        return mgdL
     }
 
     /// `<meter>/<epoch>/<sequence>`: stable across exports and re-syncs.
-    public static func identifier(_ reading: JSONValue) -> String {
-        let meter = reading["meter"]?.stringValue ?? "unknown"
-        let epoch = reading["epoch"]?.intValue ?? 0
-        let seq = reading["sequenceNumber"]?.intValue ?? -1
-        return "\(meter)/\(epoch)/\(seq)"
+    public static func identifier(meter: String, epoch: Int64, sequenceNumber: Int64) -> String {
+        "\(meter)/\(epoch)/\(sequenceNumber)"
     }
 
-    static func text(_ value: JSONValue?) -> String {
-        switch value {
-        case .string(let s): s
-        case .int(let i): String(i)
-        case .double(let d): JSONValue.double(d).serialized()
-        case .bool(let b): b ? "true" : "false"
-        default: ""
-        }
+    /// ``identifier(meter:epoch:sequenceNumber:)`` of a reading.
+    public static func identifier(_ r: Wire.Reading) -> String {
+        self.identifier(meter: r.meter, epoch: r.epoch, sequenceNumber: r.sequenceNumber)
     }
 
-    static func number(_ value: JSONValue?, digits: Int) -> String {
-        guard let d = value?.doubleValue else { return "" }
-        return self.formatted(d, digits: digits)
+    /// ``identifier(meter:epoch:sequenceNumber:)`` of a compact reading.
+    public static func identifier(_ r: Wire.CompactReading) -> String {
+        self.identifier(meter: r.meter, epoch: r.epoch, sequenceNumber: r.sequenceNumber)
+    }
+
+    static func number(_ value: Double?, digits: Int) -> String {
+        guard let value else { return "" }
+        return self.formatted(value, digits: digits)
     }
 
     /// Fixed-point text without Foundation: `formatted(5.55, digits: 1)` is "5.6".

@@ -26,16 +26,9 @@ extension Wire {
             }
         }
 
-        /// A Glucose Profile enum value: `{"code", "name"}`.
-        public struct Coded: Sendable, Hashable {
-            public var code: Int64
-            public var name: String
-
-            public init(code: Int64, name: String) {
-                self.code = code
-                self.name = name
-            }
-        }
+        /// A Glucose Profile enum value (the interface's `Coded`), written `{"code", "name"}` here as
+        /// the full reading object has it.
+        public typealias Coded = Wire.Coded
 
         public var id: Int64
         public var meter: String
@@ -67,6 +60,18 @@ extension Wire {
             self.sampleLocation = sampleLocation
             self.meal = meal
             self.person = person
+        }
+
+        /// The compact form of a full reading (`ListReadings`' object): the same values for the keys
+        /// the compact form carries, so exports and payloads read one type.
+        public init(_ reading: Reading) {
+            self.init(
+                id: reading.id, meter: reading.meter, epoch: reading.epoch, sequenceNumber: reading.sequenceNumber,
+                time: Time(
+                    iso: reading.time.iso, epochMillis: reading.time.epochMillis, local: reading.time.local,
+                    utcOffsetMinutes: reading.time.utcOffsetMinutes),
+                mgdL: reading.mgdL, mmolL: reading.mmolL, flags: reading.flags, type: reading.sampleType,
+                sampleLocation: reading.sampleLocation, meal: reading.meal, person: reading.person)
         }
 
         // MARK: Writing
@@ -217,7 +222,7 @@ extension Wire {
                 }
                 return true
             }
-            return Coded(code: try WireByteFields.present(code, "code"), name: try WireByteFields.present(name, "name"))
+            return Coded(name: try WireByteFields.present(name, "name"), code: try WireByteFields.present(code, "code"))
         }
 
         /// `context`: its meal, or nil when it has none.

@@ -22,9 +22,15 @@ extension Wire {
         public var storedAt: Instant
         /// The decoded Measurement Context (`sugarctl decode context --json`), or nil.
         public var context: JSONObject?
-        /// The context's meal name (`preprandial`, ...), when the context carries a meal.
-        public var mealName: String?
+        /// The measurement's sample type and location (`type`, `sampleLocation`), when it says.
+        public var sampleType: Coded?
+        public var sampleLocation: Coded?
+        /// The context's meal (`preprandial`, ...), when the context carries one.
+        public var meal: Coded?
         public var person: String?
+
+        /// The meal's name, when the context carries a meal.
+        public var mealName: String? { self.meal?.name }
 
         /// A stored reading as the daemon sends it: `profile` is the Glucose Profile's own form of
         /// its measurement (with `sequenceNumber`), the stored facts are set on top of it in this
@@ -58,7 +64,9 @@ extension Wire {
             self.time = time
             self.storedAt = storedAt
             self.context = context
-            self.mealName = context.flatMap { try? Self.mealName(in: $0) }
+            self.sampleType = try? WireFields(.object(profile)).optional("type")
+            self.sampleLocation = try? WireFields(.object(profile)).optional("sampleLocation")
+            self.meal = context.flatMap { try? Self.meal(in: $0) }
             self.person = person
         }
 
@@ -76,14 +84,19 @@ extension Wire {
             self.time = try f.required("time")
             self.storedAt = try f.required("storedAt")
             self.context = try f.optional("context")
+            self.sampleType = try f.optional("type")
+            self.sampleLocation = try f.optional("sampleLocation")
             self.person = try f.optional("person")
-            if let context = self.context { self.mealName = try Self.mealName(in: context) }
+            if let context = self.context { self.meal = try Self.meal(in: context) }
         }
 
-        /// The meal name of a decoded Measurement Context, when it carries a meal.
-        static func mealName(in context: JSONObject) throws(WireError) -> String? {
-            let meal: Named? = try WireFields(.object(context)).optional("meal")
-            return meal?.name
+        /// The meal of a decoded Measurement Context, when it carries one.
+        static func meal(in context: JSONObject) throws(WireError) -> Coded? {
+            do throws(WireError) {
+                return try WireFields(.object(context)).optional("meal")
+            } catch {
+                throw error.within("context")
+            }
         }
 
         public var json: JSONValue { .object(self.object) }
@@ -154,17 +167,4 @@ extension Wire {
         }
     }
 
-    /// A Glucose Profile enum value as the profile's decoder writes it: `{"code", "name"}`.
-    struct Named: WireValue {
-        var code: Int64
-        var name: String
-
-        init(json: JSONValue) throws(WireError) {
-            let f = try WireFields(json)
-            self.code = try f.required("code")
-            self.name = try f.required("name")
-        }
-
-        var json: JSONValue { ["code": .int(self.code), "name": .string(self.name)] }
-    }
 }

@@ -5,6 +5,7 @@ import JSON
 import Locking
 import MQTT
 import SugarForward
+import SugarWire
 import Varlink
 
 #if canImport(Glibc)
@@ -203,15 +204,14 @@ enum ForwardBenchmark {
         let client = try VarlinkClient(socketPath: socket)
         defer { client.close() }
         var latencies: [Double] = []
-        var all: [JSONValue] = []
+        var all: [Wire.Reading] = []
         for try await reply in client.callMore("io.sugard.HealthDataSync.ListReadings", ["limit": .int(Int64(count + 10_000))]) {
-            all += reply["readings"]?.arrayValue ?? []
+            all += try Wire.Reading.list(try Wire.ReadingsReply(json: .object(reply)).readings)
         }
         let seen = arrivals.withLock { $0 }
-        for reading in all where reading["meter"]?.stringValue == liveMeter {
-            let id = ForwardTopics.payload(reading)["id"]?.stringValue ?? ""
-            guard let at = seen[id], let stored = reading["storedAt"]?["epochMillis"]?.intValue else { continue }
-            latencies.append(Double(at - stored * 1000) / 1000)
+        for reading in all where reading.meter == liveMeter {
+            guard let at = seen[ReadingExport.identifier(reading)] else { continue }
+            latencies.append(Double(at - reading.storedAt.epochMillis * 1000) / 1000)
         }
         latencies.sort()
         func percentile(_ p: Double) -> Double {
@@ -224,8 +224,8 @@ enum ForwardBenchmark {
         let topics = ForwardTopics(config: config)
         var lines = ""
         var published = 0
-        for reading in all where reading["meter"]?.stringValue != liveMeter && published < count {
-            lines += topics.reading(reading["meter"]?.stringValue ?? "") + "\t" + ForwardTopics.payload(reading).serialized() + "\n"
+        for reading in all where reading.meter != liveMeter && published < count {
+            lines += topics.reading(reading.meter) + "\t" + String(decoding: ForwardTopics.payloadBytes(Wire.CompactReading(reading)), as: UTF8.self) + "\n"
             published += 1
         }
         try writeText(dir + "/payloads.txt", lines)

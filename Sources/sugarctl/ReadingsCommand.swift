@@ -70,9 +70,9 @@ enum ReadingsCommand {
             case "json":
                 writeStdout(JSONValue.array(readings).prettySerialized() + "\n")
             case "csv":
-                writeStdout(ReadingExport.csv(readings))
+                writeStdout(ReadingExport.csv(try Daemon.readings(objects, method: "ListReadings")))
             case "nightscout":
-                let (entries, skipped) = ReadingExport.nightscout(readings)
+                let (entries, skipped) = ReadingExport.nightscout(try Daemon.readings(objects, method: "ListReadings"))
                 writeStdout(entries.prettySerialized() + "\n")
                 if skipped > 0 {
                     writeStderr("sugarctl: skipped \(skipped) of \(readings.count) readings Nightscout entries cannot carry (control solution, ketone, HI/LO or no value).\n")
@@ -80,9 +80,9 @@ enum ReadingsCommand {
             case "fhir":
                 // The Devices carry each meter's manufacturer, model and serial number.
                 let listed = try await daemon.call("ListMeters", as: Wire.MetersReply.self)
-                var meters: [String: JSONValue] = [:]
-                for entry in listed.meters { meters[entry.id] = entry.identity.json }
-                let (bundle, skipped) = ReadingExport.fhir(readings, meters: meters, unit: unit)
+                var meters: [String: Wire.MeterIdentity] = [:]
+                for entry in listed.meters { meters[entry.id] = entry.identity }
+                let (bundle, skipped) = ReadingExport.fhir(try Daemon.readings(objects, method: "ListReadings"), meters: meters, unit: unit)
                 writeStdout(bundle.prettySerialized() + "\n")
                 if skipped > 0 {
                     writeStderr("sugarctl: skipped \(skipped) of \(readings.count) readings that are not glucose observations (control solution, ketone).\n")

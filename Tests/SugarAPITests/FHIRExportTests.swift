@@ -131,7 +131,7 @@ import Testing
             #expect(
                 mmol["entry"]?.arrayValue?.last?["resource"]?["code"]?["coding"]?.arrayValue?.first?["code"] == "14743-9")
             let listed = try await f.call(api + "ListReadings", ["meter": .string(a), "limit": 1])
-            let id = ReadingExport.identifier(try #require(listed["readings"]?.arrayValue?.first))
+            let id = ReadingExport.identifier(try Wire.Reading(json: try #require(listed["readings"]?.arrayValue?.first)))
             let python = try await runProcess(
                 "/usr/bin/env",
                 [
@@ -145,10 +145,16 @@ import Testing
 
     /// The validator itself says no to a broken Bundle (so the check above can fail).
     @Test func theValidatorRejectsABrokenBundle() async throws {
-        let (bundle, _) = ReadingExport.fhir(
-            [["meter": "C0:26:DA:01:02:03", "epoch": 0, "sequenceNumber": 1, "mgdL": 99, "mmolL": 5.5, "flags": [],
-              "time": ["iso": "2024-03-31T01:30:00Z", "epochMillis": 1_711_848_600_000, "local": "2024-03-31T03:30:00+02:00"]]],
-            meters: [:], unit: .mgdl)
+        let reading = try Wire.Reading(json: [
+            "id": 1, "meter": "C0:26:DA:01:02:03", "epoch": 0, "sequenceNumber": 1, "mgdL": 99, "mmolL": 5.5, "flags": [],
+            "time": [
+                "iso": "2024-03-31T01:30:00Z", "epochMillis": 1_711_848_600_000, "local": "2024-03-31T03:30:00+02:00",
+                "utcOffsetMinutes": 120, "zone": "Europe/Berlin", "method": "meterClock", "meterLocalTime": "2024-03-31T03:30:00",
+                "quirks": [],
+            ],
+            "storedAt": ["iso": "2024-03-31T01:31:00Z", "epochMillis": 1_711_848_660_000],
+        ])
+        let (bundle, _) = ReadingExport.fhir([reading], meters: [:], unit: .mgdl)
         #expect(try await Self.validate(bundle.serialized()).status == 0)
         // An Observation without its required status.
         let text = bundle.serialized()

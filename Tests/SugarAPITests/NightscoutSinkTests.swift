@@ -5,6 +5,7 @@ import HealthDataSync
 import JSON
 import NightscoutSink
 import SugarAPI
+import SugarWire
 import Testing
 import TestSupport
 
@@ -77,7 +78,8 @@ struct ListReadingsSource: NightscoutReadingSource {
     func readings(after cursor: Int64, limit: Int) async throws -> [SinkReading] {
         while !Task.isCancelled {
             let reply = try await self.fixture.call(api + "ListReadings", ["limit": 100_000])
-            let all = (reply["readings"]?.arrayValue ?? []).compactMap { r in r["id"]?.intValue.map { SinkReading(cursor: $0, reading: r) } }
+            let all = try Wire.Reading.list(try Wire.ReadingsReply(json: .object(reply)).readings)
+                .map { SinkReading(cursor: $0.id, reading: Wire.CompactReading($0)) }
                 .sorted { $0.cursor < $1.cursor }
             let after = all.filter { $0.cursor > cursor }
             if !after.isEmpty { return Array(after.prefix(limit)) }

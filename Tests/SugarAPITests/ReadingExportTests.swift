@@ -5,39 +5,43 @@ import SugarWire
 import Testing
 
 @Suite struct ReadingExportTests {
-    func reading(seq: Int, mgdL: Double?, flags: [String] = [], meter: String = "C0:26:DA:01:02:03") -> JSONValue {
-        [
-            "meter": .string(meter), "epoch": 0, "sequenceNumber": .int(Int64(seq)),
-            "userFacingTime": "2024-03-31T03:30:00",
-            "mgdL": .from(mgdL), "mmolL": .from(mgdL.map { $0 / GlucoseUnit.molarMass }),
+    /// A reading as ListReadings sends it, read as the exports take it.
+    func reading(seq: Int, mgdL: Double?, flags: [String] = [], meter: String = "C0:26:DA:01:02:03") throws -> Wire.Reading {
+        try Wire.Reading(json: [
+            "id": .int(Int64(seq)), "meter": .string(meter), "epoch": 0, "sequenceNumber": .int(Int64(seq)),
+            "mgdL": .from(mgdL), "mmolL": .from(mgdL.map { $0 / GlucoseUnit.molarMass }), "ketoneMmolL": .null,
             "type": ["code": 1, "name": "capillaryWholeBlood"],
             "sampleLocation": ["code": 1, "name": "finger"],
             "context": ["meal": ["code": 1, "name": "preprandial"]],
             "flags": .array(flags.map { .string($0) }),
             "time": ["iso": "2024-03-31T01:30:00Z", "epochMillis": 1_711_848_600_000,
-                     "local": "2024-03-31T03:30:00+02:00", "utcOffsetMinutes": 120],
-        ]
+                     "local": "2024-03-31T03:30:00+02:00", "utcOffsetMinutes": 120, "zone": "Europe/Berlin",
+                     "method": "meterClock", "meterLocalTime": "2024-03-31T03:30:00", "meterClockSkewSeconds": .null,
+                     "quirks": []],
+            "storedAt": ["iso": "2024-03-31T01:31:00Z", "epochMillis": 1_711_848_660_000],
+            "person": .null,
+        ])
     }
 
-    @Test func csvHasHeaderAndBothUnits() {
-        let text = ReadingExport.csv([self.reading(seq: 7, mgdL: 100, flags: ["timeFault"])])
+    @Test func csvHasHeaderAndBothUnits() throws {
+        let text = ReadingExport.csv([try self.reading(seq: 7, mgdL: 100, flags: ["timeFault"])])
         let lines = text.split(separator: "\r\n").map(String.init)
         #expect(lines.count == 2)
         #expect(lines[0].hasPrefix("reading_id,meter,sequence,measured_at_utc"))
         #expect(lines[1] == "C0:26:DA:01:02:03/0/7,C0:26:DA:01:02:03,7,2024-03-31T01:30:00Z,1711848600000,2024-03-31T03:30:00,120,100,5.6,,capillaryWholeBlood,finger,preprandial,false,timeFault,")
     }
 
-    @Test func csvQuotesFields() {
-        var r = self.reading(seq: 1, mgdL: 90)
-        if case .object(var o) = r { o["meter"] = "a,\"b\""; r = .object(o) }
+    @Test func csvQuotesFields() throws {
+        var r = try self.reading(seq: 1, mgdL: 90)
+        r.meter = "a,\"b\""
         #expect(ReadingExport.csv([r]).contains("\"a,\"\"b\"\"\""))
     }
 
-    @Test func nightscoutEntriesAreMgdLAndSkipNonGlucose() {
+    @Test func nightscoutEntriesAreMgdLAndSkipNonGlucose() throws {
         let (entries, skipped) = ReadingExport.nightscout([
-            self.reading(seq: 1, mgdL: 88.4),
-            self.reading(seq: 2, mgdL: nil, flags: ["lo"]),
-            self.reading(seq: 3, mgdL: 120, flags: ["controlSolution"]),
+            try self.reading(seq: 1, mgdL: 88.4),
+            try self.reading(seq: 2, mgdL: nil, flags: ["lo"]),
+            try self.reading(seq: 3, mgdL: 120, flags: ["controlSolution"]),
         ])
         #expect(skipped == 2)
         let list = entries.arrayValue ?? []
@@ -52,29 +56,32 @@ import Testing
         #expect(list.first?.objectValue.map { Set($0.keys) } == ["type", "mbg", "date", "dateString", "utcOffset", "sysTime", "device"])
     }
 
-    @Test func nightscoutTreatmentsAreBGChecksInTheConfiguredUnit() {
-        let mg = ReadingExport.nightscoutTreatment(self.reading(seq: 1, mgdL: 88.4), unit: .mgdl)
+    @Test func nightscoutTreatmentsAreBGChecksInTheConfiguredUnit() throws {
+        func compact(seq: Int, mgdL: Double?, flags: [String] = []) throws -> Wire.CompactReading {
+            Wire.CompactReading(try self.reading(seq: seq, mgdL: mgdL, flags: flags))
+        }
+        let mg = ReadingExport.nightscoutTreatment(try compact(seq: 1, mgdL: 88.4), unit: .mgdl)
         #expect(mg == [
             "eventType": "BG Check", "glucose": 88, "glucoseType": "Finger", "units": "mg/dl",
             "created_at": "2024-03-31T03:30:00+02:00", "enteredBy": "sugard",
         ])
-        let mmol = ReadingExport.nightscoutTreatment(self.reading(seq: 1, mgdL: 88.4), unit: .mmol)
+        let mmol = ReadingExport.nightscoutTreatment(try compact(seq: 1, mgdL: 88.4), unit: .mmol)
         #expect(mmol?["glucose"] == .double(4.9))
         #expect(mmol?["units"] == "mmol")
-        #expect(ReadingExport.nightscoutTreatment(self.reading(seq: 2, mgdL: nil, flags: ["hi"]), unit: .mgdl) == nil)
-        #expect(ReadingExport.nightscoutTreatment(self.reading(seq: 3, mgdL: 99, flags: ["controlSolution"]), unit: .mgdl) == nil)
+        #expect(ReadingExport.nightscoutTreatment(try compact(seq: 2, mgdL: nil, flags: ["hi"]), unit: .mgdl) == nil)
+        #expect(ReadingExport.nightscoutTreatment(try compact(seq: 3, mgdL: 99, flags: ["controlSolution"]), unit: .mgdl) == nil)
     }
 
-    func typed(_ r: JSONValue, type: Int64, context: JSONValue? = nil) -> JSONValue {
-        guard case .object(var o) = r else { return r }
-        o["type"] = ["code": .int(type), "name": "x"]
-        if let context { o["context"] = context }
-        return .object(o)
+    func typed(_ r: Wire.Reading, type: Int64, context: JSONObject? = nil) -> Wire.Reading {
+        var r = r
+        r.sampleType = Wire.Coded(name: "x", code: type)
+        if let context { r.context = context }
+        return r
     }
 
     /// LOINC follows the sample type and the unit; context becomes components; LO keeps no number.
     @Test func fhirCodesFollowSampleTypeUnitAndContext() throws {
-        let base = self.reading(seq: 1, mgdL: 99)
+        let base = try self.reading(seq: 1, mgdL: 99)
         let cases: [(Int64, Wire.Unit, String)] = [
             (1, .mgdl, "41653-7"), (1, .mmol, "14743-9"), (2, .mgdl, "2345-7"), (2, .mmol, "14749-6"),
             (4, .mgdl, "2345-7"), (3, .mgdl, "2339-0"), (7, .mmol, "15074-8"), (9, .mmol, "99504-3"),
@@ -89,7 +96,7 @@ import Testing
         #expect(mmol["entry"]?.arrayValue?.last?["resource"]?["valueQuantity"]?["value"] == .double(5.5))
         #expect(mmol["entry"]?.arrayValue?.last?["resource"]?["valueQuantity"]?["code"] == "mmol/L")
 
-        let context: JSONValue = [
+        let context: JSONObject = [
             "meal": ["code": 2, "name": "postprandial"], "tester": ["code": 1, "name": "self"],
             "carbohydrate": ["id": ["code": 2, "name": "lunch"], "kg": 0.045], "hba1cPercent": 6.8,
         ]
@@ -101,7 +108,7 @@ import Testing
         #expect(components.contains { $0["valueQuantity"]?["value"] == .double(45) && $0["valueQuantity"]?["code"] == "g" })
         #expect(components.count == 4)
 
-        let (lo, _) = ReadingExport.fhir([self.reading(seq: 2, mgdL: nil, flags: ["lo"])], meters: [:], unit: .mgdl)
+        let (lo, _) = ReadingExport.fhir([try self.reading(seq: 2, mgdL: nil, flags: ["lo"])], meters: [:], unit: .mgdl)
         let obs = try #require(lo["entry"]?.arrayValue?.last?["resource"])
         #expect(obs["valueQuantity"] == nil)
         #expect(obs["dataAbsentReason"]?["coding"]?.arrayValue?.first?["code"] == "negative-infinity")
