@@ -6,42 +6,10 @@ import TestSupport
 /// Runs the built `sugarctl` binary as a subprocess and checks the `decode` contract: exit statuses,
 /// JSON keys on stdout, one line on stderr and nothing on stdout for bad data.
 @Suite struct SugarctlDecodeTests {
-    struct Output {
-        var status: Int32
-        var stdout: String
-        var stderr: String
-    }
+    typealias Output = ProcessResult
 
-    /// The sugarctl next to the test bundle (same build directory), else the package's .build/debug.
-    static func sugarctlURL() throws -> URL {
-        var candidates: [URL] = []
-        let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        candidates.append(testBinary.deletingLastPathComponent().appendingPathComponent("sugarctl"))
-        candidates.append(Bundle.main.bundleURL.appendingPathComponent("sugarctl"))
-        let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        candidates.append(packageRoot.appendingPathComponent(".build/debug/sugarctl"))
-        let found = candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }
-        return try #require(found, "sugarctl not built; run `swift build` first (looked in \(candidates.map(\.path)))")
-    }
-
-    static func run(_ arguments: [String]) throws -> Output {
-        let process = Process()
-        process.executableURL = try sugarctlURL()
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        // Outputs are small; reading to EOF before waiting cannot deadlock on a full pipe here.
-        let stdout = out.fileHandleForReading.readAllRetryingInterrupts()
-        let stderr = err.fileHandleForReading.readAllRetryingInterrupts()
-        process.waitUntilExit()
-        return Output(
-            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-            stderr: String(decoding: stderr, as: UTF8.self))
-    }
+    /// The built sugarctl, run to its end.
+    static func run(_ arguments: [String]) throws -> Output { try runBuilt("sugarctl", arguments) }
 
     @Test func measurementJSON() throws {
         let result = try Self.run(["decode", "measurement", "0x1b 04:00 e3 07 02 1b 0b 0a 1e 3c 00 58 b0 12 40 00", "--json"])

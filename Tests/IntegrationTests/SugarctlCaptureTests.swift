@@ -8,42 +8,10 @@ import TestSupport
 
 /// Runs the built `sugarctl` and checks the `capture inspect` contract.
 @Suite struct SugarctlCaptureTests {
-    struct Output {
-        var status: Int32
-        var stdout: String
-        var stderr: String
-    }
+    typealias Output = ProcessResult
 
-    static func sugarctl() throws -> URL {
-        let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        let candidates = [
-            testBinary.deletingLastPathComponent().appendingPathComponent("sugarctl"),
-            Bundle.main.bundleURL.appendingPathComponent("sugarctl"),
-            packageRoot.appendingPathComponent(".build/debug/sugarctl"),
-        ]
-        let found = candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }
-        return try #require(found, "sugarctl not built; run `swift build` first")
-    }
-
-    static func run(_ arguments: [String]) throws -> Output {
-        let process = Process()
-        process.executableURL = try sugarctl()
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        // stderr stays small (one line at most), so reading stdout first cannot deadlock.
-        let stdout = out.fileHandleForReading.readAllRetryingInterrupts()
-        let stderr = err.fileHandleForReading.readAllRetryingInterrupts()
-        process.waitUntilExit()
-        return Output(
-            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-            stderr: String(decoding: stderr, as: UTF8.self))
-    }
+    /// The built sugarctl, run to its end.
+    static func run(_ arguments: [String]) throws -> Output { try runBuilt("sugarctl", arguments) }
 
     @Test(arguments: FixtureMeter.allCases.map(\.rawValue))
     func jsonMatchesTheExpectedDecode(name: String) throws {

@@ -3,6 +3,7 @@ import JSON
 import PacketCapture
 import ReplayTransport
 import Testing
+import TestSupport
 
 /// The built `sugarctl capture redact` and `capture record` from the outside: exit statuses, and the
 /// redacted fixtures inspecting the same as the originals.

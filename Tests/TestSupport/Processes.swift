@@ -199,3 +199,22 @@ package func sanitizerEnvironment() -> [String: String] {
 package func environmentValue(_ name: String) -> String? {
     getenv(name).map { String(cString: $0) }
 }
+
+/// Runs a built program (``builtProduct(_:)``) to its end with Foundation's `Process`, for short
+/// runs whose stderr stays small (stdout is read to its end first, then stderr).
+package func runBuilt(_ name: String, _ arguments: [String]) throws -> ProcessResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: try builtProduct(name))
+    process.arguments = arguments
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let stdout = out.fileHandleForReading.readAllRetryingInterrupts()
+    let stderr = err.fileHandleForReading.readAllRetryingInterrupts()
+    process.waitUntilExit()
+    return ProcessResult(
+        status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+        stderr: String(decoding: stderr, as: UTF8.self))
+}
