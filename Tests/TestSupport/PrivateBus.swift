@@ -113,5 +113,12 @@ package final class PrivateBus: @unchecked Sendable {
 /// The last `bytes` of a text file, or "(no log)".
 package func tail(_ path: String, bytes: Int = 12_000) -> String {
     guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return "(no log)" }
-    return String(text.suffix(bytes))
+    let end = String(text.suffix(bytes))
+    // A program run under a sanitizer writes its reports where they happen, often long before the
+    // tail (a race at start-up, reported only as "reported N warnings" at exit): show them first.
+    let tailStart = text.index(text.endIndex, offsetBy: -min(bytes, text.count))
+    guard let first = text.range(of: "WARNING: ThreadSanitizer") ?? text.range(of: "ERROR: AddressSanitizer"),
+        first.lowerBound < tailStart
+    else { return end }
+    return "--- sanitizer reports (from the first):\n\(text[first.lowerBound...].prefix(40_000))\n--- log tail:\n\(end)"
 }
