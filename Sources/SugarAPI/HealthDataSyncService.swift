@@ -271,15 +271,15 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     // MARK: Methods
 
     private func getStatus(_ replier: VarlinkReplier) async {
-        let snapshot = self.backend.models.viewModel.snapshot()
-        guard let state = Wire.State(snapshot) else { fatalError("Internal inconsistency: a full snapshot lacks a field") }
+        let (state, revision, revisions) = self.backend.models.viewModel.stateWithRevisions()
         // People come from the database; when it cannot be read, the state (with its storage
         // error) still goes out, without them.
         let people = (try? await self.backend.store.people()).map { people in
             WireMap(people.sorted(by: { $0.key < $1.key }).map { (key: $0.key.rawValue, value: $0.value) })
         }
         let reply = Wire.StatusReply(
-            revision: Int64(truncatingIfNeeded: snapshot.globalRevision), revisions: WireMap(revisionsOf: snapshot), state: state,
+            revision: Int64(truncatingIfNeeded: revision),
+            revisions: WireMap(revisions: ViewState.Field.allCases.map { ($0, revisions[$0] ?? 0) }), state: Wire.State(state),
             unit: Wire.Unit(self.unit), people: people)
         replier.reply(Self.parameters(reply))
     }

@@ -194,19 +194,6 @@ extension Wire.State {
             lastReading: state.lastReading.map(Wire.LastReading.init), readingCount: Int64(state.readingCount),
             sync: Wire.SyncOverview(state.sync), errors: state.errors.map(Wire.ReportedError.init))
     }
-
-    /// The view model as a snapshot of its fields has it; nil unless the snapshot has every field.
-    public init?(_ snapshot: WatchMessage<ViewState>) {
-        guard case .daemon(let daemon)? = snapshot[.daemon], case .adapter(let adapter)? = snapshot[.adapter],
-            case .meters(let meters)? = snapshot[.meters], case .lastReading(let lastReading)? = snapshot[.lastReading],
-            case .readingCount(let readingCount)? = snapshot[.readingCount], case .sync(let sync)? = snapshot[.sync],
-            case .errors(let errors)? = snapshot[.errors]
-        else { return nil }
-        self.init(
-            daemon: Wire.Daemon(daemon), adapter: Wire.Adapter(adapter), meters: meters.map(Wire.Meter.init),
-            lastReading: lastReading.map(Wire.LastReading.init), readingCount: Int64(readingCount), sync: Wire.SyncOverview(sync),
-            errors: errors.map(Wire.ReportedError.init))
-    }
 }
 
 // MARK: Watch
@@ -249,13 +236,12 @@ extension MeterState.Value: WireFieldValue {
 extension WireMap<Int64> {
     /// The revision of each field of `message`, in declaration order.
     public init<State: ObservableState>(revisionsOf message: WatchMessage<State>) {
-        var entries: [(key: String, value: Int64)] = []
-        entries.reserveCapacity(message.fields.count)
-        for field in State.Field.allCases {
-            guard let update = message.fields[field] else { continue }
-            entries.append((field.rawValue, Int64(truncatingIfNeeded: update.revision)))
-        }
-        self.init(entries)
+        self.init(revisions: State.Field.allCases.compactMap { field in message.fields[field].map { (field, $0.revision) } })
+    }
+
+    /// Revisions of fields, in the order given, under the fields' wire names.
+    public init<Field: RawRepresentable>(revisions: [(Field, UInt64)]) where Field.RawValue == String {
+        self.init(revisions.map { (key: $0.0.rawValue, value: Int64(truncatingIfNeeded: $0.1)) })
     }
 }
 

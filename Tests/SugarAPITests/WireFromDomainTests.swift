@@ -88,10 +88,13 @@ import Testing
         // Serialized text parses back to the same text (integral doubles come back as integers).
         #expect(try JSONValue(parsing: json.serialized()).serialized() == json.serialized())
 
-        // GetStatus builds its state from a snapshot of every field: the same value; a partial
-        // snapshot is no State.
-        #expect(Wire.State(store.viewModel.snapshot()) == Wire.State(store.viewModel.state))
-        #expect(Wire.State(store.viewModel.snapshot(fields: [.readingCount])) == nil)
+        // GetStatus reads the state with its revisions at once: the same state, and the revisions a
+        // snapshot of every field carries.
+        let (state, revision, revisions) = store.viewModel.stateWithRevisions()
+        let all = store.viewModel.snapshot()
+        #expect(Wire.WatchReply(all).json["fields"] == Wire.State(state).json, "the state's and its fields' wire forms agree")
+        #expect(revision == all.globalRevision)
+        #expect(WireMap(revisions: ViewState.Field.allCases.map { ($0, revisions[$0] ?? 0) }).json == WireMap(revisionsOf: all).json)
 
         // A watch message: only its fields, with revisions.
         let watcher = store.viewModel.watch(fields: [.readingCount, .lastReading])

@@ -116,6 +116,12 @@ public final class ObservableModel<State: ObservableState>: Sendable {
         self.core.withLock { $0.revisions[field] ?? 0 }
     }
 
+    /// The whole state with the global revision and each field's revision (0: never changed), read
+    /// under one lock (what `GetStatus` sends).
+    public func stateWithRevisions() -> (state: State, revision: UInt64, revisions: [State.Field: UInt64]) {
+        self.core.withLock { ($0.state, $0.revision, $0.revisions) }
+    }
+
     /// A consistent snapshot of some fields (nil: all) as a message with generation 0, for
     /// one-shot reads such as Varlink `GetState`.
     public func snapshot(fields: Set<State.Field>? = nil) -> WatchMessage<State> {
