@@ -40,6 +40,10 @@ public struct MQTTOptions: Sendable {
     public var slowRetry: Double = 30
     /// A connect that has no CONNACK after this many seconds is given up and retried.
     public var connectTimeout: Double = 10
+    /// At most this many QoS 1 publishes with a token are handed to the broker unacknowledged
+    /// (0: no limit). The rest wait in the client, in order, and go out from the client's own
+    /// thread as PUBACKs come in, without a round trip through the owner.
+    public var maxInFlight = 0
 
     public init(host: String, port: Int32, clientID: String) {
         self.host = host
@@ -55,7 +59,8 @@ public enum MQTTEvent: Sendable, Equatable {
     /// A connect failed or the connection ended; the next attempt comes in `retryIn` seconds.
     /// `permanent` marks failures retrying soon cannot fix (credentials, TLS, unknown host).
     case disconnected(reason: String, permanent: Bool, retryIn: Double)
-    /// PUBACKs for these publish tokens arrived (QoS 1), in arrival order.
+    /// PUBACKs for these publish tokens arrived (QoS 1), in arrival order. Reported in batches:
+    /// when the client's thread has nothing else to do, or after 128 of them or 2 ms.
     case acknowledged(tokens: [Int64], session: Int)
     case message(topic: String, payload: [UInt8])
 }
@@ -138,6 +143,13 @@ private func monotonicSeconds() -> Double {
     return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
 }
 
+/// A publish waiting for room in the in-flight window.
+private struct Waiting {
+    var message: MQTTMessage
+    var token: Int64
+    var session: Int
+}
+
 /// The thread's state. `queue` is shared (locked); everything else belongs to the thread.
 private final class Core: @unchecked Sendable {
     let options: MQTTOptions
@@ -153,6 +165,11 @@ private final class Core: @unchecked Sendable {
     var connectStarted = 0.0
     var tokens: [Int32: Int64] = [:]
     var acked: [Int64] = []
+    /// When `acked` was last reported (monotonic seconds).
+    var ackedReported = 0.0
+    /// Publishes waiting for the window, oldest first from `waitingHead`.
+    var waiting: [Waiting] = []
+    var waitingHead = 0
     var failure: (reason: String, permanent: Bool)?
     var messages: [(String, [UInt8])] = []
     var delay: Double
@@ -180,8 +197,9 @@ private final class Core: @unchecked Sendable {
     }
 
     private func drainWake() {
-        var buffer = [UInt8](repeating: 0, count: 256)
-        while buffer.withUnsafeMutableBytes({ Glibc.read(self.wake.read, $0.baseAddress, $0.count) }) > 0 {}
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 256) { buffer in
+            while Glibc.read(self.wake.read, buffer.baseAddress, buffer.count) > 0 {}
+        }
     }
 
     /// Waits up to `seconds` for the wake pipe and, when connected, the broker socket.
@@ -219,13 +237,21 @@ private final class Core: @unchecked Sendable {
                     continue
                 }
             }
-            let ready = self.wait(seconds: 1)
+            // Acknowledgements are reported once nothing else is ready (a poll that would block),
+            // or after 128 of them or 2 ms of continuous work: one event per burst, not per PUBACK.
+            var ready = self.wait(seconds: self.acked.isEmpty ? 1 : 0)
+            if !self.acked.isEmpty, !ready.wake, !ready.readable, !ready.writable {
+                self.reportAcknowledged()
+                ready = self.wait(seconds: 1)
+            }
             guard let mosq = self.mosq else { continue }
             if ready.wake, self.handleCommands() { return }
             if self.failure == nil, ready.readable {
                 let rc = mosquitto_loop_read(mosq, 256)
                 if rc != MOSQ_ERR_SUCCESS.rawValue { self.noteLoopError(rc) }
             }
+            // PUBACKs made room: the next waiting publishes go out now, from this thread.
+            self.publishWaiting()
             if self.failure == nil, ready.writable || mosquitto_want_write(mosq) {
                 let rc = mosquitto_loop_write(mosq, 256)
                 if rc != MOSQ_ERR_SUCCESS.rawValue { self.noteLoopError(rc) }
@@ -234,9 +260,8 @@ private final class Core: @unchecked Sendable {
                 let rc = mosquitto_loop_misc(mosq)
                 if rc != MOSQ_ERR_SUCCESS.rawValue { self.noteLoopError(rc) }
             }
-            if !self.acked.isEmpty {
-                self.events(.acknowledged(tokens: self.acked, session: self.session))
-                self.acked.removeAll(keepingCapacity: true)
+            if self.acked.count >= 128 || (!self.acked.isEmpty && monotonicSeconds() - self.ackedReported >= 0.002) {
+                self.reportAcknowledged()
             }
             for (topic, payload) in self.messages { self.events(.message(topic: topic, payload: payload)) }
             self.messages.removeAll()
@@ -259,17 +284,8 @@ private final class Core: @unchecked Sendable {
         for command in commands {
             switch command {
             case .publish(let message, let token, let session):
-                guard let mosq = self.mosq, self.connected, session == self.session, self.failure == nil else { continue }
-                var mid: Int32 = 0
-                let rc = message.payload.withUnsafeBytes { bytes in
-                    mosquitto_publish_v5(
-                        mosq, &mid, message.topic, Int32(bytes.count), bytes.baseAddress, message.qos, message.retain, nil)
-                }
-                if rc != MOSQ_ERR_SUCCESS.rawValue {
-                    self.noteLoopError(rc)
-                } else if message.qos > 0, token >= 0 {
-                    self.tokens[mid] = token
-                }
+                guard self.mosq != nil, self.connected, session == self.session, self.failure == nil else { continue }
+                self.waiting.append(Waiting(message: message, token: token, session: session))
             case .stop(let last):
                 if let mosq = self.mosq, self.connected, self.failure == nil {
                     if let last {
@@ -289,7 +305,46 @@ private final class Core: @unchecked Sendable {
                 return true
             }
         }
+        self.publishWaiting()
         return false
+    }
+
+    /// Hands waiting publishes to libmosquitto, in order, while the window has room (a publish
+    /// without a token or at QoS 0 takes no room, but waits its turn behind the ones before it).
+    private func publishWaiting() {
+        let limit = self.options.maxInFlight > 0 ? self.options.maxInFlight : Int.max
+        while self.waitingHead < self.waiting.count, let mosq = self.mosq, self.failure == nil {
+            let next = self.waiting[self.waitingHead]
+            let counted = next.message.qos > 0 && next.token >= 0
+            if counted, self.tokens.count >= limit { break }
+            self.waitingHead += 1
+            guard self.connected, next.session == self.session else { continue }
+            var mid: Int32 = 0
+            let message = next.message
+            let rc = message.payload.withUnsafeBytes { bytes in
+                mosquitto_publish_v5(
+                    mosq, &mid, message.topic, Int32(bytes.count), bytes.baseAddress, message.qos, message.retain, nil)
+            }
+            if rc != MOSQ_ERR_SUCCESS.rawValue {
+                self.noteLoopError(rc)
+            } else if counted {
+                self.tokens[mid] = next.token
+            }
+        }
+        if self.waitingHead == self.waiting.count {
+            self.waiting.removeAll(keepingCapacity: true)
+            self.waitingHead = 0
+        } else if self.waitingHead >= 1024, self.waitingHead * 2 >= self.waiting.count {
+            self.waiting.removeFirst(self.waitingHead)
+            self.waitingHead = 0
+        }
+    }
+
+    private func reportAcknowledged() {
+        self.ackedReported = monotonicSeconds()
+        guard !self.acked.isEmpty else { return }
+        self.events(.acknowledged(tokens: self.acked, session: self.session))
+        self.acked.removeAll(keepingCapacity: true)
     }
 
     private func connect() {
@@ -379,6 +434,11 @@ private final class Core: @unchecked Sendable {
         self.connected = false
         self.failure = nil
         self.tokens = [:]
+        // What waited for the window belonged to the connection that ended: the owner sends it
+        // again after the next `connected`. PUBACKs that did arrive are still reported first.
+        self.waiting.removeAll()
+        self.waitingHead = 0
+        self.reportAcknowledged()
         let retry: Double
         if failure.permanent {
             retry = self.options.slowRetry
