@@ -1,0 +1,66 @@
+import Glibc
+import Locking
+import MQTT
+import Testing
+
+/// The MQTT client against a real mosquitto: its in-flight window holds publishes back in the
+/// client and sends them from its own thread as PUBACKs come in, in order, none lost.
+@Suite(.serialized) struct MQTTClientTests {
+    @Test func theWindowSendsEveryPublishInOrderAndReportsEveryAcknowledgement() async throws {
+        let rig = try ForwardRig()
+        var failed = true
+        defer { rig.cleanUp(keep: failed) }
+        try await rig.startBroker()
+        let count = 600
+
+        let received = Lock<[String]>([])
+        var subscriberOptions = MQTTOptions(host: "127.0.0.1", port: Int32(rig.port), clientID: "window-subscriber")
+        subscriberOptions.subscriptions = ["window/test"]
+        let subscribed = Lock(false)
+        let subscriber = MQTTClient(options: subscriberOptions) { event in
+            switch event {
+            case .connected: subscribed.withLock { $0 = true }
+            case .message(_, let payload): received.withLock { $0.append(String(decoding: payload, as: UTF8.self)) }
+            default: break
+            }
+        }
+        try subscriber.start()
+        defer { subscriber.stop() }
+        #expect(await eventually(within: 10) { subscribed.withLock { $0 } })
+        try await Task.sleep(for: .milliseconds(300))  // SUBACK
+
+        let session = Lock<Int?>(nil)
+        let acknowledged = Lock<[Int64]>([])
+        var options = MQTTOptions(host: "127.0.0.1", port: Int32(rig.port), clientID: "window-publisher")
+        options.maxInFlight = 4
+        let client = MQTTClient(options: options) { event in
+            switch event {
+            case .connected(let s): session.withLock { $0 = s }
+            case .acknowledged(let tokens, _):
+                acknowledged.withLock { $0 += tokens }
+            default: break
+            }
+        }
+        try client.start()
+        defer { client.stop() }
+        #expect(await eventually(within: 10) { session.withLock { $0 } != nil })
+        let s = try #require(session.withLock { $0 })
+        // All handed over at once: far more than the window (and the broker's receive maximum).
+        for i in 0..<count {
+            client.publish(MQTTMessage(topic: "window/test", payload: Array("\(i)".utf8)), token: Int64(i), session: s)
+        }
+        // A publish without a token (as the status message) waits its turn but takes no room.
+        client.publish(MQTTMessage(topic: "window/test", payload: Array("last".utf8)), session: s)
+
+        #expect(await eventually(within: 20) { acknowledged.withLock { $0.count } >= count })
+        #expect(acknowledged.withLock { $0 }.sorted() == (0..<Int64(count)).map { $0 })
+        #expect(Set(acknowledged.withLock { $0 }).count == count, "an acknowledgement was reported twice")
+        #expect(await eventually(within: 10) { received.withLock { $0.count } >= count + 1 })
+        #expect(received.withLock { $0 } == (0..<count).map { "\($0)" } + ["last"], "not every message, or not in order")
+        // A publish for a connection that is gone is dropped, not sent on the next one.
+        client.publish(MQTTMessage(topic: "window/test", payload: Array("stale".utf8)), token: 9999, session: s + 1)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!received.withLock { $0 }.contains("stale"))
+        failed = false
+    }
+}
