@@ -38,8 +38,9 @@ public struct SinkStatus: Sendable, Equatable {
 }
 
 /// sugard-forward's core: readings from the feed go out in commit order, at most `maxInFlight`
-/// unacknowledged at a time; the highest contiguously acknowledged cursor is saved; a lost
-/// connection re-sends everything unacknowledged, in order, on the next one.
+/// unacknowledged by the broker at a time (the MQTT client's window, refilled on its own thread
+/// as PUBACKs arrive); the highest contiguously acknowledged cursor is saved; a lost connection
+/// re-sends everything unacknowledged, in order, on the next one.
 ///
 /// All state below belongs to the one task running ``run()``; the feed and the MQTT thread only
 /// send it events.
@@ -59,9 +60,10 @@ public final class Forwarder: Sendable {
     let logger: Logger
     public let status: Lock<SinkStatus>
     let maxInFlight: Int
-    /// Acknowledged readings not saved durably yet (waiting, or in the running save) at which the
-    /// forwarder publishes nothing more until a save ends: with ``maxInFlight`` the most that can
-    /// arrive twice after a crash.
+    /// Readings handed to the MQTT client and not saved durably yet (unacknowledged, or
+    /// acknowledged and waiting for a save or in the running one) beyond ``maxInFlight``: with it,
+    /// the most that can arrive twice after a crash. At that many the forwarder hands over nothing
+    /// more until PUBACKs and a save make room.
     let maxUnsaved: Int
     let window: Window
     private let events: AsyncStream<Event>
@@ -107,6 +109,7 @@ public final class Forwarder: Sendable {
         options.caFile = self.config.mqttTLS ? self.config.mqttCAFile : nil
         options.will = MQTTMessage(topic: self.topics.status, payload: Array("offline".utf8), qos: 1, retain: true)
         if self.config.homeAssistantDiscovery { options.subscriptions = [self.topics.homeAssistantStatus] }
+        options.maxInFlight = self.maxInFlight
         let continuation = self.continuation
         let client = MQTTClient(options: options) { continuation.yield(.mqtt($0)) }
         do {
@@ -123,9 +126,13 @@ public final class Forwarder: Sendable {
             flushTask?.cancel()
         }
 
+        // Readings held, oldest first from `head` (delivered ones before it are dropped in bulk,
+        // not one shift of the whole array per acknowledgement).
         var entries: [Entry] = []
+        var head = 0
         var nextToSend = 0
-        var inFlight = 0
+        // Handed to the MQTT client and not acknowledged yet.
+        var handed = 0
         var session: Int?
         var meters: [String: Wire.MeterIdentity?] = [:]
         var stateCursor: [String: Int64] = [:]
@@ -152,20 +159,21 @@ public final class Forwarder: Sendable {
         }
         func send() {
             guard let session else { return }
-            while inFlight < self.maxInFlight, unsaved + saving < self.maxUnsaved, nextToSend < entries.count {
-                let entry = entries[nextToSend]
-                let topic = topics(entry.meter)
+            while handed + unsaved + saving < self.maxInFlight + self.maxUnsaved, nextToSend < entries.count {
+                let updatesState = entries[nextToSend].updatesState
+                let cursor = entries[nextToSend].cursor
+                let topic = topics(entries[nextToSend].meter)
                 client.publish(
-                    MQTTMessage(topic: topic.reading, payload: entry.payload, qos: 1, retain: false),
-                    token: entry.cursor << 1, session: session)
-                if entry.updatesState {
+                    MQTTMessage(topic: topic.reading, payload: entries[nextToSend].payload, qos: 1, retain: false),
+                    token: cursor << 1, session: session)
+                if updatesState {
                     client.publish(
-                        MQTTMessage(topic: topic.state, payload: entry.payload, qos: 1, retain: true),
-                        token: entry.cursor << 1 | 1, session: session)
+                        MQTTMessage(topic: topic.state, payload: entries[nextToSend].payload, qos: 1, retain: true),
+                        token: cursor << 1 | 1, session: session)
                 }
                 entries[nextToSend].sent = true
-                entries[nextToSend].outstanding = entry.updatesState ? 2 : 1
-                inFlight += 1
+                entries[nextToSend].outstanding = updatesState ? 2 : 1
+                handed += 1
                 nextToSend += 1
             }
         }
@@ -175,7 +183,7 @@ public final class Forwarder: Sendable {
         func save(force: Bool) {
             guard unsaved > 0, saving == 0 else { return }
             let now = monotonicMillis()
-            if !force, now - lastSave < 25, unsaved < self.maxInFlight / 2 {
+            if !force, now - lastSave < 25, unsaved < self.maxUnsaved / 2 {
                 if flushTask == nil {
                     let continuation = self.continuation
                     flushTask = Task {
@@ -204,7 +212,7 @@ public final class Forwarder: Sendable {
         }
         /// The index of the entry with `cursor` (entries are sorted by cursor).
         func find(_ cursor: Int64) -> Int? {
-            var low = 0
+            var low = head
             var high = entries.count
             while low < high {
                 let mid = (low + high) / 2
@@ -216,18 +224,29 @@ public final class Forwarder: Sendable {
             for token in tokens {
                 guard let index = find(token >> 1), entries[index].outstanding > 0 else { continue }
                 entries[index].outstanding -= 1
-                if entries[index].outstanding == 0 { inFlight -= 1 }
+                if entries[index].outstanding == 0 { handed -= 1 }
             }
             var done = 0
-            while done < entries.count, entries[done].sent, entries[done].outstanding == 0 {
-                let entry = entries[done]
-                saved.cursor = entry.cursor
-                if entry.updatesState { saved.newest[entry.meter] = max(saved.newest[entry.meter] ?? .min, entry.millis) }
+            while head + done < entries.count, entries[head + done].sent, entries[head + done].outstanding == 0 {
+                let index = head + done
+                saved.cursor = entries[index].cursor
+                if entries[index].updatesState {
+                    let meter = entries[index].meter
+                    saved.newest[meter] = max(saved.newest[meter] ?? .min, entries[index].millis)
+                }
                 done += 1
             }
             guard done > 0 else { return }
-            entries.removeFirst(done)
-            nextToSend -= done
+            head += done
+            if head == entries.count {
+                entries.removeAll(keepingCapacity: true)
+                nextToSend = 0
+                head = 0
+            } else if head >= 1024, head * 2 >= entries.count {
+                entries.removeFirst(head)
+                nextToSend -= head
+                head = 0
+            }
             unsaved += done
             self.window.release(done)
             let now = wallClockMilliseconds()
@@ -235,7 +254,7 @@ public final class Forwarder: Sendable {
                 $0.cursor = saved.cursor
                 $0.delivered += done
                 $0.lastDeliveryMillis = now
-                $0.pending = entries.count
+                $0.pending = entries.count - head
             }
             save(force: false)
         }
@@ -308,7 +327,7 @@ public final class Forwarder: Sendable {
                     entries.append(Entry(cursor: cursor, meter: meter, millis: millis, payload: payload, updatesState: updatesState))
                 }
                 self.status.withLock {
-                    $0.pending = entries.count
+                    $0.pending = entries.count - head
                     $0.received += received
                 }
                 send()
@@ -325,12 +344,12 @@ public final class Forwarder: Sendable {
             case .mqtt(.disconnected(let reason, let permanent, let retryIn)):
                 let wasConnected = session != nil
                 session = nil
-                for index in entries.indices {
+                for index in head..<entries.count {
                     entries[index].sent = false
                     entries[index].outstanding = 0
                 }
-                nextToSend = 0
-                inFlight = 0
+                nextToSend = head
+                handed = 0
                 let previous = self.status.withLock { s -> SinkStatus in
                     defer {
                         s.state = permanent ? .failing : .retrying
