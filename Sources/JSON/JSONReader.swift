@@ -140,6 +140,33 @@ public struct JSONReader {
         return key
     }
 
+    /// The next member's key looked up in `keys` (the reader is then at its value), or nil after
+    /// the closing brace: `.known(i)` for `keys.names[i]`, `.other(text)` for a key not among
+    /// them. A key without escapes is matched on its bytes, without making a string of it; the
+    /// same keys are accepted and the same errors thrown as by ``nextKey()``.
+    public mutating func nextKey(in keys: JSONKeys) throws(JSONParseError) -> JSONKey? {
+        guard try self.next(close: UInt8(ascii: "}"), "'}'") else { return nil }
+        try self.expect(UInt8(ascii: "\""), "a string key")
+        try self.parser.countElement()
+        let start = self.parser.index + 1
+        var end = start
+        let bytes = self.parser.bytes
+        while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\"), bytes[end] >= 0x20, bytes[end] < 0x80 {
+            end += 1
+        }
+        let key: JSONKey
+        if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
+            key = keys.match(bytes, start..<end)
+            self.parser.index = end + 1
+        } else {
+            let text = try self.parser.parseString()
+            key = keys.names.firstIndex(of: text).map { .known($0) } ?? .other(text)
+        }
+        try self.expect(UInt8(ascii: ":"), "':'")
+        self.parser.index += 1
+        return key
+    }
+
     /// Opens an array; then ``nextElement()`` before each element until it returns false.
     public mutating func beginArray() throws(JSONParseError) {
         try self.open(UInt8(ascii: "["), "an array")
@@ -182,5 +209,32 @@ public struct JSONReader {
         guard byte == UInt8(ascii: ",") else { throw self.parser.error("expected ',' or \(what)") }
         self.parser.index += 1
         return true
+    }
+}
+
+/// A key read by ``JSONReader/nextKey(in:)``.
+public enum JSONKey: Equatable, Sendable {
+    /// `names[i]` of the ``JSONKeys`` looked in.
+    case known(Int)
+    /// A key not among them, as text.
+    case other(String)
+}
+
+/// The member names a byte decoder knows, for ``JSONReader/nextKey(in:)`` (at most 64).
+public struct JSONKeys: Sendable {
+    public let names: [String]
+    private let bytes: [[UInt8]]
+
+    public init(_ names: [String]) {
+        precondition(names.count <= 64, "at most 64 keys")
+        self.names = names
+        self.bytes = names.map { Array($0.utf8) }
+    }
+
+    func match(_ text: [UInt8], _ range: Range<Int>) -> JSONKey {
+        for (index, name) in self.bytes.enumerated() where name.count == range.count && name.elementsEqual(text[range]) {
+            return .known(index)
+        }
+        return .other(String(decoding: text[range], as: UTF8.self))
     }
 }

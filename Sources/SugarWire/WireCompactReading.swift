@@ -162,22 +162,21 @@ extension Wire {
         public init(reading reader: inout JSONReader) throws(WireError) {
             var id: Int64?, meter: String?, epoch: Int64?, sequenceNumber: Int64?, time: Time?, flags: [String]?
             var mgdL: Double?, mmolL: Double?, type: Coded?, sampleLocation: Coded?, meal: Coded?, person: String?
-            try WireByteFields.object(&reader) { (key: String, r: inout JSONReader) throws(WireError) -> Bool in
-                switch key {
-                case "id": id = try WireByteFields.int(key, &r)
-                case "meter": meter = try WireByteFields.string(key, &r)
-                case "epoch": epoch = try WireByteFields.int(key, &r)
-                case "sequenceNumber":
-                    sequenceNumber = try WireByteFields.int(key, &r)
-                case "time": time = try WireByteFields.nested(key, &r, Self.time)
-                case "mgdL": mgdL = try WireByteFields.optionalDouble(key, &r)
-                case "mmolL": mmolL = try WireByteFields.optionalDouble(key, &r)
-                case "flags": flags = try WireByteFields.required(key, &r, WireByteFields.strings)
-                case "type": type = try WireByteFields.optionalNested(key, &r, Self.coded)
-                case "sampleLocation": sampleLocation = try WireByteFields.optionalNested(key, &r, Self.coded)
-                case "context": meal = try WireByteFields.optionalNested(key, &r, Self.context) ?? nil
-                case "person": person = try WireByteFields.optionalString(key, &r)
-                default: return false
+            try WireByteFields.object(&reader, Key.self) { (member: Key, r: inout JSONReader) throws(WireError) -> Bool in
+                let key = member.rawValue
+                switch member {
+                case .id: id = try WireByteFields.int(key, &r)
+                case .meter: meter = try WireByteFields.string(key, &r)
+                case .epoch: epoch = try WireByteFields.int(key, &r)
+                case .sequenceNumber: sequenceNumber = try WireByteFields.int(key, &r)
+                case .time: time = try WireByteFields.nested(key, &r, Self.time)
+                case .mgdL: mgdL = try WireByteFields.optionalDouble(key, &r)
+                case .mmolL: mmolL = try WireByteFields.optionalDouble(key, &r)
+                case .flags: flags = try WireByteFields.required(key, &r, WireByteFields.strings)
+                case .type: type = try WireByteFields.optionalNested(key, &r, Self.coded)
+                case .sampleLocation: sampleLocation = try WireByteFields.optionalNested(key, &r, Self.coded)
+                case .context: meal = try WireByteFields.optionalNested(key, &r, Self.context) ?? nil
+                case .person: person = try WireByteFields.optionalString(key, &r)
                 }
                 return true
             }
@@ -197,13 +196,13 @@ extension Wire {
 
         private static func time(_ reader: inout JSONReader) throws(WireError) -> Time {
             var iso: String?, epochMillis: Int64?, local: String?, offset: Int64?
-            try WireByteFields.object(&reader) { (key: String, r: inout JSONReader) throws(WireError) -> Bool in
-                switch key {
-                case "iso": iso = try WireByteFields.string(key, &r)
-                case "epochMillis": epochMillis = try WireByteFields.int(key, &r)
-                case "local": local = try WireByteFields.string(key, &r)
-                case "utcOffsetMinutes": offset = try WireByteFields.int(key, &r)
-                default: return false
+            try WireByteFields.object(&reader, TimeKey.self) { (member: TimeKey, r: inout JSONReader) throws(WireError) -> Bool in
+                let key = member.rawValue
+                switch member {
+                case .iso: iso = try WireByteFields.string(key, &r)
+                case .epochMillis: epochMillis = try WireByteFields.int(key, &r)
+                case .local: local = try WireByteFields.string(key, &r)
+                case .utcOffsetMinutes: offset = try WireByteFields.int(key, &r)
                 }
                 return true
             }
@@ -214,11 +213,10 @@ extension Wire {
 
         private static func coded(_ reader: inout JSONReader) throws(WireError) -> Coded {
             var code: Int64?, name: String?
-            try WireByteFields.object(&reader) { (key: String, r: inout JSONReader) throws(WireError) -> Bool in
-                switch key {
-                case "code": code = try WireByteFields.int(key, &r)
-                case "name": name = try WireByteFields.string(key, &r)
-                default: return false
+            try WireByteFields.object(&reader, CodedKey.self) { (member: CodedKey, r: inout JSONReader) throws(WireError) -> Bool in
+                switch member {
+                case .code: code = try WireByteFields.int(member.rawValue, &r)
+                case .name: name = try WireByteFields.string(member.rawValue, &r)
                 }
                 return true
             }
@@ -228,12 +226,31 @@ extension Wire {
         /// `context`: its meal, or nil when it has none.
         private static func context(_ reader: inout JSONReader) throws(WireError) -> Coded? {
             var meal: Coded?
-            try WireByteFields.object(&reader) { (key: String, r: inout JSONReader) throws(WireError) -> Bool in
-                guard key == "meal" else { return false }
-                meal = try WireByteFields.optionalNested(key, &r, Self.coded)
+            try WireByteFields.object(&reader, ContextKey.self) { (member: ContextKey, r: inout JSONReader) throws(WireError) -> Bool in
+                meal = try WireByteFields.optionalNested(member.rawValue, &r, Self.coded)
                 return true
             }
             return meal
+        }
+
+        private enum Key: String, WireKeys {
+            case id, meter, epoch, sequenceNumber, time, mgdL, mmolL, flags, type, sampleLocation, context, person
+            static let table = WireKeyTable(Self.self)
+        }
+
+        private enum TimeKey: String, WireKeys {
+            case iso, epochMillis, local, utcOffsetMinutes
+            static let table = WireKeyTable(Self.self)
+        }
+
+        private enum CodedKey: String, WireKeys {
+            case code, name
+            static let table = WireKeyTable(Self.self)
+        }
+
+        private enum ContextKey: String, WireKeys {
+            case meal
+            static let table = WireKeyTable(Self.self)
         }
     }
 
@@ -252,12 +269,12 @@ extension Wire {
         /// for what is rejected). A reply with neither `reading` nor `readings` is an error.
         public init(reading reader: inout JSONReader) throws(WireError) {
             var cursor: Int64?, single: CompactReading?, list: [(cursor: Int64, reading: CompactReading)]?
-            try WireByteFields.object(&reader) { (key: String, r: inout JSONReader) throws(WireError) -> Bool in
-                switch key {
-                case "cursor": cursor = try WireByteFields.int(key, &r)
-                case "reading": single = try WireByteFields.optionalNested(key, &r, Self.reading)
-                case "readings": list = try WireByteFields.optionalNested(key, &r, Self.followed)
-                default: return false
+            try WireByteFields.object(&reader, Key.self) { (member: Key, r: inout JSONReader) throws(WireError) -> Bool in
+                let key = member.rawValue
+                switch member {
+                case .cursor: cursor = try WireByteFields.int(key, &r)
+                case .reading: single = try WireByteFields.optionalNested(key, &r, Self.reading)
+                case .readings: list = try WireByteFields.optionalNested(key, &r, Self.followed)
                 }
                 return true
             }
@@ -287,11 +304,10 @@ extension Wire {
             try WireByteFields.array(&reader) { (index: Int, r: inout JSONReader) throws(WireError) in
                 var cursor: Int64?, reading: CompactReading?
                 do throws(WireError) {
-                    try WireByteFields.object(&r) { (key: String, r: inout JSONReader) throws(WireError) -> Bool in
-                        switch key {
-                        case "cursor": cursor = try WireByteFields.int(key, &r)
-                        case "reading": reading = try WireByteFields.nested(key, &r, Self.reading)
-                        default: return false
+                    try WireByteFields.object(&r, FollowedKey.self) { (member: FollowedKey, r: inout JSONReader) throws(WireError) -> Bool in
+                        switch member {
+                        case .cursor: cursor = try WireByteFields.int(member.rawValue, &r)
+                        case .reading: reading = try WireByteFields.nested(member.rawValue, &r, Self.reading)
                         }
                         return true
                     }
@@ -321,6 +337,33 @@ extension Wire {
             }
             out.append(contentsOf: "]}".utf8)
         }
+
+        private enum Key: String, WireKeys {
+            case cursor, reading, readings
+            static let table = WireKeyTable(Self.self)
+        }
+
+        private enum FollowedKey: String, WireKeys {
+            case cursor, reading
+            static let table = WireKeyTable(Self.self)
+        }
+    }
+}
+
+/// The members a byte decoder reads: an enum whose raw values are the keys, with its table
+/// (`static let table = WireKeyTable(Self.self)`).
+protocol WireKeys: RawRepresentable<String>, CaseIterable, Sendable {
+    static var table: WireKeyTable<Self> { get }
+}
+
+/// The keys of a ``WireKeys`` enum, looked up on their bytes (``JSONReader/nextKey(in:)``).
+struct WireKeyTable<Key: WireKeys>: Sendable {
+    let keys: JSONKeys
+    let cases: [Key]
+
+    init(_ type: Key.Type) {
+        self.cases = Array(Key.allCases)
+        self.keys = JSONKeys(self.cases.map(\.rawValue))
     }
 }
 
@@ -329,22 +372,31 @@ extension Wire {
 enum WireByteFields {
     static func parse(_ error: JSONParseError) -> WireError { WireError(path: [], reason: error.description) }
 
-    /// The members of the object at the reader: `member(key, &reader)` reads a member's value and
-    /// returns true, or returns false for a key it does not know (its value is skipped). A key
-    /// given twice is an error.
-    static func object(
-        _ reader: inout JSONReader, _ member: (String, inout JSONReader) throws(WireError) -> Bool
+    /// The members of the object at the reader, for a decoder whose keys are `Key`'s:
+    /// `member(key, &reader)` reads a known member's value and returns true, or returns false to
+    /// skip it; other keys are skipped. A key given twice is an error.
+    static func object<Key: WireKeys>(
+        _ reader: inout JSONReader, _ keys: Key.Type, _ member: (Key, inout JSONReader) throws(WireError) -> Bool
     ) throws(WireError) {
-        var seen: [String] = []
-        seen.reserveCapacity(16)  // one allocation per object, not one per growth
+        let table = Key.table
+        var seen: UInt64 = 0
+        var others: [String] = []
         do throws(JSONParseError) { try reader.beginObject() } catch { throw Self.parse(error) }
         while true {
-            let key: String?
-            do throws(JSONParseError) { key = try reader.nextKey() } catch { throw Self.parse(error) }
-            guard let key else { return }
-            guard !seen.contains(key) else { throw WireError(path: [key], reason: "duplicate key") }
-            seen.append(key)
-            if try !member(key, &reader) {
+            let next: JSONKey?
+            do throws(JSONParseError) { next = try reader.nextKey(in: table.keys) } catch { throw Self.parse(error) }
+            switch next {
+            case nil:
+                return
+            case .known(let index):
+                let key = table.cases[index]
+                guard seen & (1 << UInt64(index)) == 0 else { throw WireError(path: [key.rawValue], reason: "duplicate key") }
+                seen |= 1 << UInt64(index)
+                if try member(key, &reader) { continue }
+                do throws(JSONParseError) { _ = try reader.readValue() } catch { throw Self.parse(error).within(key.rawValue) }
+            case .other(let key):
+                guard !others.contains(key) else { throw WireError(path: [key], reason: "duplicate key") }
+                others.append(key)
                 do throws(JSONParseError) { _ = try reader.readValue() } catch { throw Self.parse(error).within(key) }
             }
         }

@@ -129,6 +129,20 @@ import Testing
         twice += Array(#","id":2}"#.utf8)
         expectError(twice, path: ["id"], "duplicate key")
         expectError(try Self.text { _ in } + Array(" x".utf8), path: [], "unexpected data after the value")
+        // Keys are matched on their bytes: a key spelled with an escape is the same key (so twice
+        // is still a duplicate), an unknown key twice is a duplicate too, and a key with a control
+        // character is malformed JSON as in the tree parser.
+        var noPerson = try Self.text { $0["person"] = nil }
+        noPerson.removeLast()
+        var spelled = JSONReader(noPerson + Array(#","pers\u006fn":"Ann"}"#.utf8))
+        #expect(try Wire.CompactReading(reading: &spelled).person == "Ann")
+        var escaped = try Self.text { _ in }
+        escaped.removeLast()
+        expectError(escaped + Array(#","\u0069d":2}"#.utf8), path: ["id"], "duplicate key")
+        expectError(escaped + Array(#","later":1,"later":2}"#.utf8), path: ["later"], "duplicate key")
+        expectError(escaped + Array(",\"me\u{01}ter\":2}".utf8), path: [], "control character in string")
+        // Near misses of known keys are other keys, skipped.
+        #expect(Self.failure(escaped + Array(#","idd":2,"i":3,"meterx":4,"sampleLocatio":5,"":6}"#.utf8)) == nil)
         // A key this version does not know is skipped; a context without a meal is no meal.
         #expect(Self.failure(try Self.text { $0["later"] = ["any": [1, 2]] }) == nil)
         var reader = JSONReader(try Self.text { $0["context"] = ["carbohydrate": 1] })
