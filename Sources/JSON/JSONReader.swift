@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Reads one JSON text value by value, without building a ``JSONValue`` tree: for decoders of a
 /// known shape on a hot path (a typed reply read straight from the socket's bytes).
 ///
@@ -142,22 +146,30 @@ public struct JSONReader {
 
     /// The next member's key looked up in `keys` (the reader is then at its value), or nil after
     /// the closing brace: `.known(i)` for `keys.names[i]`, `.other(text)` for a key not among
-    /// them. A key without escapes is matched on its bytes, without making a string of it; the
-    /// same keys are accepted and the same errors thrown as by ``nextKey()``.
-    public mutating func nextKey(in keys: JSONKeys) throws(JSONParseError) -> JSONKey? {
+    /// them. A key without escapes is matched on its bytes, without making a string of it, trying
+    /// `keys.names[expected]` first (the key a writer puts next); the same keys are accepted and
+    /// the same errors thrown as by ``nextKey()``.
+    public mutating func nextKey(in keys: JSONKeys, expected: Int = 0) throws(JSONParseError) -> JSONKey? {
         guard try self.next(close: UInt8(ascii: "}"), "'}'") else { return nil }
         try self.expect(UInt8(ascii: "\""), "a string key")
         try self.parser.countElement()
         let start = self.parser.index + 1
-        var end = start
-        let bytes = self.parser.bytes
-        while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\"), bytes[end] >= 0x20, bytes[end] < 0x80 {
-            end += 1
+        let matched: (key: JSONKey, end: Int)? = self.parser.bytes.withUnsafeBufferPointer { bytes in
+            var end = start
+            while end < bytes.count {
+                let c = bytes[end]
+                if c == UInt8(ascii: "\"") { break }
+                // An escape, a control character or non-ASCII: the string parser decides.
+                if c == UInt8(ascii: "\\") || c < 0x20 || c >= 0x80 { return nil }
+                end += 1
+            }
+            guard end < bytes.count else { return nil }
+            return (keys.match(UnsafeBufferPointer(rebasing: bytes[start..<end]), expected: expected), end)
         }
         let key: JSONKey
-        if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
-            key = keys.match(bytes, start..<end)
-            self.parser.index = end + 1
+        if let matched {
+            key = matched.key
+            self.parser.index = matched.end + 1
         } else {
             let text = try self.parser.parseString()
             key = keys.names.firstIndex(of: text).map { .known($0) } ?? .other(text)
@@ -231,10 +243,14 @@ public struct JSONKeys: Sendable {
         self.bytes = names.map { Array($0.utf8) }
     }
 
-    func match(_ text: [UInt8], _ range: Range<Int>) -> JSONKey {
-        for (index, name) in self.bytes.enumerated() where name.count == range.count && name.elementsEqual(text[range]) {
-            return .known(index)
+    func match(_ text: UnsafeBufferPointer<UInt8>, expected: Int) -> JSONKey {
+        func equal(_ index: Int) -> Bool {
+            self.bytes[index].withUnsafeBufferPointer { name in
+                name.count == text.count && (text.isEmpty || memcmp(name.baseAddress!, text.baseAddress!, text.count) == 0)
+            }
         }
-        return .other(String(decoding: text[range], as: UTF8.self))
+        if expected >= 0, expected < self.bytes.count, equal(expected) { return .known(expected) }
+        for index in self.bytes.indices where index != expected && equal(index) { return .known(index) }
+        return .other(String(decoding: text, as: UTF8.self))
     }
 }

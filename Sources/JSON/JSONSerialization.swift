@@ -35,7 +35,7 @@ extension JSONValue {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
-        case .int(let i): out.append(contentsOf: String(i).utf8)
+        case .int(let i): Self.writeInt(i, into: &out)
         case .double(let d): Self.writeDouble(d, into: &out)
         case .string(let s): Self.writeString(s, into: &out)
         case .array(let items):
@@ -83,12 +83,27 @@ extension JSONValue {
         }
         if d.rounded() == d, abs(d) < 9.007_199_254_740_992e15 {
             // Integral values print without a fraction ("88", not "88.0").
-            out.append(contentsOf: String(Int64(d)).utf8)
+            Self.writeInt(Int64(d), into: &out)
             return
         }
         // Swift prints the shortest text that reads back as the same Double; it may use an
         // exponent ("1e-05"), which JSON accepts.
         out.append(contentsOf: d.description.utf8)
+    }
+
+    /// Appends an integer's decimal digits (what `String(value)` spells), without making a string.
+    private static func writeInt(_ value: Int64, into out: inout [UInt8]) {
+        if value < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var start = digits.count
+            repeat {
+                start -= 1
+                digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
+        }
     }
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)

@@ -381,14 +381,17 @@ enum WireByteFields {
         let table = Key.table
         var seen: UInt64 = 0
         var others: [String] = []
+        // The writers put the keys in their declared order: the one after the last is tried first.
+        var expected = 0
         do throws(JSONParseError) { try reader.beginObject() } catch { throw Self.parse(error) }
         while true {
             let next: JSONKey?
-            do throws(JSONParseError) { next = try reader.nextKey(in: table.keys) } catch { throw Self.parse(error) }
+            do throws(JSONParseError) { next = try reader.nextKey(in: table.keys, expected: expected) } catch { throw Self.parse(error) }
             switch next {
             case nil:
                 return
             case .known(let index):
+                expected = index + 1
                 let key = table.cases[index]
                 guard seen & (1 << UInt64(index)) == 0 else { throw WireError(path: [key.rawValue], reason: "duplicate key") }
                 seen |= 1 << UInt64(index)

@@ -196,10 +196,6 @@ enum ForwardBenchmark {
         // The bulk readings are cursors 1...N (a fresh database); the live meter's come after them.
         try await waitFor(seconds: 600, "the forwarder's \(count) PUBACKs") { forwarder.status.withLock { $0.cursor } >= Int64(count) }
         let done = ContinuousClock.now
-        func seconds(_ from: ContinuousClock.Instant, _ to: ContinuousClock.Instant) -> Double {
-            let x = to - from
-            return Double(x.components.seconds) + Double(x.components.attoseconds) / 1e18
-        }
         let totalSeconds = seconds(started, done)
         // As the C publisher's clock: from the broker's CONNACK to the N-th PUBACK (the feed's
         // connect to sugard and its first page are inside it; the MQTT connect is not).
@@ -271,6 +267,11 @@ enum ForwardBenchmark {
     }
 
     // MARK: Helpers
+
+    static func seconds(_ from: ContinuousClock.Instant, _ to: ContinuousClock.Instant) -> Double {
+        let x = to - from
+        return Double(x.components.seconds) + Double(x.components.attoseconds) / 1e18
+    }
 
     static func waitFor(seconds: Double, _ what: String, _ condition: () -> Bool) async throws {
         let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
