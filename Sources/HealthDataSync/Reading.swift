@@ -42,7 +42,12 @@ public struct ReadingFlags: OptionSet, Hashable, Sendable {
         (.clockUnverified, "clockUnverified"), (.quirkApplied, "quirkApplied"), (.suspect, "suspect"),
     ]
 
-    public var names: [String] { ReadingFlags.allNamed.filter { self.contains($0.0) }.map(\.1) }
+    public var names: [String] {
+        guard !self.isEmpty else { return [] }
+        var out: [String] = []
+        for (flag, name) in ReadingFlags.allNamed where self.contains(flag) { out.append(name) }
+        return out
+    }
 
     public init(names: [String]) {
         self = []

@@ -26,19 +26,20 @@ public struct ForwardTopics: Sendable {
     public static func payloadBytes(_ r: Wire.CompactReading) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(384)
-        func name(_ coded: Wire.CompactReading.Coded?) -> JSONValue { coded.map { .string($0.name) } ?? .null }
+        func name(_ coded: Wire.CompactReading.Coded?) {
+            if let coded { JSONValue.string(coded.name).write(into: &out) } else { out.append(contentsOf: "null".utf8) }
+        }
         // `id` is "<meter>/<epoch>/<sequence>" (``ReadingExport/identifier(_:)``): the meter's JSON
         // string with the two numbers put in before its closing quote.
-        var meter: [UInt8] = []
-        JSONValue.string(r.meter).write(into: &meter)
         out.append(contentsOf: #"{"id":"#.utf8)
-        out.append(contentsOf: meter.dropLast())
+        JSONValue.string(r.meter).write(into: &out)
+        out.removeLast()
         out.append(UInt8(ascii: "/"))
         JSONValue.int(r.epoch).write(into: &out)
         out.append(UInt8(ascii: "/"))
         JSONValue.int(r.sequenceNumber).write(into: &out)
         out.append(contentsOf: #"","meter":"#.utf8)
-        out.append(contentsOf: meter)
+        JSONValue.string(r.meter).write(into: &out)
         out.append(contentsOf: #","sequenceNumber":"#.utf8)
         JSONValue.int(r.sequenceNumber).write(into: &out)
         out.append(contentsOf: #","time":"#.utf8)
@@ -52,11 +53,11 @@ public struct ForwardTopics: Sendable {
         out.append(contentsOf: #","flags":"#.utf8)
         JSONValue.write(strings: r.flags, into: &out)
         out.append(contentsOf: #","sampleType":"#.utf8)
-        name(r.type).write(into: &out)
+        name(r.type)
         out.append(contentsOf: #","sampleLocation":"#.utf8)
-        name(r.sampleLocation).write(into: &out)
+        name(r.sampleLocation)
         out.append(contentsOf: #","meal":"#.utf8)
-        name(r.meal).write(into: &out)
+        name(r.meal)
         out.append(contentsOf: r.flags.contains("controlSolution") ? #","controlSolution":true"#.utf8 : #","controlSolution":false"#.utf8)
         out.append(contentsOf: #","person":"#.utf8)
         JSONValue.from(r.person).write(into: &out)
