@@ -1,5 +1,7 @@
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// Reads one JSON text value by value, without building a ``JSONValue`` tree: for decoders of a

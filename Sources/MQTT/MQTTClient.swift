@@ -147,7 +147,6 @@ private func monotonicSeconds() -> Double {
 private struct Waiting {
     var message: MQTTMessage
     var token: Int64
-    var session: Int
 }
 
 /// The thread's state. `queue` is shared (locked); everything else belongs to the thread.
@@ -167,7 +166,8 @@ private final class Core: @unchecked Sendable {
     var acked: [Int64] = []
     /// When `acked` was last reported (monotonic seconds).
     var ackedReported = 0.0
-    /// Publishes waiting for the window, oldest first from `waitingHead`.
+    /// Publishes of the current connection waiting for the window, oldest first from `waitingHead`
+    /// (emptied when the connection ends).
     var waiting: [Waiting] = []
     var waitingHead = 0
     var failure: (reason: String, permanent: Bool)?
@@ -285,7 +285,7 @@ private final class Core: @unchecked Sendable {
             switch command {
             case .publish(let message, let token, let session):
                 guard self.mosq != nil, self.connected, session == self.session, self.failure == nil else { continue }
-                self.waiting.append(Waiting(message: message, token: token, session: session))
+                self.waiting.append(Waiting(message: message, token: token))
             case .stop(let last):
                 if let mosq = self.mosq, self.connected, self.failure == nil {
                     if let last {
@@ -318,7 +318,6 @@ private final class Core: @unchecked Sendable {
             let counted = next.message.qos > 0 && next.token >= 0
             if counted, self.tokens.count >= limit { break }
             self.waitingHead += 1
-            guard self.connected, next.session == self.session else { continue }
             var mid: Int32 = 0
             let message = next.message
             let rc = message.payload.withUnsafeBytes { bytes in

@@ -162,7 +162,7 @@ extension Wire {
         public init(reading reader: inout JSONReader) throws(WireError) {
             var id: Int64?, meter: String?, epoch: Int64?, sequenceNumber: Int64?, time: Time?, flags: [String]?
             var mgdL: Double?, mmolL: Double?, type: Coded?, sampleLocation: Coded?, meal: Coded?, person: String?
-            try WireByteFields.object(&reader, Key.self) { (member: Key, r: inout JSONReader) throws(WireError) -> Bool in
+            try WireByteFields.object(&reader, Key.self) { (member: Key, r: inout JSONReader) throws(WireError) in
                 let key = member.rawValue
                 switch member {
                 case .id: id = try WireByteFields.int(key, &r)
@@ -178,7 +178,6 @@ extension Wire {
                 case .context: meal = try WireByteFields.optionalNested(key, &r, Self.context) ?? nil
                 case .person: person = try WireByteFields.optionalString(key, &r)
                 }
-                return true
             }
             self.id = try WireByteFields.present(id, "id")
             self.meter = try WireByteFields.present(meter, "meter")
@@ -196,7 +195,7 @@ extension Wire {
 
         private static func time(_ reader: inout JSONReader) throws(WireError) -> Time {
             var iso: String?, epochMillis: Int64?, local: String?, offset: Int64?
-            try WireByteFields.object(&reader, TimeKey.self) { (member: TimeKey, r: inout JSONReader) throws(WireError) -> Bool in
+            try WireByteFields.object(&reader, TimeKey.self) { (member: TimeKey, r: inout JSONReader) throws(WireError) in
                 let key = member.rawValue
                 switch member {
                 case .iso: iso = try WireByteFields.string(key, &r)
@@ -204,7 +203,6 @@ extension Wire {
                 case .local: local = try WireByteFields.string(key, &r)
                 case .utcOffsetMinutes: offset = try WireByteFields.int(key, &r)
                 }
-                return true
             }
             return Time(
                 iso: try WireByteFields.present(iso, "iso"), epochMillis: try WireByteFields.present(epochMillis, "epochMillis"),
@@ -213,12 +211,11 @@ extension Wire {
 
         private static func coded(_ reader: inout JSONReader) throws(WireError) -> Coded {
             var code: Int64?, name: String?
-            try WireByteFields.object(&reader, CodedKey.self) { (member: CodedKey, r: inout JSONReader) throws(WireError) -> Bool in
+            try WireByteFields.object(&reader, CodedKey.self) { (member: CodedKey, r: inout JSONReader) throws(WireError) in
                 switch member {
                 case .code: code = try WireByteFields.int(member.rawValue, &r)
                 case .name: name = try WireByteFields.string(member.rawValue, &r)
                 }
-                return true
             }
             return Coded(name: try WireByteFields.present(name, "name"), code: try WireByteFields.present(code, "code"))
         }
@@ -226,9 +223,8 @@ extension Wire {
         /// `context`: its meal, or nil when it has none.
         private static func context(_ reader: inout JSONReader) throws(WireError) -> Coded? {
             var meal: Coded?
-            try WireByteFields.object(&reader, ContextKey.self) { (member: ContextKey, r: inout JSONReader) throws(WireError) -> Bool in
+            try WireByteFields.object(&reader, ContextKey.self) { (member: ContextKey, r: inout JSONReader) throws(WireError) in
                 meal = try WireByteFields.optionalNested(member.rawValue, &r, Self.coded)
-                return true
             }
             return meal
         }
@@ -269,14 +265,13 @@ extension Wire {
         /// for what is rejected). A reply with neither `reading` nor `readings` is an error.
         public init(reading reader: inout JSONReader) throws(WireError) {
             var cursor: Int64?, single: CompactReading?, list: [(cursor: Int64, reading: CompactReading)]?
-            try WireByteFields.object(&reader, Key.self) { (member: Key, r: inout JSONReader) throws(WireError) -> Bool in
+            try WireByteFields.object(&reader, Key.self) { (member: Key, r: inout JSONReader) throws(WireError) in
                 let key = member.rawValue
                 switch member {
                 case .cursor: cursor = try WireByteFields.int(key, &r)
                 case .reading: single = try WireByteFields.optionalNested(key, &r, Self.reading)
                 case .readings: list = try WireByteFields.optionalNested(key, &r, Self.followed)
                 }
-                return true
             }
             self.cursor = try WireByteFields.present(cursor, "cursor")
             if let list {
@@ -304,12 +299,11 @@ extension Wire {
             try WireByteFields.array(&reader) { (index: Int, r: inout JSONReader) throws(WireError) in
                 var cursor: Int64?, reading: CompactReading?
                 do throws(WireError) {
-                    try WireByteFields.object(&r, FollowedKey.self) { (member: FollowedKey, r: inout JSONReader) throws(WireError) -> Bool in
+                    try WireByteFields.object(&r, FollowedKey.self) { (member: FollowedKey, r: inout JSONReader) throws(WireError) in
                         switch member {
                         case .cursor: cursor = try WireByteFields.int(member.rawValue, &r)
                         case .reading: reading = try WireByteFields.nested(member.rawValue, &r, Self.reading)
                         }
-                        return true
                     }
                     out.append((try WireByteFields.present(cursor, "cursor"), try WireByteFields.present(reading, "reading")))
                 } catch {
@@ -373,10 +367,10 @@ enum WireByteFields {
     static func parse(_ error: JSONParseError) -> WireError { WireError(path: [], reason: error.description) }
 
     /// The members of the object at the reader, for a decoder whose keys are `Key`'s:
-    /// `member(key, &reader)` reads a known member's value and returns true, or returns false to
-    /// skip it; other keys are skipped. A key given twice is an error.
+    /// `member(key, &reader)` reads a known member's value; other keys are skipped. A key given
+    /// twice is an error.
     static func object<Key: WireKeys>(
-        _ reader: inout JSONReader, _ keys: Key.Type, _ member: (Key, inout JSONReader) throws(WireError) -> Bool
+        _ reader: inout JSONReader, _ keys: Key.Type, _ member: (Key, inout JSONReader) throws(WireError) -> Void
     ) throws(WireError) {
         let table = Key.table
         var seen: UInt64 = 0
@@ -395,8 +389,7 @@ enum WireByteFields {
                 let key = table.cases[index]
                 guard seen & (1 << UInt64(index)) == 0 else { throw WireError(path: [key.rawValue], reason: "duplicate key") }
                 seen |= 1 << UInt64(index)
-                if try member(key, &reader) { continue }
-                do throws(JSONParseError) { _ = try reader.readValue() } catch { throw Self.parse(error).within(key.rawValue) }
+                try member(key, &reader)
             case .other(let key):
                 guard !others.contains(key) else { throw WireError(path: [key], reason: "duplicate key") }
                 others.append(key)
