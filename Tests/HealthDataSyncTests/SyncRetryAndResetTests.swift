@@ -238,6 +238,34 @@ private func finishedCount(_ log: EventLog) -> Int {
         }
     }
 
+    /// The link drops after record 3's measurement, before the context it announced: record 3 is
+    /// not stored then, so the next sync stores it with its context (stored without it, the
+    /// context would be lost: the next copy of record 3 is a duplicate).
+    @Test func aRecordCutOffFromItsContextIsStoredWithItNextTime() async throws {
+        var s = MeterScript()
+        func meal(_ seq: UInt16) -> UInt8 { UInt8(1 + seq % 3) }
+        s.records = (1...4).map { (seq: UInt16) -> ScriptedRecord in
+            let value = mgdl(100 + Int(seq))
+            return ScriptedRecord(
+                measurement: measurementBytes(seq: seq, 2024, 6, 1, 8, Int(seq), sfloat: value, contextFollows: true),
+                context: contextBytes(seq: seq, meal: meal(seq)))
+        }
+        s.disconnectBeforeContext = 2
+        try await withEngine([s]) { engine, transport, store, _ in
+            let cut = try await engine.sync(meter: s.id, force: true)
+            #expect(cut.result == .interrupted && cut.stored == 2)
+            transport.update(s.id) { $0.disconnectBeforeContext = nil }
+            let next = try await engine.sync(meter: s.id, force: true)
+            #expect(next.result == .success && next.stored == 2)
+            let stored = try await store.readings(ReadingQuery(meter: s.id))
+            #expect(stored.map(\.reading.sequenceNumber).sorted() == [1, 2, 3, 4])
+            for r in stored {
+                let seq = r.reading.sequenceNumber
+                #expect(r.reading.contextBytes == contextBytes(seq: seq, meal: meal(seq)), "record \(seq)")
+            }
+        }
+    }
+
     @Test func anUnchangedMeterIsNoReset() async throws {
         let s = script(records: 1...10)
         try await withEngine([s]) { engine, transport, store, _ in

@@ -243,6 +243,26 @@ struct Harness {
         #expect(failure.code == .meterDisconnected)
     }
 
+    /// Cut between a record and the context it announced: stored now, the record would keep no
+    /// context forever (the next attempt's copy is a duplicate). It waits for the next attempt.
+    @Test func aRecordCutOffFromItsContextIsLeftForTheNextAttempt() throws {
+        var h = Harness(highWater: 10)
+        h.toCounting()
+        _ = h.racp([0x05, 0x00, 0x03, 0x00])
+        _ = h.record(11, context: true)
+        _ = h.send(.value(.glucoseMeasurementContext, contextBytes(seq: 11, meal: 1)))
+        _ = h.record(12)
+        _ = h.record(13, context: true)  // the link drops before its context
+        #expect(h.send(.disconnected(reason: "timeout")).last == "commit(2, hw nil, interrupted)")
+        let batch = try #require(h.committedBatch)
+        #expect(batch.readings.map(\.sequenceNumber) == [11, 12])
+        #expect(batch.readings[0].meal == 1)
+        #expect(batch.newHighWater == nil)
+        #expect(h.sm.anomalies.map(\.kind) == [.missingContext])
+        #expect(h.sm.anomalies.map(\.sequenceNumber) == [13])
+        #expect(h.sm.anomalies.first?.message.contains("not stored") == true)
+    }
+
     @Test func aReadTimeoutRetriesOnceThenFails() {
         var h = Harness(highWater: nil)
         h.send(.start)

@@ -73,6 +73,8 @@ struct MeterScript: Sendable {
     var racpWriteErrors: [UInt8] = []
     /// Drop the link after this many records of a report.
     var disconnectAfter: Int? = nil
+    /// Drop the link between this many records' measurement and its context (0: the first record).
+    var disconnectBeforeContext: Int? = nil
     /// Send this many records of a report, then go silent (no RACP response).
     var stallAfter: Int? = nil
     /// Ignore this many RACP requests (no answer), to cause timeouts.
@@ -254,6 +256,11 @@ final class ScriptedTransport: MeterTransport, Sendable {
                 if script.contextFirst, let c = r.context { self.emit(.value(meter, .glucoseMeasurementContext, c)) }
                 self.emit(.value(meter, .glucoseMeasurement, r.measurement))
                 if script.repeatRecords { self.emit(.value(meter, .glucoseMeasurement, r.measurement)) }
+                if let limit = script.disconnectBeforeContext, i == limit {
+                    self.state.withLock { _ = $0.connected.remove(meter) }
+                    self.emit(.disconnected(meter, reason: "link lost"))
+                    return
+                }
                 if !script.contextFirst, let c = r.context { self.emit(.value(meter, .glucoseMeasurementContext, c)) }
             }
             for c in script.orphanContexts { self.emit(.value(meter, .glucoseMeasurementContext, c)) }

@@ -789,19 +789,35 @@ public struct SyncStateMachine: Sendable {
             self.anomalies.append(SyncAnomaly(.orphanContext, sequenceNumber: seq, "A context for record \(seq) came without its measurement."))
         }
         self.orphanContexts = [:]
-        for r in self.records where r.measurement.contextFollows && r.context == nil {
+        // A transfer that ended early may have been cut between a record and its context. Such a
+        // record is not stored: the high water does not move on such an end, so the next attempt
+        // fetches it again, context and all (stored now, its context would be lost to deduplication).
+        // After a complete transfer the context is not coming: the record is kept without it.
+        let complete = result == .success || result == .noNewRecords
+        var kept: [Record] = []
+        kept.reserveCapacity(self.records.count)
+        for r in self.records {
+            guard r.measurement.contextFollows && r.context == nil else {
+                kept.append(r)
+                continue
+            }
             let seq = r.measurement.sequenceNumber
-            self.anomalies.append(SyncAnomaly(.missingContext, sequenceNumber: seq, "Record \(seq) announced a context that never came; kept without it."))
+            if complete {
+                self.anomalies.append(SyncAnomaly(.missingContext, sequenceNumber: seq, "Record \(seq) announced a context that never came; kept without it."))
+                kept.append(r)
+            } else {
+                self.anomalies.append(SyncAnomaly(.missingContext, sequenceNumber: seq, "Record \(seq) announced a context that had not come when the transfer ended; not stored, fetched again next time."))
+            }
         }
         let builder = ReadingBuilder(
             meter: self.context.meter, profile: self.profile,
             resolver: TimeResolver(zone: self.context.zone, clock: self.clock), recordCount: self.expected)
-        let readings = self.records.map {
+        let readings = kept.map {
             builder.reading(measurementBytes: $0.bytes, measurement: $0.measurement, contextBytes: $0.contextBytes, context: $0.context)
         }
         var highWater: UInt16?
-        if result == .success || result == .noNewRecords, !self.profile.has(.reversedSequence) {
-            let maxReceived = self.records.map(\.measurement.sequenceNumber).max()
+        if complete, !self.profile.has(.reversedSequence) {
+            let maxReceived = kept.map(\.measurement.sequenceNumber).max()
             if self.resetDetected {
                 highWater = maxReceived
             } else if self.usesHighWaterFilter {
