@@ -30,6 +30,11 @@ import SystemIO
 ///    MQTT subscriber in this process (subscribed to that meter's reading topic only) receiving
 ///    the reading message:
 ///    `commitToSubscriberMillis` p50 and p99 (the commit time has millisecond resolution).
+/// 5. CPU per reading of each process in both runs (`forwarderRunCpuMicrosPerReading`: this
+///    process (the forwarder), sugard and the broker; `cPublisherRunCpuMicrosPerMessage`:
+///    the C publisher and the broker), less noisy than the rates on two shared cores.
+/// 6. `mqttClientAloneReadingsPerSecond`: the forwarder's MQTT client (``MQTTClient``, window 256)
+///    publishing the C publisher's payloads, no feed: the client's share of the difference.
 enum ForwardBenchmark {
     /// The simulated meter sugard runs (`simulate_meters = 1`): the latency samples.
     static let liveMeter = "D4:A0:5E:00:00:00"
@@ -140,7 +145,8 @@ enum ForwardBenchmark {
             log_level = warning
 
             """)
-        children.append(try spawn(sugard, ["--config", dir + "/sugard.conf"], log: dir + "/sugard.log"))
+        let sugardPID = try spawn(sugard, ["--config", dir + "/sugard.conf"], log: dir + "/sugard.log")
+        children.append(sugardPID)
         try await waitFor(seconds: 30, "sugard's socket") { access(socket, F_OK) == 0 }
 
         // 2. The broker.
@@ -150,7 +156,8 @@ enum ForwardBenchmark {
         guard let mosquitto else { throw BenchError("mosquitto is not installed (scripts/install-deps)") }
         try writeText(dir + "/mosquitto.conf", "listener \(port) 127.0.0.1\nallow_anonymous true\npersistence false\n"
             + (getuid() == 0 ? "user root\n" : ""))
-        children.append(try spawn(mosquitto, ["-c", dir + "/mosquitto.conf"], log: dir + "/mosquitto.log"))
+        let brokerPID = try spawn(mosquitto, ["-c", dir + "/mosquitto.conf"], log: dir + "/mosquitto.log")
+        children.append(brokerPID)
         try await waitFor(seconds: 10, "mosquitto") { canConnect(port) }
 
         // 3. The latency subscriber (connected first, so it sees every reading message).
@@ -182,6 +189,7 @@ enum ForwardBenchmark {
         config.homeAssistantDiscovery = false
         mkdir(dir + "/fwd", 0o700)
         let forwarder = Forwarder(config: config, password: nil, logger: .disabled)
+        let cpuBefore = (this: cpuMicros(getpid()), sugard: cpuMicros(sugardPID), broker: cpuMicros(brokerPID))
         let started = ContinuousClock.now
         let task = Task { try await forwarder.run() }
         defer { forwarder.stop() }
@@ -197,6 +205,7 @@ enum ForwardBenchmark {
         // The bulk readings are cursors 1...N (a fresh database); the live meter's come after them.
         try await waitFor(seconds: 600, "the forwarder's \(count) PUBACKs") { forwarder.status.withLock { $0.cursor } >= Int64(count) }
         let done = ContinuousClock.now
+        let cpuAfter = (this: cpuMicros(getpid()), sugard: cpuMicros(sugardPID), broker: cpuMicros(brokerPID))
         let doneWall = wallMicros()
         let liveBefore = arrivals.withLock { $0.keys.filter { $0.hasPrefix(Self.liveMeter) }.count }
         let totalSeconds = seconds(started, done)
@@ -241,8 +250,11 @@ enum ForwardBenchmark {
         let topics = ForwardTopics(config: config)
         var lines = ""
         var published = 0
+        var messages: [MQTTMessage] = []
         for reading in all where reading.meter != liveMeter && published < count {
-            lines += topics.reading(reading.meter) + "\t" + String(decoding: ForwardTopics.payloadBytes(Wire.CompactReading(reading)), as: UTF8.self) + "\n"
+            let payload = ForwardTopics.payloadBytes(Wire.CompactReading(reading))
+            lines += topics.reading(reading.meter) + "\t" + String(decoding: payload, as: UTF8.self) + "\n"
+            messages.append(MQTTMessage(topic: topics.reading(reading.meter), payload: payload))
             published += 1
         }
         try writeText(dir + "/payloads.txt", lines)
@@ -250,12 +262,21 @@ enum ForwardBenchmark {
         let cc = spawnAndWait("/usr/bin/cc", ["-O2", "-o", dir + "/publisher", dir + "/publisher.c", "-lmosquitto", "-lpthread"])
         guard cc == 0 else { throw BenchError("cc could not build the C publisher (needs libmosquitto-dev)") }
         let output = dir + "/publisher.out"
+        let brokerBeforeC = cpuMicros(brokerPID)
         let c = try spawn(dir + "/publisher", ["127.0.0.1", String(port), dir + "/payloads.txt"], log: output)
         var status: Int32 = 0
-        _ = waitpid(c, &status, 0)
+        var usage = rusage()
+        _ = wait4(c, &status, 0, &usage)
+        let brokerAfterC = cpuMicros(brokerPID)
+        func micros(_ t: timeval) -> Int64 { Int64(t.tv_sec) * 1_000_000 + Int64(t.tv_usec) }
+        let publisherCPU = micros(usage.ru_utime) + micros(usage.ru_stime)
         guard status == 0, let cResult = try? JSONValue(parsing: String(decoding: try readFile(output), as: UTF8.self)),
             let cSeconds = cResult["seconds"]?.doubleValue, cSeconds > 0
         else { throw BenchError("the C publisher failed: \(String(decoding: (try? readFile(output)) ?? [], as: UTF8.self))") }
+
+        // 7. The forwarder's MQTT client alone with the same payloads (its window as the
+        // forwarder has it): what the client costs without the feed.
+        let clientSeconds = try await Self.clientOnly(messages, port: port)
 
         let forwarderRate = Double(count) / forwarderSeconds
         let cRate = Double(published) / cSeconds
@@ -266,12 +287,74 @@ enum ForwardBenchmark {
             "feedSeconds": rounded(feedSeconds), "forwarderReadingsPerSecond": rounded(forwarderRate, 1),
             "cPublisherMessages": .int(Int64(published)), "cPublisherSeconds": rounded(cSeconds),
             "cPublisherReadingsPerSecond": rounded(cRate, 1), "ratio": rounded(forwarderRate / cRate),
+            "mqttClientAloneReadingsPerSecond": rounded(Double(messages.count) / clientSeconds, 1),
             "latencySamples": .int(Int64(latencies.count)), "commitToSubscriberP50Millis": rounded(percentile(0.5)),
             "commitToSubscriberP99Millis": rounded(percentile(0.99)),
+            // CPU time per reading (µs, user + system, from /proc/PID/stat in clock ticks): where the
+            // two cores go in each run.
+            "forwarderRunCpuMicrosPerReading": [
+                "thisProcess": rounded(Double(cpuAfter.this - cpuBefore.this) / Double(count), 100),
+                "sugard": rounded(Double(cpuAfter.sugard - cpuBefore.sugard) / Double(count), 100),
+                "broker": rounded(Double(cpuAfter.broker - cpuBefore.broker) / Double(count), 100),
+            ],
+            "cPublisherRunCpuMicrosPerMessage": [
+                "publisher": rounded(Double(publisherCPU) / Double(max(1, published)), 100),
+                "broker": rounded(Double(brokerAfterC - brokerBeforeC) / Double(max(1, published)), 100),
+            ],
         ]
     }
 
+    /// Publishes `messages` (QoS 1) through ``MQTTClient`` with the forwarder's window, from the
+    /// CONNACK to the last PUBACK; returns the seconds.
+    static func clientOnly(_ messages: [MQTTMessage], port: Int) async throws -> Double {
+        struct Progress {
+            var session: Int?
+            var connectedAt: ContinuousClock.Instant?
+            var acked = 0
+            var doneAt: ContinuousClock.Instant?
+        }
+        let progress = Lock(Progress())
+        var options = MQTTOptions(host: "127.0.0.1", port: Int32(port), clientID: "sugar-bench-client-alone")
+        options.maxInFlight = 256
+        let total = messages.count
+        let client = MQTTClient(options: options) { event in
+            switch event {
+            case .connected(let session):
+                progress.withLock {
+                    $0.session = session
+                    $0.connectedAt = ContinuousClock.now
+                }
+            case .acknowledged(let tokens, _):
+                progress.withLock {
+                    $0.acked += tokens.count
+                    if $0.acked >= total, $0.doneAt == nil { $0.doneAt = ContinuousClock.now }
+                }
+            default: break
+            }
+        }
+        try client.start()
+        defer { client.stop() }
+        try await waitFor(seconds: 10, "the client's CONNACK") { progress.withLock { $0.session != nil } }
+        let session = progress.withLock { $0.session! }
+        for (index, message) in messages.enumerated() { client.publish(message, token: Int64(index), session: session) }
+        try await waitFor(seconds: 600, "the client's \(total) PUBACKs") { progress.withLock { $0.doneAt != nil } }
+        let (from, to) = progress.withLock { ($0.connectedAt!, $0.doneAt!) }
+        return seconds(from, to)
+    }
+
     // MARK: Helpers
+
+    /// User + system CPU time of process `pid` (all its threads, ended ones included), in µs;
+    /// /proc/PID/stat counts clock ticks.
+    static func cpuMicros(_ pid: pid_t) -> Int64 {
+        guard let bytes = try? readFile("/proc/\(pid)/stat") else { return 0 }
+        let text = String(decoding: bytes, as: UTF8.self)
+        // After the command's closing parenthesis: state is field 3, utime 14 and stime 15.
+        guard let close = text.lastIndex(of: ")") else { return 0 }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Int64(fields[11]), let system = Int64(fields[12]) else { return 0 }
+        return (user + system) * 1_000_000 / Int64(sysconf(Int32(_SC_CLK_TCK)))
+    }
 
     static func seconds(_ from: ContinuousClock.Instant, _ to: ContinuousClock.Instant) -> Double {
         let x = to - from
