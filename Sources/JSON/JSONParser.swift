@@ -321,6 +321,8 @@ struct JSONParser {
     mutating func parseNumber() throws(JSONParseError) -> JSONValue {
         let start = self.index
         var isInteger = true
+        var fractionDigits = 0
+        var hasExponent = false
         if self.bytes[self.index] == UInt8(ascii: "-") { self.index += 1 }
         guard self.index < self.bytes.count else { throw self.error("truncated number", at: start) }
         if self.bytes[self.index] == UInt8(ascii: "0") {
@@ -340,9 +342,11 @@ struct JSONParser {
                 self.index += 1
             }
             guard self.index > digitsStart else { throw self.error("expected digits after '.'") }
+            fractionDigits = self.index - digitsStart
         }
         if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: "e") || self.bytes[self.index] == UInt8(ascii: "E") {
             isInteger = false
+            hasExponent = true
             self.index += 1
             if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: "+") || self.bytes[self.index] == UInt8(ascii: "-") {
                 self.index += 1
@@ -365,9 +369,36 @@ struct JSONParser {
             }
             return .int(negative ? -value : value)
         }
+        if !isInteger, !hasExponent, let value = self.shortDecimal(start, fractionDigits: fractionDigits) { return .double(value) }
         let text = String(decoding: self.bytes[start..<self.index], as: UTF8.self)
         if isInteger, let value = Int64(text) { return .int(value) }
         guard let value = Double(text), value.isFinite else { throw self.error("number out of range", at: start) }
         return .double(value)
+    }
+
+    /// Exact powers of ten as doubles (10^0 ... 10^22 are all representable).
+    private static let powersOfTen: [Double] = (0...22).map { exponent in
+        var value = 1.0
+        for _ in 0..<exponent { value *= 10 }
+        return value
+    }
+
+    /// A decimal without exponent of at most 15 significant digits (`104.5`, `-5.83`), from its
+    /// digits: an integer below 2^53 divided by an exact power of ten is one correctly rounded
+    /// division, so the result is the double nearest the text, as `Double(text)` gives it.
+    /// nil for anything longer (the text takes `Double(_:)`).
+    private func shortDecimal(_ start: Int, fractionDigits: Int) -> Double? {
+        let negative = self.bytes[start] == UInt8(ascii: "-")
+        let digitsStart = negative ? start + 1 : start
+        // The digits and the point.
+        guard self.index - digitsStart <= 16, fractionDigits <= 22 else { return nil }
+        var mantissa: Int64 = 0
+        for i in digitsStart..<self.index {
+            let byte = self.bytes[i]
+            if byte == UInt8(ascii: ".") { continue }
+            mantissa = mantissa * 10 + Int64(byte - UInt8(ascii: "0"))
+        }
+        let value = Double(mantissa) / Self.powersOfTen[fractionDigits]
+        return negative ? -value : value
     }
 }

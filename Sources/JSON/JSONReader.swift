@@ -29,6 +29,9 @@ public struct JSONReader {
     private var depth = 0
     /// The innermost open container has given no member yet.
     private var first = false
+    /// The strings ``readRepeatedString()`` made so far (at most ``repeatedLimit``).
+    private var repeated: [String] = []
+    private static var repeatedLimit: Int { 32 }
 
     public init(_ bytes: [UInt8], limits: JSONParseLimits = JSONParseLimits()) {
         self.parser = JSONParser(bytes: bytes, limits: limits)
@@ -87,6 +90,43 @@ public struct JSONReader {
         try self.expect(UInt8(ascii: "\""), "a string")
         try self.parser.countElement()
         return try self.parser.parseString()
+    }
+
+    /// A string as ``readString()`` reads it, for a value that repeats within one text (a
+    /// meter's address, an enum's name): an unescaped string equal to one this reader made
+    /// before is that `String` again, matched on its bytes, not a new one.
+    public mutating func readRepeatedString() throws(JSONParseError) -> String {
+        try self.expect(UInt8(ascii: "\""), "a string")
+        try self.parser.countElement()
+        let start = self.parser.index + 1
+        let repeated = self.repeated
+        let found: (string: String?, end: Int)? = self.parser.bytes.withUnsafeBufferPointer { bytes in
+            var end = start
+            while end < bytes.count {
+                let c = bytes[end]
+                if c == UInt8(ascii: "\"") { break }
+                // An escape, a control character or non-ASCII: the string parser decides.
+                if c == UInt8(ascii: "\\") || c < 0x20 || c >= 0x80 { return nil }
+                end += 1
+            }
+            guard end < bytes.count else { return nil }
+            let text = UnsafeBufferPointer(rebasing: bytes[start..<end])
+            for string in repeated where string.utf8.count == text.count {
+                let equal = string.utf8.withContiguousStorageIfAvailable { stored in
+                    text.isEmpty || memcmp(stored.baseAddress!, text.baseAddress!, text.count) == 0
+                }
+                if equal == true { return (string, end) }
+            }
+            return (nil, end)
+        }
+        guard let found else { return try self.parser.parseString() }
+        self.parser.index = found.end + 1
+        if let string = found.string { return string }
+        let string = self.parser.bytes.withUnsafeBufferPointer { bytes in
+            String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<found.end]), as: UTF8.self)
+        }
+        if self.repeated.count < Self.repeatedLimit { self.repeated.append(string) }
+        return string
     }
 
     /// An integer (as ``JSONValue/intValue`` takes it: a number with no fractional part that fits).

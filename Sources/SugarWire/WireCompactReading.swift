@@ -166,7 +166,7 @@ extension Wire {
                 let key = member.rawValue
                 switch member {
                 case .id: id = try WireByteFields.int(key, &r)
-                case .meter: meter = try WireByteFields.string(key, &r)
+                case .meter: meter = try WireByteFields.repeatedString(key, &r)
                 case .epoch: epoch = try WireByteFields.int(key, &r)
                 case .sequenceNumber: sequenceNumber = try WireByteFields.int(key, &r)
                 case .time: time = try WireByteFields.nested(key, &r, Self.time)
@@ -176,7 +176,7 @@ extension Wire {
                 case .type: type = try WireByteFields.optionalNested(key, &r, Self.coded)
                 case .sampleLocation: sampleLocation = try WireByteFields.optionalNested(key, &r, Self.coded)
                 case .context: meal = try WireByteFields.optionalNested(key, &r, Self.context) ?? nil
-                case .person: person = try WireByteFields.optionalString(key, &r)
+                case .person: person = try WireByteFields.optionalRepeatedString(key, &r)
                 }
             }
             self.id = try WireByteFields.present(id, "id")
@@ -214,7 +214,7 @@ extension Wire {
             try WireByteFields.object(&reader, CodedKey.self) { (member: CodedKey, r: inout JSONReader) throws(WireError) in
                 switch member {
                 case .code: code = try WireByteFields.int(member.rawValue, &r)
-                case .name: name = try WireByteFields.string(member.rawValue, &r)
+                case .name: name = try WireByteFields.repeatedString(member.rawValue, &r)
                 }
             }
             return Coded(name: try WireByteFields.present(name, "name"), code: try WireByteFields.present(code, "code"))
@@ -455,15 +455,25 @@ enum WireByteFields {
         try Self.optional(key, &reader) { (r: inout JSONReader) throws(JSONParseError) -> String in try r.readString() }
     }
 
+    /// ``string(_:_:)`` of a value that repeats from reading to reading in one reply (a meter, a
+    /// name): see ``JSONReader/readRepeatedString()``.
+    static func repeatedString(_ key: String, _ reader: inout JSONReader) throws(WireError) -> String {
+        try Self.required(key, &reader) { (r: inout JSONReader) throws(JSONParseError) -> String in try r.readRepeatedString() }
+    }
+
+    static func optionalRepeatedString(_ key: String, _ reader: inout JSONReader) throws(WireError) -> String? {
+        try Self.optional(key, &reader) { (r: inout JSONReader) throws(JSONParseError) -> String in try r.readRepeatedString() }
+    }
+
     static func optionalDouble(_ key: String, _ reader: inout JSONReader) throws(WireError) -> Double? {
         try Self.optional(key, &reader) { (r: inout JSONReader) throws(JSONParseError) -> Double in try r.readDouble() }
     }
 
-    /// `[]string`.
+    /// `[]string` of names that repeat from reading to reading (flags).
     static func strings(_ reader: inout JSONReader) throws(JSONParseError) -> [String] {
         var out: [String] = []
         try reader.beginArray()
-        while try reader.nextElement() { out.append(try reader.readString()) }
+        while try reader.nextElement() { out.append(try reader.readRepeatedString()) }
         return out
     }
 

@@ -276,7 +276,9 @@ enum ForwardBenchmark {
 
         // 7. The forwarder's MQTT client alone with the same payloads (its window as the
         // forwarder has it): what the client costs without the feed.
+        let cpuBeforeClient = (this: cpuMicros(getpid()), broker: cpuMicros(brokerPID))
         let clientSeconds = try await Self.clientOnly(messages, port: port)
+        let cpuAfterClient = (this: cpuMicros(getpid()), broker: cpuMicros(brokerPID))
 
         let forwarderRate = Double(count) / forwarderSeconds
         let cRate = Double(published) / cSeconds
@@ -300,6 +302,10 @@ enum ForwardBenchmark {
             "cPublisherRunCpuMicrosPerMessage": [
                 "publisher": rounded(Double(publisherCPU) / Double(max(1, published)), 100),
                 "broker": rounded(Double(brokerAfterC - brokerBeforeC) / Double(max(1, published)), 100),
+            ],
+            "mqttClientAloneRunCpuMicrosPerMessage": [
+                "thisProcess": rounded(Double(cpuAfterClient.this - cpuBeforeClient.this) / Double(max(1, messages.count)), 100),
+                "broker": rounded(Double(cpuAfterClient.broker - cpuBeforeClient.broker) / Double(max(1, messages.count)), 100),
             ],
         ]
     }

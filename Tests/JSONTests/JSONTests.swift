@@ -50,4 +50,60 @@ import Testing
         #expect(try JSONValue(parsing: "9223372036854775807") == .int(Int64.max))
         #expect(try JSONValue(parsing: "9223372036854775808").doubleValue == 9_223_372_036_854_775_808)
     }
+
+    /// Short decimals are read from their digits (one division by an exact power of ten): each
+    /// must be the double `Double(text)` (strtod) gives, sign of zero included.
+    @Test func shortDecimalsAreTheNearestDouble() throws {
+        var generator = SystemRandomNumberGenerator()
+        var texts = ["0.0", "-0.0", "0.1", "0.2", "0.3", "104.5", "-5.83", "5.551115123125783", "999999999999999.9",
+            "0.000000000000000000001", "123456789012345.0", "1.7976931348623157", "9007199254740.993", "4.35", "18.015"]
+        for _ in 0..<20_000 {
+            let digits = Int.random(in: 1...15, using: &generator)
+            var text = ""
+            for i in 0..<digits { text += String(Int.random(in: i == 0 ? 1...9 : 0...9, using: &generator)) }
+            let point = Int.random(in: 0..<digits, using: &generator)
+            let whole = String(text.prefix(point == 0 ? 1 : point))
+            let fraction = String(text.dropFirst(point == 0 ? 1 : point))
+            texts.append((Bool.random(using: &generator) ? "-" : "") + whole + "." + (fraction.isEmpty ? "0" : fraction))
+            texts.append("0." + String(repeating: "0", count: Int.random(in: 0...6, using: &generator)) + text)
+        }
+        for text in texts {
+            let parsed = try #require(try JSONValue(parsing: text).doubleValue, "\(text)")
+            let expected = try #require(Double(text))
+            #expect(parsed.bitPattern == expected.bitPattern, "\(text): \(parsed) != \(expected)")
+        }
+    }
+
+    /// `readRepeatedString` reads what `readString` reads (escapes, non-ASCII, empty) and the
+    /// same errors; a repeat is the same value.
+    @Test func repeatedStringsReadAsStrings() throws {
+        let text = #"["c026da013a7f","c026da013a7f","","caf\u00e9","café","a\"b","c026da013a7f",""]"#
+        var plain = JSONReader(Array(text.utf8))
+        var repeated = JSONReader(Array(text.utf8))
+        var a: [String] = []
+        var b: [String] = []
+        try plain.beginArray()
+        while try plain.nextElement() { a.append(try plain.readString()) }
+        try repeated.beginArray()
+        while try repeated.nextElement() { b.append(try repeated.readRepeatedString()) }
+        #expect(a == b)
+        #expect(b == ["c026da013a7f", "c026da013a7f", "", "café", "café", "a\"b", "c026da013a7f", ""])
+        for bad in [#"["abc"#, "[\"a\u{01}b\"]", #"[1]"#, #"["\x"]"#] {
+            var one = JSONReader(Array(bad.utf8))
+            var two = JSONReader(Array(bad.utf8))
+            var first: JSONParseError?
+            var second: JSONParseError?
+            do {
+                try one.beginArray()
+                _ = try one.nextElement()
+                _ = try one.readString()
+            } catch { first = error }
+            do {
+                try two.beginArray()
+                _ = try two.nextElement()
+                _ = try two.readRepeatedString()
+            } catch { second = error }
+            #expect(first != nil && "\(String(describing: first))" == "\(String(describing: second))", "\(bad)")
+        }
+    }
 }
