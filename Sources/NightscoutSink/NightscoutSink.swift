@@ -1,6 +1,6 @@
 import Glibc
 import HTTPClient
-public import JSON
+import JSON
 import Locking
 import SugarAPI
 import SugarWire
@@ -70,14 +70,6 @@ public struct NightscoutStatus: Sendable, Hashable {
 
     /// The message shown for 401/403.
     public static let refusedMessage = "Nightscout refused the API secret"
-
-    public var json: JSONValue {
-        [
-            "name": .string(self.name), "kind": "nightscout", "url": .string(self.url), "person": .from(self.person),
-            "state": .string(self.state.rawValue), "reason": .from(self.reason), "cursor": .int(self.cursor),
-            "delivered": .from(self.delivered), "pending": .from(self.pending), "lastDeliveryMillis": .from(self.lastDeliveryMillis),
-        ]
-    }
 }
 
 /// Sends readings to one Nightscout site: `POST <url>/api/v1/entries` (and, with

@@ -61,7 +61,7 @@ public enum ForwardMain {
         do {
             server = try ForwardStatusService.makeServer(
                 path: statusPath,
-                sinks: { (forwarder.map { [$0.status.withLock { $0.json }] } ?? []) + nightscout.statusJSON() },
+                sinks: { (forwarder.map { [$0.status.withLock { $0.wire }] } ?? []) + nightscout.statusWire() },
                 version: sugardForwardVersion)
         } catch {
             logger.warning("no status socket at \(statusPath): \(error)")

@@ -27,13 +27,22 @@ public struct SinkStatus: Sendable, Equatable {
     public var feedConnected = false
     public var feedReason: String? = "connecting"
 
-    public var json: JSONValue {
-        [
-            "name": .string(self.name), "kind": "mqtt", "person": .null, "broker": .string(self.broker), "state": .string(self.state.rawValue),
-            "reason": .from(self.reason), "pending": .from(self.pending), "lastDeliveryMillis": .from(self.lastDeliveryMillis),
-            "cursor": .int(self.cursor), "delivered": .from(self.delivered), "feedConnected": .bool(self.feedConnected),
-            "feedReason": .from(self.feedReason),
-        ]
+    /// `io.sugard.Forward`'s `Sink` for it.
+    public var wire: Wire.ForwardSink {
+        Wire.ForwardSink(
+            name: self.name, kind: .mqtt, broker: self.broker, person: nil, state: Wire.ForwardSink.State(self.state),
+            reason: self.reason, pending: Int64(self.pending), lastDeliveryMillis: self.lastDeliveryMillis, cursor: self.cursor,
+            delivered: Int64(self.delivered), feedConnected: self.feedConnected, feedReason: self.feedReason)
+    }
+}
+
+extension Wire.ForwardSink.State {
+    init(_ state: SinkStatus.State) {
+        switch state {
+        case .connected: self = .connected
+        case .retrying: self = .retrying
+        case .failing: self = .failing
+        }
     }
 }
 

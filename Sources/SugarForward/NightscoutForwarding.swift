@@ -145,23 +145,21 @@ public final class NightscoutForwarding: Sendable {
     }
 
     /// The `Sink` objects of `io.sugard.Forward.GetStatus`.
-    public func statusJSON() -> [JSONValue] { self.sinks.map(Self.json) }
+    public func statusWire() -> [Wire.ForwardSink] { self.sinks.map(Self.wire) }
 
-    static func json(_ running: Running) -> JSONValue {
+    static func wire(_ running: Running) -> Wire.ForwardSink {
         let status = running.sink.status
         let held = running.source.held(after: status.cursor, accepts: running.sink.accepts)
-        guard case .object(var object) = status.json else { return status.json }
-        object["state"] = .string(Self.state(status.state).rawValue)
-        object["nightscoutState"] = .string(status.state.rawValue)
-        object["pending"] = .from(max(held.pending, status.pending))
-        object["feedConnected"] = .bool(held.connected)
-        object["feedReason"] = .from(held.reason)
-        return .object(object)
+        return Wire.ForwardSink(
+            name: status.name, kind: .nightscout, url: status.url, person: status.person, state: Self.state(status.state),
+            nightscoutState: Wire.ForwardSink.NightscoutState(status.state), reason: status.reason,
+            pending: Int64(max(held.pending, status.pending)), lastDeliveryMillis: status.lastDeliveryMillis,
+            cursor: status.cursor, delivered: Int64(status.delivered), feedConnected: held.connected, feedReason: held.reason)
     }
 
     /// The forwarder's common states: a refused secret and a paused sink are failing (they wait
     /// for someone to act), a transient failure is retrying.
-    static func state(_ state: NightscoutStatus.State) -> SinkStatus.State {
+    static func state(_ state: NightscoutStatus.State) -> Wire.ForwardSink.State {
         switch state {
         case .idle, .delivering: .connected
         case .retrying: .retrying
@@ -187,6 +185,18 @@ public final class NightscoutForwarding: Sendable {
                 }
             }
             try? await Task.sleep(for: .seconds(1))
+        }
+    }
+}
+
+extension Wire.ForwardSink.NightscoutState {
+    init(_ state: NightscoutStatus.State) {
+        switch state {
+        case .idle: self = .idle
+        case .delivering: self = .delivering
+        case .retrying: self = .retrying
+        case .refused: self = .refused
+        case .paused: self = .paused
         }
     }
 }

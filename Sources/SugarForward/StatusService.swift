@@ -1,5 +1,6 @@
 import JSON
 import Locking
+import SugarWire
 import Varlink
 
 /// The forwarder's own small Varlink interface, `io.sugard.Forward`, which `sugarctl status`
@@ -55,7 +56,7 @@ public enum ForwardStatusService {
 
     /// A server answering `GetStatus` with `sinks()` (each a `Sink` object). The socket is 0660 for
     /// the process's group.
-    public static func makeServer(path: String, sinks: @escaping @Sendable () -> [JSONValue], version: String)
+    public static func makeServer(path: String, sinks: @escaping @Sendable () -> [Wire.ForwardSink], version: String)
         throws(VarlinkServerError)
         -> VarlinkServer
     {
@@ -69,7 +70,7 @@ public enum ForwardStatusService {
         configuration.maxConnectionsPerUID = 16
         let interface = VarlinkInterface(Self.definition) { call, replier throws(VarlinkError) in
             guard call.methodName == "GetStatus" else { throw .methodNotImplemented(call.method) }
-            replier.reply(["sinks": .array(sinks())])
+            replier.reply(Wire.ForwardStatusReply(sinks: sinks()).json.objectValue ?? [:])
         }
         return try VarlinkServer(configuration: configuration, handlers: [interface])
     }

@@ -22,6 +22,27 @@ extension Wire {
         public var feedConnected: Bool
         public var feedReason: String?
 
+        public init(
+            name: String, kind: Kind, broker: String? = nil, url: String? = nil, person: String?, state: State,
+            nightscoutState: NightscoutState? = nil, reason: String?, pending: Int64, lastDeliveryMillis: Int64?, cursor: Int64,
+            delivered: Int64, feedConnected: Bool, feedReason: String?
+        ) {
+            self.name = name
+            self.kind = kind
+            self.broker = broker
+            self.url = url
+            self.person = person
+            self.state = state
+            self.nightscoutState = nightscoutState
+            self.reason = reason
+            self.pending = pending
+            self.lastDeliveryMillis = lastDeliveryMillis
+            self.cursor = cursor
+            self.delivered = delivered
+            self.feedConnected = feedConnected
+            self.feedReason = feedReason
+        }
+
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.name = try f.required("name")
@@ -54,6 +75,8 @@ extension Wire {
     /// `io.sugard.Forward.GetStatus() -> (sinks: []Sink)`
     public struct ForwardStatusReply: WireValue {
         public var sinks: [ForwardSink]
+
+        public init(sinks: [ForwardSink]) { self.sinks = sinks }
 
         public init(json: JSONValue) throws(WireError) { self.sinks = try WireFields(json).array("sinks") }
 
