@@ -358,9 +358,8 @@ private final class Core: @unchecked Sendable {
         self.tokens = [:]
         self.connectStarted = monotonicSeconds()
         _ = mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, CMOSQ_PROTOCOL_V5)
-        // Each publish is a whole message: sent at once. Nagle's algorithm can hold a small one
-        // until the one before it is acknowledged, which with delayed ACKs takes tens of ms (with
-        // it, sugar-bench saw single readings arrive 13-170 ms after their commit; without, < 11 ms).
+        // Each publish is a whole message: sent at once, not held by Nagle's algorithm until the
+        // one before it is acknowledged (with delayed ACKs, tens of milliseconds for a reading).
         _ = mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, 1)
         mosquitto_connect_v5_callback_set(mosq) { _, obj, rc, _, _ in
             guard let obj else { return }
