@@ -101,15 +101,7 @@ public struct JSONReader {
         let start = self.parser.index + 1
         let repeated = self.repeated
         let found: (string: String?, end: Int)? = self.parser.bytes.withUnsafeBufferPointer { bytes in
-            var end = start
-            while end < bytes.count {
-                let c = bytes[end]
-                if c == UInt8(ascii: "\"") { break }
-                // An escape, a control character or non-ASCII: the string parser decides.
-                if c == UInt8(ascii: "\\") || c < 0x20 || c >= 0x80 { return nil }
-                end += 1
-            }
-            guard end < bytes.count else { return nil }
+            guard let end = Self.plainStringEnd(bytes, from: start) else { return nil }
             let text = UnsafeBufferPointer(rebasing: bytes[start..<end])
             for string in repeated where string.utf8.count == text.count {
                 let equal = string.utf8.withContiguousStorageIfAvailable { stored in
@@ -186,6 +178,20 @@ public struct JSONReader {
         return key
     }
 
+    /// Where the string whose text starts at `start` ends (its closing quote) when that text is
+    /// plain ASCII without escapes or control characters, the bytes themselves; nil otherwise
+    /// (an escape, a control character, non-ASCII or no closing quote: the string parser decides).
+    private static func plainStringEnd(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
+        var end = start
+        while end < bytes.count {
+            let c = bytes[end]
+            if c == UInt8(ascii: "\"") { return end }
+            if c == UInt8(ascii: "\\") || c < 0x20 || c >= 0x80 { return nil }
+            end += 1
+        }
+        return nil
+    }
+
     /// The next member's key looked up in `keys` (the reader is then at its value), or nil after
     /// the closing brace: `.known(i)` for `keys.names[i]`, `.other(text)` for a key not among
     /// them. A key without escapes is matched on its bytes, without making a string of it, trying
@@ -197,15 +203,7 @@ public struct JSONReader {
         try self.parser.countElement()
         let start = self.parser.index + 1
         let matched: (key: JSONKey, end: Int)? = self.parser.bytes.withUnsafeBufferPointer { bytes in
-            var end = start
-            while end < bytes.count {
-                let c = bytes[end]
-                if c == UInt8(ascii: "\"") { break }
-                // An escape, a control character or non-ASCII: the string parser decides.
-                if c == UInt8(ascii: "\\") || c < 0x20 || c >= 0x80 { return nil }
-                end += 1
-            }
-            guard end < bytes.count else { return nil }
+            guard let end = Self.plainStringEnd(bytes, from: start) else { return nil }
             return (keys.match(UnsafeBufferPointer(rebasing: bytes[start..<end]), expected: expected), end)
         }
         let key: JSONKey
