@@ -8,7 +8,8 @@ import SystemIO
 
 /// What `sugarctl status` shows about the MQTT sink.
 public struct SinkStatus: Sendable, Equatable {
-    public enum State: String, Sendable { case connected, retrying, failing }
+    /// The interface's sink states.
+    public typealias State = Wire.ForwardSink.State
 
     public var name = "mqtt"
     public var broker: String
@@ -30,19 +31,9 @@ public struct SinkStatus: Sendable, Equatable {
     /// `io.sugard.Forward`'s `Sink` for it.
     public var wire: Wire.ForwardSink {
         Wire.ForwardSink(
-            name: self.name, kind: .mqtt, broker: self.broker, person: nil, state: Wire.ForwardSink.State(self.state),
+            name: self.name, kind: .mqtt, broker: self.broker, person: nil, state: self.state,
             reason: self.reason, pending: Int64(self.pending), lastDeliveryMillis: self.lastDeliveryMillis, cursor: self.cursor,
             delivered: Int64(self.delivered), feedConnected: self.feedConnected, feedReason: self.feedReason)
-    }
-}
-
-extension Wire.ForwardSink.State {
-    init(_ state: SinkStatus.State) {
-        switch state {
-        case .connected: self = .connected
-        case .retrying: self = .retrying
-        case .failing: self = .failing
-        }
     }
 }
 
