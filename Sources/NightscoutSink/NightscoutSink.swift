@@ -42,17 +42,8 @@ public struct NightscoutTiming: Sendable, Hashable {
 
 /// What `sugarctl status` shows about a sink.
 public struct NightscoutStatus: Sendable, Hashable {
-    public enum State: String, Sendable, Hashable {
-        /// Everything offered so far is delivered.
-        case idle
-        case delivering
-        /// A transient failure (refused, timeout, 5xx, TLS): retried with capped backoff.
-        case retrying
-        /// 401/403: "Nightscout refused the API secret"; retried slowly.
-        case refused
-        /// Another 4xx: the server's message; the same batch is offered again later.
-        case paused
-    }
+    /// The interface's Nightscout sink states.
+    public typealias State = Wire.ForwardSink.NightscoutState
 
     public var name: String
     public var url: String

@@ -152,7 +152,7 @@ public final class NightscoutForwarding: Sendable {
         let held = running.source.held(after: status.cursor, accepts: running.sink.accepts)
         return Wire.ForwardSink(
             name: status.name, kind: .nightscout, url: status.url, person: status.person, state: Self.state(status.state),
-            nightscoutState: Wire.ForwardSink.NightscoutState(status.state), reason: status.reason,
+            nightscoutState: status.state, reason: status.reason,
             pending: Int64(max(held.pending, status.pending)), lastDeliveryMillis: status.lastDeliveryMillis,
             cursor: status.cursor, delivered: Int64(status.delivered), feedConnected: held.connected, feedReason: held.reason)
     }
@@ -185,18 +185,6 @@ public final class NightscoutForwarding: Sendable {
                 }
             }
             try? await Task.sleep(for: .seconds(1))
-        }
-    }
-}
-
-extension Wire.ForwardSink.NightscoutState {
-    init(_ state: NightscoutStatus.State) {
-        switch state {
-        case .idle: self = .idle
-        case .delivering: self = .delivering
-        case .retrying: self = .retrying
-        case .refused: self = .refused
-        case .paused: self = .paused
         }
     }
 }

@@ -5,7 +5,18 @@ extension Wire {
     public struct ForwardSink: WireValue, Hashable {
         public enum Kind: String, WireEnum { case mqtt, nightscout }
         public enum State: String, WireEnum { case connected, retrying, failing }
-        public enum NightscoutState: String, WireEnum { case idle, delivering, retrying, refused, paused }
+        /// A Nightscout sink's own state.
+        public enum NightscoutState: String, WireEnum {
+            /// Everything offered so far is delivered.
+            case idle
+            case delivering
+            /// A transient failure (refused, timeout, 5xx, TLS): retried with capped backoff.
+            case retrying
+            /// 401/403: "Nightscout refused the API secret"; retried slowly.
+            case refused
+            /// Another 4xx: the server's message; the same batch is offered again later.
+            case paused
+        }
 
         public var name: String
         public var kind: Kind

@@ -252,9 +252,9 @@ enum ForwardBenchmark {
         var published = 0
         var messages: [MQTTMessage] = []
         for reading in all where reading.meter != liveMeter && published < count {
-            let payload = ForwardTopics.payloadBytes(Wire.CompactReading(reading))
-            lines += topics.reading(reading.meter) + "\t" + String(decoding: payload, as: UTF8.self) + "\n"
-            messages.append(MQTTMessage(topic: topics.reading(reading.meter), payload: payload))
+            let message = MQTTMessage(topic: topics.reading(reading.meter), payload: ForwardTopics.payloadBytes(Wire.CompactReading(reading)))
+            lines += message.topic + "\t" + String(decoding: message.payload, as: UTF8.self) + "\n"
+            messages.append(message)
             published += 1
         }
         try writeText(dir + "/payloads.txt", lines)

@@ -73,7 +73,8 @@ struct MeterScript: Sendable {
     var racpWriteErrors: [UInt8] = []
     /// Drop the link after this many records of a report.
     var disconnectAfter: Int? = nil
-    /// Drop the link between this many records' measurement and its context (0: the first record).
+    /// Drop the link after the measurement of the record at this index of a report (0: the first),
+    /// before its context.
     var disconnectBeforeContext: Int? = nil
     /// Send this many records of a report, then go silent (no RACP response).
     var stallAfter: Int? = nil
@@ -246,21 +247,17 @@ final class ScriptedTransport: MeterTransport, Sendable {
             guard script.supportsReport else { return racp([0x06, 0x00, 0x01, 0x02]) }
             if minSeq != nil && !script.supportsFilter { return racp([0x06, 0x00, 0x01, 0x04]) }
             for junk in script.junkBefore { self.emit(.value(meter, .glucoseMeasurement, junk)) }
+            func dropLink() {
+                self.state.withLock { _ = $0.connected.remove(meter) }
+                self.emit(.disconnected(meter, reason: "link lost"))
+            }
             for (i, r) in selected.enumerated() {
-                if let limit = script.disconnectAfter, i == limit {
-                    self.state.withLock { _ = $0.connected.remove(meter) }
-                    self.emit(.disconnected(meter, reason: "link lost"))
-                    return
-                }
+                if let limit = script.disconnectAfter, i == limit { return dropLink() }
                 if let limit = script.stallAfter, i == limit { return }
                 if script.contextFirst, let c = r.context { self.emit(.value(meter, .glucoseMeasurementContext, c)) }
                 self.emit(.value(meter, .glucoseMeasurement, r.measurement))
                 if script.repeatRecords { self.emit(.value(meter, .glucoseMeasurement, r.measurement)) }
-                if let limit = script.disconnectBeforeContext, i == limit {
-                    self.state.withLock { _ = $0.connected.remove(meter) }
-                    self.emit(.disconnected(meter, reason: "link lost"))
-                    return
-                }
+                if let limit = script.disconnectBeforeContext, i == limit { return dropLink() }
                 if !script.contextFirst, let c = r.context { self.emit(.value(meter, .glucoseMeasurementContext, c)) }
             }
             for c in script.orphanContexts { self.emit(.value(meter, .glucoseMeasurementContext, c)) }
