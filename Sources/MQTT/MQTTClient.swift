@@ -245,6 +245,16 @@ private final class Core: @unchecked Sendable {
                 ready = self.wait(seconds: 1)
             }
             guard let mosq = self.mosq else { continue }
+            // What this turn writes goes out corked: libmosquitto writes each packet on its own,
+            // the kernel sends them in full segments once released at the end of the turn (not
+            // a segment per message, and on loopback the broker's receive path per message).
+            // Released before the thread waits again.
+            var corked: Int32 = -1
+            if self.connected, self.options.caFile == nil {
+                let sock = mosquitto_socket(mosq)
+                if sock >= 0, cmosq_cork(sock, 1) == 0 { corked = sock }
+            }
+            defer { if corked >= 0 { _ = cmosq_cork(corked, 0) } }
             if ready.wake, self.handleCommands() { return }
             if self.failure == nil, ready.readable {
                 let rc = mosquitto_loop_read(mosq, 256)
