@@ -18,9 +18,9 @@ internal import Glibc
 /// generic `Value` that turns out empty at run time. Protect the state itself instead.
 public final class Lock<Value: ~Copyable>: @unchecked Sendable {
     // Invariant that makes the @unchecked Sendable sound: `value` is only touched between
-    // pthread_mutex_lock and pthread_mutex_unlock in withLock.
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+    // pthread_mutex_lock and pthread_mutex_unlock (in withLock, and wait(for:until:) in Condition.swift).
+    let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    var value: Value
 
     public init(_ initialValue: consuming sending Value) {
         self.value = initialValue

@@ -21,7 +21,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         /// Unread reply bytes on a connection at which streaming methods stop queueing and wait
         /// (coalesced watchers coalesce meanwhile). ``makeServer(listen:version:configure:)`` sets it
         /// to the server's `maxPendingOutputBytes`, so a client that stops reading stays over the
-        /// server's soft cap and is disconnected after its `slowClientTimeout`.
+        /// server's soft cap and is disconnected after its `slowClientTimeout` (`FollowReadings`
+        /// waits at half of it: its followers pause on purpose and stay connected).
         public var backpressureBytes = 1 << 20
         /// `ListReadings` limit when none is given, and the most it accepts.
         public var defaultReadingLimit = 1000
@@ -400,10 +401,12 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
 
     static func isSyncing(_ phase: SyncPhase) -> Bool { phase != .idle && !phase.isFinal }
 
-    /// Returns once the connection's unread output is below ``Limits/backpressureBytes``, the
-    /// connection closed, the task was cancelled, or `stillWanted` turned false.
-    private func waitForReader(_ replier: VarlinkReplier, stillWanted: () -> Bool) async {
-        while replier.pendingOutputBytes >= self.limits.backpressureBytes, !replier.isClosed, !Task.isCancelled,
+    /// Returns once the connection's unread output is below `bytes` (default
+    /// ``Limits/backpressureBytes``), the connection closed, the task was cancelled, or
+    /// `stillWanted` turned false.
+    private func waitForReader(_ replier: VarlinkReplier, below bytes: Int? = nil, stillWanted: () -> Bool) async {
+        let limit = bytes ?? self.limits.backpressureBytes
+        while replier.pendingOutputBytes >= limit, !replier.isClosed, !Task.isCancelled,
             stillWanted()
         {
             try? await Task.sleep(for: .milliseconds(10))
@@ -456,8 +459,11 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
 
     /// Streams every stored reading after the cursor in commit order, one per reply, then each new
     /// one as it commits. A page is read from the database only once the client has read what it
-    /// got (``waitForReader(_:stillWanted:)``), so a stalled client costs at most one page plus the
-    /// connection's output cap. Commits are noticed through the view model's `readingCount`.
+    /// got (``waitForReader(_:below:stillWanted:)``), so a stalled client costs at most one page plus
+    /// the connection's output cap. It waits at half that cap: a follower that stops reading on
+    /// purpose (sugard-forward while its broker is slow or away: its flow control) stays under the
+    /// server's soft cap and keeps its connection, not dropped as a slow reader. Commits are
+    /// noticed through the view model's `readingCount`.
     ///
     /// With `batch`, one reply carries up to that many readings (`readings`, each with its cursor)
     /// when more than one is waiting: the same stream with fewer messages. A reply never holds
@@ -498,7 +504,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                 var start = page.startIndex
                 while start < page.endIndex {
                     let end = min(start + batch, page.endIndex)
-                    await self.waitForReader(replier) { true }
+                    await self.waitForReader(replier, below: self.limits.backpressureBytes / 2) { true }
                     if replier.isClosed || Task.isCancelled { return }
                     if compact {
                         // Written straight into the reply's bytes (no JSON tree per reading).
@@ -520,7 +526,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                 }
             } else {
                 for stored in page {
-                    await self.waitForReader(replier) { true }
+                    await self.waitForReader(replier, below: self.limits.backpressureBytes / 2) { true }
                     if replier.isClosed || Task.isCancelled { return }
                     guard replier.reply(["cursor": .int(stored.id), "reading": form(stored)], continues: true)
                     else { return }

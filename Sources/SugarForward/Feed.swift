@@ -4,36 +4,81 @@ import SugarWire
 import Varlink
 
 /// How many readings the forwarder holds (received from sugard, not yet acknowledged by the
-/// broker). The feed takes a slot per reading and stops reading from sugard when none is left;
-/// delivered readings give their slots back.
+/// broker). The feed takes a slot per reading; delivered readings give their slots back. When none
+/// is left, the feed connection's reader thread stops reading from sugard (``admit(_:connection:)``
+/// blocks it), so sugard stops reading from its database: flow control inside the one
+/// `FollowReadings` connection, no reconnect.
 final class Window: Sendable {
     private struct State: HasWaiter {
         var used = 0
+        /// Readings the current connection's reader thread has read that the feed has not taken
+        /// yet (its replies on their way to the feed task).
+        var arriving = 0
+        /// Numbers the feed's connections: a reader of one that ended never blocks or counts.
+        var connection = 0
         var waiter: CheckedContinuation<Void, Never>?
     }
 
     let limit: Int
     private let state = Lock(State())
+    private let room = Condition()
 
     init(limit: Int) { self.limit = max(2, limit) }
 
     var used: Int { self.state.withLock { $0.used } }
 
-    /// Takes `count` slots; false when that reached the limit (the feed then pauses).
-    func take(_ count: Int = 1) -> Bool {
-        self.state.withLock { s -> Bool in
-            s.used += count
-            return s.used < self.limit
+    /// A new feed connection; its number for ``admit(_:connection:)``.
+    func beginConnection() -> Int {
+        self.state.withLock { s -> Int in
+            s.connection += 1
+            s.arriving = 0
+            return s.connection
+        }
+    }
+
+    /// The feed's connection ended: replies read and not taken are gone with it, and its reader
+    /// thread, if it waits in ``admit(_:connection:)``, returns.
+    func endConnection() {
+        self.state.withLock { s in
+            s.connection += 1
+            s.arriving = 0
+        }
+        self.room.broadcast()
+    }
+
+    /// On connection `connection`'s reader thread, for a reply of `count` readings just read:
+    /// counts them as arriving and, when that filled the window, blocks the thread (it reads no
+    /// more from sugard) until at most half the window is used by what came before this reply,
+    /// or the connection ended.
+    func admit(_ count: Int, connection: Int) {
+        let full = self.state.withLock { s -> Bool in
+            guard s.connection == connection else { return false }
+            s.arriving += count
+            return s.used + s.arriving >= self.limit
+        }
+        guard full else { return }
+        self.state.wait(for: self.room) { s in
+            s.connection != connection || s.used + s.arriving - count <= self.limit / 2
+        }
+    }
+
+    /// The feed task took a reply of `arrived` readings (admitted on the current connection),
+    /// `held` of which it keeps (the rest it had already).
+    func take(_ held: Int, of arrived: Int) {
+        self.state.withLock { s in
+            s.arriving = max(0, s.arriving - arrived)
+            s.used += held
         }
     }
 
     func release(_ count: Int) {
-        let waiter = self.state.withLock { s -> CheckedContinuation<Void, Never>? in
+        let (waiter, wake) = self.state.withLock { s -> (CheckedContinuation<Void, Never>?, Bool) in
             s.used = max(0, s.used - count)
-            guard s.used <= self.limit / 2 else { return nil }
+            guard s.used + s.arriving <= self.limit / 2 else { return (nil, false) }
             defer { s.waiter = nil }
-            return s.waiter
+            return (s.waiter, s.arriving > 0)
         }
+        if wake { self.room.broadcast() }
         waiter?.resume()
     }
 
@@ -77,17 +122,24 @@ struct Feed: Sendable {
                 self.emit(.connected)
                 delay = 0.1
                 let parameters: JSONObject = ["after": .int(cursor), "batch": .int(Int64(Self.batch)), "compact": true]
-                // Each reply is read straight from its bytes into typed readings, on the client's thread.
+                // Each reply is read straight from its bytes into typed readings, on the client's
+                // thread, which waits there while the window is full (sugard then waits for it).
+                let window = self.window
+                let connection = window.beginConnection()
+                defer { window.endConnection() }
                 let replies = client.callMore(Self.interface + ".FollowReadings", parameters) { reader in
-                    try Wire.CompactFollowReply(reading: &reader)
+                    let reply = try Wire.CompactFollowReply(reading: &reader)
+                    window.admit(reply.readings.count, connection: connection)
+                    return reply
                 }
                 for try await reply in replies {
                     var pending: [(cursor: Int64, reading: Wire.CompactReading)] = []
-                    var full = false
+                    var arrived = reply.readings.count
                     func flush() {
-                        guard !pending.isEmpty else { return }
-                        self.emit(.readings(pending))
-                        if !self.window.take(pending.count) { full = true }
+                        guard !pending.isEmpty || arrived > 0 else { return }
+                        window.take(pending.count, of: arrived)
+                        arrived = 0
+                        if !pending.isEmpty { self.emit(.readings(pending)) }
                         pending.removeAll(keepingCapacity: true)
                     }
                     for (next, reading) in reply.readings where next > cursor {
@@ -110,7 +162,6 @@ struct Feed: Sendable {
                         cursor = next
                     }
                     flush()
-                    if full { break }  // close, come back once half is delivered
                 }
             } catch {
                 if Task.isCancelled { return }
