@@ -121,6 +121,44 @@ public struct JSONReader {
         return string
     }
 
+    /// A string as ``readString()`` accepts it, given as where its JSON text lies (quotes
+    /// included) instead of made into a `String`: for a value passed on as it is
+    /// (``appendText(_:to:)``).
+    public mutating func readStringText() throws(JSONParseError) -> Range<Int> {
+        try self.expect(UInt8(ascii: "\""), "a string")
+        try self.parser.countElement()
+        let start = self.parser.index
+        let plain = self.parser.bytes.withUnsafeBufferPointer { bytes in Self.plainStringEnd(bytes, from: start + 1) }
+        if let end = plain {
+            self.parser.index = end + 1
+        } else {
+            _ = try self.parser.parseString()
+        }
+        return start..<self.parser.index
+    }
+
+    /// A number as ``readDouble()`` accepts it, given as where its text lies.
+    public mutating func readNumberText() throws(JSONParseError) -> Range<Int> {
+        self.parser.skipWhitespace()
+        let start = self.parser.index
+        _ = try self.readNumber()
+        return start..<self.parser.index
+    }
+
+    /// Appends the text at `range` (from ``readStringText()``, ``readNumberText()`` or two
+    /// ``offset``s) to `out`, byte for byte.
+    public func appendText(_ range: Range<Int>, to out: inout [UInt8]) {
+        out.append(contentsOf: self.parser.bytes[range])
+    }
+
+    /// Whether the text at `range` is `text`, byte for byte.
+    public func text(_ range: Range<Int>, is text: StaticString) -> Bool {
+        guard range.count == text.utf8CodeUnitCount else { return false }
+        return self.parser.bytes.withUnsafeBufferPointer { bytes in
+            range.isEmpty || memcmp(bytes.baseAddress! + range.lowerBound, text.utf8Start, range.count) == 0
+        }
+    }
+
     /// An integer (as ``JSONValue/intValue`` takes it: a number with no fractional part that fits).
     public mutating func readInt() throws(JSONParseError) -> Int64 {
         let at = self.parser.index

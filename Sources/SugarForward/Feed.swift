@@ -88,20 +88,35 @@ final class Window: Sendable {
     }
 }
 
+/// What a feed hands on per reading, read from a `FollowReadings(compact: true)` reading object
+/// on the connection's reader thread: ``Wire/CompactReading`` (the Nightscout sinks), or
+/// ``ForwardedReading`` (the MQTT sink: its payload made there from the text sugard wrote).
+protocol FeedReading: Sendable {
+    var meter: String { get }
+    /// The readings of one reply, each with its cursor, from its parameters at the reader.
+    static func readings(_ reader: inout JSONReader) throws(WireError) -> [(cursor: Int64, reading: Self)]
+}
+
+extension Wire.CompactReading: FeedReading {
+    static func readings(_ reader: inout JSONReader) throws(WireError) -> [(cursor: Int64, reading: Self)] {
+        try Wire.CompactFollowReply(reading: &reader).readings
+    }
+}
+
 /// Reads sugard's readings with `FollowReadings` after a cursor and hands them to the forwarder
 /// as events, reconnecting (capped backoff) when sugard restarts. Meter identities come from
 /// `ListMeters` on each connect and whenever a reading names a meter not seen yet.
-struct Feed: Sendable {
+struct Feed<Reading: FeedReading>: Sendable {
     enum Event: Sendable {
         case connected
         case disconnected(String)
         /// Each meter's identity (nil: sugard does not know the meter, or not yet its identity).
         case meters([String: Wire.MeterIdentity?])
         /// Readings in commit order (those of one `FollowReadings` reply).
-        case readings([(cursor: Int64, reading: Wire.CompactReading)])
+        case readings([(cursor: Int64, reading: Reading)])
     }
 
-    static let interface = "io.sugard.HealthDataSync"
+    static var interface: String { "io.sugard.HealthDataSync" }
 
     let socketPath: String
     let window: Window
@@ -128,13 +143,13 @@ struct Feed: Sendable {
                 let connection = window.beginConnection()
                 defer { window.endConnection() }
                 let replies = client.callMore(Self.interface + ".FollowReadings", parameters) { reader in
-                    let reply = try Wire.CompactFollowReply(reading: &reader)
-                    window.admit(reply.readings.count, connection: connection)
-                    return reply
+                    let readings = try Reading.readings(&reader)
+                    window.admit(readings.count, connection: connection)
+                    return readings
                 }
-                for try await reply in replies {
-                    var pending: [(cursor: Int64, reading: Wire.CompactReading)] = []
-                    var arrived = reply.readings.count
+                for try await readings in replies {
+                    var pending: [(cursor: Int64, reading: Reading)] = []
+                    var arrived = readings.count
                     func flush() {
                         guard !pending.isEmpty || arrived > 0 else { return }
                         window.take(pending.count, of: arrived)
@@ -142,7 +157,7 @@ struct Feed: Sendable {
                         if !pending.isEmpty { self.emit(.readings(pending)) }
                         pending.removeAll(keepingCapacity: true)
                     }
-                    for (next, reading) in reply.readings where next > cursor {
+                    for (next, reading) in readings where next > cursor {
                         // A meter not seen yet, or one whose Device Information sugard had not read at
                         // the last look (at most one look per meter every 10 s). Its identity goes out
                         // before its reading.
@@ -174,7 +189,7 @@ struct Feed: Sendable {
 
     /// Readings per `FollowReadings` reply (its `batch`): a backlog comes in a few large replies,
     /// a reading committed alone still comes at once in its own.
-    static let batch = 128
+    static var batch: Int { 128 }
 
     static func incomplete(_ identity: Wire.MeterIdentity?) -> Bool {
         guard let identity else { return true }

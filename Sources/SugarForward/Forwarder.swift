@@ -37,6 +37,20 @@ public struct SinkStatus: Sendable, Equatable {
     }
 }
 
+/// A reading as the MQTT sink sends it: its payload (``ForwardTopics/payload(_:from:)``) made on
+/// the feed's reader thread from the text sugard wrote, without making the reading's values.
+struct ForwardedReading: FeedReading {
+    var meter: String
+    var epochMillis: Int64
+    var payload: [UInt8]
+
+    static func readings(_ reader: inout JSONReader) throws(WireError) -> [(cursor: Int64, reading: Self)] {
+        try Wire.CompactFollowReply.texts(&reader).map { cursor, text in
+            (cursor, ForwardedReading(meter: text.meter, epochMillis: text.epochMillis, payload: ForwardTopics.payload(text, from: reader)))
+        }
+    }
+}
+
 /// sugard-forward's core: readings from the feed go out in commit order, at most `maxInFlight`
 /// unacknowledged by the broker at a time (the MQTT client's window, refilled on its own thread
 /// as PUBACKs arrive); the highest contiguously acknowledged cursor is saved; a lost connection
@@ -47,7 +61,7 @@ public struct SinkStatus: Sendable, Equatable {
 public final class Forwarder: Sendable {
     enum Event: Sendable {
         case mqtt(MQTTEvent)
-        case feed(Feed.Event)
+        case feed(Feed<ForwardedReading>.Event)
         case flush
         /// A save on the saver's thread ended; `count` acknowledged readings were in it.
         case saved(count: Int, error: String?)
@@ -117,7 +131,7 @@ public final class Forwarder: Sendable {
         } catch {
             throw ForwardFileError("\(error)")
         }
-        let feed = Feed(socketPath: self.config.socketPath, window: self.window) { continuation.yield(.feed($0)) }
+        let feed = Feed<ForwardedReading>(socketPath: self.config.socketPath, window: self.window) { continuation.yield(.feed($0)) }
         let start = saved.cursor
         let feedTask = Task { await feed.run(after: start) }
         var flushTask: Task<Void, Never>?
@@ -309,7 +323,7 @@ public final class Forwarder: Sendable {
                 for (cursor, reading) in list {
                     received += 1
                     let meter = reading.meter
-                    let millis = reading.time.epochMillis
+                    let millis = reading.epochMillis
                     let updatesState = millis > (newest[meter] ?? .min)
                     if updatesState {
                         newest[meter] = millis
@@ -320,11 +334,10 @@ public final class Forwarder: Sendable {
                         }
                         stateCursor[meter] = cursor
                     }
-                    let payload = ForwardTopics.payloadBytes(reading)
                     if self.logger.isEnabled(.debug) {
-                        self.logger.debug("reading \(cursor) queued", [("meter", meter), ("mgdL", JSONValue.from(reading.mgdL).serialized())])
+                        self.logger.debug("reading \(cursor) queued", [("meter", meter), ("payload", String(decoding: reading.payload, as: UTF8.self))])
                     }
-                    entries.append(Entry(cursor: cursor, meter: meter, millis: millis, payload: payload, updatesState: updatesState))
+                    entries.append(Entry(cursor: cursor, meter: meter, millis: millis, payload: reading.payload, updatesState: updatesState))
                 }
                 self.status.withLock {
                     $0.pending = entries.count - head

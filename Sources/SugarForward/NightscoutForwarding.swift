@@ -32,7 +32,7 @@ final class FeedReadingSource: NightscoutReadingSource {
     }
 
     /// Takes the feed's events (called from the feed's task).
-    func handle(_ event: Feed.Event) {
+    func handle(_ event: Feed<Wire.CompactReading>.Event) {
         if case .disconnected(let reason) = event {
             let changed = self.state.withLock { s -> Bool in s.feedConnected || s.feedReason != reason }
             if changed { self.logger.warning("Nightscout sink \(self.name): sugard's readings are not reachable (retrying): \(reason)") }
@@ -126,7 +126,7 @@ public final class NightscoutForwarding: Sendable {
         await withTaskGroup(of: Void.self) { group in
             for running in self.sinks {
                 let source = running.source
-                let feed = Feed(socketPath: self.socketPath, window: source.window) { source.handle($0) }
+                let feed = Feed<Wire.CompactReading>(socketPath: self.socketPath, window: source.window) { source.handle($0) }
                 let start = running.sink.status.cursor
                 let config = running.sink.config
                 self.logger.notice(

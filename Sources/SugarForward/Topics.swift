@@ -21,46 +21,55 @@ public struct ForwardTopics: Sendable {
         "\(self.config.homeAssistantPrefix)/sensor/\(self.config.gatewayID)_\(Self.meterLevel(meter))/glucose/config"
     }
 
-    /// The reading payload of a reading (the compact form `FollowReadings` sends), written straight
-    /// into bytes.
-    public static func payloadBytes(_ r: Wire.CompactReading) -> [UInt8] {
+    /// The reading payload of a reading (the compact form `FollowReadings` sends): its compact
+    /// text read back as ``payload(_:from:)`` reads a reply's.
+    public static func payloadBytes(_ r: Wire.CompactReading) throws(WireError) -> [UInt8] {
+        var compact: [UInt8] = []
+        r.write(into: &compact)
+        var reader = JSONReader(compact)
+        return Self.payload(try Wire.CompactReading.Text(reading: &reader), from: reader)
+    }
+
+    /// The reading payload of a reading read as text from `reader`'s bytes (a `FollowReadings`
+    /// reply): its values copied as sugard wrote them, the `id` made from its parts.
+    public static func payload(_ t: Wire.CompactReading.Text, from reader: JSONReader) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(384)
-        func name(_ coded: Wire.CompactReading.Coded?) {
-            if let coded { JSONValue.string(coded.name).write(into: &out) } else { out.append(contentsOf: "null".utf8) }
+        func text(_ range: Range<Int>?) {
+            if let range { reader.appendText(range, to: &out) } else { out.append(contentsOf: "null".utf8) }
         }
         // `id` is "<meter>/<epoch>/<sequence>" (``ReadingExport/identifier(_:)``): the meter's JSON
         // string with the two numbers put in before its closing quote.
         out.append(contentsOf: #"{"id":"#.utf8)
-        JSONValue.string(r.meter).write(into: &out)
+        JSONValue.string(t.meter).write(into: &out)
         out.removeLast()
         out.append(UInt8(ascii: "/"))
-        JSONValue.int(r.epoch).write(into: &out)
+        JSONValue.int(t.epoch).write(into: &out)
         out.append(UInt8(ascii: "/"))
-        JSONValue.int(r.sequenceNumber).write(into: &out)
+        JSONValue.int(t.sequenceNumber).write(into: &out)
         out.append(contentsOf: #"","meter":"#.utf8)
-        JSONValue.string(r.meter).write(into: &out)
+        JSONValue.string(t.meter).write(into: &out)
         out.append(contentsOf: #","sequenceNumber":"#.utf8)
-        JSONValue.int(r.sequenceNumber).write(into: &out)
+        JSONValue.int(t.sequenceNumber).write(into: &out)
         out.append(contentsOf: #","time":"#.utf8)
-        JSONValue.string(r.time.iso).write(into: &out)
+        text(t.iso)
         out.append(contentsOf: #","epochMillis":"#.utf8)
-        JSONValue.int(r.time.epochMillis).write(into: &out)
+        JSONValue.int(t.epochMillis).write(into: &out)
         out.append(contentsOf: #","mgdL":"#.utf8)
-        JSONValue.from(r.mgdL).write(into: &out)
+        text(t.mgdL)
         out.append(contentsOf: #","mmolL":"#.utf8)
-        JSONValue.from(r.mmolL).write(into: &out)
+        text(t.mmolL)
         out.append(contentsOf: #","flags":"#.utf8)
-        JSONValue.write(strings: r.flags, into: &out)
+        text(t.flags)
         out.append(contentsOf: #","sampleType":"#.utf8)
-        name(r.type)
+        text(t.typeName)
         out.append(contentsOf: #","sampleLocation":"#.utf8)
-        name(r.sampleLocation)
+        text(t.sampleLocationName)
         out.append(contentsOf: #","meal":"#.utf8)
-        name(r.meal)
-        out.append(contentsOf: r.flags.contains("controlSolution") ? #","controlSolution":true"#.utf8 : #","controlSolution":false"#.utf8)
+        text(t.mealName)
+        out.append(contentsOf: t.controlSolution ? #","controlSolution":true"#.utf8 : #","controlSolution":false"#.utf8)
         out.append(contentsOf: #","person":"#.utf8)
-        JSONValue.from(r.person).write(into: &out)
+        text(t.person)
         out.append(UInt8(ascii: "}"))
         return out
     }

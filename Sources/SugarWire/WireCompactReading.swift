@@ -229,6 +229,121 @@ extension Wire {
             return meal
         }
 
+        /// One compact reading as the text the daemon wrote, for a sink that passes its values on
+        /// as they are (sugard-forward's MQTT payload): numbers read, the rest given as where its
+        /// JSON text lies in the reader's bytes (``JSONReader/appendText(_:to:)``), without making
+        /// the reading's strings and arrays. It accepts and rejects what ``init(reading:)`` does.
+        public struct Text: Sendable {
+            public var meter: String
+            public var epoch: Int64
+            public var sequenceNumber: Int64
+            public var epochMillis: Int64
+            /// `time.iso`: a JSON string.
+            public var iso: Range<Int>
+            /// JSON numbers; nil for null.
+            public var mgdL: Range<Int>?
+            public var mmolL: Range<Int>?
+            /// `flags`: the JSON array of strings.
+            public var flags: Range<Int>
+            /// `flags` holds `controlSolution`.
+            public var controlSolution: Bool
+            /// The `name`s of `type`, `sampleLocation` and the context's `meal`: JSON strings; nil
+            /// for null.
+            public var typeName: Range<Int>?
+            public var sampleLocationName: Range<Int>?
+            public var mealName: Range<Int>?
+            /// A JSON string; nil for null.
+            public var person: Range<Int>?
+
+            /// Reads one compact reading object at the reader's position (the same keys, required
+            /// fields and types as ``CompactReading/init(reading:)``, the same errors).
+            public init(reading reader: inout JSONReader) throws(WireError) {
+                var id: Int64?, meter: String?, epoch: Int64?, sequenceNumber: Int64?, time: (iso: Range<Int>, millis: Int64)?
+                var flags: (Range<Int>, Bool)?, mgdL: Range<Int>?, mmolL: Range<Int>?
+                var type: Range<Int>?, sampleLocation: Range<Int>?, meal: Range<Int>?, person: Range<Int>?
+                try WireByteFields.object(&reader, Key.self) { (member: Key, r: inout JSONReader) throws(WireError) in
+                    let key = member.rawValue
+                    switch member {
+                    case .id: id = try WireByteFields.int(key, &r)
+                    case .meter: meter = try WireByteFields.repeatedString(key, &r)
+                    case .epoch: epoch = try WireByteFields.int(key, &r)
+                    case .sequenceNumber: sequenceNumber = try WireByteFields.int(key, &r)
+                    case .time: time = try WireByteFields.nested(key, &r, Self.time)
+                    case .mgdL: mgdL = try WireByteFields.optional(key, &r) { (r: inout JSONReader) throws(JSONParseError) in try r.readNumberText() }
+                    case .mmolL: mmolL = try WireByteFields.optional(key, &r) { (r: inout JSONReader) throws(JSONParseError) in try r.readNumberText() }
+                    case .flags: flags = try WireByteFields.required(key, &r, Self.flags)
+                    case .type: type = try WireByteFields.optionalNested(key, &r, Self.codedName)
+                    case .sampleLocation: sampleLocation = try WireByteFields.optionalNested(key, &r, Self.codedName)
+                    case .context: meal = try WireByteFields.optionalNested(key, &r, Self.contextMeal) ?? nil
+                    case .person: person = try WireByteFields.optional(key, &r) { (r: inout JSONReader) throws(JSONParseError) in try r.readStringText() }
+                    }
+                }
+                _ = try WireByteFields.present(id, "id")
+                self.meter = try WireByteFields.present(meter, "meter")
+                self.epoch = try WireByteFields.present(epoch, "epoch")
+                self.sequenceNumber = try WireByteFields.present(sequenceNumber, "sequenceNumber")
+                let t = try WireByteFields.present(time, "time")
+                (self.iso, self.epochMillis) = (t.iso, t.millis)
+                (self.flags, self.controlSolution) = try WireByteFields.present(flags, "flags")
+                self.mgdL = mgdL
+                self.mmolL = mmolL
+                self.typeName = type
+                self.sampleLocationName = sampleLocation
+                self.mealName = meal
+                self.person = person
+            }
+
+            private static func time(_ reader: inout JSONReader) throws(WireError) -> (iso: Range<Int>, millis: Int64) {
+                var iso: Range<Int>?, epochMillis: Int64?, local: Range<Int>?, offset: Int64?
+                try WireByteFields.object(&reader, TimeKey.self) { (member: TimeKey, r: inout JSONReader) throws(WireError) in
+                    let key = member.rawValue
+                    switch member {
+                    case .iso: iso = try WireByteFields.required(key, &r) { (r: inout JSONReader) throws(JSONParseError) in try r.readStringText() }
+                    case .epochMillis: epochMillis = try WireByteFields.int(key, &r)
+                    case .local: local = try WireByteFields.required(key, &r) { (r: inout JSONReader) throws(JSONParseError) in try r.readStringText() }
+                    case .utcOffsetMinutes: offset = try WireByteFields.int(key, &r)
+                    }
+                }
+                _ = try WireByteFields.present(local, "local")
+                _ = try WireByteFields.present(offset, "utcOffsetMinutes")
+                return (try WireByteFields.present(iso, "iso"), try WireByteFields.present(epochMillis, "epochMillis"))
+            }
+
+            private static func flags(_ reader: inout JSONReader) throws(JSONParseError) -> (Range<Int>, Bool) {
+                let start = reader.offset
+                var controlSolution = false
+                try reader.beginArray()
+                while try reader.nextElement() {
+                    let name = try reader.readStringText()
+                    if reader.text(name, is: #""controlSolution""#) { controlSolution = true }
+                }
+                return (start..<reader.offset, controlSolution)
+            }
+
+            private static func codedName(_ reader: inout JSONReader) throws(WireError) -> Range<Int> {
+                var code: Int64?, name: Range<Int>?
+                try WireByteFields.object(&reader, CodedKey.self) { (member: CodedKey, r: inout JSONReader) throws(WireError) in
+                    switch member {
+                    case .code: code = try WireByteFields.int(member.rawValue, &r)
+                    case .name:
+                        name = try WireByteFields.required(member.rawValue, &r) { (r: inout JSONReader) throws(JSONParseError) in
+                            try r.readStringText()
+                        }
+                    }
+                }
+                _ = try WireByteFields.present(code, "code")
+                return try WireByteFields.present(name, "name")
+            }
+
+            private static func contextMeal(_ reader: inout JSONReader) throws(WireError) -> Range<Int>? {
+                var meal: Range<Int>?
+                try WireByteFields.object(&reader, ContextKey.self) { (member: ContextKey, r: inout JSONReader) throws(WireError) in
+                    meal = try WireByteFields.optionalNested(member.rawValue, &r, Self.codedName)
+                }
+                return meal
+            }
+        }
+
         private enum Key: String, WireKeys {
             case id, meter, epoch, sequenceNumber, time, mgdL, mmolL, flags, type, sampleLocation, context, person
             static let table = WireKeyTable(Self.self)
@@ -264,23 +379,35 @@ extension Wire {
         /// Reads the reply's parameters object at the reader's position (see ``CompactReading/init(reading:)``
         /// for what is rejected). A reply with neither `reading` nor `readings` is an error.
         public init(reading reader: inout JSONReader) throws(WireError) {
-            var cursor: Int64?, single: CompactReading?, list: [(cursor: Int64, reading: CompactReading)]?
+            (self.cursor, self.readings) = try Self.read(&reader) { (r: inout JSONReader) throws(WireError) in try CompactReading(reading: &r) }
+        }
+
+        /// Reads a reply's parameters object at the reader's position as ``init(reading:)`` does,
+        /// each reading as text (``CompactReading/Text``, for a sink that passes the text on):
+        /// every reading with its cursor, in commit order.
+        public static func texts(_ reader: inout JSONReader) throws(WireError) -> [(cursor: Int64, reading: CompactReading.Text)] {
+            try Self.read(&reader) { (r: inout JSONReader) throws(WireError) in try CompactReading.Text(reading: &r) }.readings
+        }
+
+        /// The reply's cursor and its readings, each read by `item` (specialized here for the
+        /// two public readers).
+        private static func read<Item>(
+            _ reader: inout JSONReader, _ item: (inout JSONReader) throws(WireError) -> Item
+        ) throws(WireError) -> (cursor: Int64, readings: [(cursor: Int64, reading: Item)]) {
+            var cursor: Int64?, single: Item?, list: [(cursor: Int64, reading: Item)]?
             try WireByteFields.object(&reader, Key.self) { (member: Key, r: inout JSONReader) throws(WireError) in
                 let key = member.rawValue
                 switch member {
                 case .cursor: cursor = try WireByteFields.int(key, &r)
-                case .reading: single = try WireByteFields.optionalNested(key, &r, Self.reading)
-                case .readings: list = try WireByteFields.optionalNested(key, &r, Self.followed)
+                case .reading: single = try WireByteFields.optionalNested(key, &r, item)
+                case .readings:
+                    list = try WireByteFields.optionalNested(key, &r) { (r: inout JSONReader) throws(WireError) in try Self.followed(&r, item) }
                 }
             }
-            self.cursor = try WireByteFields.present(cursor, "cursor")
-            if let list {
-                self.readings = list
-            } else if let single {
-                self.readings = [(self.cursor, single)]
-            } else {
-                throw WireError(path: [], reason: "a FollowReadings reply without reading or readings")
-            }
+            let last = try WireByteFields.present(cursor, "cursor")
+            if let list { return (last, list) }
+            if let single { return (last, [(last, single)]) }
+            throw WireError(path: [], reason: "a FollowReadings reply without reading or readings")
         }
 
         /// Reads the reply from the bytes of its parameters object (nothing else may follow).
@@ -290,19 +417,17 @@ extension Wire {
             try WireByteFields.end(&reader)
         }
 
-        private static func reading(_ reader: inout JSONReader) throws(WireError) -> CompactReading {
-            try CompactReading(reading: &reader)
-        }
-
-        private static func followed(_ reader: inout JSONReader) throws(WireError) -> [(cursor: Int64, reading: CompactReading)] {
-            var out: [(cursor: Int64, reading: CompactReading)] = []
+        private static func followed<Item>(
+            _ reader: inout JSONReader, _ item: (inout JSONReader) throws(WireError) -> Item
+        ) throws(WireError) -> [(cursor: Int64, reading: Item)] {
+            var out: [(cursor: Int64, reading: Item)] = []
             try WireByteFields.array(&reader) { (index: Int, r: inout JSONReader) throws(WireError) in
-                var cursor: Int64?, reading: CompactReading?
+                var cursor: Int64?, reading: Item?
                 do throws(WireError) {
                     try WireByteFields.object(&r, FollowedKey.self) { (member: FollowedKey, r: inout JSONReader) throws(WireError) in
                         switch member {
                         case .cursor: cursor = try WireByteFields.int(member.rawValue, &r)
-                        case .reading: reading = try WireByteFields.nested(member.rawValue, &r, Self.reading)
+                        case .reading: reading = try WireByteFields.nested(member.rawValue, &r, item)
                         }
                     }
                     out.append((try WireByteFields.present(cursor, "cursor"), try WireByteFields.present(reading, "reading")))

@@ -252,7 +252,7 @@ enum ForwardBenchmark {
         var published = 0
         var messages: [MQTTMessage] = []
         for reading in all where reading.meter != liveMeter && published < count {
-            let message = MQTTMessage(topic: topics.reading(reading.meter), payload: ForwardTopics.payloadBytes(Wire.CompactReading(reading)))
+            let message = MQTTMessage(topic: topics.reading(reading.meter), payload: try ForwardTopics.payloadBytes(Wire.CompactReading(reading)))
             lines += message.topic + "\t" + String(decoding: message.payload, as: UTF8.self) + "\n"
             messages.append(message)
             published += 1

@@ -74,7 +74,7 @@ import Testing
         }
         #expect(entries == 3, "readings 1, 2 and 9 are Nightscout entries")
         // The sample cases show in the payload as they should.
-        let payloads = try samples.map { try JSONValue(parsing: ForwardTopics.payloadBytes(Wire.CompactReading($0))) }
+        let payloads = try samples.map { try JSONValue(parsing: try ForwardTopics.payloadBytes(Wire.CompactReading($0))) }
         #expect(payloads[0]["meal"] == "fasting" && payloads[0]["person"] == "alice")
         #expect(payloads[2]["mgdL"] == .null && payloads[2]["flags"]?.arrayValue?.contains("hi") == true)
         #expect(payloads[4]["controlSolution"] == .bool(true))

@@ -48,8 +48,36 @@ import Testing
 
     @Test func theTypedPayloadIsThePayloadOfTheFullObject() throws {
         for stored in try Self.samples() {
-            let typed = ForwardTopics.payloadBytes(Wire.CompactReading(stored))
-            #expect(typed == ForwardTopics.payloadBytes(Wire.CompactReading(try Wire.Reading(json: ReadingJSON.object(stored)))), "reading \(stored.id)")
+            let typed = try ForwardTopics.payloadBytes(Wire.CompactReading(stored))
+            #expect(typed == (try ForwardTopics.payloadBytes(Wire.CompactReading(try Wire.Reading(json: ReadingJSON.object(stored))))), "reading \(stored.id)")
+        }
+    }
+
+    /// The MQTT payload is made from the reply's text (`Wire.CompactReading.Text`, values copied
+    /// as sugard wrote them): read back, each key holds the typed reading's value.
+    @Test func thePayloadFromTheTextHoldsTheReadingsValues() throws {
+        let samples = try Self.samples()
+        var out: [UInt8] = []
+        Wire.CompactFollowReply.write(cursors: samples.map(\.id), into: &out) { index, out in
+            Wire.CompactReading(samples[index]).write(into: &out)
+        }
+        var reader = JSONReader(out)
+        let texts = try Wire.CompactFollowReply.texts(&reader)
+        #expect(texts.map(\.cursor) == samples.map(\.id))
+        for ((_, text), stored) in zip(texts, samples) {
+            let r = Wire.CompactReading(stored)
+            let payload = try JSONValue(parsing: ForwardTopics.payload(text, from: reader))
+            let expected: JSONObject = [
+                "id": .string(ReadingExport.identifier(r)), "meter": .string(r.meter), "sequenceNumber": .int(r.sequenceNumber),
+                "time": .string(r.time.iso), "epochMillis": .int(r.time.epochMillis), "mgdL": .from(r.mgdL), "mmolL": .from(r.mmolL),
+                "flags": .array(r.flags.map { .string($0) }), "sampleType": .from(r.type?.name),
+                "sampleLocation": .from(r.sampleLocation?.name), "meal": .from(r.meal?.name),
+                "controlSolution": .bool(r.flags.contains("controlSolution")), "person": .from(r.person),
+            ]
+            // As text: the same keys in the same order, each value written as the typed value
+            // writes (95, not 95.0, as sugard writes it).
+            #expect(payload.serialized() == JSONValue.object(expected).serialized(), "reading \(stored.id)")
+            #expect(text.meter == r.meter && text.epochMillis == r.time.epochMillis)
         }
     }
 
@@ -83,17 +111,28 @@ import Testing
         return out
     }
 
-    static func failure(_ bytes: [UInt8]) -> WireError? {
-        var reader = JSONReader(bytes)
-        do {
-            _ = try Wire.CompactReading(reading: &reader)
-            try reader.end()
-            return nil
-        } catch let error as WireError {
-            return error
-        } catch {
-            return WireError(path: [], reason: "\(error)")
+    /// Why the typed reader rejects `bytes` (nil: it reads them); the text reader the MQTT sink
+    /// uses (`Wire.CompactReading.Text`) must reject them the same way.
+    static func failure(_ bytes: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) -> WireError? {
+        func failure(_ read: (inout JSONReader) throws -> Void) -> WireError? {
+            var reader = JSONReader(bytes)
+            do {
+                try read(&reader)
+                try reader.end()
+                return nil
+            } catch let error as WireError {
+                return error
+            } catch {
+                return WireError(path: [], reason: "\(error)")
+            }
         }
+        let typed = failure { reader in _ = try Wire.CompactReading(reading: &reader) }
+        let text = failure { reader in _ = try Wire.CompactReading.Text(reading: &reader) }
+        #expect(
+            text?.path == typed?.path && text?.reason == typed?.reason,
+            "\(String(decoding: bytes, as: UTF8.self)): text reader \(String(describing: text)), typed \(String(describing: typed))",
+            sourceLocation: sourceLocation)
+        return typed
     }
 
     @Test func everyMalformedShapeIsAClearError() throws {
