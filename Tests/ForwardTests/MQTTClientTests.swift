@@ -64,4 +64,32 @@ import Testing
         #expect(!received.withLock { $0 }.contains("stale"))
         failed = false
     }
+
+    /// Waiting between connect attempts sleeps in poll for the whole delay, also for delays under a
+    /// second: a broker that is down costs no CPU between attempts (never a tight loop). Nothing
+    /// listens on the rig's port here.
+    @Test func waitingToRetryTakesNoCPU() async throws {
+        let rig = try ForwardRig()
+        defer { rig.cleanUp(keep: false) }
+        let attempts = Lock(0)
+        var options = MQTTOptions(host: "127.0.0.1", port: Int32(rig.port), clientID: "retry-cpu")
+        options.retryMinimum = 0.3
+        options.retryMaximum = 0.3
+        let client = MQTTClient(options: options) { event in
+            if case .disconnected = event { attempts.withLock { $0 += 1 } }
+        }
+        func cpuSeconds() -> Double {
+            var spec = timespec()
+            clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &spec)
+            return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
+        }
+        let before = cpuSeconds()
+        try client.start()
+        try await Task.sleep(for: .seconds(2))
+        let used = cpuSeconds() - before
+        client.stop()
+        let tried = attempts.withLock { $0 }
+        #expect((3...10).contains(tried), "\(tried) connect attempts in 2 s with a 0.3 s delay")
+        #expect(used < 0.5, "the client used \(used) s of CPU in 2 s of refused connects")
+    }
 }
