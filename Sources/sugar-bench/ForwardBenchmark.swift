@@ -193,26 +193,38 @@ enum ForwardBenchmark {
         let started = ContinuousClock.now
         let task = Task { try await forwarder.run() }
         defer { forwarder.stop() }
-        let feedDone = Lock<ContinuousClock.Instant?>(nil)
-        let connected = Lock<ContinuousClock.Instant?>(nil)
-        let watch = Task {
-            while !Task.isCancelled, forwarder.status.withLock({ $0.state }) != .connected { try? await Task.sleep(for: .milliseconds(1)) }
-            connected.withLock { $0 = ContinuousClock.now }
-            while !Task.isCancelled, forwarder.status.withLock({ $0.received }) < count { try? await Task.sleep(for: .milliseconds(1)) }
-            feedDone.withLock { $0 = ContinuousClock.now }
+        // The forwarder's progress, watched from a plain thread that sleeps 1 ms between looks (not
+        // task timers on the cooperative pool the forwarder runs on: their wake-ups would be
+        // counted as the forwarder's): when it connected, when the feed had handed it N readings,
+        // when the N-th PUBACK moved the cursor. The bulk readings are cursors 1...N (a fresh
+        // database); the live meter's come after them.
+        struct Progress { var connected, feedDone, done: ContinuousClock.Instant?, stop = false }
+        let progress = Lock(Progress())
+        let watcher = startDetachedThread {
+            var seen = Progress()
+            while seen.done == nil, !progress.withLock({ $0.stop }) {
+                let status = forwarder.status.withLock { $0 }
+                let now = ContinuousClock.now
+                if seen.connected == nil, status.state == .connected { seen.connected = now }
+                if seen.feedDone == nil, status.received >= count { seen.feedDone = now }
+                if status.cursor >= Int64(count) { seen.done = now }
+                let found = seen
+                progress.withLock { $0.connected = found.connected; $0.feedDone = found.feedDone; $0.done = found.done }
+                if seen.done == nil { usleep(1000) }
+            }
         }
-        defer { watch.cancel() }
-        // The bulk readings are cursors 1...N (a fresh database); the live meter's come after them.
-        try await waitFor(seconds: 600, "the forwarder's \(count) PUBACKs") { forwarder.status.withLock { $0.cursor } >= Int64(count) }
-        let done = ContinuousClock.now
+        guard watcher == 0 else { throw BenchError("cannot start the progress thread") }
+        defer { progress.withLock { $0.stop = true } }
+        try await waitFor(seconds: 600, "the forwarder's \(count) PUBACKs", every: .milliseconds(20)) { progress.withLock { $0.done } != nil }
+        let done = progress.withLock { $0.done } ?? ContinuousClock.now
         let cpuAfter = (this: cpuMicros(getpid()), sugard: cpuMicros(sugardPID), broker: cpuMicros(brokerPID))
         let doneWall = wallMicros()
         let liveBefore = arrivals.withLock { $0.keys.filter { $0.hasPrefix(Self.liveMeter) }.count }
         let totalSeconds = seconds(started, done)
         // As the C publisher's clock: from the broker's CONNACK to the N-th PUBACK (the feed's
         // connect to sugard and its first page are inside it; the MQTT connect is not).
-        let forwarderSeconds = connected.withLock { $0 }.map { seconds($0, done) } ?? totalSeconds
-        let feedSeconds = feedDone.withLock { $0 }.map { seconds(started, $0) } ?? totalSeconds
+        let forwarderSeconds = progress.withLock { $0.connected }.map { seconds($0, done) } ?? totalSeconds
+        let feedSeconds = progress.withLock { $0.feedDone }.map { seconds(started, $0) } ?? totalSeconds
 
         // 5. Latency: the simulated meter's next readings, commit to subscriber. Only readings
         // committed after the bulk's last PUBACK count: one committed during the bulk waits behind
@@ -367,11 +379,11 @@ enum ForwardBenchmark {
         return Double(x.components.seconds) + Double(x.components.attoseconds) / 1e18
     }
 
-    static func waitFor(seconds: Double, _ what: String, _ condition: () -> Bool) async throws {
+    static func waitFor(seconds: Double, _ what: String, every interval: Duration = .milliseconds(2), _ condition: () -> Bool) async throws {
         let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
         while !condition() {
             if ContinuousClock.now > deadline { throw BenchError("no \(what) within \(Int(seconds)) s") }
-            try await Task.sleep(for: .milliseconds(2))
+            try await Task.sleep(for: interval)
         }
     }
 
