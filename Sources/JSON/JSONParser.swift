@@ -318,7 +318,9 @@ struct JSONParser {
         return string
     }
 
-    mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+    /// A number's text as ``parseNumber()`` reads it, without its value: where it starts and
+    /// what it has. Throws what ``parseNumber()`` throws for malformed text.
+    mutating func scanNumber() throws(JSONParseError) -> (start: Int, isInteger: Bool, fractionDigits: Int, hasExponent: Bool) {
         let start = self.index
         var isInteger = true
         var fractionDigits = 0
@@ -357,6 +359,11 @@ struct JSONParser {
             }
             guard self.index > digitsStart else { throw self.error("expected digits in exponent") }
         }
+        return (start, isInteger, fractionDigits, hasExponent)
+    }
+
+    mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+        let (start, isInteger, fractionDigits, hasExponent) = try self.scanNumber()
         if isInteger, self.index - start <= 18 {
             // Fits in an Int64 with room to spare: the digits themselves, no text.
             var digit = start

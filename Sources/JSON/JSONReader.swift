@@ -137,11 +137,20 @@ public struct JSONReader {
         return start..<self.parser.index
     }
 
-    /// A number as ``readDouble()`` accepts it, given as where its text lies.
+    /// A number as ``readDouble()`` accepts it, given as where its text lies. Its value is
+    /// computed only where the text alone cannot tell it is in range (an exponent, or hundreds
+    /// of digits).
     public mutating func readNumberText() throws(JSONParseError) -> Range<Int> {
-        self.parser.skipWhitespace()
+        guard self.next(is: UInt8(ascii: "-")) || self.next(in: UInt8(ascii: "0")...UInt8(ascii: "9")) else {
+            throw self.parser.error("expected a number, got \(self.nextKind())")
+        }
+        try self.parser.countElement()
         let start = self.parser.index
-        _ = try self.readNumber()
+        let scanned = try self.parser.scanNumber()
+        if scanned.hasExponent || self.parser.index - start > 300 {
+            self.parser.index = start
+            _ = try self.parser.parseNumber()
+        }
         return start..<self.parser.index
     }
 

@@ -283,7 +283,7 @@ private final class ClientCore: Sendable {
             let n = chunk.withUnsafeMutableBytes { raw in retryingInterrupted { recv(fd, raw.baseAddress, raw.count, 0) } }
             if n <= 0 { break }
             buffer.append(contentsOf: chunk[0..<n])
-            while let nul = buffer[scanFrom...].firstIndex(of: 0) {
+            while let nul = Self.nul(in: buffer, from: scanFrom) {
                 let message = buffer[start..<nul]
                 start = nul + 1
                 scanFrom = start
@@ -320,6 +320,15 @@ private final class ClientCore: Sendable {
             fd = -1
         }
         for call in pending { call.fail(ending) }
+    }
+
+    /// The index of the first NUL (a message's end) at or after `from`, nil when none has come yet.
+    private static func nul(in buffer: [UInt8], from: Int) -> Int? {
+        guard from < buffer.count else { return nil }
+        return buffer.withUnsafeBytes { raw -> Int? in
+            guard let found = memchr(raw.baseAddress! + from, 0, raw.count - from) else { return nil }
+            return raw.baseAddress!.distance(to: UnsafeRawPointer(found))
+        }
     }
 
     /// Hands one reply to the oldest pending call. Returns an error when the reply is malformed.

@@ -106,4 +106,48 @@ import Testing
             #expect(first != nil && "\(String(describing: first))" == "\(String(describing: second))", "\(bad)")
         }
     }
+
+    /// `readStringText` and `readNumberText` accept and reject what `readString` and `readDouble`
+    /// do (the same errors), and give the value's own text: a number's value is not computed
+    /// unless its text alone cannot tell it is in range (`1e999` is still rejected).
+    @Test func valueTextsReadAsValues() throws {
+        func outcome<T>(_ text: String, _ read: (inout JSONReader) throws(JSONParseError) -> T) -> Result<T, JSONParseError> {
+            var reader = JSONReader(Array(text.utf8))
+            do throws(JSONParseError) {
+                try reader.beginArray()
+                _ = try reader.nextElement()
+                return .success(try read(&reader))
+            } catch { return .failure(error) }
+        }
+        let numbers = ["[95]", "[ -5.273207664468572]", "[0.1]", "[1e3]", "[1E-3]", "[1e999]", "[-]", "[01]", "[1.]", "[1e]", "[\"1\"]", "[]", "[" + String(repeating: "9", count: 400) + "]"]
+        for text in numbers {
+            let value = outcome(text) { (r: inout JSONReader) throws(JSONParseError) in try r.readDouble() }
+            let range = outcome(text) { (r: inout JSONReader) throws(JSONParseError) in try r.readNumberText() }
+            switch (value, range) {
+            case (.success(let value), .success(let range)):
+                let bytes = Array(text.utf8)[range]
+                #expect(Double(String(decoding: bytes, as: UTF8.self)) == value, "\(text)")
+            case (.failure(let a), .failure(let b)):
+                #expect("\(a)" == "\(b)", "\(text)")
+            default:
+                Issue.record("\(text): readDouble \(value), readNumberText \(range)")
+            }
+        }
+        let strings = [#"["caf\u00e9"]"#, #"["plain"]"#, #"["a\"b"]"#, #"[""]"#, #"["abc"#, "[\"a\u{01}b\"]", "[1]", #"["\x"]"#]
+        for text in strings {
+            let value = outcome(text) { (r: inout JSONReader) throws(JSONParseError) in try r.readString() }
+            let range = outcome(text) { (r: inout JSONReader) throws(JSONParseError) in try r.readStringText() }
+            switch (value, range) {
+            case (.success(let value), .success(let range)):
+                var out: [UInt8] = []
+                let reader = JSONReader(Array(text.utf8))
+                reader.appendText(range, to: &out)
+                #expect(try JSONValue(parsing: out) == .string(value), "\(text)")
+            case (.failure(let a), .failure(let b)):
+                #expect("\(a)" == "\(b)", "\(text)")
+            default:
+                Issue.record("\(text): readString \(value), readStringText \(range)")
+            }
+        }
+    }
 }
