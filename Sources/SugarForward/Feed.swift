@@ -16,7 +16,14 @@ final class Window: Sendable {
         var arriving = 0
         /// Numbers the feed's connections: a reader of one that ended never blocks or counts.
         var connection = 0
+        /// The readings of the reply the reader thread holds while it waits in
+        /// ``admit(_:connection:)`` (0: it does not wait).
+        var held = 0
         var waiter: CheckedContinuation<Void, Never>?
+
+        /// The reader may go on: at most half the window is used by what came before the reply
+        /// it holds.
+        func roomFor(_ count: Int, limit: Int) -> Bool { self.used + self.arriving - count <= limit / 2 }
     }
 
     let limit: Int
@@ -58,25 +65,30 @@ final class Window: Sendable {
         }
         guard full else { return }
         self.state.wait(for: self.room) { s in
-            s.connection != connection || s.used + s.arriving - count <= self.limit / 2
+            let go = s.connection != connection || s.roomFor(count, limit: self.limit)
+            s.held = go ? 0 : count
+            return go
         }
     }
 
     /// The feed task took a reply of `arrived` readings (admitted on the current connection),
     /// `held` of which it keeps (the rest it had already).
     func take(_ held: Int, of arrived: Int) {
-        self.state.withLock { s in
+        let wake = self.state.withLock { s -> Bool in
             s.arriving = max(0, s.arriving - arrived)
             s.used += held
+            return s.held > 0 && s.roomFor(s.held, limit: self.limit)
         }
+        if wake { self.room.broadcast() }
     }
 
     func release(_ count: Int) {
         let (waiter, wake) = self.state.withLock { s -> (CheckedContinuation<Void, Never>?, Bool) in
             s.used = max(0, s.used - count)
-            guard s.used + s.arriving <= self.limit / 2 else { return (nil, false) }
+            let wake = s.held > 0 && s.roomFor(s.held, limit: self.limit)
+            guard s.used <= self.limit / 2 else { return (nil, wake) }
             defer { s.waiter = nil }
-            return (s.waiter, s.arriving > 0)
+            return (s.waiter, wake)
         }
         if wake { self.room.broadcast() }
         waiter?.resume()

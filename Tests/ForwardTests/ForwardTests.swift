@@ -3,6 +3,8 @@ import Glibc
 import GlucoseStore
 import GlucoseStoreFixtures
 import JSON
+import Locking
+import HealthDataSync
 import SugarForward
 import SugarWire
 import Testing
@@ -306,6 +308,52 @@ import Varlink
             let status = try await other.call("io.sugard.HealthDataSync.GetStatus")
             #expect((status["state"]?["readingCount"]?.intValue ?? 0) >= 20_000)
             print("aStalledFollowerDoesNotGrowTheDaemon: sugard RSS \(before >> 10) KiB -> \(after >> 10) KiB")
+        }
+    }
+
+    /// A forwarder whose window is full pauses inside its one `FollowReadings` connection (its
+    /// reader thread stops reading, so sugard stops reading pages): 8 000 readings through a
+    /// window of 64 held and 4 in flight, with the broker stopped (SIGSTOP) for 7 s while the
+    /// window is full, longer than sugard's slow-reader timeout (5 s). Every reading arrives, in
+    /// order per meter, over one feed connection: sugard did not drop the paused follower, and
+    /// the feed did not reconnect to pause.
+    @Test func aFullWindowPausesTheFeedInsideOneConnection() async throws {
+        try await withRig(backlog: 0, seconds: 1) { rig in
+            mkdir(rig.dir + "/state", 0o700)
+            let store = try SQLiteReadingStore(path: rig.dir + "/state/sugard.sqlite")
+            for batch in SyntheticIngest(readings: 8_000, meters: 2, duplicateFraction: 0).batches() {
+                _ = try await store.commit(batch)
+            }
+            await store.close()
+            try await rig.startBroker()
+            try await rig.startSugard()
+            try await rig.startSubscriber(topic: "sugard/gw1/+/reading")
+            var config = ForwardConfig(gatewayID: "gw1", socketPath: rig.socket, stateDirectory: rig.forwardState)
+            try config.apply(key: "mqtt_url", value: "mqtt://127.0.0.1:\(rig.port)")
+            config.homeAssistantDiscovery = false
+            mkdir(rig.forwardState, 0o700)
+            let connections = Lock(0)
+            let logged = Lock<[String]>([])
+            let logger = Logger(label: "forward", level: .info) { record in
+                if record.message.hasPrefix("following sugard's readings") { connections.withLock { $0 += 1 } }
+                logged.withLock { $0.append("\(record.level.name) \(record.message)") }
+            }
+            let forwarder = Forwarder(config: config, password: nil, logger: logger, maxInFlight: 4, maxHeld: 64)
+            let running = Task { try await forwarder.run() }
+            let broker = try #require(rig.broker)
+            #expect(await eventually(within: 30) { forwarder.status.withLock { $0.delivered } >= 500 })
+            kill(broker.pid, SIGSTOP)
+            try await Task.sleep(for: .seconds(7))
+            let paused = forwarder.status.withLock { $0 }
+            kill(broker.pid, SIGCONT)
+            #expect(paused.pending >= 64 && paused.pending <= 64 + 128, "held \(paused.pending) while the broker was stopped")
+            #expect(paused.feedConnected, "the feed was not connected while paused: \(paused.feedReason ?? "")")
+            let stored = try await rig.storedIDs()
+            #expect(stored.count >= 8_000)
+            await rig.expectDelivered(stored, within: 90)
+            #expect(connections.withLock { $0 } == 1, "the feed connected \(connections.withLock { $0 }) times: \(logged.withLock { $0 })")
+            forwarder.stop()
+            try await running.value
         }
     }
 

@@ -277,15 +277,18 @@ final class ForwardRig: @unchecked Sendable {
         }
         #expect(missing.isEmpty, "\(missing.count) of \(stored.count) stored readings never arrived, e.g. \(missing.prefix(3)); forwarder log:\n\(readFile(self.forwarderLog).suffix(3000))", sourceLocation: sourceLocation)
         var seen = Set<String>()
-        var lastSequence: [String: Int64] = [:]
+        // Per meter, (epoch, sequence number) grows in commit order: a meter reset starts a new
+        // epoch at sequence 1 (the id is "<meter>/<epoch>/<sequence>").
+        var last: [String: (Int64, Int64)] = [:]
         var outOfOrder: [String] = []
         for (topic, payload) in self.receivedReadings() {
             guard let id = payload["id"]?.stringValue, seen.insert(id).inserted else { continue }
             let meter = payload["meter"]?.stringValue ?? "?"
             #expect(topic == "sugard/gw1/\(meter.lowercased().filter { $0 != ":" })/reading", sourceLocation: sourceLocation)
-            let sequence = payload["sequenceNumber"]?.intValue ?? -1
-            if let last = lastSequence[meter], sequence <= last { outOfOrder.append(id) }
-            lastSequence[meter] = sequence
+            let epoch = id.split(separator: "/").dropLast().last.flatMap { Int64($0) } ?? -1
+            let position = (epoch, payload["sequenceNumber"]?.intValue ?? -1)
+            if let previous = last[meter], position <= previous { outOfOrder.append(id) }
+            last[meter] = position
         }
         #expect(outOfOrder.isEmpty, "out of order per meter: \(outOfOrder.prefix(5))", sourceLocation: sourceLocation)
     }
