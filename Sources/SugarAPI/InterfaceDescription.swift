@@ -216,7 +216,9 @@ extension HealthDataSyncService {
         # Nothing is coalesced or skipped. reading has the shape of ListReadings' readings; cursor is
         # the reading's place in the commit order: call again with after set to the last cursor received
         # to resume right after it. The daemon reads the next readings from its database only as the
-        # client reads the replies, so a slow client slows its own stream and nothing else.
+        # client reads the replies, so a slow client slows its own stream and nothing else; a client
+        # that stops reading for a while (its own flow control) keeps its connection and gets the rest
+        # once it reads again.
         # With batch (1 to 256), a reply carries up to batch readings when several are waiting: readings
         # holds them in commit order, each with its cursor, cursor is the last one's, and reading is
         # absent. Without batch, every reply has one reading and no readings.
