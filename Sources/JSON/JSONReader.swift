@@ -160,6 +160,16 @@ public struct JSONReader {
         out.append(contentsOf: self.parser.bytes[range])
     }
 
+    /// A reader of the same bytes at `range` (from ``readStringText()`` or ``readNumberText()``),
+    /// to read that value again as a value.
+    public func reading(_ range: Range<Int>) -> JSONReader {
+        var reader = self
+        reader.parser.index = range.lowerBound
+        reader.depth = 0
+        reader.first = false
+        return reader
+    }
+
     /// Whether the text at `range` is `text`, byte for byte.
     public func text(_ range: Range<Int>, is text: StaticString) -> Bool {
         guard range.count == text.utf8CodeUnitCount else { return false }

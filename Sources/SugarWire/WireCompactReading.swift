@@ -158,75 +158,35 @@ extension Wire {
 
         /// Reads one compact reading object at the reader's position. Strict: a missing, null or
         /// mistyped required field, a duplicate key or malformed JSON throws, naming the field's
-        /// path (`time.epochMillis: expected an integer`); keys it does not know are skipped.
+        /// path (`time.epochMillis: expected an integer`); keys it does not know are skipped. It is
+        /// ``Text/init(reading:)`` (which checks all that) with the values made from the text.
         public init(reading reader: inout JSONReader) throws(WireError) {
-            var id: Int64?, meter: String?, epoch: Int64?, sequenceNumber: Int64?, time: Time?, flags: [String]?
-            var mgdL: Double?, mmolL: Double?, type: Coded?, sampleLocation: Coded?, meal: Coded?, person: String?
-            try WireByteFields.object(&reader, Key.self) { (member: Key, r: inout JSONReader) throws(WireError) in
-                let key = member.rawValue
-                switch member {
-                case .id: id = try WireByteFields.int(key, &r)
-                case .meter: meter = try WireByteFields.repeatedString(key, &r)
-                case .epoch: epoch = try WireByteFields.int(key, &r)
-                case .sequenceNumber: sequenceNumber = try WireByteFields.int(key, &r)
-                case .time: time = try WireByteFields.nested(key, &r, Self.time)
-                case .mgdL: mgdL = try WireByteFields.optionalDouble(key, &r)
-                case .mmolL: mmolL = try WireByteFields.optionalDouble(key, &r)
-                case .flags: flags = try WireByteFields.required(key, &r, WireByteFields.strings)
-                case .type: type = try WireByteFields.optionalNested(key, &r, Self.coded)
-                case .sampleLocation: sampleLocation = try WireByteFields.optionalNested(key, &r, Self.coded)
-                case .context: meal = try WireByteFields.optionalNested(key, &r, Self.context) ?? nil
-                case .person: person = try WireByteFields.optionalRepeatedString(key, &r)
-                }
+            let t = try Text(reading: &reader)
+            func coded(_ coded: (code: Int64, name: Range<Int>)?) throws(WireError) -> Coded? {
+                guard let coded else { return nil }
+                return Coded(name: try Self.value(reader, coded.name) { (r: inout JSONReader) throws(JSONParseError) in try r.readRepeatedString() }, code: coded.code)
             }
-            self.id = try WireByteFields.present(id, "id")
-            self.meter = try WireByteFields.present(meter, "meter")
-            self.epoch = try WireByteFields.present(epoch, "epoch")
-            self.sequenceNumber = try WireByteFields.present(sequenceNumber, "sequenceNumber")
-            self.time = try WireByteFields.present(time, "time")
-            self.flags = try WireByteFields.present(flags, "flags")
-            self.mgdL = mgdL
-            self.mmolL = mmolL
-            self.type = type
-            self.sampleLocation = sampleLocation
-            self.meal = meal
-            self.person = person
+            self.init(
+                id: t.id, meter: t.meter, epoch: t.epoch, sequenceNumber: t.sequenceNumber,
+                time: Time(
+                    iso: try Self.value(reader, t.iso) { (r: inout JSONReader) throws(JSONParseError) in try r.readString() },
+                    epochMillis: t.epochMillis,
+                    local: try Self.value(reader, t.local) { (r: inout JSONReader) throws(JSONParseError) in try r.readString() },
+                    utcOffsetMinutes: t.utcOffsetMinutes),
+                mgdL: try t.mgdL.map { (range: Range<Int>) throws(WireError) in try Self.value(reader, range) { (r: inout JSONReader) throws(JSONParseError) in try r.readDouble() } },
+                mmolL: try t.mmolL.map { (range: Range<Int>) throws(WireError) in try Self.value(reader, range) { (r: inout JSONReader) throws(JSONParseError) in try r.readDouble() } },
+                flags: try Self.value(reader, t.flags, WireByteFields.strings),
+                type: try coded(t.type), sampleLocation: try coded(t.sampleLocation), meal: try coded(t.meal),
+                person: try t.person.map { (range: Range<Int>) throws(WireError) in try Self.value(reader, range) { (r: inout JSONReader) throws(JSONParseError) in try r.readRepeatedString() } })
         }
 
-        private static func time(_ reader: inout JSONReader) throws(WireError) -> Time {
-            var iso: String?, epochMillis: Int64?, local: String?, offset: Int64?
-            try WireByteFields.object(&reader, TimeKey.self) { (member: TimeKey, r: inout JSONReader) throws(WireError) in
-                let key = member.rawValue
-                switch member {
-                case .iso: iso = try WireByteFields.string(key, &r)
-                case .epochMillis: epochMillis = try WireByteFields.int(key, &r)
-                case .local: local = try WireByteFields.string(key, &r)
-                case .utcOffsetMinutes: offset = try WireByteFields.int(key, &r)
-                }
-            }
-            return Time(
-                iso: try WireByteFields.present(iso, "iso"), epochMillis: try WireByteFields.present(epochMillis, "epochMillis"),
-                local: try WireByteFields.present(local, "local"), utcOffsetMinutes: try WireByteFields.present(offset, "utcOffsetMinutes"))
-        }
-
-        private static func coded(_ reader: inout JSONReader) throws(WireError) -> Coded {
-            var code: Int64?, name: String?
-            try WireByteFields.object(&reader, CodedKey.self) { (member: CodedKey, r: inout JSONReader) throws(WireError) in
-                switch member {
-                case .code: code = try WireByteFields.int(member.rawValue, &r)
-                case .name: name = try WireByteFields.repeatedString(member.rawValue, &r)
-                }
-            }
-            return Coded(name: try WireByteFields.present(name, "name"), code: try WireByteFields.present(code, "code"))
-        }
-
-        /// `context`: its meal, or nil when it has none.
-        private static func context(_ reader: inout JSONReader) throws(WireError) -> Coded? {
-            var meal: Coded?
-            try WireByteFields.object(&reader, ContextKey.self) { (member: ContextKey, r: inout JSONReader) throws(WireError) in
-                meal = try WireByteFields.optionalNested(member.rawValue, &r, Self.coded)
-            }
-            return meal
+        /// The value whose text ``Text`` found at `range` of `reader`'s bytes, read by `read`
+        /// (already checked by ``Text``: an error here would be a bug in it).
+        private static func value<T>(
+            _ reader: JSONReader, _ range: Range<Int>, _ read: (inout JSONReader) throws(JSONParseError) -> T
+        ) throws(WireError) -> T {
+            var at = reader.reading(range)
+            do throws(JSONParseError) { return try read(&at) } catch { throw WireByteFields.parse(error) }
         }
 
         /// One compact reading as the text the daemon wrote, for a sink that passes its values on
@@ -234,12 +194,15 @@ extension Wire {
         /// JSON text lies in the reader's bytes (``JSONReader/appendText(_:to:)``), without making
         /// the reading's strings and arrays. It accepts and rejects what ``init(reading:)`` does.
         public struct Text: Sendable {
+            public var id: Int64
             public var meter: String
             public var epoch: Int64
             public var sequenceNumber: Int64
             public var epochMillis: Int64
-            /// `time.iso`: a JSON string.
+            /// `time.iso` and `time.local`: JSON strings.
             public var iso: Range<Int>
+            public var local: Range<Int>
+            public var utcOffsetMinutes: Int64
             /// JSON numbers; nil for null.
             public var mgdL: Range<Int>?
             public var mmolL: Range<Int>?
@@ -247,20 +210,21 @@ extension Wire {
             public var flags: Range<Int>
             /// `flags` holds `controlSolution`.
             public var controlSolution: Bool
-            /// The `name`s of `type`, `sampleLocation` and the context's `meal`: JSON strings; nil
-            /// for null.
-            public var typeName: Range<Int>?
-            public var sampleLocationName: Range<Int>?
-            public var mealName: Range<Int>?
+            /// `type`, `sampleLocation` and the context's `meal`: each code and its `name` (a JSON
+            /// string); nil for null.
+            public var type: (code: Int64, name: Range<Int>)?
+            public var sampleLocation: (code: Int64, name: Range<Int>)?
+            public var meal: (code: Int64, name: Range<Int>)?
             /// A JSON string; nil for null.
             public var person: Range<Int>?
 
             /// Reads one compact reading object at the reader's position (the same keys, required
             /// fields and types as ``CompactReading/init(reading:)``, the same errors).
             public init(reading reader: inout JSONReader) throws(WireError) {
-                var id: Int64?, meter: String?, epoch: Int64?, sequenceNumber: Int64?, time: (iso: Range<Int>, millis: Int64)?
-                var flags: (Range<Int>, Bool)?, mgdL: Range<Int>?, mmolL: Range<Int>?
-                var type: Range<Int>?, sampleLocation: Range<Int>?, meal: Range<Int>?, person: Range<Int>?
+                var id: Int64?, meter: String?, epoch: Int64?, sequenceNumber: Int64?
+                var time: (iso: Range<Int>, millis: Int64, local: Range<Int>, offset: Int64)?
+                var flags: (Range<Int>, Bool)?, mgdL: Range<Int>?, mmolL: Range<Int>?, person: Range<Int>?
+                var type: (code: Int64, name: Range<Int>)?, sampleLocation: (code: Int64, name: Range<Int>)?, meal: (code: Int64, name: Range<Int>)?
                 try WireByteFields.object(&reader, Key.self) { (member: Key, r: inout JSONReader) throws(WireError) in
                     let key = member.rawValue
                     switch member {
@@ -272,28 +236,28 @@ extension Wire {
                     case .mgdL: mgdL = try WireByteFields.optional(key, &r) { (r: inout JSONReader) throws(JSONParseError) in try r.readNumberText() }
                     case .mmolL: mmolL = try WireByteFields.optional(key, &r) { (r: inout JSONReader) throws(JSONParseError) in try r.readNumberText() }
                     case .flags: flags = try WireByteFields.required(key, &r, Self.flags)
-                    case .type: type = try WireByteFields.optionalNested(key, &r, Self.codedName)
-                    case .sampleLocation: sampleLocation = try WireByteFields.optionalNested(key, &r, Self.codedName)
+                    case .type: type = try WireByteFields.optionalNested(key, &r, Self.coded)
+                    case .sampleLocation: sampleLocation = try WireByteFields.optionalNested(key, &r, Self.coded)
                     case .context: meal = try WireByteFields.optionalNested(key, &r, Self.contextMeal) ?? nil
                     case .person: person = try WireByteFields.optional(key, &r) { (r: inout JSONReader) throws(JSONParseError) in try r.readStringText() }
                     }
                 }
-                _ = try WireByteFields.present(id, "id")
+                self.id = try WireByteFields.present(id, "id")
                 self.meter = try WireByteFields.present(meter, "meter")
                 self.epoch = try WireByteFields.present(epoch, "epoch")
                 self.sequenceNumber = try WireByteFields.present(sequenceNumber, "sequenceNumber")
                 let t = try WireByteFields.present(time, "time")
-                (self.iso, self.epochMillis) = (t.iso, t.millis)
+                (self.iso, self.epochMillis, self.local, self.utcOffsetMinutes) = (t.iso, t.millis, t.local, t.offset)
                 (self.flags, self.controlSolution) = try WireByteFields.present(flags, "flags")
                 self.mgdL = mgdL
                 self.mmolL = mmolL
-                self.typeName = type
-                self.sampleLocationName = sampleLocation
-                self.mealName = meal
+                self.type = type
+                self.sampleLocation = sampleLocation
+                self.meal = meal
                 self.person = person
             }
 
-            private static func time(_ reader: inout JSONReader) throws(WireError) -> (iso: Range<Int>, millis: Int64) {
+            private static func time(_ reader: inout JSONReader) throws(WireError) -> (iso: Range<Int>, millis: Int64, local: Range<Int>, offset: Int64) {
                 var iso: Range<Int>?, epochMillis: Int64?, local: Range<Int>?, offset: Int64?
                 try WireByteFields.object(&reader, TimeKey.self) { (member: TimeKey, r: inout JSONReader) throws(WireError) in
                     let key = member.rawValue
@@ -304,9 +268,9 @@ extension Wire {
                     case .utcOffsetMinutes: offset = try WireByteFields.int(key, &r)
                     }
                 }
-                _ = try WireByteFields.present(local, "local")
-                _ = try WireByteFields.present(offset, "utcOffsetMinutes")
-                return (try WireByteFields.present(iso, "iso"), try WireByteFields.present(epochMillis, "epochMillis"))
+                return (
+                    try WireByteFields.present(iso, "iso"), try WireByteFields.present(epochMillis, "epochMillis"),
+                    try WireByteFields.present(local, "local"), try WireByteFields.present(offset, "utcOffsetMinutes"))
             }
 
             private static func flags(_ reader: inout JSONReader) throws(JSONParseError) -> (Range<Int>, Bool) {
@@ -320,7 +284,7 @@ extension Wire {
                 return (start..<reader.offset, controlSolution)
             }
 
-            private static func codedName(_ reader: inout JSONReader) throws(WireError) -> Range<Int> {
+            private static func coded(_ reader: inout JSONReader) throws(WireError) -> (code: Int64, name: Range<Int>) {
                 var code: Int64?, name: Range<Int>?
                 try WireByteFields.object(&reader, CodedKey.self) { (member: CodedKey, r: inout JSONReader) throws(WireError) in
                     switch member {
@@ -331,14 +295,13 @@ extension Wire {
                         }
                     }
                 }
-                _ = try WireByteFields.present(code, "code")
-                return try WireByteFields.present(name, "name")
+                return (try WireByteFields.present(code, "code"), try WireByteFields.present(name, "name"))
             }
 
-            private static func contextMeal(_ reader: inout JSONReader) throws(WireError) -> Range<Int>? {
-                var meal: Range<Int>?
+            private static func contextMeal(_ reader: inout JSONReader) throws(WireError) -> (code: Int64, name: Range<Int>)? {
+                var meal: (code: Int64, name: Range<Int>)?
                 try WireByteFields.object(&reader, ContextKey.self) { (member: ContextKey, r: inout JSONReader) throws(WireError) in
-                    meal = try WireByteFields.optionalNested(member.rawValue, &r, Self.codedName)
+                    meal = try WireByteFields.optionalNested(member.rawValue, &r, Self.coded)
                 }
                 return meal
             }

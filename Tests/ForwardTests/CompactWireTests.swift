@@ -112,7 +112,8 @@ import Testing
     }
 
     /// Why the typed reader rejects `bytes` (nil: it reads them); the text reader the MQTT sink
-    /// uses (`Wire.CompactReading.Text`) must reject them the same way.
+    /// uses (`Wire.CompactReading.Text`, which the typed reader runs first) must reject them the
+    /// same way: the typed reader adds no error of its own when it makes the values.
     static func failure(_ bytes: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) -> WireError? {
         func failure(_ read: (inout JSONReader) throws -> Void) -> WireError? {
             var reader = JSONReader(bytes)

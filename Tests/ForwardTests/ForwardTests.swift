@@ -277,12 +277,7 @@ import Varlink
     /// readings are ~30 MB as replies), and it keeps serving others.
     @Test func aStalledFollowerDoesNotGrowTheDaemon() async throws {
         try await withRig(backlog: 0, seconds: 1) { rig in
-            mkdir(rig.dir + "/state", 0o700)
-            let store = try SQLiteReadingStore(path: rig.dir + "/state/sugard.sqlite")
-            for batch in SyntheticIngest(readings: 20_000, meters: 2, duplicateFraction: 0).batches() {
-                _ = try await store.commit(batch)
-            }
-            await store.close()
+            try await Self.storeSynthetic(rig, readings: 20_000)
             try await rig.startSugard()
             let daemon = try #require(rig.sugard)
             let before = daemon.residentBytes
@@ -319,12 +314,7 @@ import Varlink
     /// the feed did not reconnect to pause.
     @Test func aFullWindowPausesTheFeedInsideOneConnection() async throws {
         try await withRig(backlog: 0, seconds: 1) { rig in
-            mkdir(rig.dir + "/state", 0o700)
-            let store = try SQLiteReadingStore(path: rig.dir + "/state/sugard.sqlite")
-            for batch in SyntheticIngest(readings: 8_000, meters: 2, duplicateFraction: 0).batches() {
-                _ = try await store.commit(batch)
-            }
-            await store.close()
+            try await Self.storeSynthetic(rig, readings: 8_000)
             try await rig.startBroker()
             try await rig.startSugard()
             try await rig.startSubscriber(topic: "sugard/gw1/+/reading")
@@ -357,6 +347,17 @@ import Varlink
             forwarder.stop()
             try await running.value
         }
+    }
+
+    /// sugard's database for `rig` with `readings` synthetic readings of two meters (one of them
+    /// reset half-way), before sugard starts.
+    static func storeSynthetic(_ rig: ForwardRig, readings: Int) async throws {
+        mkdir(rig.dir + "/state", 0o700)
+        let store = try SQLiteReadingStore(path: rig.dir + "/state/sugard.sqlite")
+        for batch in SyntheticIngest(readings: readings, meters: 2, duplicateFraction: 0).batches() {
+            _ = try await store.commit(batch)
+        }
+        await store.close()
     }
 
     func sugarctlStatus(_ rig: ForwardRig, json: Bool = false) async throws -> String {
