@@ -141,10 +141,7 @@ public struct JSONReader {
     /// computed only where the text alone cannot tell it is in range (an exponent, or hundreds
     /// of digits).
     public mutating func readNumberText() throws(JSONParseError) -> Range<Int> {
-        guard self.next(is: UInt8(ascii: "-")) || self.next(in: UInt8(ascii: "0")...UInt8(ascii: "9")) else {
-            throw self.parser.error("expected a number, got \(self.nextKind())")
-        }
-        try self.parser.countElement()
+        try self.beginNumber()
         let start = self.parser.index
         let scanned = try self.parser.scanNumber()
         if scanned.hasExponent || self.parser.index - start > 300 {
@@ -191,11 +188,16 @@ public struct JSONReader {
     }
 
     private mutating func readNumber() throws(JSONParseError) -> JSONValue {
+        try self.beginNumber()
+        return try self.parser.parseNumber()
+    }
+
+    /// A number comes next (white space skipped); counted.
+    private mutating func beginNumber() throws(JSONParseError) {
         guard self.next(is: UInt8(ascii: "-")) || self.next(in: UInt8(ascii: "0")...UInt8(ascii: "9")) else {
             throw self.parser.error("expected a number, got \(self.nextKind())")
         }
         try self.parser.countElement()
-        return try self.parser.parseNumber()
     }
 
     public mutating func readBool() throws(JSONParseError) -> Bool {

@@ -493,6 +493,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         let watcher = self.backend.models.viewModel.watch(fields: [.readingCount], policy: .coalesced)
         defer { watcher.cancel() }
         let pageSize = max(1, self.limits.followPageSize)
+        // Half the output cap: a follower pausing on purpose is never over the server's soft cap.
+        let pause = self.limits.backpressureBytes / 2
         while true {
             let page: [StoredReading]
             do throws(StoreError) {
@@ -504,7 +506,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                 var start = page.startIndex
                 while start < page.endIndex {
                     let end = min(start + batch, page.endIndex)
-                    await self.waitForReader(replier, below: self.limits.backpressureBytes / 2) { true }
+                    await self.waitForReader(replier, below: pause) { true }
                     if replier.isClosed || Task.isCancelled { return }
                     if compact {
                         // Written straight into the reply's bytes (no JSON tree per reading).
@@ -526,7 +528,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                 }
             } else {
                 for stored in page {
-                    await self.waitForReader(replier, below: self.limits.backpressureBytes / 2) { true }
+                    await self.waitForReader(replier, below: pause) { true }
                     if replier.isClosed || Task.isCancelled { return }
                     guard replier.reply(["cursor": .int(stored.id), "reading": form(stored)], continues: true)
                     else { return }

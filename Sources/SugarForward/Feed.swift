@@ -32,8 +32,6 @@ final class Window: Sendable {
 
     init(limit: Int) { self.limit = max(2, limit) }
 
-    var used: Int { self.state.withLock { $0.used } }
-
     /// A new feed connection; its number for ``admit(_:connection:)``.
     func beginConnection() -> Int {
         self.state.withLock { s -> Int in

@@ -164,7 +164,7 @@ extension Wire {
             let t = try Text(reading: &reader)
             func coded(_ coded: (code: Int64, name: Range<Int>)?) throws(WireError) -> Coded? {
                 guard let coded else { return nil }
-                return Coded(name: try Self.value(reader, coded.name) { (r: inout JSONReader) throws(JSONParseError) in try r.readRepeatedString() }, code: coded.code)
+                return Coded(name: try Self.value(reader, coded.name) { (r: inout JSONReader) throws(JSONParseError) in try r.readString() }, code: coded.code)
             }
             self.init(
                 id: t.id, meter: t.meter, epoch: t.epoch, sequenceNumber: t.sequenceNumber,
@@ -177,7 +177,7 @@ extension Wire {
                 mmolL: try t.mmolL.map { (range: Range<Int>) throws(WireError) in try Self.value(reader, range) { (r: inout JSONReader) throws(JSONParseError) in try r.readDouble() } },
                 flags: try Self.value(reader, t.flags, WireByteFields.strings),
                 type: try coded(t.type), sampleLocation: try coded(t.sampleLocation), meal: try coded(t.meal),
-                person: try t.person.map { (range: Range<Int>) throws(WireError) in try Self.value(reader, range) { (r: inout JSONReader) throws(JSONParseError) in try r.readRepeatedString() } })
+                person: try t.person.map { (range: Range<Int>) throws(WireError) in try Self.value(reader, range) { (r: inout JSONReader) throws(JSONParseError) in try r.readString() } })
         }
 
         /// The value whose text ``Text`` found at `range` of `reader`'s bytes, read by `read`
@@ -535,26 +535,10 @@ enum WireByteFields {
         try Self.required(key, &reader) { (r: inout JSONReader) throws(JSONParseError) -> Int64 in try r.readInt() }
     }
 
-    static func string(_ key: String, _ reader: inout JSONReader) throws(WireError) -> String {
-        try Self.required(key, &reader) { (r: inout JSONReader) throws(JSONParseError) -> String in try r.readString() }
-    }
-
-    static func optionalString(_ key: String, _ reader: inout JSONReader) throws(WireError) -> String? {
-        try Self.optional(key, &reader) { (r: inout JSONReader) throws(JSONParseError) -> String in try r.readString() }
-    }
-
-    /// ``string(_:_:)`` of a value that repeats from reading to reading in one reply (a meter, a
+    /// A required string that repeats from reading to reading in one reply (a meter, a
     /// name): see ``JSONReader/readRepeatedString()``.
     static func repeatedString(_ key: String, _ reader: inout JSONReader) throws(WireError) -> String {
         try Self.required(key, &reader) { (r: inout JSONReader) throws(JSONParseError) -> String in try r.readRepeatedString() }
-    }
-
-    static func optionalRepeatedString(_ key: String, _ reader: inout JSONReader) throws(WireError) -> String? {
-        try Self.optional(key, &reader) { (r: inout JSONReader) throws(JSONParseError) -> String in try r.readRepeatedString() }
-    }
-
-    static func optionalDouble(_ key: String, _ reader: inout JSONReader) throws(WireError) -> Double? {
-        try Self.optional(key, &reader) { (r: inout JSONReader) throws(JSONParseError) -> Double in try r.readDouble() }
     }
 
     /// `[]string` of names that repeat from reading to reading (flags).
