@@ -460,7 +460,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     /// Streams every stored reading after the cursor in commit order, one per reply, then each new
     /// one as it commits. A page is read from the database only once the client has read what it
     /// got (``waitForReader(_:below:stillWanted:)``), so a stalled client costs at most one page plus
-    /// the connection's output cap. It waits at half that cap: a follower that stops reading on
+    /// the connection's output cap (and the kernel's send buffer, widened for the stream:
+    /// ``VarlinkReplier/widenSendBuffer()``). It waits at half that cap: a follower that stops reading on
     /// purpose (sugard-forward while its broker is slow or away: its flow control) stays under the
     /// server's soft cap and keeps its connection, not dropped as a slow reader. Commits are
     /// noticed through the view model's `readingCount`.
@@ -489,6 +490,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         }
         let compact = p["compact"]?.boolValue == true
         func form(_ stored: StoredReading) -> JSONValue { compact ? ReadingJSON.compact(stored) : ReadingJSON.object(stored) }
+        // A backlog goes out in replies of tens of KiB: written whole, not in 4.5 KiB pieces.
+        replier.widenSendBuffer()
         // Subscribed before the first read, so a commit between a read and the wait is not missed.
         let watcher = self.backend.models.viewModel.watch(fields: [.readingCount], policy: .coalesced)
         defer { watcher.cancel() }

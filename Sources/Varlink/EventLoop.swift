@@ -63,6 +63,8 @@ final class EventLoop: @unchecked Sendable {
         case fail(ConnectionHandle, [UInt8])
         /// Close now, dropping unsent output.
         case close(ConnectionHandle)
+        /// The connection's handler streams: its kernel send buffer grows to ``streamingSendBufferBytes``.
+        case widenSendBuffer(ConnectionHandle)
         case stop
     }
 
@@ -296,6 +298,10 @@ final class EventLoop: @unchecked Sendable {
             case .close(let handle):
                 guard let connection = self.connections[handle.id] else { continue }
                 self.closeConnection(connection)
+            case .widenSendBuffer(let handle):
+                guard let connection = self.connections[handle.id] else { continue }
+                var sendBuffer: Int32 = Self.streamingSendBufferBytes
+                _ = setsockopt(connection.fd, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
             case .fail(let handle, let bytes):
                 guard let connection = self.connections[handle.id] else { continue }
                 connection.output.append(contentsOf: bytes)
@@ -587,6 +593,10 @@ final class EventLoop: @unchecked Sendable {
 
     /// `SO_SNDBUF` of accepted connections.
     private static let sendBufferBytes: Int32 = 2 << 10
+
+    /// `SO_SNDBUF` of a connection whose handler streams a long run of replies to a client that
+    /// reads them as they come (``VarlinkReplier/widenSendBuffer()``; the kernel doubles it).
+    private static let streamingSendBufferBytes: Int32 = 64 << 10
 
     /// Buffers keep at most this capacity once emptied, so idle connections hold little memory.
     private static let keptCapacity = 4096

@@ -75,6 +75,17 @@ public final class VarlinkReplier: Sendable {
     /// coalesce updates for a slow reader instead of queueing each one.
     public var pendingOutputBytes: Int { self.connection.pendingOutput.load(ordering: .relaxed) }
 
+    /// For a handler that streams a long run of replies to a client that reads them as they come
+    /// (`FollowReadings`): the connection's kernel send buffer grows from the small one every
+    /// connection starts with (about 4.5 KiB, so a client that sends calls without reading the
+    /// replies is held back after a few KiB) to 128 KiB, for the rest of the connection. A reply of
+    /// 48 KiB then goes out in one write, not ten, each of which woke the server's I/O thread and
+    /// the client's reader. What the server itself buffers is still bounded by the output caps and
+    /// the handler's own pause (``pendingOutputBytes``); the kernel holds at most the larger buffer.
+    public func widenSendBuffer() {
+        _ = self.loop.submit(.widenSendBuffer(self.connection))
+    }
+
     /// The peer of the connection this call arrived on.
     public var peer: VarlinkPeer { self.connection.peer }
 

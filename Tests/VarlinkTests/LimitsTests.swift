@@ -63,6 +63,32 @@ import Varlink
         }
     }
 
+    /// Every connection starts with a small kernel send buffer (a client that never reads holds
+    /// only a few KiB there); a streaming handler that widens it has its replies queued whole.
+    @Test func aStreamingHandlerWidensTheSendBuffer() async throws {
+        try await withServer { path in
+            func queued(wide: Bool) async throws -> Int {
+                let client = try RawConnection(path: path)
+                defer { client.close() }
+                await client.send(#"{"method":"org.example.ping.Flood","parameters":{"size":40000,"delayMs":60000,"wide":\#(wide)},"more":true}"#)
+                // The first blob (40 KB) is replied at once; the next comes only in a minute.
+                var bytes: Int32 = 0
+                let settled = await eventually(timeout: wide ? .seconds(5) : .milliseconds(300)) {
+                    _ = ioctl(client.fd, UInt(FIONREAD), &bytes)
+                    return bytes >= 40000
+                }
+                try await Task.sleep(for: .milliseconds(200))
+                _ = ioctl(client.fd, UInt(FIONREAD), &bytes)
+                if wide { #expect(settled) }
+                return Int(bytes)
+            }
+            let narrow = try await queued(wide: false)
+            let wide = try await queued(wide: true)
+            #expect(narrow < 16 << 10, "\(narrow) bytes queued on a default connection")
+            #expect(wide > 40000, "\(wide) bytes queued on a widened one")
+        }
+    }
+
     @Test func clientThatStaysOverTheSoftCapIsDisconnected() async throws {
         let recorder = Recorder()
         try await withServer(recorder: recorder, configure: {

@@ -30,8 +30,9 @@ let pingDescription = """
     # Always fails with Failed.
     method Fail(reason: string) -> ()
 
-    # Streams blobs of `size` bytes until the connection is dropped, pausing delayMs between them.
-    method Flood(size: int, delayMs: ?int) -> (blob: string)
+    # Streams blobs of `size` bytes until the connection is dropped, pausing delayMs between them;
+    # with wide, on a widened send buffer.
+    method Flood(size: int, delayMs: ?int, wide: ?bool) -> (blob: string)
 
     # Records the text; meant for oneway calls.
     method Notify(text: string) -> ()
@@ -96,6 +97,7 @@ struct PingInterface: VarlinkInterfaceHandler {
             let size = Int(call.parameters["size"]?.intValue ?? 1)
             let delay = call.parameters["delayMs"]?.intValue ?? 0
             let blob = JSONValue.string(String(repeating: "x", count: size))
+            if call.parameters["wide"]?.boolValue == true { replier.widenSendBuffer() }
             while replier.reply(["blob": blob], continues: true) {
                 self.recorder.with { $0.floodAccepted += 1 }
                 if delay > 0 {
