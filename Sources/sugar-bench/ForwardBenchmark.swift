@@ -13,27 +13,31 @@ import Glibc
 #endif
 import SystemIO
 
-/// `sugar-bench forward N [--samples S]`: sugard-forward against a local mosquitto, side by side
-/// with a plain C libmosquitto publisher of the same payloads, in one run.
+/// `sugar-bench forward N [--samples S] [--rounds R]`: sugard-forward against a local mosquitto,
+/// side by side with a plain C libmosquitto publisher of the same payloads, in one run.
 ///
 /// 1. N readings (4 synthetic meters) are committed to a fresh database; the built `sugard` (next
 ///    to sugar-bench) serves it, with one simulated meter that takes a reading a second.
-/// 2. `forwarderReadingsPerSecond`: the forwarder (SugarForward, in this process, following
-///    sugard with FollowReadings after cursor 0) from the broker's CONNACK (as the C publisher's
-///    clock) to the broker's PUBACK of the N-th reading; `forwarderSecondsFromStart` counts from
-///    the forwarder's start instead.
-/// 3. `cPublisherReadingsPerSecond`: a C program built here with `cc … -lmosquitto` publishes the
-///    same N payloads to the same topics (QoS 1, MQTT 5, libmosquitto's own thread), from its
-///    first publish to its N-th PUBACK. `ratio` = forwarder / C.
-/// 4. Latency: the simulated meter's next S readings (default 20) committed after the N-th PUBACK
-///    (one committed during the bulk waits behind it): from sugard's commit (`storedAt`) to an
-///    MQTT subscriber in this process (subscribed to that meter's reading topic only) receiving
-///    the reading message:
+/// 2. A forwarder run: the forwarder (SugarForward, in this process, following sugard with
+///    FollowReadings after cursor 0) from the broker's CONNACK (as the C publisher's clock) to
+///    the broker's PUBACK of the N-th reading (`forwarderSecondsFromStart`: from its start).
+/// 3. A C publisher run: a C program built here with `cc … -lmosquitto` publishes the same N
+///    payloads to the same topics (QoS 1, MQTT 5, libmosquitto's own thread), from its first
+///    publish to its N-th PUBACK.
+/// 4. R rounds (default 3) of both, in turn (the forwarder from cursor 0 each time, in a fresh
+///    state directory): `forwarderReadingsPerSecond` and `cPublisherReadingsPerSecond` are the
+///    medians, `ratio` = forwarder / C of the medians; `roundRatios` each round's. The machine's
+///    speed drifts by ±25 % between runs a second apart; a median of alternate runs holds still.
+/// 5. Latency (after the first forwarder run): the simulated meter's next S readings (default 20)
+///    committed after the N-th PUBACK (one committed during the bulk waits behind it): from
+///    sugard's commit (`storedAt`) to an MQTT subscriber in this process (subscribed to that
+///    meter's reading topic only) receiving the reading message:
 ///    `commitToSubscriberMillis` p50 and p99 (the commit time has millisecond resolution).
-/// 5. CPU per reading of each process in both runs (`forwarderRunCpuMicrosPerReading`: this
-///    process (the forwarder), sugard and the broker; `cPublisherRunCpuMicrosPerMessage`:
-///    the C publisher and the broker), less noisy than the rates on two shared cores.
-/// 6. `mqttClientAloneReadingsPerSecond`: the forwarder's MQTT client (``MQTTClient``, window 256)
+/// 6. CPU per reading of each process in both runs, medians of the rounds
+///    (`forwarderRunCpuMicrosPerReading`: this process (the forwarder), sugard and the broker;
+///    `cPublisherRunCpuMicrosPerMessage`: the C publisher and the broker), less noisy than the
+///    rates on two shared cores.
+/// 7. `mqttClientAloneReadingsPerSecond`: the forwarder's MQTT client (``MQTTClient``, window 256)
 ///    publishing the C publisher's payloads, no feed: the client's share of the difference.
 enum ForwardBenchmark {
     /// The simulated meter sugard runs (`simulate_meters = 1`): the latency samples.
@@ -95,7 +99,7 @@ enum ForwardBenchmark {
         init(_ description: String) { self.description = description }
     }
 
-    static func run(count: Int, samples: Int) async -> Int32 {
+    static func run(count: Int, samples: Int, rounds: Int) async -> Int32 {
         guard let dir = makeScratchDirectory("sbench-fwd", for: "forward") else { return 1 }
         var children: [pid_t] = []
         defer {
@@ -113,7 +117,7 @@ enum ForwardBenchmark {
             _ = spawnAndWait("/bin/rm", ["-rf", dir])
         }
         do {
-            let result = try await self.measure(count: count, samples: samples, dir: dir, children: &children)
+            let result = try await self.measure(count: count, samples: samples, rounds: rounds, dir: dir, children: &children)
             writeStdout(JSONValue.object(result).serialized() + "\n")
             return 0
         } catch {
@@ -122,7 +126,7 @@ enum ForwardBenchmark {
         }
     }
 
-    static func measure(count: Int, samples: Int, dir: String, children: inout [pid_t]) async throws -> JSONObject {
+    static func measure(count: Int, samples: Int, rounds: Int, dir: String, children: inout [pid_t]) async throws -> JSONObject {
         // 1. The database and sugard.
         mkdir(dir + "/state", 0o700)
         let store = try SQLiteReadingStore(path: dir + "/state/sugard.sqlite")
@@ -183,52 +187,20 @@ enum ForwardBenchmark {
         try await waitFor(seconds: 10, "the subscriber") { subscribed.withLock { $0 } }
         try await Task.sleep(for: .milliseconds(200))  // SUBACK
 
-        // 4. The forwarder, from cursor 0 to the N-th PUBACK.
-        var config = ForwardConfig(gatewayID: "bench", socketPath: socket, stateDirectory: dir + "/fwd")
+        // 4. Round 1: the forwarder, from cursor 0 to the N-th PUBACK.
+        var config = ForwardConfig(gatewayID: "bench", socketPath: socket, stateDirectory: dir + "/fwd1")
         try config.apply(key: "mqtt_url", value: "mqtt://127.0.0.1:\(port)")
         config.homeAssistantDiscovery = false
-        mkdir(dir + "/fwd", 0o700)
-        let forwarder = Forwarder(config: config, password: nil, logger: .disabled)
-        let cpuBefore = (this: cpuMicros(getpid()), sugard: cpuMicros(sugardPID), broker: cpuMicros(brokerPID))
-        let started = ContinuousClock.now
-        let task = Task { try await forwarder.run() }
-        defer { forwarder.stop() }
-        // The forwarder's progress, watched from a plain thread that sleeps 1 ms between looks (not
-        // task timers on the cooperative pool the forwarder runs on: their wake-ups would be
-        // counted as the forwarder's): when it connected, when the feed had handed it N readings,
-        // when the N-th PUBACK moved the cursor. The bulk readings are cursors 1...N (a fresh
-        // database); the live meter's come after them.
-        struct Progress { var connected, feedDone, done: ContinuousClock.Instant?, stop = false }
-        let progress = Lock(Progress())
-        let watcher = startDetachedThread {
-            var seen = Progress()
-            while seen.done == nil, !progress.withLock({ $0.stop }) {
-                let status = forwarder.status.withLock { $0 }
-                let now = ContinuousClock.now
-                if seen.connected == nil, status.state == .connected { seen.connected = now }
-                if seen.feedDone == nil, status.received >= count { seen.feedDone = now }
-                if status.cursor >= Int64(count) { seen.done = now }
-                let found = seen
-                progress.withLock { $0.connected = found.connected; $0.feedDone = found.feedDone; $0.done = found.done }
-                if seen.done == nil { usleep(1000) }
-            }
-        }
-        guard watcher == 0 else { throw BenchError("cannot start the progress thread") }
-        defer { progress.withLock { $0.stop = true } }
-        try await waitFor(seconds: 600, "the forwarder's \(count) PUBACKs", every: .milliseconds(20)) { progress.withLock { $0.done } != nil }
-        let done = progress.withLock { $0.done } ?? ContinuousClock.now
-        let cpuAfter = (this: cpuMicros(getpid()), sugard: cpuMicros(sugardPID), broker: cpuMicros(brokerPID))
+        let pids = (sugard: sugardPID, broker: brokerPID)
+        var forwarderRuns: [ForwarderRun] = []
+        let first = try await Self.forwarderRun(config: config, count: count, pids: pids)
+        forwarderRuns.append(first.run)
         let doneWall = wallMicros()
-        let liveBefore = arrivals.withLock { $0.keys.filter { $0.hasPrefix(Self.liveMeter) }.count }
-        let totalSeconds = seconds(started, done)
-        // As the C publisher's clock: from the broker's CONNACK to the N-th PUBACK (the feed's
-        // connect to sugard and its first page are inside it; the MQTT connect is not).
-        let forwarderSeconds = progress.withLock { $0.connected }.map { seconds($0, done) } ?? totalSeconds
-        let feedSeconds = progress.withLock { $0.feedDone }.map { seconds(started, $0) } ?? totalSeconds
 
         // 5. Latency: the simulated meter's next readings, commit to subscriber. Only readings
         // committed after the bulk's last PUBACK count: one committed during the bulk waits behind
         // it (commit order), which measures the backlog, not the path.
+        let liveBefore = arrivals.withLock { $0.keys.filter { $0.hasPrefix(Self.liveMeter) }.count }
         let liveMeter = Self.liveMeter
         try await waitFor(seconds: Double(samples) * 3 + 30, "\(samples) live readings") {
             arrivals.withLock { $0.keys.filter { $0.hasPrefix(liveMeter) }.count } >= liveBefore + samples + 1
@@ -255,36 +227,35 @@ enum ForwardBenchmark {
         func percentile(_ p: Double) -> Double {
             latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int((Double(latencies.count - 1) * p).rounded()))]
         }
-        forwarder.stop()
-        try await task.value
+        try await first.stop()
 
         // 6. The C publisher with the same payloads and topics.
         let topics = ForwardTopics(config: config)
         var lines = ""
-        var published = 0
         var messages: [MQTTMessage] = []
-        for reading in all where reading.meter != liveMeter && published < count {
+        for reading in all where reading.meter != liveMeter && messages.count < count {
             let message = MQTTMessage(topic: topics.reading(reading.meter), payload: try ForwardTopics.payloadBytes(Wire.CompactReading(reading)))
             lines += message.topic + "\t" + String(decoding: message.payload, as: UTF8.self) + "\n"
             messages.append(message)
-            published += 1
         }
         try writeText(dir + "/payloads.txt", lines)
         try writeText(dir + "/publisher.c", cSource)
         let cc = spawnAndWait("/usr/bin/cc", ["-O2", "-o", dir + "/publisher", dir + "/publisher.c", "-lmosquitto", "-lpthread"])
         guard cc == 0 else { throw BenchError("cc could not build the C publisher (needs libmosquitto-dev)") }
-        let output = dir + "/publisher.out"
-        let brokerBeforeC = cpuMicros(brokerPID)
-        let c = try spawn(dir + "/publisher", ["127.0.0.1", String(port), dir + "/payloads.txt"], log: output)
-        var status: Int32 = 0
-        var usage = rusage()
-        _ = wait4(c, &status, 0, &usage)
-        let brokerAfterC = cpuMicros(brokerPID)
-        func micros(_ t: timeval) -> Int64 { Int64(t.tv_sec) * 1_000_000 + Int64(t.tv_usec) }
-        let publisherCPU = micros(usage.ru_utime) + micros(usage.ru_stime)
-        guard status == 0, let cResult = try? JSONValue(parsing: String(decoding: try readFile(output), as: UTF8.self)),
-            let cSeconds = cResult["seconds"]?.doubleValue, cSeconds > 0
-        else { throw BenchError("the C publisher failed: \(String(decoding: (try? readFile(output)) ?? [], as: UTF8.self))") }
+        var cRuns = [try Self.cPublisherRun(dir: dir, port: port, broker: brokerPID)]
+
+        // Further rounds, forwarder and C publisher in turn: the machine's speed drifts between
+        // runs a second apart, so each side is the median of as many runs, taken alternately. The
+        // forwarder starts from cursor 0 each round (a fresh state directory).
+        if rounds > 1 {
+            for round in 2...rounds {
+                config.stateDirectory = dir + "/fwd\(round)"
+                let next = try await Self.forwarderRun(config: config, count: count, pids: pids)
+                try await next.stop()
+                forwarderRuns.append(next.run)
+                cRuns.append(try Self.cPublisherRun(dir: dir, port: port, broker: brokerPID))
+            }
+        }
 
         // 7. The forwarder's MQTT client alone with the same payloads (its window as the
         // forwarder has it): what the client costs without the feed.
@@ -292,34 +263,125 @@ enum ForwardBenchmark {
         let clientSeconds = try await Self.clientOnly(messages, port: port)
         let cpuAfterClient = (this: cpuMicros(getpid()), broker: cpuMicros(brokerPID))
 
-        let forwarderRate = Double(count) / forwarderSeconds
-        let cRate = Double(published) / cSeconds
+        func median(_ values: [Double]) -> Double {
+            let sorted = values.sorted()
+            return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+        }
+        let published = cRuns[0].messages
+        let forwarderRates = forwarderRuns.map { Double(count) / $0.seconds }
+        let cRates = cRuns.map { Double($0.messages) / $0.seconds }
+        let forwarderRate = median(forwarderRates)
+        let cRate = median(cRates)
         func rounded(_ x: Double, _ digits: Double = 1000) -> JSONValue { .double((x * digits).rounded() / digits) }
+        func perReading(_ micros: [Int64], _ n: Int) -> JSONValue { rounded(median(micros.map { Double($0) / Double(max(1, n)) }), 100) }
         return [
-            "benchmark": "forward", "readings": .int(Int64(count)),
-            "forwarderSeconds": rounded(forwarderSeconds), "forwarderSecondsFromStart": rounded(totalSeconds),
-            "feedSeconds": rounded(feedSeconds), "forwarderReadingsPerSecond": rounded(forwarderRate, 1),
-            "cPublisherMessages": .int(Int64(published)), "cPublisherSeconds": rounded(cSeconds),
+            "benchmark": "forward", "readings": .int(Int64(count)), "rounds": .int(Int64(rounds)),
+            "forwarderSeconds": rounded(first.run.seconds), "forwarderSecondsFromStart": rounded(first.run.secondsFromStart),
+            "feedSeconds": rounded(first.run.feedSeconds), "forwarderReadingsPerSecond": rounded(forwarderRate, 1),
+            "cPublisherMessages": .int(Int64(published)), "cPublisherSeconds": rounded(cRuns[0].seconds),
             "cPublisherReadingsPerSecond": rounded(cRate, 1), "ratio": rounded(forwarderRate / cRate),
+            "roundRatios": .array(zip(forwarderRates, cRates).map { rounded($0 / $1) }),
+            "roundForwarderReadingsPerSecond": .array(forwarderRates.map { rounded($0, 1) }),
+            "roundCPublisherReadingsPerSecond": .array(cRates.map { rounded($0, 1) }),
             "mqttClientAloneReadingsPerSecond": rounded(Double(messages.count) / clientSeconds, 1),
             "latencySamples": .int(Int64(latencies.count)), "commitToSubscriberP50Millis": rounded(percentile(0.5)),
             "commitToSubscriberP99Millis": rounded(percentile(0.99)),
-            // CPU time per reading (µs, user + system, from /proc/PID/stat in clock ticks): where the
-            // two cores go in each run.
+            // CPU time per reading (µs, user + system, from /proc/PID/stat in clock ticks; the median
+            // of the rounds): where the two cores go in each run.
             "forwarderRunCpuMicrosPerReading": [
-                "thisProcess": rounded(Double(cpuAfter.this - cpuBefore.this) / Double(count), 100),
-                "sugard": rounded(Double(cpuAfter.sugard - cpuBefore.sugard) / Double(count), 100),
-                "broker": rounded(Double(cpuAfter.broker - cpuBefore.broker) / Double(count), 100),
+                "thisProcess": perReading(forwarderRuns.map(\.cpu.this), count),
+                "sugard": perReading(forwarderRuns.map(\.cpu.sugard), count),
+                "broker": perReading(forwarderRuns.map(\.cpu.broker), count),
             ],
             "cPublisherRunCpuMicrosPerMessage": [
-                "publisher": rounded(Double(publisherCPU) / Double(max(1, published)), 100),
-                "broker": rounded(Double(brokerAfterC - brokerBeforeC) / Double(max(1, published)), 100),
+                "publisher": perReading(cRuns.map(\.cpu.publisher), published),
+                "broker": perReading(cRuns.map(\.cpu.broker), published),
             ],
             "mqttClientAloneRunCpuMicrosPerMessage": [
                 "thisProcess": rounded(Double(cpuAfterClient.this - cpuBeforeClient.this) / Double(max(1, messages.count)), 100),
                 "broker": rounded(Double(cpuAfterClient.broker - cpuBeforeClient.broker) / Double(max(1, messages.count)), 100),
             ],
         ]
+    }
+
+    /// One forwarder run: its seconds from the broker's CONNACK to the N-th PUBACK (as the C
+    /// publisher's clock: the feed's connect to sugard and its first page are inside it, the MQTT
+    /// connect is not), from its start, until the feed had handed it N readings; CPU time in µs.
+    struct ForwarderRun {
+        var seconds, secondsFromStart, feedSeconds: Double
+        var cpu: (this: Int64, sugard: Int64, broker: Int64)
+    }
+
+    /// A forwarder following sugard from cursor 0 in `config.stateDirectory` until the N-th PUBACK;
+    /// it goes on running (forwarding the live meter's readings) until `stop`.
+    static func forwarderRun(config: ForwardConfig, count: Int, pids: (sugard: pid_t, broker: pid_t)) async throws
+        -> (run: ForwarderRun, stop: () async throws -> Void)
+    {
+        mkdir(config.stateDirectory, 0o700)
+        let forwarder = Forwarder(config: config, password: nil, logger: .disabled)
+        let cpuBefore = (this: cpuMicros(getpid()), sugard: cpuMicros(pids.sugard), broker: cpuMicros(pids.broker))
+        let started = ContinuousClock.now
+        let task = Task { try await forwarder.run() }
+        // The forwarder's progress, watched from a plain thread that sleeps 1 ms between looks (not
+        // task timers on the cooperative pool the forwarder runs on: their wake-ups would be
+        // counted as the forwarder's): when it connected, when the feed had handed it N readings,
+        // when the N-th PUBACK moved the cursor. The bulk readings are cursors 1...N (a fresh
+        // database); the live meter's come after them.
+        struct Progress { var connected, feedDone, done: ContinuousClock.Instant?, stop = false }
+        let progress = Lock(Progress())
+        let watcher = startDetachedThread {
+            var seen = Progress()
+            while seen.done == nil, !progress.withLock({ $0.stop }) {
+                let status = forwarder.status.withLock { $0 }
+                let now = ContinuousClock.now
+                if seen.connected == nil, status.state == .connected { seen.connected = now }
+                if seen.feedDone == nil, status.received >= count { seen.feedDone = now }
+                if status.cursor >= Int64(count) { seen.done = now }
+                let found = seen
+                progress.withLock { $0.connected = found.connected; $0.feedDone = found.feedDone; $0.done = found.done }
+                if seen.done == nil { usleep(1000) }
+            }
+        }
+        let stop: () async throws -> Void = {
+            progress.withLock { $0.stop = true }
+            forwarder.stop()
+            try await task.value
+        }
+        do {
+            guard watcher == 0 else { throw BenchError("cannot start the progress thread") }
+            try await waitFor(seconds: 600, "the forwarder's \(count) PUBACKs", every: .milliseconds(20)) { progress.withLock { $0.done } != nil }
+        } catch {
+            try? await stop()
+            throw error
+        }
+        let done = progress.withLock { $0.done } ?? ContinuousClock.now
+        let cpuAfter = (this: cpuMicros(getpid()), sugard: cpuMicros(pids.sugard), broker: cpuMicros(pids.broker))
+        let totalSeconds = seconds(started, done)
+        let run = ForwarderRun(
+            seconds: progress.withLock { $0.connected }.map { seconds($0, done) } ?? totalSeconds,
+            secondsFromStart: totalSeconds,
+            feedSeconds: progress.withLock { $0.feedDone }.map { seconds(started, $0) } ?? totalSeconds,
+            cpu: (cpuAfter.this - cpuBefore.this, cpuAfter.sugard - cpuBefore.sugard, cpuAfter.broker - cpuBefore.broker))
+        return (run, stop)
+    }
+
+    /// One run of the C publisher built in `dir`: its messages, seconds (first publish to last
+    /// PUBACK) and CPU time (µs: the publisher's, the broker's).
+    static func cPublisherRun(dir: String, port: Int, broker: pid_t) throws
+        -> (messages: Int, seconds: Double, cpu: (publisher: Int64, broker: Int64))
+    {
+        let output = dir + "/publisher.out"
+        let brokerBefore = cpuMicros(broker)
+        let c = try spawn(dir + "/publisher", ["127.0.0.1", String(port), dir + "/payloads.txt"], log: output)
+        var status: Int32 = 0
+        var usage = rusage()
+        _ = wait4(c, &status, 0, &usage)
+        let brokerAfter = cpuMicros(broker)
+        func micros(_ t: timeval) -> Int64 { Int64(t.tv_sec) * 1_000_000 + Int64(t.tv_usec) }
+        guard status == 0, let result = try? JSONValue(parsing: String(decoding: try readFile(output), as: UTF8.self)),
+            let seconds = result["seconds"]?.doubleValue, seconds > 0, let messages = result["messages"]?.intValue
+        else { throw BenchError("the C publisher failed: \(String(decoding: (try? readFile(output)) ?? [], as: UTF8.self))") }
+        return (Int(messages), seconds, (micros(usage.ru_utime) + micros(usage.ru_stime), brokerAfter - brokerBefore))
     }
 
     /// Publishes `messages` (QoS 1) through ``MQTTClient`` with the forwarder's window, from the

@@ -12,7 +12,7 @@
 //   sugar-bench rest [--records N]            the built sugard at rest: RSS, wake-ups, after a sync and churn
 //   sugar-bench e2e [--records N] [--watchers W] the real daemon in-process: bulk sync, latency, idle
 //   sugar-bench json [--keys N] [--rounds R]    the worst-case 1 MiB Varlink request through the JSON parser
-//   sugar-bench forward N [--samples S]        sugard-forward vs a plain C libmosquitto publisher
+//   sugar-bench forward N [--samples S] [--rounds R]  sugard-forward vs a plain C libmosquitto publisher
 import HealthDataSync
 import JSON
 import ViewModelBenchmarks
@@ -38,7 +38,7 @@ let usage = """
            sugar-bench rest [--records <n>] [--idle-seconds <s>]
            sugar-bench e2e [--records <n>] [--watchers <w>] [--samples <s>] [--idle-seconds <s>]
            sugar-bench json [--keys <n>] [--rounds <r>]
-           sugar-bench forward <n> [--samples <s>]
+           sugar-bench forward <n> [--samples <s>] [--rounds <r>]
 
     SUBCOMMANDS:
       parse          Decode every record of <file> as a Glucose Measurement; print one JSON object with
@@ -92,6 +92,8 @@ let usage = """
                      N-th PUBACK), then a C libmosquitto publisher built with cc sends the same payloads
                      (cPublisherReadingsPerSecond, ratio); commitToSubscriberP50Millis/P99Millis over the
                      next <s> (default 20) readings of a simulated meter, commit to an MQTT subscriber.
+                     --rounds <r> (default 3): forwarder and C publisher run r times each, in turn;
+                     the rates are the medians, ratio their quotient (roundRatios: each round's).
 
     OPTIONS:
       --with-json    (parse) Also build each record's JSON value. It allocates, which shows the counter works.
@@ -215,7 +217,8 @@ func runMain(_ arguments: [String]) async -> Int32 {
             usageError("forward takes N (a positive integer)")
         }
         guard let samples = Int(options["--samples"] ?? "20"), samples > 0 else { usageError("--samples must be positive") }
-        return await ForwardBenchmark.run(count: count, samples: samples)
+        guard let rounds = Int(options["--rounds"] ?? "3"), rounds > 0 else { usageError("--rounds must be positive") }
+        return await ForwardBenchmark.run(count: count, samples: samples, rounds: rounds)
     case "e2e":
         guard positionals.isEmpty, flags.isEmpty else { usageError("e2e takes only options") }
         func positive(_ name: String, _ fallback: Int) -> Int {
