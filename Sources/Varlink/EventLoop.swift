@@ -91,6 +91,8 @@ final class EventLoop: @unchecked Sendable {
     private var listenerInode: ino_t = 0
     private var connections: [UInt64: Connection] = [:]
     private var perUID: [UInt32: Int] = [:]
+    /// Open connections with a widened send buffer (at most ``maxWidenedConnections``).
+    private var widenedCount = 0
     private var nextID: UInt64 = 2
     private var scratch = [UInt8](repeating: 0, count: 65536)
     private var nextTimerScan: Int64 = .max
@@ -127,6 +129,8 @@ final class EventLoop: @unchecked Sendable {
         var inFlightBytes = 0
         /// What this connection counts against the memory budget (see `recharge`).
         var charge = 0
+        /// Its send buffer was widened (``streamingSendBufferBytes``).
+        var widened = false
 
         init(handle: ConnectionHandle, fd: Int32, now: Int64, maxMessageBytes: Int) {
             self.handle = handle
@@ -299,9 +303,16 @@ final class EventLoop: @unchecked Sendable {
                 guard let connection = self.connections[handle.id] else { continue }
                 self.closeConnection(connection)
             case .widenSendBuffer(let handle):
-                guard let connection = self.connections[handle.id] else { continue }
+                // A few at a time: what the kernel holds for streams that are not read stays
+                // bounded (beyond them a stream still works, in small writes).
+                guard let connection = self.connections[handle.id], !connection.widened,
+                    self.widenedCount < Self.maxWidenedConnections
+                else { continue }
                 var sendBuffer: Int32 = Self.streamingSendBufferBytes
-                _ = setsockopt(connection.fd, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
+                if setsockopt(connection.fd, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size)) == 0 {
+                    connection.widened = true
+                    self.widenedCount += 1
+                }
             case .fail(let handle, let bytes):
                 guard let connection = self.connections[handle.id] else { continue }
                 connection.output.append(contentsOf: bytes)
@@ -598,6 +609,10 @@ final class EventLoop: @unchecked Sendable {
     /// reads them as they come (``VarlinkReplier/widenSendBuffer()``; the kernel doubles it).
     private static let streamingSendBufferBytes: Int32 = 64 << 10
 
+    /// How many connections may have a widened send buffer at a time: 16 of 128 KiB, 2 MiB in all
+    /// (`MemoryMax=96M` in sugard's unit counts the kernel's socket buffers too).
+    static let maxWidenedConnections = 16
+
     /// Buffers keep at most this capacity once emptied, so idle connections hold little memory.
     private static let keptCapacity = 4096
 
@@ -654,6 +669,7 @@ final class EventLoop: @unchecked Sendable {
         close(connection.fd)
         let uid = connection.handle.peer.uid
         if let count = self.perUID[uid], count > 1 { self.perUID[uid] = count - 1 } else { self.perUID[uid] = nil }
+        if connection.widened { self.widenedCount -= 1 }
         self.charged -= connection.charge
         connection.charge = 0
         connection.input = []

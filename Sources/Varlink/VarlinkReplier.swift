@@ -81,7 +81,8 @@ public final class VarlinkReplier: Sendable {
     /// replies is held back after a few KiB) to 128 KiB, for the rest of the connection. A reply of
     /// 48 KiB then goes out in one write, not ten, each of which woke the server's I/O thread and
     /// the client's reader. What the server itself buffers is still bounded by the output caps and
-    /// the handler's own pause (``pendingOutputBytes``); the kernel holds at most the larger buffer.
+    /// the handler's own pause (``pendingOutputBytes``); the kernel holds at most the larger buffer,
+    /// for at most 16 connections at a time (beyond them a stream keeps the small buffer).
     public func widenSendBuffer() {
         _ = self.loop.submit(.widenSendBuffer(self.connection))
     }

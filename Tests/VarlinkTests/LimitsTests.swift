@@ -64,28 +64,49 @@ import Varlink
     }
 
     /// Every connection starts with a small kernel send buffer (a client that never reads holds
-    /// only a few KiB there); a streaming handler that widens it has its replies queued whole.
+    /// only a few KiB there); a streaming handler that widens it has its replies queued whole, for
+    /// at most 16 connections at a time.
     @Test func aStreamingHandlerWidensTheSendBuffer() async throws {
         try await withServer { path in
-            func queued(wide: Bool) async throws -> Int {
+            /// A Flood call whose first blob (40 KB) is replied at once; the next comes in a minute.
+            func flood(wide: Bool) async throws -> RawConnection {
                 let client = try RawConnection(path: path)
-                defer { client.close() }
                 await client.send(#"{"method":"org.example.ping.Flood","parameters":{"size":40000,"delayMs":60000,"wide":\#(wide)},"more":true}"#)
-                // The first blob (40 KB) is replied at once; the next comes only in a minute.
+                return client
+            }
+            /// What the kernel has queued for the client once the server wrote what it could.
+            func queued(_ client: RawConnection, expectWhole: Bool) async throws -> Int {
                 var bytes: Int32 = 0
-                let settled = await eventually(timeout: wide ? .seconds(5) : .milliseconds(300)) {
+                let whole = await eventually(timeout: expectWhole ? .seconds(5) : .milliseconds(300)) {
                     _ = ioctl(client.fd, UInt(FIONREAD), &bytes)
                     return bytes >= 40000
                 }
-                try await Task.sleep(for: .milliseconds(200))
+                try await Task.sleep(for: .milliseconds(100))
                 _ = ioctl(client.fd, UInt(FIONREAD), &bytes)
-                if wide { #expect(settled) }
+                if expectWhole { #expect(whole) }
                 return Int(bytes)
             }
-            let narrow = try await queued(wide: false)
-            let wide = try await queued(wide: true)
-            #expect(narrow < 16 << 10, "\(narrow) bytes queued on a default connection")
-            #expect(wide > 40000, "\(wide) bytes queued on a widened one")
+            let narrow = try await flood(wide: false)
+            let narrowBytes = try await queued(narrow, expectWhole: false)
+            #expect(narrowBytes < 16 << 10, "\(narrowBytes) bytes queued on a default connection")
+            narrow.close()
+            var wide: [RawConnection] = []
+            for _ in 0..<16 {
+                wide.append(try await flood(wide: true))
+                let bytes = try await queued(wide[wide.count - 1], expectWhole: true)
+                #expect(bytes > 40000, "\(bytes) bytes queued on widened connection \(wide.count)")
+            }
+            // The 17th open stream keeps the small buffer; once one of the 16 closes, the next
+            // stream is widened again.
+            let seventeenth = try await flood(wide: true)
+            let seventeenthBytes = try await queued(seventeenth, expectWhole: false)
+            #expect(seventeenthBytes < 16 << 10, "\(seventeenthBytes) bytes queued on the 17th stream")
+            wide.removeFirst().close()
+            try await Task.sleep(for: .milliseconds(100))
+            let after = try await flood(wide: true)
+            let afterBytes = try await queued(after, expectWhole: true)
+            #expect(afterBytes > 40000, "\(afterBytes) bytes queued once a widened stream closed")
+            for client in wide + [seventeenth, after] { client.close() }
         }
     }
 
