@@ -202,8 +202,13 @@ enum ForwardBenchmark {
         // it (commit order), which measures the backlog, not the path.
         let liveBefore = arrivals.withLock { $0.keys.filter { $0.hasPrefix(Self.liveMeter) }.count }
         let liveMeter = Self.liveMeter
-        try await waitFor(seconds: Double(samples) * 3 + 30, "\(samples) live readings") {
-            arrivals.withLock { $0.keys.filter { $0.hasPrefix(liveMeter) }.count } >= liveBefore + samples + 1
+        do {
+            try await waitFor(seconds: Double(samples) * 3 + 30, "\(samples) live readings") {
+                arrivals.withLock { $0.keys.filter { $0.hasPrefix(liveMeter) }.count } >= liveBefore + samples + 1
+            }
+        } catch {
+            try? await first.stop()
+            throw error
         }
         let client = try VarlinkClient(socketPath: socket)
         defer { client.close() }
