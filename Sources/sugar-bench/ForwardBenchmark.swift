@@ -37,7 +37,7 @@ import SystemIO
 ///    (`forwarderRunCpuMicrosPerReading`: this process (the forwarder), sugard and the broker;
 ///    `cPublisherRunCpuMicrosPerMessage`: the C publisher and the broker), less noisy than the
 ///    rates on two shared cores.
-/// 7. `mqttClientAloneReadingsPerSecond`: the forwarder's MQTT client (``MQTTClient``, window 256)
+/// 7. `mqttClientAloneReadingsPerSecond`: the forwarder's MQTT client (``MQTTClient``, the forwarder's window)
 ///    publishing the C publisher's payloads, no feed: the client's share of the difference.
 enum ForwardBenchmark {
     /// The simulated meter sugard runs (`simulate_meters = 1`): the latency samples.
@@ -400,7 +400,7 @@ enum ForwardBenchmark {
         }
         let progress = Lock(Progress())
         var options = MQTTOptions(host: "127.0.0.1", port: Int32(port), clientID: "sugar-bench-client-alone")
-        options.maxInFlight = 256
+        options.maxInFlight = Forwarder.defaultMaxInFlight
         let total = messages.count
         let client = MQTTClient(options: options) { event in
             switch event {
