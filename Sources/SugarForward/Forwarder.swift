@@ -86,10 +86,9 @@ public final class Forwarder: Sendable {
     /// The defaults: 2048 publishes unacknowledged at the broker, 16 384 readings held. A backlog
     /// (after an outage, or a first start on a full database) then goes out with the MQTT thread
     /// and the broker each busy on a core of their own, and the feed filling the window in bursts
-    /// between them, rather than all of them taking turns on one core (sugar-bench forward: with
-    /// 256 and 4096, 0.84-0.86 of the C publisher's rate; with these, 0.88-1.0). The cost: about
-    /// 8 MB more resident memory with the window full, and (with ``maxUnsaved``) at most 10 240
-    /// readings sent twice after a crash.
+    /// between them, rather than all of them taking turns on one core. The cost: more memory with
+    /// the window full, and more readings (in flight plus ``maxUnsaved``) that can arrive twice
+    /// after a crash. Figures: BENCHMARKS.md, "Windows sized for a backlog".
     public static let defaultMaxInFlight = 2048
     public static let defaultMaxHeld = 16_384
 
