@@ -57,6 +57,7 @@ install: build
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
 		systemd-sysusers sugard.conf 2>/dev/null || systemd-sysusers; \
 		systemd-sysusers sugard-forward.conf 2>/dev/null || systemd-sysusers; \
+		[ -e $(CONFDIR)/forward.conf ] || install -m 0640 -o root -g sugard-forward config/forward.conf.example $(CONFDIR)/forward.conf; \
 		systemd-tmpfiles --create sugard.conf 2>/dev/null || true; \
 		systemctl daemon-reload; \
 		udevadm control --reload 2>/dev/null || true; \

@@ -110,7 +110,8 @@ public final class BlueZTransport: MeterTransport {
         do {
             // Signals first, then the owner (whose appearance triggers GetManagedObjects): nothing is missed.
             signals = try await connection.signals(matching: DBusMatchRule(sender: "org.bluez"))
-            agent = try await connection.exportObject(at: self.configuration.agentPath)
+            // Only bluetoothd (whoever owns org.bluez now) may ask the agent for a passkey.
+            agent = try await connection.exportObject(at: self.configuration.agentPath, trustedCaller: "org.bluez")
             owners = try await connection.nameOwnerChanges(of: "org.bluez")
         } catch {
             self.logger.warning("Subscribing to BlueZ failed: \(error.message)")
@@ -367,6 +368,14 @@ public final class BlueZTransport: MeterTransport {
     // MARK: The pairing agent (org.bluez.Agent1)
 
     private func agentCall(_ call: DBusIncomingCall) {
+        guard call.isFromTrustedCaller else {
+            // Any other peer could otherwise read the passkey typed into `sugarctl pair`.
+            self.logger.warning(
+                "Refused org.bluez.Agent1.\(call.member) from \(call.sender ?? "a peer without a name"): "
+                    + "only bluetoothd, the owner of org.bluez, may call the pairing agent.")
+            call.reply(error: .remote("org.bluez.Error.Rejected", "Only bluetoothd may call this pairing agent."))
+            return
+        }
         switch call.member {
         case "RequestPasskey":
             guard let device = call.arguments.first?.string else {

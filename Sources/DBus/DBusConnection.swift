@@ -107,6 +107,9 @@ public final class DBusIncomingCall: Sendable {
     public let interface: String?
     public let member: String
     public let arguments: [DBusValue]
+    /// Whether the sender was, when the call arrived, the current owner of the name the object was
+    /// exported for (`exportObject(at:trustedCaller:)`); true when the export names none.
+    public let isFromTrustedCaller: Bool
 
     private let handle: LoopHandle
     private let serial: UInt32
@@ -115,9 +118,10 @@ public final class DBusIncomingCall: Sendable {
 
     init(
         handle: LoopHandle, sender: String?, path: String, interface: String?, member: String,
-        arguments: [DBusValue], serial: UInt32, noReply: Bool
+        arguments: [DBusValue], serial: UInt32, noReply: Bool, isFromTrustedCaller: Bool
     ) {
         self.handle = handle
+        self.isFromTrustedCaller = isFromTrustedCaller
         self.sender = sender
         self.path = path
         self.interface = interface
@@ -402,18 +406,31 @@ public final class DBusConnection: Sendable {
 
     /// Starts answering method calls at `path`. Throws `.invalidState` if the path is already exported on
     /// this connection.
-    public func exportObject(at path: String) async throws(DBusError) -> DBusExportedObject {
+    ///
+    /// - Parameter trustedCaller: a well-known name (`org.bluez`) whose owner is followed from now on;
+    ///   each call's `isFromTrustedCaller` says whether its sender was that name's current owner when
+    ///   the call arrived (decided on the loop thread, in order with the owner changes, so a call from
+    ///   a former owner or an impostor is never taken for the owner's). The object's user rejects the rest.
+    public func exportObject(at path: String, trustedCaller: String? = nil) async throws(DBusError) -> DBusExportedObject {
         try Validate.path(path)
+        if let trustedCaller {
+            try Validate.busName(trustedCaller)
+            guard !trustedCaller.hasPrefix(":") else {
+                throw DBusError.invalidArgument("A trusted caller is a well-known name, not the unique name \(trustedCaller).")
+            }
+            try await self.trackOwner(trustedCaller)
+        }
         let id = self.nextID.wrappingAdd(1, ordering: .relaxed).newValue
         let (stream, continuation) = AsyncStream.makeStream(of: DBusIncomingCall.self)
         let added = await self.handle.onLoop { core -> Bool? in
             guard let core, core.connection != nil else { return nil }
             guard core.exports[path] == nil else { return false }
-            core.exports[path] = LoopCore.Export(id: id, continuation: continuation)
+            core.exports[path] = LoopCore.Export(id: id, continuation: continuation, trustedCaller: trustedCaller)
             return true
         }
-        guard let added else { throw DBusError.disconnected("Exporting an object at \(path)") }
-        guard added else {
+        guard let added, added else {
+            if let trustedCaller { self.handle.enqueue { core in core?.releaseOwner(trustedCaller) } }
+            guard added != nil else { throw DBusError.disconnected("Exporting an object at \(path)") }
             throw DBusError(
                 kind: .invalidState, name: DBusError.Names.invalidState,
                 message: "An object is already exported at \(path) on this connection.")
@@ -421,7 +438,9 @@ public final class DBusConnection: Sendable {
         let handle = self.handle
         continuation.onTermination = { _ in
             handle.enqueue { core in
-                if let core, core.exports[path]?.id == id { core.exports.removeValue(forKey: path) }
+                guard let core, core.exports[path]?.id == id else { return }
+                core.exports.removeValue(forKey: path)
+                if let trustedCaller { core.releaseOwner(trustedCaller) }
             }
         }
         return DBusExportedObject(path: path, calls: stream, continuation: continuation)

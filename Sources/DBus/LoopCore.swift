@@ -17,6 +17,8 @@ final class LoopCore {
     struct Export {
         var id: UInt64
         var continuation: AsyncStream<DBusIncomingCall>.Continuation
+        /// The well-known name whose current owner alone is a trusted caller (its owner is tracked).
+        var trustedCaller: String?
     }
 
     struct OwnerEntry {
@@ -425,9 +427,13 @@ final class LoopCore {
                 }
                 return DBUS_HANDLER_RESULT_HANDLED
             }
+            // Decided here, in bus order with the NameOwnerChanged signals that keep the owner current.
+            let trusted = export.trustedCaller.map { name in
+                header.sender != nil && self.owners[name]?.owner == header.sender
+            }
             let call = DBusIncomingCall(
                 handle: self.handle, sender: header.sender, path: path, interface: header.interface, member: member,
-                arguments: arguments, serial: header.serial, noReply: header.noReply)
+                arguments: arguments, serial: header.serial, noReply: header.noReply, isFromTrustedCaller: trusted ?? true)
             export.continuation.yield(call)
             return DBUS_HANDLER_RESULT_HANDLED
         default:

@@ -84,6 +84,7 @@ extension FuzzTargets {
         add("unit", config.unit == .mgdL ? "mgdl" : "mmol")
         add("max_connections", String(config.maxConnections))
         add("max_connections_per_uid", String(config.maxConnectionsPerUID))
+        add("forwarder_user", config.forwarderUser ?? "")
         return lines.joined(separator: "\n")
     }
 
@@ -91,7 +92,7 @@ extension FuzzTargets {
     /// character into one grapheme (a combining mark after the quote would hide the quote from the parser).
     private static func isPlain(_ config: DaemonConfig) -> Bool {
         let strings = [config.stateDirectory, config.socketPath, config.socketGroup, config.adminGroup, config.adapter,
-                       config.timeZone].compactMap { $0 } + config.replay
+                       config.timeZone, config.forwarderUser].compactMap { $0 } + config.replay
         return strings.allSatisfy { $0.utf8.allSatisfy { (0x20...0x7E).contains($0) } }
     }
 }

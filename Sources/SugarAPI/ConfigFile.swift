@@ -88,6 +88,21 @@ public enum ConfigFile {
         }
     }
 
+    /// Refuses a configuration whose secrets others may read (``SecretFiles``): a secret file it
+    /// names, or itself when it holds a secret inline, with mode & 0o004. The error names the file,
+    /// what it holds and the fix (`chmod 0640 FILE && chown root:GROUP FILE`); the programs exit 78.
+    /// - Parameter serviceGroup: the group the service reads its secrets through (`sugard-forward`).
+    public static func checkSecrets(fileText text: String, file: String, serviceGroup: String) throws(ConfigError) {
+        let exposed = SecretFiles.findings(configFile: file, text: text, serviceGroup: serviceGroup)
+            .filter(\.readableByOthers)
+        guard let first = exposed.first else { return }
+        var message = "\(first.problem); refusing to start, fix: \(first.fix)"
+        if exposed.count > 1 {
+            message += " (also readable by every user: \(exposed.dropFirst().map(\.path).joined(separator: ", ")))"
+        }
+        throw ConfigError(file: first.path, message)
+    }
+
     /// Reads a whole text file (at most 1 MiB of UTF-8); nil when it does not exist.
     public static func readText(_ path: String) throws(ConfigError) -> String? {
         guard let bytes = try Self.readBytes(path, limit: 1 << 20) else { return nil }

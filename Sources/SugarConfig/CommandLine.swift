@@ -15,6 +15,10 @@ public enum DaemonCommand: Equatable, Sendable {
 }
 
 public enum DaemonCommandLine {
+    /// The group a secret in sugard's configuration is readable by, besides root (the fix
+    /// ``ConfigFile/checkSecrets(fileText:file:serviceGroup:)`` names).
+    public static let serviceGroup = DefaultPaths.daemonSecretGroup
+
     /// sugard's options: the one table `--help`, the man page and the tests read.
     public static let options: [(flag: String, argument: String?, help: String)] = [
         ("--config", "FILE", "Config file (default /etc/sugard/sugard.conf when it exists; with --demo, none unless given). Drop-ins FILE.d/*.conf are read after it, in lexical order."),
@@ -108,6 +112,7 @@ public enum DaemonCommandLine {
         }
 
         var config: DaemonConfig
+        var secretTexts: [(file: String, text: String)] = []
         if demo {
             let dir = DefaultPaths.demoDirectory(environment: environment)
             config = DaemonConfig(stateDirectory: dir, socketPath: dir + "/" + DefaultPaths.socketName)
@@ -123,12 +128,14 @@ public enum DaemonCommandLine {
         if let file = configFile {
             guard let text = try ConfigFile.readText(file) else { throw ConfigError(file: file, "no such file") }
             try config.apply(fileText: text, file: file)
+            secretTexts.append((file, text))
         }
         // Drop-ins (`<config>.d/*.conf`) after the main file, in lexical order; each may override it.
         if let base = configFile ?? (demo ? nil : DefaultPaths.systemConfigFile) {
             for file in try dropInFiles(base + ".d") {
                 guard let text = try ConfigFile.readText(file) else { continue }
                 try config.apply(fileText: text, file: file)
+                secretTexts.append((file, text))
             }
         }
         // Flags win over the file; --replay flags replace the file's list.
@@ -139,6 +146,10 @@ public enum DaemonCommandLine {
             } catch {
                 throw ConfigError("--\(key.replacingUnderscores()): \(error.message)")
             }
+        }
+        // After every key parsed, so a malformed file gets its own error first.
+        for (file, text) in secretTexts {
+            try ConfigFile.checkSecrets(fileText: text, file: file, serviceGroup: Self.serviceGroup)
         }
         return prepare ? .prepareRuntimeDirectory(config) : .run(config, configFile: configFile)
     }

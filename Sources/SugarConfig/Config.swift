@@ -45,6 +45,8 @@ public struct DaemonConfig: Equatable, Sendable {
     public var simulateStop: Int64?
     public var maxConnections: Int = 4096
     public var maxConnectionsPerUID: Int = 1024
+    /// The user sugard-forward runs as (a name or a uid): its connections get in like root's. nil: none.
+    public var forwarderUser: String? = "sugard-forward"
 
     public init(stateDirectory: String, socketPath: String) {
         self.stateDirectory = stateDirectory
@@ -127,9 +129,13 @@ public struct DaemonConfig: Equatable, Sendable {
         ConfigKey("simulate_stop", "testing aid: Unix time after which simulated meters take no readings", {
             $0.simulateStop.map { String($0) } ?? ""
         }) { $0.simulateStop = $1.value.isEmpty ? nil : Int64(try $1.int(0...4_102_444_800)) },
-        ConfigKey("max_connections_per_uid", "socket connection cap per user (default 1024)", {
+        ConfigKey("max_connections_per_uid", "socket connection cap per user (default 1024; at most a quarter of the connections left to users other than root, sugard and forwarder_user)", {
             String($0.maxConnectionsPerUID)
         }) { $0.maxConnectionsPerUID = try $1.int(1...65_536) },
+        ConfigKey(
+            "forwarder_user", "the user sugard-forward runs as; like root, not held to the per-user cap (default sugard-forward; empty: none)",
+            { $0.forwarderUser ?? "" }
+        ) { $0.forwarderUser = $1.value.isEmpty ? nil : $1.value },
     ]
 
     /// Applies one `key = value` setting. `replay` appends; everything else replaces.

@@ -117,14 +117,25 @@ public enum DaemonAssembly {
         let adminGroup = try config.adminGroup.map { try groupID($0) }
         let access = AccessPolicy.currentProcess(socketGroup: socketGroup ?? getegid(), adminGroup: adminGroup)
         let service = HealthDataSyncService(backend: backend, access: access, unit: config.unit)
+        let forwarderUID = config.forwarderUser.flatMap { Self.userID($0) }
+        if let user = config.forwarderUser, forwarderUID == nil {
+            logger.info("forwarder_user \(user) does not exist here: no forwarder's connections are exempt from the per-user cap")
+        }
         let listen: VarlinkServerConfiguration.Listen =
             VarlinkServerConfiguration.systemdListeningSocket().map { .fileDescriptor($0) } ?? .path(config.socketPath)
         do {
-            return try service.makeServer(listen: listen, version: sugardVersion) { configuration in
+            let server = try service.makeServer(listen: listen, version: sugardVersion) { configuration in
                 configuration.socketMode = config.socketMode
                 configuration.socketGroup = socketGroup
                 configuration.maxConnections = config.maxConnections
                 configuration.maxConnectionsPerUID = config.maxConnectionsPerUID
+                // One user may hold at most a quarter of what is left to unprivileged users; root,
+                // sugard's own user and the forwarder's are not held to it and may use the reserve.
+                configuration.maxConnectionsPerUIDShare = 0.25
+                if let forwarder = forwarderUID { configuration.privilegedUIDs.insert(forwarder) }
+                configuration.connectionCapAdvice =
+                    "close connections you no longer need (each running sugarctl watch holds one), or raise "
+                    + "max_connections / max_connections_per_uid in sugard.conf (below the open-files limit, LimitNOFILE)"
                 // A peer refused every method may send only small messages (it still gets its
                 // PermissionDenied), so it cannot make the daemon parse big payloads.
                 // sugard's calls are small (the largest, ListReadings with every filter, is under
@@ -134,9 +145,21 @@ public enum DaemonAssembly {
                 configuration.isRestricted = { !access.allows($0, .read) && !access.allows($0, .admin) }
                 configuration.log = { logger.warning($0) }
             }
+            let caps = server.connectionCaps
+            let exempt = server.configuration.privilegedUIDs.sorted().map { "uid \($0)" }.joined(separator: ", ")
+            logger.info(
+                "connections: at most \(caps.total), \(caps.perUID) per user; \(exempt) not held to the per-user cap"
+                    + " (\(server.configuration.reservedConnections) kept for them)")
+            return server
         } catch {
             throw DaemonError("cannot serve \(config.socketPath): \(error)")
         }
+    }
+
+    /// A user's uid from its name or number; nil when there is no such user.
+    static func userID(_ name: String) -> UInt32? {
+        if let uid = UInt32(name) { return uid }
+        return getpwnam(name).map { $0.pointee.pw_uid }
     }
 
     static func groupID(_ name: String) throws -> UInt32 {

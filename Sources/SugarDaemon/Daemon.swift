@@ -100,6 +100,7 @@ public final class Daemon: Sendable {
     public func run(transportFactory: TransportFactory, serverFactory: ServerFactory, handleSignals: Bool = true) async throws {
         let config = self.config.withLock { $0 }
         let logger = self.sink.logger(label: "sugard")
+        Self.raiseDescriptorLimit(logger: logger)
 
         try Self.makeDirectory(config.stateDirectory)
         Self.tighten(directory: config.stateDirectory, logger: logger)

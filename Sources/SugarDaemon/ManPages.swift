@@ -27,7 +27,7 @@ public enum ManPages {
         page.section("Signals")
         page.paragraph(DaemonCommandLine.signals)
         page.section("Exit status")
-        page.paragraph("0 after a clean stop; 64 for bad options; 78 for a bad configuration (the message names file and line); 1 for other failures.")
+        page.paragraph("0 after a clean stop; 64 for bad options; 78 for a bad configuration (the message names file and line) or a secret in it that other users may read (the message names the file and the chmod/chown that fixes it); 1 for other failures.")
         page.section("Files")
         page.item("/etc/sugard/sugard.conf", "The configuration file, see sugard.conf(5).")
         page.item("/etc/sugard/sugard.conf.d/*.conf", "Drop-ins, read after the main file in lexical order.")

@@ -189,8 +189,11 @@ public enum ForwardCommand: Equatable, Sendable {
 }
 
 public enum ForwardCommandLine {
-    public static let defaultConfigFile = "/etc/sugard/forward.conf"
+    public static let defaultConfigFile = DefaultPaths.forwardConfigFile
     public static let defaultStateDirectory = "/var/lib/sugard-forward"
+    /// The group that may read forward.conf and the secret files it names (besides root): the
+    /// service's user is its only member (systemd/sugard-forward.sysusers).
+    public static let serviceGroup = DefaultPaths.forwardSecretGroup
 
     static let summary = "every stored reading to an MQTT 5 broker, Home Assistant and Nightscout"
     static let description = """
@@ -206,7 +209,7 @@ public enum ForwardCommandLine {
         Nightscout sinks now.
         """
     static let synopsis = "sugard-forward [--config FILE] [--socket PATH] [--state-dir DIR] [--log-level LEVEL]"
-    static let exitStatus = "0 stopped by SIGTERM/SIGINT, 64 bad flags, 78 bad config file."
+    static let exitStatus = "0 stopped by SIGTERM/SIGINT, 64 bad flags, 78 bad config file (also: a password, API secret or token that other users may read: the config file holding it inline, or a *_file it names, with mode o+r)."
 
     /// The flags, for `--help` and the man page.
     public static let options: [(flag: String, help: String)] = [
@@ -286,7 +289,8 @@ public enum ForwardCommandLine {
             gatewayID: ForwardConfig.hostName(), socketPath: DefaultPaths.clientSocket(environment: environment),
             stateDirectory: state ?? Self.defaultStateDirectory)
         let file = configFile ?? Self.defaultConfigFile
-        if let text = try ConfigFile.readText(file) {
+        let text = try ConfigFile.readText(file)
+        if let text {
             try config.apply(fileText: text, file: file)
         } else if configFile != nil {
             throw ConfigError(file: file, "no such file")
@@ -299,6 +303,7 @@ public enum ForwardCommandLine {
             }
         }
         try config.validate(file: configFile ?? (ConfigFile.exists(file) ? file : nil))
+        if let text { try ConfigFile.checkSecrets(fileText: text, file: file, serviceGroup: Self.serviceGroup) }
         return .run(config)
     }
 }

@@ -6,6 +6,20 @@ public enum DefaultPaths {
     public static let systemStateDirectory = "/var/lib/sugard"
     public static let systemRuntimeDirectory = "/run/sugard"
     public static let socketName = "io.sugard.HealthDataSync"
+    public static let forwardConfigFile = "/etc/sugard/forward.conf"
+    /// The groups through which, besides root, each service reads its configuration's secrets
+    /// (the `chown root:GROUP` of ``SecretFiles``'s fix): sugard's and sugard-forward's.
+    public static let daemonSecretGroup = "sugard"
+    public static let forwardSecretGroup = "sugard-forward"
+
+    /// The configuration files `sugarctl doctor` checks for readable secrets, with the group each
+    /// service reads them through: `SUGARD_CONFIG` (else sugard.conf) and `SUGARD_FORWARD_CONFIG`
+    /// (else forward.conf).
+    public static func secretBearingConfigFiles(environment: [String: String]) -> [(path: String, group: String)] {
+        let daemon = environment["SUGARD_CONFIG"].flatMap { $0.isEmpty ? nil : $0 } ?? systemConfigFile
+        let forward = environment["SUGARD_FORWARD_CONFIG"].flatMap { $0.isEmpty ? nil : $0 } ?? forwardConfigFile
+        return [(daemon, daemonSecretGroup), (forward, forwardSecretGroup)]
+    }
     public static var systemSocket: String { systemRuntimeDirectory + "/" + socketName }
 
     /// The demo's one folder: `$HOME/.local/state/sugard-demo` (database and socket).

@@ -79,3 +79,41 @@ public func wallClockMilliseconds() -> Int64 {
     clock_gettime(CLOCK_REALTIME, &spec)
     return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
 }
+
+/// The open-files limit (`RLIMIT_NOFILE`) after ``raiseOpenFilesLimit()``.
+public struct OpenFilesLimit: Sendable, Equatable {
+    /// The soft limit before and after, and the hard limit (nil: unlimited).
+    public var before: UInt64
+    public var now: UInt64
+    public var hard: UInt64?
+    /// Why it could not be raised, if it was not (`strerror`).
+    public var failure: String?
+}
+
+/// Raises this process's soft open-files limit to its hard limit (a hard limit of "unlimited" to
+/// the kernel's `fs.nr_open`), so descriptors are only capped where the administrator capped them.
+/// Children inherit it. nil when the limit cannot be read.
+/// The corresponding C functions are `getrlimit` and `setrlimit`.
+public func raiseOpenFilesLimit() -> OpenFilesLimit? {
+    let resource = Int32(RLIMIT_NOFILE.rawValue)
+    var limit = rlimit()
+    guard getrlimit(resource, &limit) == 0 else { return nil }
+    let before = UInt64(limit.rlim_cur)
+    let hard: UInt64? = limit.rlim_max == rlim_t.max ? nil : UInt64(limit.rlim_max)
+    var target = limit.rlim_max
+    if limit.rlim_max == rlim_t.max {
+        // An unlimited soft limit is refused for descriptors: fs.nr_open is the real ceiling.
+        let text = (try? readWholeFile("/proc/sys/fs/nr_open", limit: 64)).map { String(decoding: $0, as: UTF8.self) }
+        guard let ceiling = text.flatMap({ UInt64($0.filter(\.isNumber)) }) else {
+            return OpenFilesLimit(before: before, now: before, hard: nil, failure: "fs.nr_open cannot be read")
+        }
+        target = rlim_t(ceiling)
+    }
+    guard target > limit.rlim_cur else { return OpenFilesLimit(before: before, now: before, hard: hard) }
+    var raised = limit
+    raised.rlim_cur = target
+    guard setrlimit(resource, &raised) == 0 else {
+        return OpenFilesLimit(before: before, now: before, hard: hard, failure: String(cString: strerror(errno)))
+    }
+    return OpenFilesLimit(before: before, now: UInt64(target), hard: hard)
+}

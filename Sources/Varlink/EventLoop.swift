@@ -43,6 +43,8 @@ struct LoopLimits: Sendable {
     /// Peers that may call nothing: their messages are capped at `restrictedMessageBytes`.
     var isRestricted: (@Sendable (VarlinkPeer) -> Bool)?
     var restrictedMessageBytes: Int = 4096
+    /// What a refused peer can do about a cap: the end of the `hint` of `TooManyConnections`.
+    var connectionCapAdvice = VarlinkServerConfiguration.defaultConnectionCapAdvice
     /// Where a line goes when a cap or the budget bites (rate-limited by the loop).
     var log: (@Sendable (String) -> Void)?
 }
@@ -415,6 +417,7 @@ final class EventLoop: @unchecked Sendable {
             let privileged = self.limits.privilegedUIDs.contains(peer.uid)
             let open = self.connections.count
             let refusal: String?
+            var holders: String { self.connectionHolders(open: open) }
             if open >= self.limits.maxConnections {
                 refusal = "the server's limit of \(self.limits.maxConnections) connections"
             } else if !privileged && open >= self.limits.maxConnections - self.limits.reservedConnections {
@@ -425,9 +428,11 @@ final class EventLoop: @unchecked Sendable {
                 refusal = nil
             }
             if let which = refusal {
-                self.log("cap", "refused a connection from uid \(peer.uid) (pid \(peer.pid)): \(which)")
+                self.log("cap", "refused a connection from uid \(peer.uid) (pid \(peer.pid)): \(which); \(holders)")
+                let hint = "\(holders); \(self.limits.connectionCapAdvice)"
                 var bytes = VarlinkWire.error(VarlinkError(
-                    VarlinkError.ProtocolError.tooManyConnections, ["reason": .string("too many connections: \(which)")]))
+                    VarlinkError.ProtocolError.tooManyConnections,
+                    ["reason": .string("too many connections: \(which)"), "hint": .string(hint)]))
                 _ = bytes.withUnsafeMutableBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
                 close(fd)
                 continue
@@ -639,6 +644,13 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// Writes a log line for `kind` at most once a second, counting the ones held back.
+    /// Who holds the open connections, for a refusal: the uids holding the most (at most three).
+    private func connectionHolders(open: Int) -> String {
+        let top = self.perUID.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.prefix(3)
+        let named = top.map { "uid \($0.key) holds \($0.value)" }.joined(separator: ", ")
+        return "\(open) of \(self.limits.maxConnections) connections are open" + (named.isEmpty ? "" : " (\(named))")
+    }
+
     private func log(_ kind: String, _ line: String) {
         guard let log = self.limits.log else { return }
         let now = Sys.now()

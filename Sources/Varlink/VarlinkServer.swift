@@ -67,6 +67,15 @@ public struct VarlinkServerConfiguration: Sendable {
     public var maxConnections = 4096
     /// Open connections per peer uid, except `privilegedUIDs`. Default 1024 (as sd-varlink).
     public var maxConnectionsPerUID = 1024
+    /// The per-uid cap is at most this share of the connections left to unprivileged peers (the
+    /// total cap, after the open-files limit, minus `reservedConnections`), at least 1: with a share
+    /// below 1, no single user can take every connection. Default 1 (no lowering).
+    public var maxConnectionsPerUIDShare = 1.0
+    /// What a peer refused by a connection cap can do (the end of the `hint` parameter of
+    /// `org.varlink.protocol.TooManyConnections`; its start says who holds the connections).
+    public var connectionCapAdvice = Self.defaultConnectionCapAdvice
+    public static let defaultConnectionCapAdvice =
+        "close connections you no longer need and try again, or ask the service's administrator to raise its connection limits"
     /// Largest message accepted, without its NUL. Bigger ones get `org.varlink.protocol.MessageTooLarge` and the
     /// connection is closed. Default 1 MiB.
     public var maxMessageBytes = 1 << 20
@@ -271,6 +280,21 @@ public final class VarlinkServer: Sendable {
         return max(1, min(configuration.maxConnections, files - configuration.reservedDescriptors))
     }
 
+    /// The caps `run()` enforces with the open-files limit as it is now: connections in total, and
+    /// per uid other than `privilegedUIDs`.
+    public var connectionCaps: (total: Int, perUID: Int) {
+        let total = Self.connectionCap(self.configuration)
+        return (total, Self.perUIDCap(self.configuration, connectionCap: total))
+    }
+
+    /// `maxConnectionsPerUID`, lowered to `maxConnectionsPerUIDShare` of the connections unprivileged
+    /// peers may use.
+    static func perUIDCap(_ configuration: VarlinkServerConfiguration, connectionCap: Int) -> Int {
+        let shared = connectionCap - min(configuration.reservedConnections, connectionCap / 2)
+        let share = min(1, max(0, configuration.maxConnectionsPerUIDShare))
+        return max(1, min(configuration.maxConnectionsPerUID, Int(Double(shared) * share)))
+    }
+
     private static func nanoseconds(_ duration: Duration) -> Int64 {
         let (seconds, attoseconds) = duration.components
         return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
@@ -292,9 +316,10 @@ public final class VarlinkServer: Sendable {
             configuration.log?(
                 "serving at most \(connectionCap) connections, not \(configuration.maxConnections): the open-files limit is \(Self.openFilesLimit() ?? 0) and \(configuration.reservedDescriptors) descriptors are kept for the service's own files")
         }
+        let perUIDCap = Self.perUIDCap(configuration, connectionCap: connectionCap)
         var limits = LoopLimits(
             maxConnections: connectionCap,
-            maxConnectionsPerUID: configuration.maxConnectionsPerUID,
+            maxConnectionsPerUID: perUIDCap,
             maxMessageBytes: configuration.maxMessageBytes,
             maxPendingOutputBytes: configuration.maxPendingOutputBytes,
             slowClientTimeout: Self.nanoseconds(configuration.slowClientTimeout),
@@ -305,6 +330,7 @@ public final class VarlinkServer: Sendable {
         limits.isRestricted = configuration.isRestricted
         limits.restrictedMessageBytes = configuration.restrictedMessageBytes
         limits.log = configuration.log
+        limits.connectionCapAdvice = configuration.connectionCapAdvice
         let loop: EventLoop
         do {
             loop = try EventLoop(listenFD: fd, unlinkPath: self.createdPath, limits: limits)

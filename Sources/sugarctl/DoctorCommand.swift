@@ -19,8 +19,10 @@ enum DoctorCommand {
         discussion: """
             One line per check, in this order: kernel Bluetooth support (AF_BLUETOOTH), adapters (HCI \
             device info: up, LE, address), rfkill, bluetoothd on the system bus, the D-Bus policy file, \
-            sugard and its socket, your groups, storage, bluetoothd's adapter, and each known meter (last \
-            sync, last error with its hint, bond in BlueZ, signal). Each line is ok, warning or fail; a \
+            sugard and its socket, your groups, storage, bluetoothd's adapter, each known meter (last \
+            sync, last error with its hint, bond in BlueZ, signal), the forwarder's sinks, and secrets: \
+            sugard.conf, forward.conf ($SUGARD_CONFIG, $SUGARD_FORWARD_CONFIG) and each password, \
+            secret or token file they name, which must not be readable by others. Each line is ok, warning or fail; a \
             fix follows every warning and failure, marked (root) when it needs root. Works without root.
 
             Exit status: 0 every check ok or warning, 1 any check failed, 64 usage.
@@ -68,6 +70,7 @@ enum DoctorCommand {
         checks += bluez.checks
         checks += await self.daemonChecks(parsed, bluez: bluez.devices)
         checks += self.sinkChecks(await StatusCommand.sinks())
+        checks += self.secretChecks(environment: environment())
         let failed = checks.contains { $0.status == .fail }
         if parsed.flags.contains("json") {
             writeStdout(JSONValue.object(["checks": .array(checks.map(\.json)), "ok": .bool(!failed)]).prettySerialized() + "\n")

@@ -175,6 +175,7 @@ import Varlink
         try await withRig(seconds: 2) { rig in
             try await rig.startBroker(password: ("gateway", "right"))
             try "wrong\n".write(toFile: rig.dir + "/password", atomically: true, encoding: .utf8)
+            chmod(rig.dir + "/password", 0o600)
             try rig.writeForwardConfig("mqtt_username = gateway\nmqtt_password_file = \(rig.dir)/password")
             try await rig.startSugard()
             try rig.startForwarder()

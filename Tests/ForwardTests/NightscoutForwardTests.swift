@@ -19,6 +19,7 @@ final class NightscoutSite: Sendable {
         self.secret = secret ?? "secret-of-\(name)"
         self.secretFile = rig.dir + "/\(name).secret"
         try (self.secret + "\n").write(toFile: self.secretFile, atomically: true, encoding: .utf8)
+        chmod(self.secretFile, 0o600)
         let portFile = rig.dir + "/\(name).port"
         let out = open(portFile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         defer { close(out) }

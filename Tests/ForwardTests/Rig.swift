@@ -86,6 +86,8 @@ final class ForwardRig: @unchecked Sendable {
         if !overridden.contains("gateway_id") { lines.append("gateway_id = gw1") }
         lines.append(extra)
         try (lines.joined(separator: "\n") + "\n").write(toFile: self.dir + "/forward.conf", atomically: true, encoding: .utf8)
+        // As installed: it may hold a token, and sugard-forward refuses one others may read.
+        chmod(self.dir + "/forward.conf", 0o640)
     }
 
     func log(_ name: String) throws -> Int32 {
