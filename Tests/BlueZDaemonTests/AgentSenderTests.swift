@@ -11,6 +11,13 @@ private let devicePath = "/org/bluez/hci0/dev_C0_26_DA_01_02_03"
 /// private bus, and a second peer on that bus that is not the owner of org.bluez.
 @Suite("the pairing agent answers only bluetoothd", .serialized)
 struct AgentSenderTests {
+    /// Calls a method of the bus itself.
+    static func bus(_ connection: DBusConnection, _ method: String, _ arguments: [DBusValue] = []) async throws -> [DBusValue] {
+        try await connection.call(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            method: method, arguments: arguments, timeout: .seconds(10))
+    }
+
     @Test("a peer that is not org.bluez's owner calls RequestPasskey during sugarctl pair: Rejected, not the PIN; the stand-in still pairs")
     func impostorIsRejected() async throws {
         let stored = records(1...2)
@@ -19,16 +26,19 @@ struct AgentSenderTests {
             try await rig.waitUntil("the meter model waits for the passkey") {
                 try await rig.meter(meter)?["pairing"]?.stringValue == "waitingForPasskey"
             }
-            // sugard's agent: the bus name and path it registered with the stand-in (bluetoothd).
-            let agentState = try await rig.mock("GetAgentState").first?.string ?? ""
-            let registration = try JSONValue(parsing: agentState)["registrations"]?.arrayValue?.last?.arrayValue
-            let agentPath = try #require(registration?.first?.stringValue, "agent state: \(agentState)")
-            let sugard = try #require(registration?.last?.stringValue, "agent state: \(agentState)")
-
+            // sugard's connection: the bus name whose process is the daemon (the stand-in, waiting
+            // in its own RequestPasskey call, answers nothing until the pairing ends).
             let impostor = try await DBusConnection.connect(to: .address(rig.busAddress))
             defer { impostor.close() }
-            // The impostor asks first, while the real request waits: it would otherwise take the PIN.
-            let stolen = Task {
+            let pid = try #require(rig.daemonPID)
+            var sugard: String?
+            for name in try await Self.bus(impostor, "ListNames").first?.strings ?? [] where name.hasPrefix(":") {
+                let owner = try? await Self.bus(impostor, "GetConnectionUnixProcessID", [.string(name)]).first?.integer
+                if owner == Int64(pid) { sugard = name }
+            }
+            let agentPath = "/io/sugard/agent"
+            try #require(sugard != nil, "no bus connection of sugard (pid \(pid))")
+            let stolen = Task { [sugard] in
                 try await impostor.call(
                     destination: sugard, path: agentPath, interface: "org.bluez.Agent1", method: "RequestPasskey",
                     arguments: [.objectPath(devicePath)], timeout: .seconds(30))
