@@ -279,7 +279,13 @@ enum DoctorCommand {
                          message: "\(path) does not let the user sugard send to org.bluez",
                          fix: "reinstall it from systemd/io.sugard.conf (`sudo make install`)", needsRoot: true)
         }
-        return Check(name: "dbus policy", status: .ok, message: "\(path) lets the user sugard talk to BlueZ")
+        guard text.contains("receive_interface=\"org.bluez.Agent1\"") else {
+            return Check(name: "dbus policy", status: .warning,
+                         message: "\(path) lets any peer call sugard's pairing agent (an older io.sugard.conf; sugard rejects them itself)",
+                         fix: "reinstall it from systemd/io.sugard.conf (`sudo make install`)", needsRoot: true)
+        }
+        return Check(name: "dbus policy", status: .ok,
+                     message: "\(path) lets the user sugard talk to BlueZ and only bluetoothd call its pairing agent")
     }
 
     /// A small text file (at most 1 MiB), nil when it cannot be read.
