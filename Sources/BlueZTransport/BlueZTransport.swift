@@ -64,6 +64,9 @@ public final class BlueZTransport: MeterTransport {
         /// directly could let an older snapshot overwrite newer signals (a meter's GATT objects).
         var loading = false
         var deferredSignals: [DBusSignal] = []
+        /// Agent calls refused since the last line logged about them (one line a second at most).
+        var refusedAgentCalls = 0
+        var lastRefusalLogged: ContinuousClock.Instant?
     }
 
     private let configuration: BlueZTransportConfiguration
@@ -370,10 +373,23 @@ public final class BlueZTransport: MeterTransport {
     private func agentCall(_ call: DBusIncomingCall) {
         guard call.isFromTrustedCaller else {
             // Any other peer could otherwise read the passkey typed into `sugarctl pair`.
-            self.logger.warning(
-                "Refused org.bluez.Agent1.\(call.member) from \(call.sender ?? "a peer without a name"): "
-                    + "only bluetoothd, the owner of org.bluez, may call the pairing agent.")
             call.reply(error: .remote("org.bluez.Error.Rejected", "Only bluetoothd may call this pairing agent."))
+            let now = ContinuousClock.now
+            let held = self.state.withLock { state -> Int? in
+                if let last = state.lastRefusalLogged, now - last < .seconds(1) {
+                    state.refusedAgentCalls += 1
+                    return nil
+                }
+                defer { state.refusedAgentCalls = 0 }
+                state.lastRefusalLogged = now
+                return state.refusedAgentCalls
+            }
+            if let held {
+                self.logger.warning(
+                    "Refused org.bluez.Agent1.\(call.member) from \(call.sender ?? "a peer without a name"): "
+                        + "only bluetoothd, the owner of org.bluez, may call the pairing agent"
+                        + (held > 0 ? " (and \(held) more refused calls since the last line)." : "."))
+            }
             return
         }
         switch call.member {
