@@ -479,10 +479,11 @@ public actor SyncEngine {
         case .cancelTimer(let timer):
             state.timers.deadlines[timer] = nil
         case .publish(let event):
-            if case .anomalies(_, let anomalies) = event {
-                // Kinds and sequence numbers only: anomaly messages never carry values.
-                let kinds = anomalies.map(\.kind.rawValue).joined(separator: ",")
-                self.logger.notice("odd packets during sync", [("meter", meter.rawValue), ("anomalies", kinds)])
+            if case .anomalies(_, let summary) = event {
+                // One line with a count per kind, whatever the meter sent (never one entry per packet).
+                self.logger.notice(
+                    "odd packets during sync",
+                    [("meter", meter.rawValue), ("total", String(summary.total)), ("anomalies", summary.description)])
             }
             if case .failed(_, let failure) = event {
                 state.failure = failure
