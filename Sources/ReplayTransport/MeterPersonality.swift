@@ -144,11 +144,15 @@ public struct SimulatorFaults: Sendable, Hashable {
     public var racpWriteErrors: [UInt8]
     /// Drop the link after sending this many records of a report (once; cleared when it fires).
     public var disconnectAfterRecords: Int?
+    /// Drop the link after sending this many records of every report (a link that always gives
+    /// out part-way; never cleared).
+    public var alwaysDisconnectAfterRecords: Int?
 
     public init(
         countNotSupported: Bool = false, reportNotSupported: Bool = false, noRecords: Bool = false,
-        racpWriteErrors: [UInt8] = [], disconnectAfterRecords: Int? = nil
+        racpWriteErrors: [UInt8] = [], disconnectAfterRecords: Int? = nil, alwaysDisconnectAfterRecords: Int? = nil
     ) {
+        self.alwaysDisconnectAfterRecords = alwaysDisconnectAfterRecords
         self.countNotSupported = countNotSupported
         self.reportNotSupported = reportNotSupported
         self.noRecords = noRecords

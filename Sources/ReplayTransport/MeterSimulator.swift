@@ -401,7 +401,9 @@ public struct MeterSimulator: Sendable {
         let notifyContexts = self.enabled(.glucoseMeasurementContext, bit: 0x01)
         for index in indices {
             let record = self.records[index]
-            if record.sequenceNumber != nil, let limit = self.faults.disconnectAfterRecords, sent >= limit {
+            if record.sequenceNumber != nil,
+                let limit = self.faults.disconnectAfterRecords ?? self.faults.alwaysDisconnectAfterRecords, sent >= limit
+            {
                 self.faults.disconnectAfterRecords = nil
                 out.append(.disconnected(reason: 0x08))
                 return out

@@ -898,6 +898,14 @@ public struct SyncStateMachine: Sendable {
 
     /// The records not handed over yet, the mark and the session as the attempt ended.
     private mutating func commitFinal(_ result: SyncResult, _ failure: SyncFailure?, _ now: Instant, _ out: inout [SyncAction]) {
+        // More than a chunk left (the meter was faster than the store): it goes in chunks first,
+        // so no one commit holds more than a chunk.
+        if !self.profile.has(.reversedSequence), self.pendingRecords.count > self.context.configuration.chunkRecords,
+            self.sendChunk(now, &out)
+        {
+            self.finalWaiting = (result, failure, now)
+            return
+        }
         // A transfer that ended early may have been cut between a record and its context. Such a
         // record is not stored and the mark stops before it, so the next attempt fetches it again,
         // context and all (stored now, its context would be lost to deduplication). After a
@@ -1002,11 +1010,18 @@ public struct SyncStateMachine: Sendable {
         let age = now.epochMillis - (self.chunkStarted ?? now).epochMillis
         guard self.pendingRecords.count >= configuration.chunkRecords || Double(age) >= configuration.chunkSeconds * 1000
         else { return }
+        self.sendChunk(now, &out)
+    }
+
+    /// Hands up to ``SyncConfiguration/chunkRecords`` pending records to the store as a chunk.
+    /// - Returns: whether a chunk went out.
+    @discardableResult
+    private mutating func sendChunk(_ now: Instant, _ out: inout [SyncAction]) -> Bool {
         // A record still waiting for its context holds back itself and what follows.
-        var ready = self.pendingRecords.count
+        var ready = min(self.pendingRecords.count, self.context.configuration.chunkRecords)
         let recent = max(0, self.pendingRecords.count - Self.contextPatience)
-        if let i = self.pendingRecords[recent...].firstIndex(where: \.awaitsContext) { ready = i }
-        guard ready > 0 else { return }
+        if recent < ready, let i = self.pendingRecords[recent..<ready].firstIndex(where: \.awaitsContext) { ready = i }
+        guard ready > 0 else { return false }
         let chunk = Array(self.pendingRecords[..<ready])
         self.pendingRecords.removeFirst(ready)
         self.pendingIndex = [:]
@@ -1026,6 +1041,7 @@ public struct SyncStateMachine: Sendable {
         self.chunkInFlight = true
         self.batch = batch
         out.append(.commit(batch))
+        return true
     }
 
     /// The store committed a chunk.
