@@ -43,6 +43,9 @@ public struct DaemonConfig: Equatable, Sendable {
     public var simulateStart: Int64?
     /// Testing aid: Unix time (seconds) after which the simulated meters take no more readings.
     public var simulateStop: Int64?
+    /// Testing aid: microseconds the simulated meters take per GATT operation and report packet
+    /// (default 20 000: a sync of a few records takes a few hundred milliseconds).
+    public var simulateDelayMicros: Int = 20_000
     public var maxConnections: Int = 4096
     public var maxConnectionsPerUID: Int = 1024
 
@@ -127,6 +130,9 @@ public struct DaemonConfig: Equatable, Sendable {
         ConfigKey("simulate_stop", "testing aid: Unix time after which simulated meters take no readings", {
             $0.simulateStop.map { String($0) } ?? ""
         }) { $0.simulateStop = $1.value.isEmpty ? nil : Int64(try $1.int(0...4_102_444_800)) },
+        ConfigKey("simulate_delay_us", "testing aid: microseconds per operation and report packet of simulated meters (default 20000)", {
+            String($0.simulateDelayMicros)
+        }) { $0.simulateDelayMicros = try $1.int(1...1_000_000) },
         ConfigKey("max_connections_per_uid", "socket connection cap per user (default 1024)", {
             String($0.maxConnectionsPerUID)
         }) { $0.maxConnectionsPerUID = try $1.int(1...65_536) },
