@@ -144,7 +144,7 @@ func runMain(_ arguments: [String]) async -> Int32 {
         case "--huge": flags.insert(argument)
         case "--with-json", "--large", "--raw", "--dense", "--inspect": flags.insert(argument)
         case "--seed", "--dir", "--batch", "--policy", "--seconds", "--records", "--watchers", "--samples", "--idle-seconds",
-            "--keys", "--rounds":
+            "--keys", "--rounds", "--meters", "--delay-us":
             guard index < arguments.count else { usageError("Missing value for '--seed'") }
             options[argument] = arguments[index]
             index += 1

@@ -57,6 +57,18 @@ import Testing
         }
     }
 
+    /// The same over a meter that trickles its records (a report streamed one record at a time).
+    @Test func theSameWhenTheMeterTricklesItsRecords() async throws {
+        let meter = Self.meter(1...20, faults: SimulatorFaults(alwaysDisconnectAfterRecords: 3))
+        let options = ReplayTransport.Options(operationDelay: .microseconds(200), wallClock: testWallClock)
+        try await withSyncStack([meter], options: options) { engine, _, store, _ in
+            var attempts = 0
+            while attempts < 10, try await engine.sync(meter: meter.id, force: true).result != .success { attempts += 1 }
+            #expect(attempts == 6)
+            #expect(try await stored(store, meter.id).map(\.reading.sequenceNumber) == (1...20).map { UInt16($0) })
+        }
+    }
+
     /// 600 records: two chunks of 256 are committed while the transfer goes on (one session row
     /// that grows), the rest with the end of the attempt.
     @Test func chunksAreCommittedWhileRecordsArriveIntoOneSession() async throws {
