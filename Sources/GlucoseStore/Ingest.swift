@@ -195,6 +195,9 @@ struct Ingest {
         if let continuing {
             sessionID = continuing
         } else {
+            // One sync per meter at a time: a session of this meter still "running" was cut off
+            // (the daemon was killed mid-transfer); its chunks are stored, the attempt ended.
+            try SessionRows.closeStale(meterRowID: meter.rowID, self.db)
             sessionID = try SessionRows.insert(
                 batch.session, meterRowID: meter.rowID, epoch: meter.epoch, highWater: meter.highWater, now: self.now, self.db)
         }

@@ -457,6 +457,20 @@ enum SessionRows {
         }
     }
 
+    /// Marks the meter's sessions still recorded as running (cut off by a kill) as interrupted.
+    static func closeStale(meterRowID: Int64, _ db: Connection) throws(StoreError) {
+        try db.withStatement(
+            """
+            UPDATE sync_session SET result = 'interrupted',
+                error = coalesce(error, 'sugard stopped before the sync ended; the chunks before it are stored.')
+            WHERE meter_id = ? AND result = 'running'
+            """
+        ) { (s) throws(StoreError) in
+            try s.bind(meterRowID, at: 1)
+            try s.run("Closing cut-off sync sessions in \(db.path)")
+        }
+    }
+
     /// A later batch of the attempt (a chunk, or its end): adds its counts to the session row and
     /// records how the attempt stands (result, end, error). Returns the row's totals.
     static func add(

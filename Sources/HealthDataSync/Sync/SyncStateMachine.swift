@@ -600,8 +600,9 @@ public struct SyncStateMachine: Sendable {
         self.pendingRecords.append(record)
         if self.chunkStarted == nil { self.chunkStarted = now }
         self.receivedCount += 1
-        if self.receivedCount <= 16 || self.receivedCount % 64 == 0 || self.receivedCount == self.expected {
-            // Progress for the first records, then every 64th: observers need no event per record.
+        if self.receivedCount <= 256 || self.receivedCount % 16 == 0 || self.receivedCount == self.expected {
+            // Progress for each of the first records, then every 16th: a big download does not
+            // send observers an event per record.
             out.append(.publish(.progress(self.context.meter, received: self.receivedCount, expected: self.expected)))
         }
         self.keepWaiting(&out)
