@@ -385,7 +385,9 @@ public struct SyncStateMachine: Sendable {
         case .pair: .pairing
         case .read(let uuid): uuid == self.clockUUID ? .readingClock : .readingDeviceInfo
         case .enable: .subscribing
-        case .racp(.count): .counting
+        // The check of the high-water record comes before the count: it shows as counting, so
+        // phases never go back.
+        case .racp(.count), .racp(.verify): .counting
         case .racp: .receiving
         }
     }
@@ -483,7 +485,7 @@ public struct SyncStateMachine: Sendable {
             // First the check that the meter still holds the high-water record: only then can the
             // records after it be committed as they arrive (into the right epoch).
             self.verifyRecord = nil
-            self.setPhase(.receiving, &out)
+            self.setPhase(.counting, &out)
             self.issue(.racp(.verify), &out)
             return
         }

@@ -14,7 +14,7 @@ public enum SyncPhase: Hashable, Sendable, CustomStringConvertible {
     case readingClock
     /// Enabling notifications on 0x2A18/0x2A34 and indications on RACP.
     case subscribing
-    /// RACP "report number of stored records".
+    /// RACP "report number of stored records" (and, before it, the check of the high-water record).
     case counting
     /// RACP "report stored records": records are arriving.
     case receiving
