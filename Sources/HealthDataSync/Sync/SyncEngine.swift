@@ -18,7 +18,8 @@ import GlucoseProfile
 /// - ``sync(meter:force:fullDownload:)`` starts a sync and returns its session when it ends. A
 ///   forced sync ignores the cooldown; nothing starts a second sync of a running meter.
 /// - ``shutdown(deadlineSeconds:)`` aborts every running sync (RACP `03 00` when a procedure is in
-///   flight), commits what arrived (without a high-water mark), disconnects and cancels every task.
+///   flight), commits what arrived (with the contiguous mark, see ``SyncStateMachine``), disconnects and
+///   cancels every task.
 ///
 /// Every task the engine starts is stored and cancelled by it; timers are sleeping child tasks of
 /// the meter's task, and scheduled retries and deferred syncs are tasks in ``scheduled``.

@@ -8,10 +8,11 @@ import GlucoseProfile
 ///
 /// Procedure: connect → (pair when the meter demands it) → read Glucose Feature and Device
 /// Information → read the meter clock (Date Time 0x2A08 first for Roche, else Current Time 0x2A2B,
-/// else 0x2A08) → notify 0x2A18 (and 0x2A34 when present), indicate 0x2A52 → RACP count
-/// (`04 03 01 <hw+1>`, or `04 01`) → RACP report (`01 03 01 <hw+1>`, or `01 01`) → collect records,
-/// joining contexts by sequence number → RACP response → commit batch and high-water mark in one
-/// call → disconnect.
+/// else 0x2A08) → notify 0x2A18 (and 0x2A34 when present), indicate 0x2A52 → with a stored mark and
+/// its record, the check of that record (`01 04 01 <hw> <hw>`) → RACP count (`04 03 01 <hw+1>`, or
+/// `04 01`) → RACP report (`01 03 01 <hw+1>`, or `01 01`) → collect records, joining contexts by
+/// sequence number, committing them in chunks → RACP response → commit the rest and the new
+/// high-water mark in one call → disconnect.
 ///
 /// Error handling:
 /// - A timeout retries the operation once (a RACP one after writing abort `03 00` and a pause);
