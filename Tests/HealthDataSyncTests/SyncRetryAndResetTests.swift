@@ -33,8 +33,8 @@ private func finishedCount(_ log: EventLog) -> Int {
 /// stopped by forget, shutdown and non-transient failures; a success resets the backoff.
 @Suite struct SyncRetryTests {
     @Test func aTransientFailureIsRetriedWithCappedBackoffUntilItSucceeds() async throws {
-        var s = script(records: 1...10)
-        s.disconnectAfter = 1
+        var s = script(records: 1...5)
+        s.disconnectAfter = 0  // before any record: no attempt makes progress
         let monotonic = ManualSyncClock()
         try await withEngine([s], monotonic: monotonic) { engine, transport, store, log in
             let first = try await engine.sync(meter: s.id, force: true)
@@ -49,9 +49,8 @@ private func finishedCount(_ log: EventLog) -> Int {
                 monotonic.advance(by: .milliseconds(1))
                 try await waitForFinished(log, count: attempt + 1)
             }
-            // Each failed attempt stored one more record (it resumes after the contiguous mark);
-            // the sixth got the rest; nothing more is scheduled.
-            try await eventually("stored") { try await store.readingCount(meter: s.id) == 10 }
+            // The sixth attempt got everything; nothing more is scheduled.
+            try await eventually("stored") { try await store.readingCount(meter: s.id) == 5 }
             #expect(await engine.scheduledAttempt(s.id) == nil)
             #expect(transport.log.filter { $0 == "connect" }.count == 6)
             // A success resets the backoff: the next failure waits 2 s again.
@@ -64,6 +63,35 @@ private func finishedCount(_ log: EventLog) -> Int {
             #expect(retries(log).last == 1)
             #expect(await engine.scheduledAttempt(s.id) == monotonic.now + .seconds(2))
         }
+    }
+
+    /// An attempt that stored new readings before the link dropped is progress: the next retry
+    /// comes after 2 s again, so a link that always drops part-way does not wait minutes per step.
+    @Test func anAttemptThatStoredReadingsStartsTheBackoffOver() async throws {
+        var s = script(records: 1...10)
+        s.disconnectAfter = 2
+        let monotonic = ManualSyncClock()
+        try await withEngine([s], monotonic: monotonic) { engine, _, store, log in
+            #expect(try await engine.sync(meter: s.id, force: true).result == .interrupted)
+            for attempt in 1...4 {
+                try await eventually("retry \(attempt) scheduled") { retries(log).count == attempt }
+                #expect(retries(log).last == 1, "each retry is a first retry again")
+                #expect(await engine.scheduledAttempt(s.id) == monotonic.now + .seconds(2))
+                monotonic.advance(by: .seconds(2))
+                try await waitForFinished(log, count: attempt + 1)
+            }
+            // 2 records per attempt: the fifth got the last two and succeeded.
+            try await eventually("stored") { try await store.readingCount(meter: s.id) == 10 }
+            #expect(await engine.scheduledAttempt(s.id) == nil)
+        }
+        var policy = SyncPolicy()
+        let m = s.id
+        #expect(policy.request(m, .automatic, at: .zero) == .start)
+        #expect(policy.finished(m, .interrupted, failure: .meterDisconnected, at: .zero) == .retry(at: .seconds(2), attempt: 1))
+        #expect(policy.request(m, .retry, at: .seconds(2)) == .start)
+        #expect(policy.finished(m, .interrupted, failure: .meterDisconnected, at: .seconds(2)) == .retry(at: .seconds(12), attempt: 2))
+        #expect(policy.request(m, .retry, at: .seconds(12)) == .start)
+        #expect(policy.finished(m, .interrupted, failure: .meterDisconnected, progressed: true, at: .seconds(12)) == .retry(at: .seconds(14), attempt: 1))
     }
 
     @Test func aFailureARetryCannotFixIsNotRetried() async throws {

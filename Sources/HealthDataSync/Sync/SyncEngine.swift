@@ -10,7 +10,8 @@ import GlucoseProfile
 ///   (success or no new records) the meter is in its cooldown (default 30 s); an automatic trigger
 ///   inside it is deferred to its end, never dropped. An attempt that ends for a transient reason
 ///   (link lost, bluetoothd gone, timeout, ATT busy, transport error) is retried by the engine
-///   itself after 2 s, 10 s, 60 s, 5 min, then every 5 min, connecting to the meter directly
+///   itself after 2 s, 10 s, 60 s, 5 min, then every 5 min (an attempt that stored new readings
+///   starts the series over), connecting to the meter directly
 ///   whether or not it advertises, while the meter is known; an adapter that becomes available
 ///   again (bluetoothd restarted) retries at once, the meter advertising does not shorten the
 ///   pause. A success resets the backoff; a non-transient failure,
@@ -315,7 +316,8 @@ public actor SyncEngine {
     }
 
     private func ended(_ meter: MeterID, _ record: SyncSessionRecord, failure: SyncFailure?) {
-        let followup = self.policy.finished(meter, record.result, failure: failure?.code, at: self.clock.now)
+        let followup = self.policy.finished(
+            meter, record.result, failure: failure?.code, progressed: record.stored > 0, at: self.clock.now)
         self.lastSessions[meter] = record
         guard let entry = self.running.removeValue(forKey: meter) else { return }
         entry.session.input.finish()
