@@ -124,15 +124,15 @@ public struct DaemonConfig: Equatable, Sendable {
         ConfigKey("simulate_meters", "testing aid: run this many simulated meters instead of BlueZ (default 0)", {
             String($0.simulateMeters)
         }) { $0.simulateMeters = try $1.int(0...64) },
+        ConfigKey("simulate_delay_us", "testing aid: microseconds per operation and report packet of simulated meters (default 20000)", {
+            String($0.simulateDelayMicros)
+        }) { $0.simulateDelayMicros = try $1.int(1...1_000_000) },
         ConfigKey("simulate_start", "testing aid: Unix time the simulated meters' readings start from", {
             $0.simulateStart.map { String($0) } ?? ""
         }) { $0.simulateStart = $1.value.isEmpty ? nil : Int64(try $1.int(0...4_102_444_800)) },
         ConfigKey("simulate_stop", "testing aid: Unix time after which simulated meters take no readings", {
             $0.simulateStop.map { String($0) } ?? ""
         }) { $0.simulateStop = $1.value.isEmpty ? nil : Int64(try $1.int(0...4_102_444_800)) },
-        ConfigKey("simulate_delay_us", "testing aid: microseconds per operation and report packet of simulated meters (default 20000)", {
-            String($0.simulateDelayMicros)
-        }) { $0.simulateDelayMicros = try $1.int(1...1_000_000) },
         ConfigKey("max_connections_per_uid", "socket connection cap per user (default 1024)", {
             String($0.maxConnectionsPerUID)
         }) { $0.maxConnectionsPerUID = try $1.int(1...65_536) },
