@@ -58,6 +58,25 @@ import Testing
         #expect(closed?.result == .success)
     }
 
+    /// A record whose context has not come yet stays for the next chunk, so it is stored with it.
+    @Test func aRecordWaitingForItsContextWaitsForTheNextChunk() throws {
+        var h = Self.harness()
+        h.toCounting()
+        _ = h.racp([0x05, 0x00, 0x04, 0x00])
+        _ = h.record(1, context: true)
+        _ = h.send(.value(.glucoseMeasurementContext, contextBytes(seq: 1, meal: 1)))
+        _ = h.record(2)
+        #expect(h.record(3, context: true).last == "commit(2, hw 2, running) chunk")
+        let chunk = try #require(h.committedBatch)
+        #expect(chunk.readings.map(\.meal) == [1, nil])
+        _ = h.send(.value(.glucoseMeasurementContext, contextBytes(seq: 3, meal: 2)))
+        _ = h.send(Self.committed(chunk, stored: 2, top: 2))
+        _ = h.record(4)
+        #expect(h.racp([0x06, 0x00, 0x01, 0x01]).last == "commit(2, hw 4, success)")
+        #expect(try #require(h.committedBatch).readings.map(\.meal) == [2, nil])
+        #expect(h.sm.anomalies.isEmpty, "\(h.sm.anomalies)")
+    }
+
     @Test func aChunkAlsoGoesWhenItsFirstRecordWaitedTwoSeconds() {
         var h = Self.harness(chunkRecords: 256)
         h.toCounting()
