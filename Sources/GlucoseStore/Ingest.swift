@@ -189,8 +189,19 @@ struct Ingest {
 
         let seenAt = batch.session.ended ?? batch.session.started
         var (meter, serialChanged) = try MeterRow.upsert(batch.meter, features: batch.features, seenAt: seenAt, self.db)
-        let sessionID = try SessionRows.insert(
-            batch.session, meterRowID: meter.rowID, epoch: meter.epoch, highWater: meter.highWater, now: self.now, self.db)
+        // The first batch of an attempt makes its session row; later ones (chunks) add to it.
+        let continuing = batch.session.id
+        let sessionID: Int64
+        if let continuing {
+            sessionID = continuing
+        } else {
+            // One sync per meter at a time: a session of this meter still "running" was cut off
+            // (the daemon was killed mid-transfer); its chunks are stored, the attempt ended.
+            try SessionRows.closeStale(meterRowID: meter.rowID, self.db)
+            sessionID = try SessionRows.insert(
+                batch.session, meterRowID: meter.rowID, epoch: meter.epoch, highWater: meter.highWater, now: self.now, self.db)
+        }
+        let epochBefore = meter.epoch
 
         var resets = 0
         if serialChanged {
@@ -208,10 +219,14 @@ struct Ingest {
         var duplicates = 0
         // Highest sequence number of this batch that is stored in the current epoch (inserted or
         // already there); it caps the new high-water mark.
-        var topInCurrentEpoch: UInt16?
-        // Rule 4: armed when the batch ends below the stored mark; fires at the first new reading.
+        // Earlier batches of the attempt count while the epoch is the one they stored into.
+        var topInCurrentEpoch: UInt16? = meter.epoch == epochBefore ? batch.storedEarlier : nil
+        // Rule 4: armed when the attempt ends below the stored mark; fires at the first new reading.
+        // A chunk (the transfer goes on) never arms it: what comes later may pass the mark.
         var highWaterRuleArmed = false
-        if let mark = meter.highWater, let batchMax = batch.readings.map(\.sequenceNumber).max(), batchMax < mark {
+        if batch.isFinal, let mark = meter.highWater, let batchMax = batch.readings.map(\.sequenceNumber).max(),
+            max(batchMax, batch.highestReceived ?? batchMax) < mark
+        {
             highWaterRuleArmed = true
         }
 
@@ -271,29 +286,40 @@ struct Ingest {
         }
 
         if let newMark = batch.newHighWater {
-            // An empty batch ("no records found") keeps or raises the mark. Otherwise the mark may not
-            // pass the highest record of this batch that sits in the current epoch; a batch of only
-            // earlier-epoch duplicates leaves it alone.
-            let candidate: UInt16? = batch.readings.isEmpty ? newMark : topInCurrentEpoch.map { min($0, newMark) }
+            // An empty attempt ("no records found") keeps or raises the mark. Otherwise the mark may
+            // not pass the highest record of the attempt that sits in the current epoch; batches of
+            // only earlier-epoch duplicates leave it alone.
+            let emptyAttempt = batch.readings.isEmpty && continuing == nil
+            let candidate: UInt16? = emptyAttempt ? newMark : topInCurrentEpoch.map { min($0, newMark) }
             if let candidate { meter.highWater = meter.highWater.map { max($0, candidate) } ?? candidate }
         }
-        meter.lastSync = seenAt
-        meter.lastSyncResult = batch.session.result
+        if batch.isFinal {
+            meter.lastSync = seenAt
+            meter.lastSyncResult = batch.session.result
+        }
         try meter.saveSyncState(self.db)
 
         let received = max(batch.session.received, batch.readings.count)
-        try SessionRows.finish(
-            id: sessionID, received: received, stored: inserted.count, duplicates: duplicates, resets: resets,
-            epoch: meter.epoch, highWater: meter.highWater, self.db)
-
         var session = batch.session
         session.id = sessionID
         session.received = received
-        session.stored = inserted.count
-        session.duplicates = duplicates
-        session.sequenceResets = resets
+        if continuing != nil {
+            let totals = try SessionRows.add(
+                id: sessionID, batch.session, received: received, stored: inserted.count, duplicates: duplicates,
+                resets: resets, epoch: meter.epoch, highWater: meter.highWater, now: self.now, self.db)
+            session.stored = totals.stored
+            session.duplicates = totals.duplicates
+            session.sequenceResets = totals.resets
+        } else {
+            try SessionRows.finish(
+                id: sessionID, received: received, stored: inserted.count, duplicates: duplicates, resets: resets,
+                epoch: meter.epoch, highWater: meter.highWater, self.db)
+            session.stored = inserted.count
+            session.duplicates = duplicates
+            session.sequenceResets = resets
+        }
         return CommitResult(
             inserted: inserted, duplicates: duplicates, sequenceResets: resets, meter: try meter.stored(self.db),
-            session: session)
+            session: session, highestInCurrentEpoch: topInCurrentEpoch)
     }
 }

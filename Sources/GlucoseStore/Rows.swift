@@ -457,6 +457,55 @@ enum SessionRows {
         }
     }
 
+    /// Marks the meter's sessions still recorded as running (cut off by a kill) as interrupted.
+    static func closeStale(meterRowID: Int64, _ db: Connection) throws(StoreError) {
+        try db.withStatement(
+            """
+            UPDATE sync_session SET result = 'interrupted',
+                error = coalesce(error, 'sugard stopped before the sync ended; the chunks before it are stored.')
+            WHERE meter_id = ? AND result = 'running'
+            """
+        ) { (s) throws(StoreError) in
+            try s.bind(meterRowID, at: 1)
+            try s.run("Closing cut-off sync sessions in \(db.path)")
+        }
+    }
+
+    /// A later batch of the attempt (a chunk, or its end): adds its counts to the session row and
+    /// records how the attempt stands (result, end, error). Returns the row's totals.
+    static func add(
+        id: Int64, _ session: SyncSessionRecord, received: Int, stored: Int, duplicates: Int, resets: Int, epoch: Int,
+        highWater: UInt16?, now: Instant, _ db: Connection
+    ) throws(StoreError) -> (stored: Int, duplicates: Int, resets: Int) {
+        try db.withStatement(
+            """
+            UPDATE sync_session SET received = max(received, ?), stored = stored + ?, duplicates = duplicates + ?,
+                sequence_resets = sequence_resets + ?, epoch = ?, high_water_after = ?, result = ?, ended_ms = ?,
+                expected = ?, error = ?, committed_ms = ? WHERE id = ?
+            RETURNING stored, duplicates, sequence_resets
+            """
+        ) { (s) throws(StoreError) -> (stored: Int, duplicates: Int, resets: Int) in
+            try s.bind(received, at: 1)
+            try s.bind(stored, at: 2)
+            try s.bind(duplicates, at: 3)
+            try s.bind(resets, at: 4)
+            try s.bind(Int64(epoch), at: 5)
+            try s.bind(highWater.map { Int64($0) }, at: 6)
+            try s.bind(session.result.rawValue, at: 7)
+            try s.bind(session.ended?.epochMillis, at: 8)
+            try s.bind(session.expected, at: 9)
+            try s.bind(session.error, at: 10)
+            try s.bind(now.epochMillis, at: 11)
+            try s.bind(id, at: 12)
+            guard try s.step("Recording a sync session in \(db.path)") else {
+                throw StoreError(.constraint, "Sync session \(id) is not in \(db.path); the batch was not stored.")
+            }
+            let totals = (stored: Int(s.int64(0)), duplicates: Int(s.int64(1)), resets: Int(s.int64(2)))
+            while try s.step("Recording a sync session in \(db.path)") {}
+            return totals
+        }
+    }
+
     static func query(meter: MeterID?, limit: Int, _ db: Connection) throws(StoreError) -> [SyncSessionRecord] {
         let sql = """
             SELECT s.id, m.address, s.started_ms, s.ended_ms, s.result, s.expected, s.received, s.stored,

@@ -83,28 +83,46 @@ public struct SyncSessionRecord: Hashable, Sendable {
     }
 }
 
-/// What one sync attempt hands the store, committed in ONE transaction.
+/// What a sync hands the store, committed in ONE transaction: a chunk of records that arrived
+/// (with the sync's progress), or the end of the attempt (the last records and the session as it
+/// ended).
 public struct SyncBatch: Sendable {
     public var meter: MeterIdentity
     /// Glucose Feature (0x2A51) bits, when read.
     public var features: UInt16?
     /// Records received, in arrival order.
     public var readings: [Reading]
-    /// The new high-water sequence number. Set only after RACP success or "no records found";
-    /// nil leaves the stored mark as it is (failed or interrupted attempt).
+    /// The new high-water sequence number: after RACP success or "no records found" the highest
+    /// record received; in a chunk, or at the end of a failed or interrupted attempt, the sync's
+    /// contiguous mark (every record the meter sent up to it is stored). Nil leaves the stored mark
+    /// as it is.
     public var newHighWater: UInt16?
-    /// The attempt, as it ended.
+    /// The attempt, as it ended (``SyncResult/running`` in a chunk). Its ``SyncSessionRecord/id``
+    /// is set from the second batch of an attempt on: the store adds to that session row.
     public var session: SyncSessionRecord
     /// The sync found that the meter no longer holds what the store believes (its record at the
     /// high-water mark is gone or different): the store opens a new epoch before storing the
     /// readings, which are the meter's whole memory.
     public var meterReset: Bool
+    /// False for a chunk committed while the transfer goes on: the meter's last-sync time and result
+    /// stay as they are, and the "high water backwards" reset rule waits for the end of the attempt.
+    public var isFinal: Bool
+    /// The highest sequence number received in the attempt up to and including this batch (nil:
+    /// this batch's own highest).
+    public var highestReceived: UInt16?
+    /// The highest sequence number earlier batches of this attempt stored (or found stored) in the
+    /// meter's current epoch; the new high-water mark may rest on it.
+    public var storedEarlier: UInt16?
 
     public init(
         meter: MeterIdentity, features: UInt16?, readings: [Reading], newHighWater: UInt16?,
-        session: SyncSessionRecord, meterReset: Bool = false
+        session: SyncSessionRecord, meterReset: Bool = false, isFinal: Bool = true, highestReceived: UInt16? = nil,
+        storedEarlier: UInt16? = nil
     ) {
         self.meterReset = meterReset
+        self.isFinal = isFinal
+        self.highestReceived = highestReceived
+        self.storedEarlier = storedEarlier
         self.meter = meter
         self.features = features
         self.readings = readings
@@ -175,13 +193,17 @@ public struct CommitResult: Hashable, Sendable {
     public var sequenceResets: Int
     /// The meter as stored after the commit.
     public var meter: StoredMeter
-    /// The session as stored (with its id).
+    /// The session as stored (with its id), its counts summed over the attempt's batches so far.
     public var session: SyncSessionRecord
+    /// The highest sequence number of the attempt stored (inserted or already there) in the meter's
+    /// current epoch after this batch, as far as the store followed it.
+    public var highestInCurrentEpoch: UInt16?
 
     public init(
         inserted: [StoredReading], duplicates: Int, sequenceResets: Int, meter: StoredMeter,
-        session: SyncSessionRecord
+        session: SyncSessionRecord, highestInCurrentEpoch: UInt16? = nil
     ) {
+        self.highestInCurrentEpoch = highestInCurrentEpoch
         self.inserted = inserted
         self.duplicates = duplicates
         self.sequenceResets = sequenceResets
@@ -242,7 +264,8 @@ public struct StorageHealth: Hashable, Sendable {
 /// Persistent storage for meters, readings and sync sessions.
 ///
 /// Implementations must commit a ``SyncBatch`` atomically (readings, high-water mark and session
-/// in one transaction) and must never store a record twice: a record with the same meter,
+/// in one transaction; a sync hands over its records in several batches, see
+/// ``SyncBatch/isFinal``) and must never store a record twice: a record with the same meter,
 /// sequence number (within the same reset epoch), base time and raw value is a duplicate. The
 /// same sequence number with different content, or a high-water mark that goes backwards, is a
 /// sequence reset that opens a new epoch.

@@ -144,11 +144,15 @@ public struct SimulatorFaults: Sendable, Hashable {
     public var racpWriteErrors: [UInt8]
     /// Drop the link after sending this many records of a report (once; cleared when it fires).
     public var disconnectAfterRecords: Int?
+    /// Drop the link after sending this many records of every report (a link that always gives
+    /// out part-way; never cleared).
+    public var alwaysDisconnectAfterRecords: Int?
 
     public init(
         countNotSupported: Bool = false, reportNotSupported: Bool = false, noRecords: Bool = false,
-        racpWriteErrors: [UInt8] = [], disconnectAfterRecords: Int? = nil
+        racpWriteErrors: [UInt8] = [], disconnectAfterRecords: Int? = nil, alwaysDisconnectAfterRecords: Int? = nil
     ) {
+        self.alwaysDisconnectAfterRecords = alwaysDisconnectAfterRecords
         self.countNotSupported = countNotSupported
         self.reportNotSupported = reportNotSupported
         self.noRecords = noRecords
@@ -207,5 +211,77 @@ public struct SimulatedRecord: Sendable, Hashable {
     /// A stray packet with no record of its own.
     public static func stray(_ packet: Packet) -> SimulatedRecord {
         SimulatedRecord(sequenceNumber: nil, packets: [packet])
+    }
+}
+
+/// A simulated meter's records, stored compactly: the packets' bytes back to back and a few
+/// integers per record (about 30 bytes for a plain record instead of two heap arrays), so a
+/// simulated meter of 100 000 records costs the process about 3 MB. Reads give
+/// ``SimulatedRecord`` values; ``sequenceNumber(at:)`` reads a number without building one.
+public struct SimulatedRecordList: RandomAccessCollection, Sendable, Hashable {
+    private var bytes: [UInt8] = []
+    /// Per packet: where its bytes end in ``bytes``, and its kind (0 measurement, 1 context, 2 RACP).
+    private var packetEnds: [UInt32] = []
+    private var packetKinds: [UInt8] = []
+    /// Per record: its first packet, and its sequence number (`UInt32.max`: none).
+    private var firstPackets: [UInt32] = []
+    private var numbers: [UInt32] = []
+
+    public init() {}
+
+    public init<S: Sequence>(_ records: S) where S.Element == SimulatedRecord {
+        self.init()
+        for record in records { self.append(record) }
+    }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { self.firstPackets.count }
+
+    public subscript(index: Int) -> SimulatedRecord {
+        SimulatedRecord(sequenceNumber: self.sequenceNumber(at: index), packets: self.packets(at: index))
+    }
+
+    /// The record's sequence number (nil for stray packets).
+    public func sequenceNumber(at index: Int) -> UInt16? {
+        let n = self.numbers[index]
+        return n == UInt32.max ? nil : UInt16(n)
+    }
+
+    /// The record's packets, in order.
+    public func packets(at index: Int) -> [SimulatedRecord.Packet] {
+        let first = Int(self.firstPackets[index])
+        let end = index + 1 < self.firstPackets.count ? Int(self.firstPackets[index + 1]) : self.packetEnds.count
+        return (first..<end).map { p in
+            let start = p == 0 ? 0 : Int(self.packetEnds[p - 1])
+            let bytes = Array(self.bytes[start..<Int(self.packetEnds[p])])
+            switch self.packetKinds[p] {
+            case 0: return .measurement(bytes)
+            case 1: return .context(bytes)
+            default: return .racpIndication(bytes)
+            }
+        }
+    }
+
+    public mutating func append(_ record: SimulatedRecord) {
+        self.firstPackets.append(UInt32(self.packetEnds.count))
+        self.numbers.append(record.sequenceNumber.map { UInt32($0) } ?? UInt32.max)
+        for packet in record.packets {
+            self.bytes += packet.bytes
+            self.packetEnds.append(UInt32(self.bytes.count))
+            switch packet {
+            case .measurement: self.packetKinds.append(0)
+            case .context: self.packetKinds.append(1)
+            case .racpIndication: self.packetKinds.append(2)
+            }
+        }
+    }
+
+    /// Room for `records` more records of about `bytesPerRecord` bytes.
+    public mutating func reserveCapacity(_ records: Int, bytesPerRecord: Int = 16) {
+        self.firstPackets.reserveCapacity(self.firstPackets.count + records)
+        self.numbers.reserveCapacity(self.numbers.count + records)
+        self.packetEnds.reserveCapacity(self.packetEnds.count + records)
+        self.packetKinds.reserveCapacity(self.packetKinds.count + records)
+        self.bytes.reserveCapacity(self.bytes.count + records * bytesPerRecord)
     }
 }

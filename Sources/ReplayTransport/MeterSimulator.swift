@@ -58,7 +58,7 @@ public enum SimulatorPairingResult: Sendable, Hashable {
 public struct MeterSimulator: Sendable {
     public private(set) var personality: MeterPersonality
     /// Stored records, oldest first.
-    public private(set) var records: [SimulatedRecord]
+    public private(set) var records: SimulatedRecordList
     public private(set) var isConnected = false
     /// The bond survives disconnects (as a bond does).
     public private(set) var isBonded = false
@@ -70,6 +70,16 @@ public struct MeterSimulator: Sendable {
     public var clockValue: DateTime?
     private var faults: SimulatorFaults
     private var recorder: CaptureBuilder?
+    private var streamReports = false
+    /// A record report being sent a record at a time (``write(_:_:streamingReports:)``).
+    private var streaming: ReportCursor?
+
+    /// Where a streamed record report is.
+    private struct ReportCursor: Sendable {
+        var indices: [Int]
+        var position = 0
+        var sent = 0
+    }
 
     /// The HCI connection handle used in recorded captures.
     public static let connectionHandle: UInt16 = 0x0040
@@ -78,7 +88,7 @@ public struct MeterSimulator: Sendable {
 
     public init(personality: MeterPersonality, records: [SimulatedRecord] = []) {
         self.personality = personality
-        self.records = records
+        self.records = SimulatedRecordList(records)
         self.faults = personality.faults
     }
 
@@ -92,7 +102,8 @@ public struct MeterSimulator: Sendable {
 
     /// The number the next added record gets: last + 1 (mod 65536), or 1 for an empty meter.
     public var nextSequenceNumber: UInt16 {
-        (self.records.last { $0.sequenceNumber != nil }?.sequenceNumber).map { $0 &+ 1 } ?? 1
+        (self.records.indices.last { self.records.sequenceNumber(at: $0) != nil }.flatMap { self.records.sequenceNumber(at: $0) })
+            .map { $0 &+ 1 } ?? 1
     }
 
     /// Stores a new reading as the meter does after a test: the measurement gets ``nextSequenceNumber``.
@@ -158,6 +169,7 @@ public struct MeterSimulator: Sendable {
 
     /// The central disconnects (HCI reason 0x13, remote user terminated).
     public mutating func disconnect() {
+        self.streaming = nil
         guard self.isConnected else { return }
         self.isConnected = false
         self.cccds = [:]
@@ -245,6 +257,15 @@ public struct MeterSimulator: Sendable {
 
     /// A Write Request: a CCCD (notifications/indications) or the RACP.
     public mutating func write(_ handle: UInt16, _ value: [UInt8]) -> SimulatorWriteResult {
+        self.write(handle, value, streamingReports: false)
+    }
+
+    /// A Write Request. With `streamingReports`, a record report's records are not in the result:
+    /// ``nextReportOutputs()`` hands them out one record at a time (with the final RACP response),
+    /// so a report of 100 000 records is never held as one list. Abort and disconnect end it.
+    public mutating func write(_ handle: UInt16, _ value: [UInt8], streamingReports: Bool) -> SimulatorWriteResult {
+        self.streamReports = streamingReports
+        defer { self.streamReports = false }
         let result = self.handleWrite(handle, value)
         self.record { builder in
             builder.write(handle: Self.connectionHandle, attribute: handle, value: value, withResponse: true,
@@ -291,6 +312,8 @@ public struct MeterSimulator: Sendable {
         guard item.uuid == .recordAccessControlPoint, item.service == .glucoseService else {
             return SimulatorWriteResult(error: .writeNotPermitted)
         }
+        // A RACP write (abort included) ends a report still being streamed.
+        self.streaming = nil
         if !self.linkAuthenticated { return SimulatorWriteResult(error: .insufficientAuthentication) }
         if self.personality.requiresRACPIndications && !self.enabled(.recordAccessControlPoint, bit: 0x02) {
             return SimulatorWriteResult(error: .glucoseCCCDImproperlyConfigured)
@@ -342,14 +365,19 @@ public struct MeterSimulator: Sendable {
             switch self.select(message) {
             case .rejected(let code): return [self.response(message.opCode.rawValue, code)]
             case .records(let indices):
-                let count = indices.filter { self.records[$0].sequenceNumber != nil }.count
+                let count = indices.filter { self.records.sequenceNumber(at: $0) != nil }.count
                 return [self.racpIndication(RACPMessage.numberOfRecords(UInt16(clamping: count)).encoded())]
             }
         case .reportStoredRecords:
             if self.faults.reportNotSupported { return [self.response(message.opCode.rawValue, .opCodeNotSupported)] }
             switch self.select(message) {
             case .rejected(let code): return [self.response(message.opCode.rawValue, code)]
-            case .records(let indices): return self.report(indices)
+            case .records(let indices):
+                if self.streamReports {
+                    self.streaming = ReportCursor(indices: indices)
+                    return []
+                }
+                return self.report(indices)
             }
         default:
             // Delete (0x02) is optional in GLS and not offered; 0x05/0x06 are server-to-client.
@@ -365,7 +393,7 @@ public struct MeterSimulator: Sendable {
     /// Indices of the records a request selects; strays go with the record before them.
     private func select(_ message: RACPMessage) -> Selection {
         if self.faults.noRecords { return .records([]) }
-        let numbered = self.records.indices.filter { self.records[$0].sequenceNumber != nil }
+        let numbered = self.records.indices.filter { self.records.sequenceNumber(at: $0) != nil }
         var chosen: Set<Int>
         switch message.operator {
         case .allRecords:
@@ -377,7 +405,7 @@ public struct MeterSimulator: Sendable {
         case .lessThanOrEqual, .greaterThanOrEqual, .withinRange:
             guard case .sequenceNumber(let min, let max)? = message.filter else { return .rejected(.operandNotSupported) }
             chosen = Set(numbered.filter { index in
-                let s = self.records[index].sequenceNumber!
+                let s = self.records.sequenceNumber(at: index)!
                 if let min, s &- min >= 0x8000 { return false }
                 if let max, max &- s >= 0x8000 { return false }
                 return true
@@ -388,42 +416,67 @@ public struct MeterSimulator: Sendable {
         var result: [Int] = []
         var owner: Int?
         for index in self.records.indices {
-            if self.records[index].sequenceNumber != nil { owner = index }
+            if self.records.sequenceNumber(at: index) != nil { owner = index }
             if let owner, chosen.contains(owner) { result.append(index) }
         }
         return .records(result)
     }
 
     private mutating func report(_ indices: [Int]) -> [SimulatorOutput] {
+        var cursor = ReportCursor(indices: indices)
         var out: [SimulatorOutput] = []
-        var sent = 0
+        while self.reportStep(&cursor, into: &out) {}
+        return out
+    }
+
+    /// The next record of a streamed report (or its end: the RACP response, or the link dropping);
+    /// empty when no report is being streamed.
+    public mutating func nextReportOutputs() -> [SimulatorOutput] {
+        guard var cursor = self.streaming else { return [] }
+        var out: [SimulatorOutput] = []
+        let more = self.reportStep(&cursor, into: &out)
+        self.streaming = more ? cursor : nil
+        self.deliver(out)
+        return out
+    }
+
+    /// Whether a streamed report has records or its end still to send.
+    public var isStreamingReport: Bool { self.streaming != nil }
+
+    /// One record of a report, or its end; false once the report is over.
+    private mutating func reportStep(_ cursor: inout ReportCursor, into out: inout [SimulatorOutput]) -> Bool {
         let notifyMeasurements = self.enabled(.glucoseMeasurement, bit: 0x01)
         let notifyContexts = self.enabled(.glucoseMeasurementContext, bit: 0x01)
-        for index in indices {
-            let record = self.records[index]
-            if record.sequenceNumber != nil, let limit = self.faults.disconnectAfterRecords, sent >= limit {
-                self.faults.disconnectAfterRecords = nil
-                out.append(.disconnected(reason: 0x08))
-                return out
-            }
-            for packet in record.packets {
-                switch packet {
-                case .measurement(let bytes):
-                    if notifyMeasurements, let handle = self.valueHandle(.glucoseMeasurement) {
-                        out.append(.notification(handle: handle, characteristic: .glucoseMeasurement, value: bytes))
-                    }
-                case .context(let bytes):
-                    if notifyContexts, let handle = self.valueHandle(.glucoseMeasurementContext) {
-                        out.append(.notification(handle: handle, characteristic: .glucoseMeasurementContext, value: bytes))
-                    }
-                case .racpIndication(let bytes):
-                    out.append(self.racpIndication(bytes))
-                }
-            }
-            if record.sequenceNumber != nil { sent += 1 }
+        guard cursor.position < cursor.indices.count else {
+            out.append(self.response(RACPOpCode.reportStoredRecords.rawValue, cursor.sent == 0 ? .noRecordsFound : .success))
+            return false
         }
-        out.append(self.response(RACPOpCode.reportStoredRecords.rawValue, sent == 0 ? .noRecordsFound : .success))
-        return out
+        let index = cursor.indices[cursor.position]
+        cursor.position += 1
+        let numbered = self.records.sequenceNumber(at: index) != nil
+        if numbered, let limit = self.faults.disconnectAfterRecords ?? self.faults.alwaysDisconnectAfterRecords,
+            cursor.sent >= limit
+        {
+            self.faults.disconnectAfterRecords = nil
+            out.append(.disconnected(reason: 0x08))
+            return false
+        }
+        for packet in self.records.packets(at: index) {
+            switch packet {
+            case .measurement(let bytes):
+                if notifyMeasurements, let handle = self.valueHandle(.glucoseMeasurement) {
+                    out.append(.notification(handle: handle, characteristic: .glucoseMeasurement, value: bytes))
+                }
+            case .context(let bytes):
+                if notifyContexts, let handle = self.valueHandle(.glucoseMeasurementContext) {
+                    out.append(.notification(handle: handle, characteristic: .glucoseMeasurementContext, value: bytes))
+                }
+            case .racpIndication(let bytes):
+                out.append(self.racpIndication(bytes))
+            }
+        }
+        if numbered { cursor.sent += 1 }
+        return true
     }
 
     /// Applies the link side of outputs (a drop) and records them.

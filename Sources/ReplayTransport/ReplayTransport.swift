@@ -326,11 +326,14 @@ public final class ReplayTransport: MeterTransport, Sendable {
                 running.cancel()
                 slot.delivery = nil
             }
-            let result = slot.simulator.write(handle, value)
+            // With a delay, a record report is streamed: the simulator hands out one record at a
+            // time, so no report is ever held whole (100 000 records would be megabytes).
+            let result = slot.simulator.write(handle, value, streamingReports: delay > .zero)
             if let error = result.error { throw Self.error(error, "Writing \(characteristic.shortString) on \(meter)") }
             return result.outputs
         }
-        guard !outputs.isEmpty else { return }
+        let streaming = delay > .zero && self.state.withLock { $0.slots[meter]?.simulator.isStreamingReport == true }
+        guard !outputs.isEmpty || streaming else { return }
         if delay == .zero {
             // BlueZ-like: the values a write causes may arrive before the write returns.
             for output in outputs { self.emit(output, meter: meter) }
@@ -339,7 +342,16 @@ public final class ReplayTransport: MeterTransport, Sendable {
         self.state.withLock { state in
             guard !state.shutDown, let generation = state.slots[meter]?.generation else { return }
             let task = Task { [self] in
-                for output in outputs {
+                var queue = outputs[...]
+                while true {
+                    if queue.isEmpty, streaming {
+                        // The next record of the report (or its end), if this delivery is still current.
+                        queue = self.state.withLock { state -> [SimulatorOutput] in
+                            guard state.slots[meter]?.generation == generation else { return [] }
+                            return state.slots[meter]?.simulator.nextReportOutputs() ?? []
+                        }[...]
+                    }
+                    guard let output = queue.popFirst() else { break }
                     do {
                         try await Task.sleep(for: delay)
                     } catch {

@@ -43,6 +43,9 @@ public struct DaemonConfig: Equatable, Sendable {
     public var simulateStart: Int64?
     /// Testing aid: Unix time (seconds) after which the simulated meters take no more readings.
     public var simulateStop: Int64?
+    /// Testing aid: microseconds the simulated meters take per GATT operation and report packet
+    /// (default 20 000: a sync of a few records takes a few hundred milliseconds).
+    public var simulateDelayMicros: Int = 20_000
     public var maxConnections: Int = 4096
     public var maxConnectionsPerUID: Int = 1024
     /// The user sugard-forward runs as (a name or a uid): its connections get in like root's. nil: none.
@@ -123,6 +126,9 @@ public struct DaemonConfig: Equatable, Sendable {
         ConfigKey("simulate_meters", "testing aid: run this many simulated meters instead of BlueZ (default 0)", {
             String($0.simulateMeters)
         }) { $0.simulateMeters = try $1.int(0...64) },
+        ConfigKey("simulate_delay_us", "testing aid: microseconds per operation and report packet of simulated meters (default 20000)", {
+            String($0.simulateDelayMicros)
+        }) { $0.simulateDelayMicros = try $1.int(1...1_000_000) },
         ConfigKey("simulate_start", "testing aid: Unix time the simulated meters' readings start from", {
             $0.simulateStart.map { String($0) } ?? ""
         }) { $0.simulateStart = $1.value.isEmpty ? nil : Int64(try $1.int(0...4_102_444_800)) },

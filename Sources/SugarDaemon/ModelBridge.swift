@@ -45,7 +45,12 @@ public final class ModelBridge: SyncObserver {
             self.logger.info("meter \(advertisement.id) appeared", [("name", advertisement.name ?? "")])
         case .committed(let id, let result):
             let inserted = result.inserted.count
-            if inserted > 0 || result.sequenceResets > 0 {
+            if result.session.result == .running {
+                // A chunk of a transfer still running: the sync's end logs the totals.
+                self.logger.debug(
+                    "meter \(id): stored a chunk of \(inserted) new readings",
+                    [("duplicates", String(result.duplicates)), ("highWater", result.meter.highWater.map { String($0) } ?? "-")])
+            } else if inserted > 0 || result.sequenceResets > 0 {
                 self.logger.info(
                     "meter \(id): stored \(inserted) new readings",
                     [("duplicates", String(result.duplicates)), ("resets", String(result.sequenceResets))])
@@ -59,9 +64,10 @@ public final class ModelBridge: SyncObserver {
             }
         case .failed(let id, let failure):
             self.logger.warning("meter \(id): sync failed: \(failure.message)", [("code", failure.code.rawValue)])
-        case .anomalies(let id, let anomalies):
-            for anomaly in anomalies {
-                self.logger.notice("meter \(id): \(anomaly)")
+        case .anomalies(let id, let summary):
+            // The engine logs the counts; the first few in full only at debug (a bounded list).
+            for anomaly in summary.samples where self.logger.isEnabled(.debug) {
+                self.logger.debug("meter \(id): \(anomaly)")
             }
         case .finished(let id, let session):
             self.logger.info(

@@ -101,10 +101,11 @@ public enum SimulatedFleet {
         }
         let transport = ReplayTransport(
             meters: simulators,
-            // 20 ms per GATT operation and report packet: a sync takes a few hundred milliseconds,
-            // long enough for a kill to land in the middle of one.
+            // 20 ms per GATT operation and report packet by default: a sync takes a few hundred
+            // milliseconds, long enough for a kill to land in the middle of one.
             options: ReplayTransport.Options(
-                operationDelay: .milliseconds(20), adapterName: "simulated", clock: { Self.baseTime(unixMillis: Self.nowMillis()) }))
+                operationDelay: .microseconds(config.simulateDelayMicros), adapterName: "simulated",
+                clock: { Self.baseTime(unixMillis: Self.nowMillis()) }))
         logger.notice("simulating \(meters) meter(s), a reading each every \(interval) s; no Bluetooth used")
         let background: @Sendable (DaemonRuntime) async -> Void = { runtime in
             await withTaskGroup(of: Void.self) { group in

@@ -10,6 +10,7 @@
 //   sugar-bench fanout W E [--policy P]         W watchers over E view-model emissions
 //   sugar-bench socket C [--seconds S]          C GetStatus callers and C watchers on a live Varlink server
 //   sugar-bench rest [--records N]            the built sugard at rest: RSS, wake-ups, after a sync and churn
+//   sugar-bench sync-memory [--records N] [--meters M]  sugard's peak RSS while simulated meters sync
 //   sugar-bench e2e [--records N] [--watchers W] the real daemon in-process: bulk sync, latency, idle
 //   sugar-bench json [--keys N] [--rounds R]    the worst-case 1 MiB Varlink request through the JSON parser
 //   sugar-bench forward N [--samples S] [--rounds R]  sugard-forward vs a plain C libmosquitto publisher
@@ -36,6 +37,7 @@ let usage = """
            sugar-bench fanout <watchers> <emissions> [--policy coalesced|immediate]
            sugar-bench socket <clients> [--seconds <seconds>]
            sugar-bench rest [--records <n>] [--idle-seconds <s>]
+           sugar-bench sync-memory [--records <n>] [--meters <m>] [--delay-us <d>]
            sugar-bench e2e [--records <n>] [--watchers <w>] [--samples <s>] [--idle-seconds <s>]
            sugar-bench json [--keys <n>] [--rounds <r>]
            sugar-bench forward <n> [--samples <s>] [--rounds <r>]
@@ -86,6 +88,12 @@ let usage = """
                      and wake-ups per second over --idle-seconds (default 10; context switches of all its
                      threads from /proc/PID/task); then with a replayed meter of --records records (default
                      10000): RSS after the sync, and after 1000 watchers connected and disconnected.
+      sync-memory    Run the built sugard as a child with simulated meters (simulate_meters) that hold
+                     their records before it starts: <m> meters of <n> records each sync at once; print
+                     per scenario peakRSSBytes (VmHWM of sugard, the simulated meters included), seconds
+                     and recordsPerSecond until every record is stored. Without --records/--meters: the
+                     two scenarios of issue 32, 1 x 100000 (bound 40 MB) and 3 x 65535 (bound 64 MB),
+                     with withinBound. --delay-us: the meters' time per report packet (default 100).
 
       forward        N readings in a fresh database served by the built sugard; sugard-forward (in this
                      process) sends them to a local mosquitto (forwarderReadingsPerSecond: start to the
@@ -136,7 +144,7 @@ func runMain(_ arguments: [String]) async -> Int32 {
         case "--huge": flags.insert(argument)
         case "--with-json", "--large", "--raw", "--dense", "--inspect": flags.insert(argument)
         case "--seed", "--dir", "--batch", "--policy", "--seconds", "--records", "--watchers", "--samples", "--idle-seconds",
-            "--keys", "--rounds":
+            "--keys", "--rounds", "--meters", "--delay-us":
             guard index < arguments.count else { usageError("Missing value for '--seed'") }
             options[argument] = arguments[index]
             index += 1
@@ -189,6 +197,22 @@ func runMain(_ arguments: [String]) async -> Int32 {
         guard let batch = Int(options["--batch"] ?? "500"), batch > 0 else { usageError("--batch must be positive") }
         return await IngestCommand.run(
             count: count, raw: flags.contains("--raw"), directory: options["--dir"] ?? "/tmp", batchSize: batch)
+    case "sync-memory":
+        guard positionals.isEmpty, Set(options.keys).isSubset(of: ["--records", "--meters", "--delay-us"]) else {
+            usageError("sync-memory takes only --records, --meters and --delay-us")
+        }
+        guard let delay = Int(options["--delay-us"] ?? "100"), (1...1_000_000).contains(delay) else {
+            usageError("--delay-us must be 1…1000000")
+        }
+        if options["--records"] == nil && options["--meters"] == nil {
+            return await SyncMemoryBenchmark(scenarios: SyncMemoryBenchmark.issueScenarios, delayMicros: delay).run()
+        }
+        guard let records = Int(options["--records"] ?? "100000"), (1...200_000).contains(records),
+            let meters = Int(options["--meters"] ?? "1"), (1...64).contains(meters)
+        else { usageError("--records must be 1…200000 and --meters 1…64") }
+        return await SyncMemoryBenchmark(
+            scenarios: [SyncMemoryBenchmark.Scenario(meters: meters, records: records, boundMegabytes: nil)], delayMicros: delay
+        ).run()
     case "rest":
         guard positionals.isEmpty, Set(options.keys).isSubset(of: ["--records", "--idle-seconds"]) else {
             usageError("rest takes only --records and --idle-seconds")

@@ -41,6 +41,29 @@ extension DaemonOverBlueZTests {
         }
     }
 
+    @Test("a meter whose link always drops after 3 of 20 records: every attempt resumes after what is stored; the engine's own retries get all 20 within 10 attempts, each once")
+    func linkAlwaysDroppingAfterThreeRecords() async throws {
+        let all = records(1...20)
+        let dropping = SimulatedMeter(address: meter, records: all, options: #""disconnect_after_records": 3"#)
+        try await withRig(standIn: standIn([dropping])) { rig in
+            // Nobody asks: the automatic sync and the engine's retries (2 s apart while attempts
+            // make progress) do it.
+            let stored = try await rig.waitForReadings(meter, count: all.count, seconds: 30)
+            expectStored(stored, match: all, meter: meter)
+            try await rig.waitForLastSync(meter, ["success"])
+            let sessions = try await rig.sessions(meter)
+            print("attempts over the stand-in: \(sessions.reversed().map { "\($0["result"]?.stringValue ?? "?") +\($0["stored"]?.intValue ?? 0)" })")
+            #expect(sessions.count <= 10, "attempts: \(sessions.compactMap { $0["result"]?.stringValue })")
+            #expect(sessions.allSatisfy { ($0["duplicates"]?.intValue ?? 0) == 0 }, "no attempt asked again for stored records")
+            #expect(sessions.compactMap { $0["stored"]?.intValue }.reduce(0, +) == all.count)
+            #expect(try await rig.meter(meter)?["highWater"]?.intValue == 20)
+            #expect(await rig.stopDaemon() == 0, "sugard's exit status; log:\n\(rig.daemonLog)")
+            let database = try SQLiteReadingStore(path: rig.databasePath)
+            #expect(try await database.readings(ReadingQuery(meter: MeterID(meter))).map(\.reading.sequenceNumber) == Array(1...20))
+            await database.close()
+        }
+    }
+
     @Test("a transient failure shows waitingToRetry with the next attempt's time")
     func waitingToRetryIsVisible() async throws {
         let meterRecords = records(1...5)

@@ -148,8 +148,8 @@ func waitForFinished(_ log: EventLog, count: Int) async throws {
                 // Meter clock 11:00:30 at host 10:00:00Z in UTC: skew 3630 s; +60 min offset applied.
                 #expect(readings[0].time.meterClockSkewSeconds == 3630)
                 #expect(readings[0].instant == Instant(epochSeconds: utc(2024, 6, 14, 8, 10) - 3630))
-                // The second sync asks for the records after #7, then checks #7 is unchanged.
-                #expect(transport.racpWrites.suffix(3) == ["write 04 03 01 08 00", "write 01 03 01 08 00", "write 01 04 01 07 00 07 00"])
+                // The second sync first checks #7 is unchanged, then asks for the records after it.
+                #expect(transport.racpWrites.suffix(3) == ["write 01 04 01 07 00 07 00", "write 04 03 01 08 00", "write 01 03 01 08 00"])
             case .contourNextOne:
                 #expect(transport.log.contains("pair"))
                 #expect(readings.allSatisfy { $0.time.meterClockSkewSeconds == 180 })
@@ -190,8 +190,8 @@ func waitForFinished(_ log: EventLog, count: Int) async throws {
             transport.update(script.id) { $0.records.append(ScriptedRecord(measurement: measurementBytes(seq: 6, 2024, 6, 15, 9, sfloat: mgdl(140)))) }
             let second = try await engine.sync(meter: script.id, force: true)
             #expect(second.stored == 1 && second.received == 1 && second.expected == 1)
-            // The records after #5, then #5 itself, compared with the stored one (no reset).
-            #expect(transport.racpWrites.suffix(3) == ["write 04 03 01 06 00", "write 01 03 01 06 00", "write 01 04 01 05 00 05 00"])
+            // #5 itself, compared with the stored one (no reset), then the records after it.
+            #expect(transport.racpWrites.suffix(3) == ["write 01 04 01 05 00 05 00", "write 04 03 01 06 00", "write 01 03 01 06 00"])
             #expect(try await store.meter(script.id)?.highWater == 6)
         }
     }
@@ -281,7 +281,8 @@ func waitForFinished(_ log: EventLog, count: Int) async throws {
         #expect(transport.racpWrites.last == "write 03 00")
         #expect(transport.log.last == "disconnect")
         #expect(try await store.readingCount(meter: script.id) == 3)
-        #expect(try await store.meter(script.id)?.highWater == nil)
+        // The three records that arrived are contiguous: the next attempt asks for what follows.
+        #expect(try await store.meter(script.id)?.highWater == 3)
         await #expect(throws: SyncFailure.self) { try await engine.sync(meter: script.id, force: true) }
     }
 
@@ -293,11 +294,13 @@ func waitForFinished(_ log: EventLog, count: Int) async throws {
             let first = try await engine.sync(meter: script.id, force: true)
             #expect(first.result == .interrupted)
             #expect(try await store.readingCount(meter: script.id) == 2)
-            #expect(try await store.meter(script.id)?.highWater == nil)
+            #expect(try await store.meter(script.id)?.highWater == 2)
             #expect(log.all.contains(where: { if case .failed(_, let f) = $0 { return f.code == .meterDisconnected } else { return false } }))
             transport.update(script.id) { $0.disconnectAfter = nil }
             let second = try await engine.sync(meter: script.id, force: true)
-            #expect(second.result == .success && second.stored == 3 && second.duplicates == 2)
+            // Only the records after the contiguous mark are asked for.
+            #expect(second.result == .success && second.stored == 3 && second.duplicates == 0 && second.received == 3)
+            #expect(transport.racpWrites.contains("write 01 03 01 03 00"))
             #expect(try await store.readingCount(meter: script.id) == 5)
         }
     }

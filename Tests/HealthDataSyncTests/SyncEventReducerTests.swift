@@ -102,7 +102,7 @@ import Testing
     }
 
     @Test func anomaliesChangeNoState() {
-        let event = SyncProgressEvent.anomalies(self.m, [SyncAnomaly(.repeatedRecord, "x")])
+        let event = SyncProgressEvent.anomalies(self.m, SyncAnomalySummary([SyncAnomaly(.repeatedRecord, "x")]))
         #expect(SyncEventReducer.target(of: event) == nil && !SyncEventReducer.changesView(event))
         #expect(self.applied(event) == self.meter())
     }

@@ -226,13 +226,13 @@ struct Harness {
         #expect(failure.code == .attError && failure.attError == 0x03)
     }
 
-    @Test func disconnectMidTransferCommitsWhatArrivedWithoutHighWater() throws {
+    @Test func disconnectMidTransferCommitsWhatArrivedWithTheContiguousMark() throws {
         var h = Harness(highWater: 10)
         h.toCounting()
         _ = h.racp([0x05, 0x00, 0x03, 0x00])
         _ = h.record(11)
         _ = h.record(12)
-        #expect(h.send(.disconnected(reason: "timeout")).last == "commit(2, hw nil, interrupted)")
+        #expect(h.send(.disconnected(reason: "timeout")).last == "commit(2, hw 12, interrupted)")
         let batch = try #require(h.committedBatch)
         #expect(batch.readings.count == 2)
         let closed = h.close()
@@ -253,11 +253,12 @@ struct Harness {
         _ = h.send(.value(.glucoseMeasurementContext, contextBytes(seq: 11, meal: 1)))
         _ = h.record(12)
         _ = h.record(13, context: true)  // the link drops before its context
-        #expect(h.send(.disconnected(reason: "timeout")).last == "commit(2, hw nil, interrupted)")
+        #expect(h.send(.disconnected(reason: "timeout")).last == "commit(2, hw 12, interrupted)")
         let batch = try #require(h.committedBatch)
         #expect(batch.readings.map(\.sequenceNumber) == [11, 12])
         #expect(batch.readings[0].meal == 1)
-        #expect(batch.newHighWater == nil)
+        // The mark stops before #13: the next attempt asks for it again, context and all.
+        #expect(batch.newHighWater == 12)
         #expect(h.sm.anomalies.map(\.kind) == [.missingContext])
         #expect(h.sm.anomalies.map(\.sequenceNumber) == [13])
         #expect(h.sm.anomalies.first?.message.contains("not stored") == true)
@@ -300,7 +301,7 @@ struct Harness {
         h.toCounting()
         _ = h.racp([0x05, 0x00, 0x05, 0x00])
         _ = h.record(1)
-        #expect(h.send(.abort(reason: "shutdown")) == ["cancelTimer(operation)", "cancelTimer(retry)", "write(03 00 abort)", "commit(1, hw nil, aborted)"])
+        #expect(h.send(.abort(reason: "shutdown")) == ["cancelTimer(operation)", "cancelTimer(retry)", "write(03 00 abort)", "commit(1, hw 1, aborted)"])
         #expect(h.send(.abort(reason: "again")) == [])  // idempotent while committing
         let closed = h.close()
         let record = try #require(closed)
@@ -398,7 +399,7 @@ struct Harness {
         #expect(h.racp([0x06, 0x00, 0x01, 0x01]).last == "commit(2, hw 2, success)")
         #expect(h.sm.anomalies.map(\.kind) == [.malformedMeasurement, .malformedContext, .malformedRACP])
         _ = h.close()
-        #expect(h.published.contains(where: { if case .anomalies(_, let a) = $0 { return a.count == 3 } else { return false } }))
+        #expect(h.published.contains(where: { if case .anomalies(_, let a) = $0 { return a.total == 3 } else { return false } }))
     }
 
     @Test func notAGlucoseMeterFails() {

@@ -282,6 +282,8 @@ actor MemoryStore: ReadingStore {
     private var sessionList: [SyncSessionRecord] = []
     private var nextID: Int64 = 1
     var commits = 0
+    /// Every batch committed, in order (chunks and final batches).
+    var batches: [SyncBatch] = []
     var failNextCommit: StoreError?
 
     func setFailNextCommit(_ error: StoreError?) { self.failNextCommit = error }
@@ -353,21 +355,37 @@ actor MemoryStore: ReadingStore {
         }
         if let hw = batch.newHighWater {
             if let old = meter.highWater, hw < old {
-                meter.epoch += 1
-                resets += 1
+                if batch.isFinal && batch.session.id == nil {
+                    meter.epoch += 1
+                    resets += 1
+                    meter.highWater = hw
+                }
+                // A chunk's contiguous mark below the stored one (a full download) leaves it.
+            } else {
+                meter.highWater = hw
             }
-            meter.highWater = hw
         }
-        meter.lastSync = now
-        meter.lastSyncResult = batch.session.result
+        if batch.isFinal {
+            meter.lastSync = now
+            meter.lastSyncResult = batch.session.result
+        }
         meter.readingCount = self.stored.filter { $0.reading.meter == batch.meter.id }.count
         self.metersByID[batch.meter.id] = meter
         var session = batch.session
-        session.id = Int64(self.sessionList.count + 1)
-        session.stored = inserted.count
-        session.duplicates += duplicates
-        session.sequenceResets = resets
-        self.sessionList.insert(session, at: 0)
+        if let id = session.id, let i = self.sessionList.firstIndex(where: { $0.id == id }) {
+            // A later batch of the attempt: its counts add to the session's.
+            session.stored = self.sessionList[i].stored + inserted.count
+            session.duplicates = self.sessionList[i].duplicates + duplicates
+            session.sequenceResets = self.sessionList[i].sequenceResets + resets
+            self.sessionList[i] = session
+        } else {
+            session.id = Int64(self.sessionList.count + 1)
+            session.stored = inserted.count
+            session.duplicates += duplicates
+            session.sequenceResets = resets
+            self.sessionList.insert(session, at: 0)
+        }
+        self.batches.append(batch)
         return CommitResult(inserted: inserted, duplicates: duplicates, sequenceResets: resets, meter: meter, session: session)
     }
 

@@ -61,7 +61,7 @@ final class Observer: SyncObserver, Sendable {
     /// Anomaly kinds published for a meter, in order.
     func anomalyKinds(_ meter: MeterID) -> [SyncAnomaly.Kind] {
         self.all.flatMap { event -> [SyncAnomaly.Kind] in
-            if case .anomalies(let id, let list) = event, id == meter { return list.map(\.kind) }
+            if case .anomalies(let id, let list) = event, id == meter { return list.samples.map(\.kind) }
             return []
         }
     }

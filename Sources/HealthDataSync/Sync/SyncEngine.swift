@@ -10,7 +10,8 @@ import GlucoseProfile
 ///   (success or no new records) the meter is in its cooldown (default 30 s); an automatic trigger
 ///   inside it is deferred to its end, never dropped. An attempt that ends for a transient reason
 ///   (link lost, bluetoothd gone, timeout, ATT busy, transport error) is retried by the engine
-///   itself after 2 s, 10 s, 60 s, 5 min, then every 5 min, connecting to the meter directly
+///   itself after 2 s, 10 s, 60 s, 5 min, then every 5 min (an attempt that stored new readings
+///   starts the series over), connecting to the meter directly
 ///   whether or not it advertises, while the meter is known; an adapter that becomes available
 ///   again (bluetoothd restarted) retries at once, the meter advertising does not shorten the
 ///   pause. A success resets the backoff; a non-transient failure,
@@ -18,7 +19,8 @@ import GlucoseProfile
 /// - ``sync(meter:force:fullDownload:)`` starts a sync and returns its session when it ends. A
 ///   forced sync ignores the cooldown; nothing starts a second sync of a running meter.
 /// - ``shutdown(deadlineSeconds:)`` aborts every running sync (RACP `03 00` when a procedure is in
-///   flight), commits what arrived (without a high-water mark), disconnects and cancels every task.
+///   flight), commits what arrived (with the contiguous mark, see ``SyncStateMachine``), disconnects and
+///   cancels every task.
 ///
 /// Every task the engine starts is stored and cancelled by it; timers are sleeping child tasks of
 /// the meter's task, and scheduled retries and deferred syncs are tasks in ``scheduled``.
@@ -314,7 +316,8 @@ public actor SyncEngine {
     }
 
     private func ended(_ meter: MeterID, _ record: SyncSessionRecord, failure: SyncFailure?) {
-        let followup = self.policy.finished(meter, record.result, failure: failure?.code, at: self.clock.now)
+        let followup = self.policy.finished(
+            meter, record.result, failure: failure?.code, progressed: record.stored > 0, at: self.clock.now)
         self.lastSessions[meter] = record
         guard let entry = self.running.removeValue(forKey: meter) else { return }
         entry.session.input.finish()
@@ -479,10 +482,11 @@ public actor SyncEngine {
         case .cancelTimer(let timer):
             state.timers.deadlines[timer] = nil
         case .publish(let event):
-            if case .anomalies(_, let anomalies) = event {
-                // Kinds and sequence numbers only: anomaly messages never carry values.
-                let kinds = anomalies.map(\.kind.rawValue).joined(separator: ",")
-                self.logger.notice("odd packets during sync", [("meter", meter.rawValue), ("anomalies", kinds)])
+            if case .anomalies(_, let summary) = event {
+                // One line with a count per kind, whatever the meter sent (never one entry per packet).
+                self.logger.notice(
+                    "odd packets during sync",
+                    [("meter", meter.rawValue), ("total", String(summary.total)), ("anomalies", summary.description)])
             }
             if case .failed(_, let failure) = event {
                 state.failure = failure

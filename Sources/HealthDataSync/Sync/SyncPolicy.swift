@@ -91,10 +91,14 @@ public struct SyncPolicy: Hashable, Sendable {
     }
 
     /// Marks an attempt as ended and says what follows.
-    /// - Parameter failure: the failure's code, when the attempt failed.
-    public mutating func finished(_ meter: MeterID, _ result: SyncResult, failure: SyncFailure.Code?, at now: Duration)
-        -> Followup
-    {
+    /// - Parameters:
+    ///   - failure: the failure's code, when the attempt failed.
+    ///   - progressed: the attempt stored new readings before it ended (its chunks moved the mark):
+    ///     the backoff starts over, so a meter whose link keeps dropping part-way is asked again
+    ///     soon and delivers everything in a few quick attempts.
+    public mutating func finished(
+        _ meter: MeterID, _ result: SyncResult, failure: SyncFailure.Code?, progressed: Bool = false, at now: Duration
+    ) -> Followup {
         self.running.remove(meter)
         if result == .success || result == .noNewRecords {
             self.failures[meter] = nil
@@ -105,7 +109,7 @@ public struct SyncPolicy: Hashable, Sendable {
             self.failures[meter] = nil
             return .none
         }
-        let attempt = (self.failures[meter] ?? 0) + 1
+        let attempt = (progressed ? 0 : self.failures[meter] ?? 0) + 1
         self.failures[meter] = attempt
         return .retry(at: now + self.backoff[min(attempt, self.backoff.count) - 1], attempt: attempt)
     }

@@ -8,10 +8,11 @@ import GlucoseProfile
 ///
 /// Procedure: connect → (pair when the meter demands it) → read Glucose Feature and Device
 /// Information → read the meter clock (Date Time 0x2A08 first for Roche, else Current Time 0x2A2B,
-/// else 0x2A08) → notify 0x2A18 (and 0x2A34 when present), indicate 0x2A52 → RACP count
-/// (`04 03 01 <hw+1>`, or `04 01`) → RACP report (`01 03 01 <hw+1>`, or `01 01`) → collect records,
-/// joining contexts by sequence number → RACP response → commit batch and high-water mark in one
-/// call → disconnect.
+/// else 0x2A08) → notify 0x2A18 (and 0x2A34 when present), indicate 0x2A52 → with a stored mark and
+/// its record, the check of that record (`01 04 01 <hw> <hw>`) → RACP count (`04 03 01 <hw+1>`, or
+/// `04 01`) → RACP report (`01 03 01 <hw+1>`, or `01 01`) → collect records, joining contexts by
+/// sequence number, committing them in chunks → RACP response → commit the rest and the new
+/// high-water mark in one call → disconnect.
 ///
 /// Error handling:
 /// - A timeout retries the operation once (a RACP one after writing abort `03 00` and a pause);
@@ -27,10 +28,22 @@ import GlucoseProfile
 /// - The meter disconnecting before the RACP response ends the attempt as `interrupted`.
 /// - ``SyncEvent/abort(reason:)`` writes `03 00` when a RACP procedure is in flight.
 ///
-/// However an attempt ends, the records received so far are committed (with the session record);
-/// the high-water mark is set only after RACP success or "no records found". Deduplication in the
-/// store makes that safe to repeat. Packets that do not decode are ``SyncAnomaly``s, never a reason
-/// to stop.
+/// Records are committed while they arrive, in chunks (``SyncConfiguration/chunkRecords`` records
+/// or ``SyncConfiguration/chunkSeconds``, whichever comes first; one chunk in flight at a time),
+/// each together with the sync's **contiguous mark**: the highest sequence number up to which
+/// every record the meter sent in this transfer is stored (a packet that did not decode, a record
+/// cut off from its context, or numbers going backwards stop the mark for the attempt). The mark
+/// is the stored high-water mark, so the next attempt after an interruption asks for the records
+/// after it; after RACP success or "no records found" the mark becomes the highest record
+/// received, as before. With a stored mark and its record, the meter is first asked for that
+/// record again (`01 04 01 <hw> <hw>`): gone or different means it was reset, and everything is
+/// downloaded into a new epoch before any chunk of it is committed.
+///
+/// However an attempt ends, the records received so far are committed (with the session record).
+/// Deduplication in the store makes that safe to repeat. Packets that do not decode are
+/// ``SyncAnomaly``s, never a reason to stop; they are counted per kind and the first few kept
+/// (``SyncAnomalySummary``), so nothing the machine holds grows with the number of records beyond
+/// one chunk.
 public struct SyncStateMachine: Sendable {
     /// What the machine needs to know before it starts.
     public struct Context: Sendable {
@@ -78,7 +91,28 @@ public struct SyncStateMachine: Sendable {
         var measurement: GlucoseMeasurement
         var contextBytes: [UInt8]?
         var context: MeasurementContext?
+        /// A measurement packet that did not decode came just before: the mark stops here.
+        var afterGap = false
+        /// The record after this one was not stored (cut off from its context): the mark stops here.
+        var cutAfter = false
+
+        var awaitsContext: Bool { self.measurement.contextFollows && self.context == nil }
     }
+
+    /// 65 536 bits: which sequence numbers arrived in this transfer (8 KB whatever the count).
+    private struct SequenceBits: Sendable {
+        private var words = [UInt64](repeating: 0, count: 1024)
+
+        func contains(_ seq: UInt16) -> Bool { self.words[Int(seq >> 6)] & (1 << UInt64(seq & 63)) != 0 }
+
+        mutating func insert(_ seq: UInt16) { self.words[Int(seq >> 6)] |= 1 << UInt64(seq & 63) }
+    }
+
+    /// A record waiting for its context holds back a chunk only while it is among the last this
+    /// many records; further back, its context is not coming (it is stored without it).
+    static let contextPatience = 8
+    /// Contexts waiting for their measurement are held up to this many; more are orphans at once.
+    static let orphanContextLimit = 256
 
     public let context: Context
     public private(set) var phase: SyncPhase = .idle
@@ -86,14 +120,17 @@ public struct SyncStateMachine: Sendable {
     public private(set) var identity: MeterIdentity
     /// The quirk-table row for the meter (the standard row until DIS is read).
     public private(set) var profile: MeterProfile
-    public private(set) var anomalies: [SyncAnomaly] = []
+    /// The anomalies so far, counted per kind, the first few in full.
+    public private(set) var anomalySummary = SyncAnomalySummary()
+    /// The first anomalies (at most ``SyncAnomalySummary/sampleLimit``).
+    public var anomalies: [SyncAnomaly] { self.anomalySummary.samples }
     /// The RACP count, when the meter answered it.
     public private(set) var expected: Int?
     /// The meter clock as read, if it was.
     public private(set) var clock: MeterClockSample?
     /// Glucose Feature bits, if read.
     public private(set) var features: UInt16?
-    /// The batch handed to the store (after the attempt ended).
+    /// The last batch handed to the store (after the attempt ended: the final one).
     public private(set) var batch: SyncBatch?
     /// The session as finally recorded (after ``SyncAction/finished(_:)``).
     public private(set) var session: SyncSessionRecord?
@@ -120,16 +157,39 @@ public struct SyncStateMachine: Sendable {
     private var readQueue: [BluetoothUUID] = []
     private var subscribeQueue: [BluetoothUUID] = []
     private var clockUUID: BluetoothUUID?
-    private var records: [Record] = []
-    private var recordIndex: [UInt16: Int] = [:]
+    /// Records received and not yet handed to the store (at most about one chunk).
+    private var pendingRecords: [Record] = []
+    private var pendingIndex: [UInt16: Int] = [:]
+    /// When the oldest pending record arrived.
+    private var chunkStarted: Instant?
+    private var seen = SequenceBits()
+    private var receivedCount = 0
+    /// Highest sequence number handed to the store in this attempt.
+    private var maxKept: UInt16?
+    /// The contiguous mark (see the type's documentation), and what it was before the chunk in flight.
+    public private(set) var contiguousMark: UInt16?
+    private var markBeforeChunk: UInt16?
+    private var lastKept: UInt16?
+    private var contiguityBroken = false
+    /// A measurement packet did not decode: the next record follows a gap.
+    private var gapPending = false
+    private var chunkInFlight = false
+    /// The attempt ended while a chunk was with the store: its final batch waits for the answer.
+    private var finalWaiting: (result: SyncResult, failure: SyncFailure?, now: Instant)?
+    /// The session row the store made for the first batch of the attempt.
+    private var sessionID: Int64?
+    /// The highest sequence number the attempt's batches stored in the current epoch, per the store.
+    private var storedEarlier: UInt16?
+    /// The next batch opens a new epoch (the meter was found reset).
+    private var resetToCommit = false
+    /// Chunks committed in this attempt.
+    public private(set) var chunksCommitted = 0
     private var orphanContexts: [UInt16: ([UInt8], MeasurementContext)] = [:]
     private var lastMeasurementSequence: UInt16?
     private var racpInFlight = false
     private var reportFilterDropped = false
     /// The meter no longer holds the record at the high-water mark: a full download into a new epoch.
     public private(set) var resetDetected = false
-    /// How the delta report ended, while the high-water record is checked.
-    private var deltaResult: SyncResult?
     /// The high-water record as the meter sent it for the check.
     private var verifyRecord: [UInt8]?
     private var connected = false
@@ -151,7 +211,7 @@ public struct SyncStateMachine: Sendable {
     }
 
     /// Records received and kept so far (repeats excluded).
-    public var received: Int { self.records.count }
+    public var received: Int { self.receivedCount }
 
     /// Whether the machine is between ``SyncEvent/start`` and its final phase.
     public var isActive: Bool {
@@ -245,7 +305,7 @@ public struct SyncStateMachine: Sendable {
 
         case .value(let uuid, let bytes):
             if uuid == .glucoseMeasurement {
-                self.receiveMeasurement(bytes, &out)
+                self.receiveMeasurement(bytes, now, &out)
             } else if uuid == .glucoseMeasurementContext {
                 self.receiveContext(bytes)
             } else if uuid == .recordAccessControlPoint {
@@ -282,12 +342,20 @@ public struct SyncStateMachine: Sendable {
             self.commitNormalized(batch, highest: highest, known: known, &out)
 
         case .committed(let result):
+            if self.chunkInFlight {
+                self.chunkCommitted(result, now, &out)
+                break
+            }
             guard self.phase == .committing else { break }
             out.append(.publish(.committed(self.context.meter, result)))
             self.session = result.session
             self.afterCommit(&out)
 
         case .commitFailed(let error):
+            if self.chunkInFlight {
+                self.chunkFailed(error, now, &out)
+                break
+            }
             guard self.phase == .committing, case .ended(_, let earlier, _) = self.step else { break }
             let failure = SyncFailure(.storeError, "Readings from \(self.context.meter) could not be stored: \(error.message)")
             self.step = .ended(.failed, failure, lookup: nil)
@@ -318,7 +386,9 @@ public struct SyncStateMachine: Sendable {
         case .pair: .pairing
         case .read(let uuid): uuid == self.clockUUID ? .readingClock : .readingDeviceInfo
         case .enable: .subscribing
-        case .racp(.count): .counting
+        // The check of the high-water record comes before the count: it shows as counting, so
+        // phases never go back.
+        case .racp(.count), .racp(.verify): .counting
         case .racp: .receiving
         }
     }
@@ -412,6 +482,18 @@ public struct SyncStateMachine: Sendable {
             self.issue(.enable(self.subscribeQueue.removeFirst()), &out)
             return
         }
+        if self.verifiesHighWater {
+            // First the check that the meter still holds the high-water record: only then can the
+            // records after it be committed as they arrive (into the right epoch).
+            self.verifyRecord = nil
+            self.setPhase(.counting, &out)
+            self.issue(.racp(.verify), &out)
+            return
+        }
+        self.startCount(&out)
+    }
+
+    private mutating func startCount(_ out: inout [SyncAction]) {
         self.setPhase(.counting, &out)
         self.issue(.racp(.count), &out)
     }
@@ -435,7 +517,7 @@ public struct SyncStateMachine: Sendable {
             do throws(GlucoseProfileError) {
                 self.features = try GlucoseFeature(bytes: bytes).rawValue
             } catch {
-                self.anomalies.append(SyncAnomaly(.deviceInfoUnreadable, "Glucose Feature did not decode: \(error)."))
+                self.note(SyncAnomaly(.deviceInfoUnreadable, "Glucose Feature did not decode: \(error)."))
             }
         case .manufacturerName: self.identity.manufacturer = Self.text(bytes)
         case .modelNumber: self.identity.model = Self.text(bytes)
@@ -445,7 +527,7 @@ public struct SyncStateMachine: Sendable {
             do throws(GlucoseProfileError) {
                 let dt = uuid == .currentTime ? try CurrentTime(bytes: bytes).dateTime : try DateTime(bytes: bytes)
                 guard dt.isDateKnown else {
-                    self.anomalies.append(SyncAnomaly(.clockUnreadable, "The meter clock (\(uuid.shortString)) reports an unknown date."))
+                    self.note(SyncAnomaly(.clockUnreadable, "The meter clock (\(uuid.shortString)) reports an unknown date."))
                     return
                 }
                 let local = LocalDateTime(
@@ -453,7 +535,7 @@ public struct SyncStateMachine: Sendable {
                     minute: Int(dt.minutes), second: Int(dt.seconds))
                 self.clock = MeterClockSample(meterTime: local, hostTime: now)
             } catch {
-                self.anomalies.append(SyncAnomaly(.clockUnreadable, "The meter clock (\(uuid.shortString)) did not decode: \(error)."))
+                self.note(SyncAnomaly(.clockUnreadable, "The meter clock (\(uuid.shortString)) did not decode: \(error)."))
             }
         default: break
         }
@@ -468,19 +550,20 @@ public struct SyncStateMachine: Sendable {
         }
     }
 
-    private mutating func receiveMeasurement(_ bytes: [UInt8], _ out: inout [SyncAction]) {
+    private mutating func receiveMeasurement(_ bytes: [UInt8], _ now: Instant, _ out: inout [SyncAction]) {
         guard self.acceptsRecords else { return }
         let m: GlucoseMeasurement
         do throws(GlucoseProfileError) {
             var reader = ByteReader(bytes)
             m = try GlucoseMeasurement(parsing: &reader, options: .lenientDateTime)
             if reader.readableBytes > 0 {
-                self.anomalies.append(SyncAnomaly(
+                self.note(SyncAnomaly(
                     .malformedMeasurement, sequenceNumber: m.sequenceNumber,
                     "Record \(m.sequenceNumber) has \(reader.readableBytes) trailing bytes; they were ignored."))
             }
         } catch {
-            self.anomalies.append(SyncAnomaly(.malformedMeasurement, "A Glucose Measurement packet was skipped: \(error)."))
+            self.note(SyncAnomaly(.malformedMeasurement, "A Glucose Measurement packet was skipped: \(error)."))
+            if self.pending != .racp(.verify) { self.gapPending = true }
             self.keepWaiting(&out)
             return
         }
@@ -493,26 +576,40 @@ public struct SyncStateMachine: Sendable {
         }
         defer { self.lastMeasurementSequence = seq }
         if seq == self.lastMeasurementSequence {
-            self.anomalies.append(SyncAnomaly(.repeatedRecord, sequenceNumber: seq, "Record \(seq) was sent twice in a row; the repeat was skipped."))
+            self.note(SyncAnomaly(.repeatedRecord, sequenceNumber: seq, "Record \(seq) was sent twice in a row; the repeat was skipped."))
             self.keepWaiting(&out)
             return
         }
-        if let i = self.recordIndex[seq] {
-            if self.records[i].bytes != bytes {
-                self.anomalies.append(SyncAnomaly(.conflictingRecord, sequenceNumber: seq, "Record \(seq) came again with other content; the first was kept."))
+        if self.seen.contains(seq) {
+            if let i = self.pendingIndex[seq] {
+                if self.pendingRecords[i].bytes != bytes {
+                    self.note(SyncAnomaly(.conflictingRecord, sequenceNumber: seq, "Record \(seq) came again with other content; the first was kept."))
+                }
+            } else {
+                // Already with the store: it cannot be compared any more, only skipped.
+                self.note(SyncAnomaly(.conflictingRecord, sequenceNumber: seq, "Record \(seq) came again after it was stored; the first was kept."))
             }
             self.keepWaiting(&out)
             return
         }
-        var record = Record(bytes: bytes, measurement: m)
+        var record = Record(bytes: bytes, measurement: m, afterGap: self.gapPending)
+        self.gapPending = false
         if let (contextBytes, context) = self.orphanContexts.removeValue(forKey: seq) {
             record.contextBytes = contextBytes
             record.context = context
         }
-        self.recordIndex[seq] = self.records.count
-        self.records.append(record)
-        out.append(.publish(.progress(self.context.meter, received: self.records.count, expected: self.expected)))
+        self.seen.insert(seq)
+        self.pendingIndex[seq] = self.pendingRecords.count
+        self.pendingRecords.append(record)
+        if self.chunkStarted == nil { self.chunkStarted = now }
+        self.receivedCount += 1
+        if self.receivedCount <= 256 || self.receivedCount % 16 == 0 || self.receivedCount == self.expected {
+            // Progress for each of the first records, then every 16th: a big download does not
+            // send observers an event per record.
+            out.append(.publish(.progress(self.context.meter, received: self.receivedCount, expected: self.expected)))
+        }
         self.keepWaiting(&out)
+        self.flushIfDue(now, &out)
     }
 
     private mutating func receiveContext(_ bytes: [UInt8]) {
@@ -521,21 +618,25 @@ public struct SyncStateMachine: Sendable {
         do throws(GlucoseProfileError) {
             context = try MeasurementContext(bytes: bytes)
         } catch {
-            self.anomalies.append(SyncAnomaly(.malformedContext, "A Measurement Context packet was skipped: \(error)."))
+            self.note(SyncAnomaly(.malformedContext, "A Measurement Context packet was skipped: \(error)."))
             return
         }
         let seq = context.sequenceNumber
         // The high-water record's context during the reset check: part of the check, not the batch.
         if self.pending == .racp(.verify) { return }
-        if let i = self.recordIndex[seq] {
-            if self.records[i].context != nil {
-                self.anomalies.append(SyncAnomaly(.duplicateContext, sequenceNumber: seq, "Record \(seq) got a second context; the first was kept."))
+        if let i = self.pendingIndex[seq] {
+            if self.pendingRecords[i].context != nil {
+                self.note(SyncAnomaly(.duplicateContext, sequenceNumber: seq, "Record \(seq) got a second context; the first was kept."))
             } else {
-                self.records[i].context = context
-                self.records[i].contextBytes = bytes
+                self.pendingRecords[i].context = context
+                self.pendingRecords[i].contextBytes = bytes
             }
+        } else if self.seen.contains(seq) {
+            self.note(SyncAnomaly(.orphanContext, sequenceNumber: seq, "A context for record \(seq) came after the record was stored."))
         } else if self.orphanContexts[seq] != nil {
-            self.anomalies.append(SyncAnomaly(.duplicateContext, sequenceNumber: seq, "Record \(seq) got a second context; the first was kept."))
+            self.note(SyncAnomaly(.duplicateContext, sequenceNumber: seq, "Record \(seq) got a second context; the first was kept."))
+        } else if self.orphanContexts.count >= Self.orphanContextLimit {
+            self.note(SyncAnomaly(.orphanContext, sequenceNumber: seq, "A context for record \(seq) came without its measurement."))
         } else {
             self.orphanContexts[seq] = (bytes, context)
         }
@@ -554,44 +655,37 @@ public struct SyncStateMachine: Sendable {
         do throws(GlucoseProfileError) {
             message = try RACPMessage(bytes: bytes)
         } catch {
-            self.anomalies.append(SyncAnomaly(.malformedRACP, "A RACP indication was ignored: \(error)."))
+            self.note(SyncAnomaly(.malformedRACP, "A RACP indication was ignored: \(error)."))
             return
         }
         if let count = message.numberOfRecords {
             guard self.pending == .racp(.count) else {
-                self.anomalies.append(SyncAnomaly(.unexpectedRACP, "The meter sent a record count nobody asked for."))
+                self.note(SyncAnomaly(.unexpectedRACP, "The meter sent a record count nobody asked for."))
                 return
             }
             self.racpInFlight = false
             self.step = .none
             self.expected = Int(count)
-            out.append(.publish(.progress(self.context.meter, received: self.records.count, expected: self.expected)))
+            out.append(.publish(.progress(self.context.meter, received: self.receivedCount, expected: self.expected)))
             self.startReport(&out)
             return
         }
         guard let (request, code) = message.response else {
-            self.anomalies.append(SyncAnomaly(.unexpectedRACP, "The meter sent a RACP request (op code \(message.opCode.rawValue)) instead of a response."))
+            self.note(SyncAnomaly(.unexpectedRACP, "The meter sent a RACP request (op code \(message.opCode.rawValue)) instead of a response."))
             return
         }
         switch (request, self.pending) {
         case (.reportNumberOfStoredRecords, .racp(.count)?):
             self.racpInFlight = false
             self.step = .none
-            self.anomalies.append(SyncAnomaly(.countUnavailable, "The meter answered the record count with \(code.name); downloading without a count."))
+            self.note(SyncAnomaly(.countUnavailable, "The meter answered the record count with \(code.name); downloading without a count."))
             self.startReport(&out)
         case (.reportStoredRecords, .racp(.report)?):
             self.racpInFlight = false
             self.step = .none
             switch code {
             case .success, .noRecordsFound:
-                let result: SyncResult = code == .success ? .success : .noNewRecords
-                if self.verifiesHighWater {
-                    self.deltaResult = result
-                    self.verifyRecord = nil
-                    self.issue(.racp(.verify), &out)
-                } else {
-                    self.end(result: result, now, &out)
-                }
+                self.end(result: code == .success ? .success : .noNewRecords, now, &out)
             case .opCodeNotSupported:
                 self.end(SyncFailure(.reportNotSupported, "\(self.context.meter) does not support the RACP record report (op code not supported).", racpResponseCode: code.rawValue), now, &out)
             case let c where self.usesHighWaterFilter
@@ -605,23 +699,22 @@ public struct SyncStateMachine: Sendable {
         case (.reportStoredRecords, .racp(.verify)?):
             self.racpInFlight = false
             self.step = .none
-            let delta = self.deltaResult ?? .success
             switch code {
             case .success, .noRecordsFound:
                 if self.verifyRecord == self.context.highWaterRecord {
-                    self.end(result: delta, now, &out)
+                    self.startCount(&out)
                 } else {
                     self.restartAfterReset(&out)  // gone or different: the meter was reset
                 }
             default:
-                self.anomalies.append(SyncAnomaly(
+                self.note(SyncAnomaly(
                     .resetCheckUnavailable, "The meter answered the request for its high-water record with \(code.name); not checked for a reset."))
-                self.end(result: delta, now, &out)
+                self.startCount(&out)
             }
         case (.abortOperation, _):
             break  // The answer to our own abort; nothing waits for it.
         default:
-            self.anomalies.append(SyncAnomaly(.unexpectedRACP, "The meter sent a RACP response to op code \(request.rawValue) that nothing was waiting for."))
+            self.note(SyncAnomaly(.unexpectedRACP, "The meter sent a RACP response to op code \(request.rawValue) that nothing was waiting for."))
         }
     }
 
@@ -630,8 +723,17 @@ public struct SyncStateMachine: Sendable {
     /// The meter was reset: forget what this attempt received and download everything.
     private mutating func restartAfterReset(_ out: inout [SyncAction]) {
         self.resetDetected = true
-        self.records = []
-        self.recordIndex = [:]
+        self.resetToCommit = true
+        self.pendingRecords = []
+        self.pendingIndex = [:]
+        self.chunkStarted = nil
+        self.seen = SequenceBits()
+        self.receivedCount = 0
+        self.maxKept = nil
+        self.contiguousMark = nil
+        self.lastKept = nil
+        self.contiguityBroken = false
+        self.gapPending = false
         self.orphanContexts = [:]
         self.lastMeasurementSequence = nil
         self.expected = nil
@@ -706,14 +808,14 @@ public struct SyncStateMachine: Sendable {
         switch op {
         case .read(let uuid):
             let kind: SyncAnomaly.Kind = uuid == self.clockUUID ? .clockUnreadable : .deviceInfoUnreadable
-            self.anomalies.append(SyncAnomaly(kind, "Reading \(uuid.shortString) failed: \(error.message)"))
+            self.note(SyncAnomaly(kind, "Reading \(uuid.shortString) failed: \(error.message)"))
             self.nextRead(now, &out)
         case .enable(let uuid) where uuid == .glucoseMeasurementContext:
-            self.anomalies.append(SyncAnomaly(.missingContext, "Context notifications could not be enabled: \(error.message)"))
+            self.note(SyncAnomaly(.missingContext, "Context notifications could not be enabled: \(error.message)"))
             self.nextSubscription(now, &out)
         case .racp(.count):
             self.racpInFlight = false
-            self.anomalies.append(SyncAnomaly(.countUnavailable, "The record count failed: \(error.message)"))
+            self.note(SyncAnomaly(.countUnavailable, "The record count failed: \(error.message)"))
             self.startReport(&out)
         case .connect where !self.retried.contains(.connect) && error.code == .connectFailed:
             self.retried.insert(.connect)
@@ -733,15 +835,15 @@ public struct SyncStateMachine: Sendable {
         }
         if op == .racp(.verify) {
             self.racpInFlight = false
-            self.anomalies.append(SyncAnomaly(.resetCheckUnavailable, "The meter did not answer the request for its high-water record; not checked for a reset."))
+            self.note(SyncAnomaly(.resetCheckUnavailable, "The meter did not answer the request for its high-water record; not checked for a reset."))
             out.append(.writeRACP(self.racpBytes(.abort), purpose: .abort))
-            self.end(result: self.deltaResult ?? .success, now, &out)
+            self.startCount(&out)
             return
         }
         if self.retried.contains(op) {
             if op == .racp(.count) {
                 self.racpInFlight = false
-                self.anomalies.append(SyncAnomaly(.countUnavailable, "The record count timed out twice; downloading without a count."))
+                self.note(SyncAnomaly(.countUnavailable, "The record count timed out twice; downloading without a count."))
                 out.append(.writeRACP(self.racpBytes(.abort), purpose: .abort))
                 self.startReport(&out)
                 return
@@ -786,54 +888,79 @@ public struct SyncStateMachine: Sendable {
         self.racpInFlight = false
         self.step = .ended(result, failure, lookup: nil)
         for (seq, _) in self.orphanContexts.sorted(by: { $0.key < $1.key }) {
-            self.anomalies.append(SyncAnomaly(.orphanContext, sequenceNumber: seq, "A context for record \(seq) came without its measurement."))
+            self.note(SyncAnomaly(.orphanContext, sequenceNumber: seq, "A context for record \(seq) came without its measurement."))
         }
         self.orphanContexts = [:]
+        self.setPhase(.committing, &out)
+        if self.chunkInFlight {
+            // The final batch follows the chunk with the store (it needs the chunk's session row).
+            self.finalWaiting = (result, failure, now)
+            return
+        }
+        self.commitFinal(result, failure, now, &out)
+    }
+
+    /// The records not handed over yet, the mark and the session as the attempt ended.
+    private mutating func commitFinal(_ result: SyncResult, _ failure: SyncFailure?, _ now: Instant, _ out: inout [SyncAction]) {
+        // More than a chunk left (the meter was faster than the store): it goes in chunks first,
+        // so no one commit holds more than a chunk.
+        if !self.profile.has(.reversedSequence), self.pendingRecords.count > self.context.configuration.chunkRecords,
+            self.sendChunk(now, &out)
+        {
+            self.finalWaiting = (result, failure, now)
+            return
+        }
         // A transfer that ended early may have been cut between a record and its context. Such a
-        // record is not stored: the high water does not move on such an end, so the next attempt
-        // fetches it again, context and all (stored now, its context would be lost to deduplication).
-        // After a complete transfer the context is not coming: the record is kept without it.
+        // record is not stored and the mark stops before it, so the next attempt fetches it again,
+        // context and all (stored now, its context would be lost to deduplication). After a
+        // complete transfer the context is not coming: the record is kept without it.
         let complete = result == .success || result == .noNewRecords
         var kept: [Record] = []
-        kept.reserveCapacity(self.records.count)
-        for r in self.records {
-            guard r.measurement.contextFollows && r.context == nil else {
+        kept.reserveCapacity(self.pendingRecords.count)
+        for r in self.pendingRecords {
+            guard r.awaitsContext else {
                 kept.append(r)
                 continue
             }
             let seq = r.measurement.sequenceNumber
             if complete {
-                self.anomalies.append(SyncAnomaly(.missingContext, sequenceNumber: seq, "Record \(seq) announced a context that never came; kept without it."))
+                self.note(SyncAnomaly(.missingContext, sequenceNumber: seq, "Record \(seq) announced a context that never came; kept without it."))
                 kept.append(r)
             } else {
-                self.anomalies.append(SyncAnomaly(.missingContext, sequenceNumber: seq, "Record \(seq) announced a context that had not come when the transfer ended; not stored, fetched again next time."))
+                self.note(SyncAnomaly(.missingContext, sequenceNumber: seq, "Record \(seq) announced a context that had not come when the transfer ended; not stored, fetched again next time."))
+                // The mark stops before it: after the record kept last, or where it is now.
+                if kept.isEmpty { self.contiguityBroken = true } else { kept[kept.count - 1].cutAfter = true }
             }
         }
-        let builder = ReadingBuilder(
-            meter: self.context.meter, profile: self.profile,
-            resolver: TimeResolver(zone: self.context.zone, clock: self.clock), recordCount: self.expected)
-        let readings = kept.map {
-            builder.reading(measurementBytes: $0.bytes, measurement: $0.measurement, contextBytes: $0.contextBytes, context: $0.context)
-        }
+        self.pendingRecords = []
+        self.pendingIndex = [:]
+        self.chunkStarted = nil
+        let readings = self.readings(for: kept)
         var highWater: UInt16?
-        if complete, !self.profile.has(.reversedSequence) {
-            let maxReceived = kept.map(\.measurement.sequenceNumber).max()
+        if self.profile.has(.reversedSequence) {
+            highWater = nil  // numbered by the store after the lookup
+        } else if complete {
             if self.resetDetected {
-                highWater = maxReceived
+                highWater = self.maxKept
             } else if self.usesHighWaterFilter {
-                highWater = [self.context.highWater, maxReceived].compactMap { $0 }.max()
+                highWater = [self.context.highWater, self.maxKept].compactMap { $0 }.max()
             } else {
-                highWater = maxReceived ?? self.context.highWater
+                highWater = self.maxKept ?? self.context.highWater
             }
+        } else {
+            // Interrupted: the records up to the contiguous mark are stored; the next attempt asks
+            // for the ones after it.
+            highWater = self.contiguousMark
         }
-        let session = SyncSessionRecord(
-            meter: self.context.meter, started: self.started, ended: now, result: result, expected: self.expected,
-            received: self.records.count, error: failure?.message)
+        var session = self.runningSession(now)
+        session.ended = now
+        session.result = result
+        session.error = failure?.message
         let batch = SyncBatch(
             meter: self.identity, features: self.features, readings: readings, newHighWater: highWater, session: session,
-            meterReset: self.resetDetected)
+            meterReset: self.resetToCommit, isFinal: true, highestReceived: self.maxKept, storedEarlier: self.storedEarlier)
+        self.resetToCommit = false
         self.session = session
-        self.setPhase(.committing, &out)
         if self.profile.has(.reversedSequence) {
             // Numbers identify nothing: ask the store which records it holds by content first.
             self.step = .ended(result, failure, lookup: batch)
@@ -842,6 +969,121 @@ public struct SyncStateMachine: Sendable {
             self.batch = batch
             out.append(.commit(batch))
         }
+    }
+
+    /// The session so far: the store's counts of the chunks committed, this machine's of the rest.
+    private func runningSession(_ now: Instant) -> SyncSessionRecord {
+        var session = SyncSessionRecord(
+            id: self.sessionID, meter: self.context.meter, started: self.started, result: .running, expected: self.expected,
+            received: self.receivedCount)
+        if let stored = self.session, stored.id != nil {
+            session.stored = stored.stored
+            session.duplicates = stored.duplicates
+            session.sequenceResets = stored.sequenceResets
+        }
+        return session
+    }
+
+    /// Readings for records handed to the store, in order; moves the contiguous mark over them.
+    private mutating func readings(for records: [Record]) -> [Reading] {
+        let builder = ReadingBuilder(
+            meter: self.context.meter, profile: self.profile,
+            resolver: TimeResolver(zone: self.context.zone, clock: self.clock), recordCount: self.expected)
+        var readings: [Reading] = []
+        readings.reserveCapacity(records.count)
+        for r in records {
+            let seq = r.measurement.sequenceNumber
+            if r.afterGap || self.lastKept.map({ seq <= $0 }) == true { self.contiguityBroken = true }
+            if !self.contiguityBroken { self.contiguousMark = seq }
+            if r.cutAfter { self.contiguityBroken = true }
+            self.lastKept = max(self.lastKept ?? seq, seq)
+            self.maxKept = max(self.maxKept ?? seq, seq)
+            readings.append(
+                builder.reading(measurementBytes: r.bytes, measurement: r.measurement, contextBytes: r.contextBytes, context: r.context))
+        }
+        return readings
+    }
+
+    /// Hands the records ready so far to the store as a chunk, when one is due and none is with
+    /// the store: ``SyncConfiguration/chunkRecords`` records, or the oldest pending one arrived
+    /// ``SyncConfiguration/chunkSeconds`` ago.
+    private mutating func flushIfDue(_ now: Instant, _ out: inout [SyncAction]) {
+        guard !self.chunkInFlight, self.acceptsRecords, !self.pendingRecords.isEmpty, !self.profile.has(.reversedSequence)
+        else { return }
+        let configuration = self.context.configuration
+        let age = now.epochMillis - (self.chunkStarted ?? now).epochMillis
+        guard self.pendingRecords.count >= configuration.chunkRecords || Double(age) >= configuration.chunkSeconds * 1000
+        else { return }
+        self.sendChunk(now, &out)
+    }
+
+    /// Hands up to ``SyncConfiguration/chunkRecords`` pending records to the store as a chunk.
+    /// - Returns: whether a chunk went out.
+    @discardableResult
+    private mutating func sendChunk(_ now: Instant, _ out: inout [SyncAction]) -> Bool {
+        // A record still waiting for its context holds back itself and what follows.
+        var ready = min(self.pendingRecords.count, self.context.configuration.chunkRecords)
+        let recent = max(0, self.pendingRecords.count - Self.contextPatience)
+        if recent < ready, let i = self.pendingRecords[recent..<ready].firstIndex(where: \.awaitsContext) { ready = i }
+        guard ready > 0 else { return false }
+        let chunk = Array(self.pendingRecords[..<ready])
+        self.pendingRecords.removeFirst(ready)
+        self.pendingIndex = [:]
+        for (i, r) in self.pendingRecords.enumerated() { self.pendingIndex[r.measurement.sequenceNumber] = i }
+        self.chunkStarted = self.pendingRecords.isEmpty ? nil : now
+        for r in chunk where r.awaitsContext {
+            let seq = r.measurement.sequenceNumber
+            self.note(SyncAnomaly(.missingContext, sequenceNumber: seq, "Record \(seq) announced a context that did not follow it; kept without it."))
+        }
+        self.markBeforeChunk = self.contiguousMark
+        let readings = self.readings(for: chunk)
+        let batch = SyncBatch(
+            meter: self.identity, features: self.features, readings: readings, newHighWater: self.contiguousMark,
+            session: self.runningSession(now), meterReset: self.resetToCommit, isFinal: false, highestReceived: self.maxKept,
+            storedEarlier: self.storedEarlier)
+        self.resetToCommit = false
+        self.chunkInFlight = true
+        self.batch = batch
+        out.append(.commit(batch))
+        return true
+    }
+
+    /// The store committed a chunk.
+    private mutating func chunkCommitted(_ result: CommitResult, _ now: Instant, _ out: inout [SyncAction]) {
+        self.chunkInFlight = false
+        self.chunksCommitted += 1
+        self.sessionID = result.session.id
+        self.storedEarlier = result.highestInCurrentEpoch
+        self.session = result.session
+        out.append(.publish(.committed(self.context.meter, result)))
+        if let waiting = self.finalWaiting {
+            self.finalWaiting = nil
+            self.commitFinal(waiting.result, waiting.failure, waiting.now, &out)
+        } else {
+            self.flushIfDue(now, &out)
+        }
+    }
+
+    /// The store could not commit a chunk: the mark goes back to where it was, and the attempt ends
+    /// as a storage failure (the next attempt fetches the chunk's records again).
+    private mutating func chunkFailed(_ error: StoreError, _ now: Instant, _ out: inout [SyncAction]) {
+        self.chunkInFlight = false
+        self.contiguousMark = self.markBeforeChunk
+        self.contiguityBroken = true
+        var failure = SyncFailure(.storeError, "Readings from \(self.context.meter) could not be stored: \(error.message)")
+        if let waiting = self.finalWaiting {
+            self.finalWaiting = nil
+            failure.message += waiting.failure.map { " (after: \($0.message))" } ?? ""
+            self.step = .ended(.failed, failure, lookup: nil)
+            self.commitFinal(.failed, failure, waiting.now, &out)
+        } else {
+            self.end(failure, now, &out)
+        }
+    }
+
+    /// Counts an anomaly (the first few are kept in full).
+    private mutating func note(_ anomaly: SyncAnomaly) {
+        self.anomalySummary.add(anomaly)
     }
 
     /// TaiDoc: drops what is stored already and numbers the rest after the highest stored number.
@@ -878,7 +1120,7 @@ public struct SyncStateMachine: Sendable {
         } else {
             self.setPhase(.done(result), &out)
         }
-        if !self.anomalies.isEmpty { out.append(.publish(.anomalies(self.context.meter, self.anomalies))) }
+        if !self.anomalySummary.isEmpty { out.append(.publish(.anomalies(self.context.meter, self.anomalySummary))) }
         let record = self.session ?? SyncSessionRecord(meter: self.context.meter, started: self.started, result: result)
         out.append(.publish(.finished(self.context.meter, record)))
         out.append(.finished(record))

@@ -14,7 +14,7 @@ public enum SyncPhase: Hashable, Sendable, CustomStringConvertible {
     case readingClock
     /// Enabling notifications on 0x2A18/0x2A34 and indications on RACP.
     case subscribing
-    /// RACP "report number of stored records".
+    /// RACP "report number of stored records" (and, before it, the check of the high-water record).
     case counting
     /// RACP "report stored records": records are arriving.
     case receiving
@@ -166,6 +166,54 @@ public struct SyncAnomaly: Hashable, Sendable, CustomStringConvertible {
     public var description: String { self.message }
 }
 
+/// The anomalies of one sync, bounded whatever the meter sends: a count per kind and the first
+/// ``sampleLimit`` in full. Logs and observers get this summary, never an unbounded list.
+public struct SyncAnomalySummary: Hashable, Sendable, CustomStringConvertible {
+    /// How many anomalies are kept in full.
+    public static let sampleLimit = 20
+
+    /// The first anomalies, in the order they happened (at most ``sampleLimit``).
+    public private(set) var samples: [SyncAnomaly] = []
+    /// Kinds in the order they first happened, with how often each did.
+    public private(set) var counts: [(kind: SyncAnomaly.Kind, count: Int)] = []
+    /// All anomalies of the sync.
+    public private(set) var total = 0
+
+    public init() {}
+
+    public init(_ anomalies: [SyncAnomaly]) {
+        for a in anomalies { self.add(a) }
+    }
+
+    public var isEmpty: Bool { self.total == 0 }
+
+    /// Counts one anomaly (and keeps it while fewer than ``sampleLimit`` are kept).
+    public mutating func add(_ anomaly: SyncAnomaly) {
+        self.total += 1
+        if self.samples.count < Self.sampleLimit { self.samples.append(anomaly) }
+        if let i = self.counts.firstIndex(where: { $0.kind == anomaly.kind }) {
+            self.counts[i].count += 1
+        } else {
+            self.counts.append((anomaly.kind, 1))
+        }
+    }
+
+    /// How many anomalies of one kind happened.
+    public func count(of kind: SyncAnomaly.Kind) -> Int { self.counts.first { $0.kind == kind }?.count ?? 0 }
+
+    /// `malformedMeasurement=3,orphanContext=1`: one entry per kind, so the length is bounded.
+    public var description: String { self.counts.map { "\($0.kind.rawValue)=\($0.count)" }.joined(separator: ",") }
+
+    public static func == (a: Self, b: Self) -> Bool {
+        a.samples == b.samples && a.total == b.total && a.counts.elementsEqual(b.counts) { $0.kind == $1.kind && $0.count == $1.count }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(self.samples)
+        hasher.combine(self.total)
+    }
+}
+
 /// Timers a sync runs (at most one of each at a time).
 public enum SyncTimer: String, Hashable, Sendable {
     /// The operation in flight (connect, read, CCCD write, RACP answer or the gap between records).
@@ -250,6 +298,7 @@ public enum SyncAction: Sendable, CustomStringConvertible {
         case .lookUpStored(let contents): return "lookUpStored(\(contents.count))"
         case .commit(let batch):
             return "commit(\(batch.readings.count), hw \(batch.newHighWater.map { String($0) } ?? "nil"), \(batch.session.result.rawValue))"
+                + (batch.isFinal ? "" : " chunk")
         case .disconnect: return "disconnect"
         case .publish(let event): return "publish(\(event))"
         case .finished(let record): return "finished(\(record.result.rawValue))"
@@ -280,15 +329,22 @@ public struct SyncConfiguration: Hashable, Sendable {
     /// The engine's pauses before retrying an attempt that ended for a transient reason: retry n
     /// waits entry n (the last repeats).
     public var retryBackoff: [Double]
+    /// Records are committed while they arrive, in chunks of at most this many...
+    public var chunkRecords: Int
+    /// ...or of what arrived within this many seconds, whichever comes first.
+    public var chunkSeconds: Double
 
     /// 2 s, 10 s, 60 s, 5 min (then every 5 min).
     public static let defaultRetryBackoff: [Double] = [2, 10, 60, 300]
 
     public init(
         connectTimeout: Double = 30, pairingTimeout: Double = 120, operationTimeout: Double = 10,
-        racpTimeout: Double = 20, retryDelay: Double = 2, retryBackoff: [Double] = SyncConfiguration.defaultRetryBackoff
+        racpTimeout: Double = 20, retryDelay: Double = 2, retryBackoff: [Double] = SyncConfiguration.defaultRetryBackoff,
+        chunkRecords: Int = 256, chunkSeconds: Double = 2
     ) {
         self.retryBackoff = retryBackoff
+        self.chunkRecords = max(1, chunkRecords)
+        self.chunkSeconds = chunkSeconds
         self.connectTimeout = connectTimeout
         self.pairingTimeout = pairingTimeout
         self.operationTimeout = operationTimeout
@@ -311,8 +367,8 @@ public enum SyncProgressEvent: Hashable, Sendable {
     /// The store committed a batch.
     case committed(MeterID, CommitResult)
     case failed(MeterID, SyncFailure)
-    /// Odd packets that did not stop the sync.
-    case anomalies(MeterID, [SyncAnomaly])
+    /// Odd packets that did not stop the sync (counted per kind, the first few in full).
+    case anomalies(MeterID, SyncAnomalySummary)
     /// The sync ended; the session as recorded.
     case finished(MeterID, SyncSessionRecord)
     /// An automatic sync was not started now (cooldown); ``deferred(_:until:)`` follows.
