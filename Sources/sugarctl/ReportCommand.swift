@@ -17,7 +17,7 @@ enum ReportCommand {
         name: "report",
         abstract: "Make a glucose report of a period (HTML, PDF or JSON): statistics, time in ranges, the day by time of day, lows, a logbook.",
         usage:
-            "report [--since <time>] [--until <time>] [--days <n>] [--meter <id>]... [--person <name>] [--unit mgdl|mmol] [--target <low>-<high>] [--format html|pdf|json] [--output <file>]",
+            "report [--since <time>] [--until <time>] [--days <n>] [--meter <id>]... [--person <name>] [--unit mgdl|mmol] [--target <low>-<high>] [--format html|pdf|json] [--json] [--output <file>]",
         options: [
             ("--since <time>", "Start of the period: ISO 8601 with a zone, a date (UTC midnight) or an age (24h, 7d)."),
             ("--until <time>", "End of the period, exclusive (same forms; default: now)."),
@@ -27,6 +27,7 @@ enum ReportCommand {
             DaemonOptions.unitHelp,
             ("--target <low>-<high>", "Target range (default 70-180 mg/dL); in mmol/L when both are at most 35 (3.9-10)."),
             ("--format <format>", "html (default), pdf (printed by headless Chromium) or json (the figures)."),
+            JSONOutput.help("the figures (the same as --format json)"),
             ("--output <file>", "Where to write it; - for standard output. Default: sugard-report-<from>-<to>.html (or .pdf) in this folder; json goes to standard output."),
         ] + DaemonOptions.help,
         discussion: """
@@ -51,11 +52,16 @@ enum ReportCommand {
 
     static func run(_ arguments: [String]) async -> Int32 {
         await runDaemonCommand(
-            arguments, help: help, flags: [],
+            arguments, help: help, flags: [JSONOutput.flag],
             values: ["since", "until", "days", "meter", "person", "unit", "target", "format", "output"]
         ) { parsed throws(CommandFailure) in
             guard parsed.positionals.isEmpty else { throw usage("Unexpected argument '\(parsed.positionals[0])'", help) }
-            let format = parsed.values["format"] ?? "html"
+            let format: String
+            do throws(UsageError) {
+                format = try JSONOutput.format(parsed, default: "html")
+            } catch {
+                throw usage(error.message, help)
+            }
             guard ["html", "pdf", "json"].contains(format) else {
                 throw usage("--format must be html, pdf or json, not '\(format)'", help)
             }
