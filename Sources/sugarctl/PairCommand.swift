@@ -35,41 +35,48 @@ enum PairCommand {
             say("Pairing with \(meter)...\n")
             var paired = false
             var failure: String?
-            try await daemon.stream("Pair", ["meter": .string(meter)], as: Wire.PairReply.self) { reply throws(CommandFailure) in
-                switch reply.state {
-                case .waitingForPasskey:
-                    var pin = parsed.values["pin"]
-                    var attempts = 0
-                    while pin == nil {
-                        say("Enter the PIN shown on the meter: ")
-                        guard let line = readLine() else {
-                            throw CommandFailure(ExitCode.failure, "\nError: no PIN entered; pairing abandoned.")
+            /// With --json, the outcome on stdout however pairing ends.
+            func outcome(_ paired: Bool, _ message: String?) {
+                guard json else { return }
+                let object: JSONObject = ["meter": .string(meter), "paired": .bool(paired), "message": .from(paired ? nil : message)]
+                writeStdout(JSONValue.object(object).serialized() + "\n")
+            }
+            do throws(CommandFailure) {
+                try await daemon.stream("Pair", ["meter": .string(meter)], as: Wire.PairReply.self) { reply throws(CommandFailure) in
+                    switch reply.state {
+                    case .waitingForPasskey:
+                        var pin = parsed.values["pin"]
+                        var attempts = 0
+                        while pin == nil {
+                            say("Enter the PIN shown on the meter: ")
+                            guard let line = readLine() else {
+                                throw CommandFailure(ExitCode.failure, "\nError: no PIN entered; pairing abandoned.")
+                            }
+                            let text = line.filter { !$0.isWhitespace }
+                            if isPIN(text) {
+                                pin = text
+                            } else {
+                                attempts += 1
+                                writeStderr("The PIN is the 6 digits on the meter's display.\n")
+                                if attempts >= 3 { throw CommandFailure(ExitCode.failure, "Error: no valid PIN entered; pairing abandoned.") }
+                            }
                         }
-                        let text = line.filter { !$0.isWhitespace }
-                        if isPIN(text) {
-                            pin = text
-                        } else {
-                            attempts += 1
-                            writeStderr("The PIN is the 6 digits on the meter's display.\n")
-                            if attempts >= 3 { throw CommandFailure(ExitCode.failure, "Error: no valid PIN entered; pairing abandoned.") }
-                        }
+                        _ = try await daemon.reconnect().call("SubmitPasskey", ["meter": .string(meter), "passkey": .string(pin ?? "")])
+                    case .paired:
+                        paired = true
+                    case .failed:
+                        failure = reply.message ?? "the meter refused"
+                        writeStderr("Pairing failed\(reply.message.map { ": " + $0 } ?? ".")\n")
+                    case .pairing:
+                        break
                     }
-                    _ = try await daemon.reconnect().call("SubmitPasskey", ["meter": .string(meter), "passkey": .string(pin ?? "")])
-                case .paired:
-                    paired = true
-                case .failed:
-                    failure = reply.message ?? "the meter refused"
-                    writeStderr("Pairing failed\(reply.message.map { ": " + $0 } ?? ".")\n")
-                case .pairing:
-                    break
+                    return true
                 }
-                return true
+            } catch {
+                outcome(false, error.message.split(separator: "\n").first.map { String($0.trimmingPrefix("Error: ")) })
+                throw error
             }
-            if json {
-                var outcome: JSONObject = ["meter": .string(meter), "paired": .bool(paired)]
-                outcome["message"] = .from(paired ? nil : failure ?? "pairing did not finish")
-                writeStdout(JSONValue.object(outcome).serialized() + "\n")
-            }
+            outcome(paired, failure ?? "pairing did not finish")
             guard paired else { throw CommandFailure(ExitCode.failure, "Error: pairing did not finish.") }
             if !json { writeStdout("Paired with \(meter).\n") }
             return ExitCode.success
