@@ -9,6 +9,10 @@ import GlucoseProfile
 extension ReportFigures {
     /// At most this many days in the daily view and the logbook (the latest ones), so page two holds them.
     public static let printedDays = 14
+    /// How much of page two the logbook may fill, in lines of its cells (a day takes as many lines as its
+    /// fullest time slot, plus ``logbookLinesPerRow`` for the row itself): the latest days that fit.
+    static let logbookLines = 26.0
+    static let logbookLinesPerRow = 0.6
     /// At most this many lows in the list (the latest), in columns of ``lowsPerColumn``.
     public static let printedLows = 30
     static let lowsPerColumn = 10
@@ -230,7 +234,7 @@ extension ReportFigures {
         for start in stride(from: 0, to: shown.count, by: Self.lowsPerColumn) {
             h += "<table><tr><th>Date</th><th>Time</th><th class=\"num\">\(unit.symbol)</th><th>Meal tag</th></tr>"
             for r in shown[start..<min(start + Self.lowsPerColumn, shown.count)] {
-                h += "<tr class=\"low\" data-low=\"\(escape(r.readingID))\"><td>\(r.local.date.shortText) \(r.local.date.year)</td>"
+                h += "<tr class=\"low\" data-low=\"\(escape(r.readingID))\"><td>\(r.local.date.shortText)</td>"
                 h += "<td>\(r.local.clockTextWithSeconds)</td>"
                 h += "<td class=\"num\"><b>\(unit.text(r.result))</b>\(TargetRange.standard.range(of: r.result) == .veryLow ? " ▼▼" : " ▼")</td>"
                 h += "<td>\(r.meal.label)</td></tr>"
@@ -242,7 +246,15 @@ extension ReportFigures {
 
     private func logbookHTML(_ days: [(date: CivilDate, readings: [ReportReading])], unit: ReportUnit) -> String {
         let withReadings = days.filter { !$0.readings.isEmpty }
-        let shown = withReadings.suffix(Self.printedDays)
+        // The latest days, as many as fit the logbook's share of page two (at least one, at most printedDays).
+        var shown: [(date: CivilDate, readings: [ReportReading])] = []
+        var lines = 0.0
+        for day in withReadings.reversed() where shown.count < Self.printedDays {
+            let fullest = LogbookSlot.allCases.map { slot in day.readings.count { LogbookSlot(hour: $0.local.hour) == slot } }.max() ?? 1
+            lines += Double(max(fullest, 1)) + Self.logbookLinesPerRow
+            if lines > Self.logbookLines, !shown.isEmpty { break }
+            shown.insert(day, at: 0)
+        }
         let bounded = shown.count < withReadings.count ? "; the last \(shown.count) of \(withReadings.count) days with readings" : ""
         var h = "<section><h2>Logbook <small>\(unit.symbol) by local time\(bounded); <b><u>underlined</u></b>: below target, <i>italic</i>: "
         h += "above; tags: fast, pre, post, bed</small></h2><table class=\"logbook\"><colgroup><col class=\"day\">"

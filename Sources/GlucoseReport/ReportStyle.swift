@@ -23,8 +23,9 @@ dl.meta dd{margin:0}
 .card span{color:var(--muted);font-size:.82em}
 .tir{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1.25fr);gap:14px;align-items:center}
 .summary{display:grid;grid-template-columns:minmax(0,1.1fr) minmax(0,1fr);gap:16px;align-items:start}
-.summary .tir{grid-template-columns:minmax(0,.9fr) minmax(0,1.1fr);gap:8px}
+.summary .tir{grid-template-columns:1fr;gap:4px}
 .summary .tir table{font-size:.82em}
+.summary .tir svg{max-height:220px}
 .compare td:first-child{color:var(--muted)}
 .compare td,.compare th{padding:2px 6px}
 table{border-collapse:collapse;width:100%;font-size:.9em}
@@ -55,7 +56,7 @@ svg text{fill:var(--ink)}
 .day.empty{background:repeating-linear-gradient(135deg,#fff 0 5px,#f1f1f1 5px 7px)}
 .lowflag{font-weight:bold;color:var(--vlow)}
 .logbook{table-layout:fixed}
-.logbook col.day{width:5.6em}
+.logbook col.day{width:6.6em}
 .logbook td{font-size:.86em;white-space:normal;overflow-wrap:anywhere}
 .logbook td.date{font-weight:bold;white-space:nowrap}
 .v{display:inline-block;margin-right:5px;white-space:nowrap}
@@ -81,7 +82,7 @@ footer{color:var(--muted);font-size:.78em;margin-top:10px}
  main{max-width:none;padding:0}
  .page{border:0;border-radius:0;padding:0;margin:0}
  .page1{break-after:page}
- .summary .tir svg{max-height:46mm}
+ .summary .tir svg{max-height:40mm}
  svg.agp{height:66mm}
  .days svg{max-height:15mm}
  .lows{grid-template-columns:repeat(3,minmax(0,1fr))}
