@@ -29,7 +29,8 @@ extension ExitCode {
 
     /// "0 ok, 1 failure, 64 usage, ...": the short form of ``meanings``.
     static var summary: String {
-        self.meanings.map { "\($0.status) " + ($0.meaning.split(separator: " (").first.map { String($0) } ?? $0.meaning) }
+        // Each meaning up to its explanation (after ':' or '(').
+        self.meanings.map { "\($0.status) " + String($0.meaning.prefix { $0 != ":" && $0 != "(" }).trimmingSuffixSpaces }
             .joined(separator: ", ")
     }
 }
@@ -366,6 +367,14 @@ func localTimeText(epochMillis: Int64) -> String {
     guard localtime_r(&seconds, &parts) != nil else { return CivilCalendar.isoUTC(epochMillis: epochMillis) }
     func pad(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
     return "\(parts.tm_year + 1900)-\(pad(parts.tm_mon + 1))-\(pad(parts.tm_mday)) \(pad(parts.tm_hour)):\(pad(parts.tm_min))"
+}
+
+extension String {
+    fileprivate var trimmingSuffixSpaces: String {
+        var text = self
+        while text.last == " " { text.removeLast() }
+        return text
+    }
 }
 
 /// This machine's zone as `localtime` names it now ("CET", "UTC").
