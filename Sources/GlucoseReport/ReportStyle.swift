@@ -64,7 +64,7 @@ svg text{fill:var(--ink)}
 .v.high{font-style:italic}
 .tag{color:var(--muted);font-size:.8em}
 .lows{display:grid;grid-template-columns:repeat(auto-fill,minmax(250px,1fr));gap:4px 16px;align-items:start}
-.lows td,.lows th{padding:2px 5px}
+.lows td,.lows th{padding:2px 5px;white-space:nowrap}
 .note{color:var(--muted);font-size:.84em;margin:4px 0 0}
 .scroll{overflow-x:auto}
 footer{color:var(--muted);font-size:.78em;margin-top:10px}
@@ -85,7 +85,9 @@ footer{color:var(--muted);font-size:.78em;margin-top:10px}
  .summary .tir svg{max-height:40mm}
  svg.agp{height:66mm}
  .days svg{max-height:15mm}
- .lows{grid-template-columns:repeat(3,minmax(0,1fr))}
+ .lows{grid-template-columns:repeat(3,minmax(0,1fr));gap:2px 8px}
+ .lows table{font-size:.78em}
+ .lows td,.lows th{padding:1px 3px}
  .logbook td{font-size:.8em}
  h2{margin:8px 0 4px}
  .card b{font-size:1.3em}

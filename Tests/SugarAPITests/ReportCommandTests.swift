@@ -200,7 +200,8 @@ import Testing
             if days >= 42 { #expect((figures["lows"]?.arrayValue?.count ?? 0) > 30, "more lows than the page lists: the bound is exercised") }
 
             let pdf = f.directory + "/report-\(days).pdf"
-            let printed = try await Self.run(f, period + ["--format", "pdf", "--output", pdf])
+            // With a person in the header too (a line more on page one).
+            let printed = try await Self.run(f, period + ["--format", "pdf", "--output", pdf, "--person", "Ada Lovelace"])
             #expect(printed.status == 0, "\(printed.stderr)")
             let info = try await Self.tool("/usr/bin/pdfinfo", [pdf])
             #expect(info.stdout.contains("Pages:           2"), "\(days) days: \(info.stdout)")
