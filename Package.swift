@@ -58,7 +58,7 @@ let package = Package(
         .target(name: "GlucoseProfile", dependencies: ["JSON"], swiftSettings: strict),
         .target(name: "HealthDataSync", dependencies: ["Locking", "GlucoseProfile"], swiftSettings: strict),
         // The glucose report's figures and its self-contained HTML page (sugarctl report).
-        .target(name: "GlucoseReport", dependencies: ["JSON", "GlucoseProfile"], swiftSettings: strict),
+        .target(name: "GlucoseReport", dependencies: ["JSON", "GlucoseProfile", "SugarWire"], swiftSettings: strict),
 
         // btsnoop / HCI / L2CAP / ATT / GATT capture reading (Glibc for streaming file I/O).
         .target(name: "PacketCapture", dependencies: ["GlucoseProfile", "JSON", "SystemIO"], swiftSettings: strict),

@@ -87,6 +87,50 @@ public struct TargetRange: Sendable, Hashable {
     }
 }
 
+/// The targets by meal tag, in mg/dL: a range for readings taken before a meal (tagged fasting or
+/// before meal; default 70-130) and an upper bound for readings after a meal (default below 180), as
+/// blood-glucose-meter reports show them beside the overall target range.
+public struct MealTargets: Sendable, Hashable {
+    public var beforeMeal: TargetRange
+    /// After a meal, a reading meets the target below this (whole mg/dL, as the ranges compare).
+    public var afterMealBelowMgdL: Double
+
+    public static let standard = MealTargets(beforeMeal: TargetRange(lowMgdL: 70, highMgdL: 130), afterMealBelowMgdL: 180)
+
+    public init(beforeMeal: TargetRange, afterMealBelowMgdL: Double) {
+        self.beforeMeal = beforeMeal
+        self.afterMealBelowMgdL = afterMealBelowMgdL
+    }
+
+    /// Whether a reading tagged before a meal meets its target: its whole mg/dL within the range. HI and LO never do.
+    public func beforeMealMet(_ result: GlucoseResult) -> Bool {
+        guard let value = result.mgdL?.rounded() else { return false }
+        return value >= self.beforeMeal.lowMgdL && value <= self.beforeMeal.highMgdL
+    }
+
+    /// Whether a reading tagged after a meal meets its target: its whole mg/dL below the bound. HI and LO never do.
+    public func afterMealMet(_ result: GlucoseResult) -> Bool {
+        guard let value = result.mgdL?.rounded() else { return false }
+        return value < self.afterMealBelowMgdL
+    }
+
+    /// A bound in mg/dL, or in mmol/L when at most 35 ("180", "10"); nil when it does not parse.
+    public static func bound(parsing text: String) -> Double? {
+        guard let value = Double(text), value.isFinite, value > 0 else { return nil }
+        return value <= 35 ? (value * glucoseMolarMass * 100).rounded() / 100 : value
+    }
+}
+
+/// How many readings with a meal target there were and how many met it.
+public struct MealTargetFigures: Sendable, Hashable {
+    /// Readings with the tags the target is for (HI and LO included).
+    public var readings: Int
+    /// Those that met it.
+    public var met: Int
+    /// Percent that met it (unrounded); nil without readings.
+    public var percent: Double? { self.readings > 0 ? Double(self.met) * 100 / Double(self.readings) : nil }
+}
+
 /// The report period: from (inclusive) to (exclusive), in milliseconds since the epoch.
 public struct ReportPeriod: Sendable, Hashable {
     public var fromMillis: Int64
@@ -99,6 +143,11 @@ public struct ReportPeriod: Sendable, Hashable {
 
     /// Length in days (14 for two weeks).
     public var days: Double { Double(self.toMillis - self.fromMillis) / 86_400_000 }
+
+    /// The period of the same length just before this one (for the comparison beside it).
+    public var previous: ReportPeriod {
+        ReportPeriod(fromMillis: self.fromMillis - (self.toMillis - self.fromMillis), toMillis: self.fromMillis)
+    }
 }
 
 /// One hour of the day across the period.
@@ -152,9 +201,17 @@ public struct ReportFigures: Sendable {
 
     public var period: ReportPeriod
     public var target: TargetRange
+    public var mealTargets: MealTargets
     /// The readings in time order.
     public var readings: [ReportReading]
+    /// Readings per day of the period.
     public var readingsPerDay: Double
+    /// Local days (in each reading's own zone) with at least one reading.
+    public var daysWithReadings: Int
+    /// Readings tagged fasting or before a meal, and those in ``MealTargets/beforeMeal``.
+    public var beforeMealTarget: MealTargetFigures
+    /// Readings tagged after a meal, and those below ``MealTargets/afterMealBelowMgdL``.
+    public var afterMealTarget: MealTargetFigures
     public var meanMgdL: Double?
     /// Sample standard deviation (n − 1); nil under two numeric readings.
     public var sdMgdL: Double?
@@ -168,13 +225,21 @@ public struct ReportFigures: Sendable {
     public var hiCount: Int
     public var loCount: Int
 
-    public init(readings unsorted: [ReportReading], period: ReportPeriod, target: TargetRange = .standard) {
+    public init(
+        readings unsorted: [ReportReading], period: ReportPeriod, target: TargetRange = .standard, mealTargets: MealTargets = .standard
+    ) {
         let readings = unsorted.sorted { ($0.epochMillis, $0.id) < ($1.epochMillis, $1.id) }
         self.period = period
         self.target = target
+        self.mealTargets = mealTargets
         self.readings = readings
         let days = period.days
         self.readingsPerDay = days > 0 ? Double(readings.count) / days : 0
+        self.daysWithReadings = Set(readings.map(\.local.date)).count
+        let before = readings.filter { $0.meal == .fasting || $0.meal == .beforeMeal }
+        self.beforeMealTarget = MealTargetFigures(readings: before.count, met: before.count { mealTargets.beforeMealMet($0.result) })
+        let after = readings.filter { $0.meal == .afterMeal }
+        self.afterMealTarget = MealTargetFigures(readings: after.count, met: after.count { mealTargets.afterMealMet($0.result) })
         let values = readings.compactMap(\.result.mgdL)
         self.meanMgdL = mean(values)
         self.sdMgdL = sampleStandardDeviation(values)

@@ -1,10 +1,22 @@
 import GlucoseProfile
 
 /// The HTML report: one self-contained page (inline CSS and SVG, no script, nothing fetched), readable
-/// on a phone and printing to two A4 pages. Every reading drawn in the time-of-day chart is an element
-/// with classes `pt reading` and `data-id` (its reading id), the only elements carrying `data-id`; in the daily
-/// charts class `dpt` and `data-reading`.
+/// on a phone and printing to two A4 pages for any period up to 90 days: the summaries on page one (figures
+/// beside the previous period's, time in ranges, meal tags, the latest lows), the time-of-day chart, the
+/// latest days and a logbook of the latest days on page two. What is bounded says so; the JSON has it all.
+/// Every reading drawn in the time-of-day chart is an element with classes `pt reading` and `data-id` (its
+/// row id), the only elements carrying `data-id`; in the daily charts class `dpt` and `data-reading`.
 extension ReportFigures {
+    /// At most this many days in the daily view and the logbook (the latest ones), so page two holds them.
+    public static let printedDays = 14
+    /// How much of page two the logbook may fill, in lines of its cells (a day takes as many lines as its
+    /// fullest time slot, plus ``logbookLinesPerRow`` for the row itself): the latest days that fit.
+    static let logbookLines = 26.0
+    static let logbookLinesPerRow = 0.6
+    /// At most this many lows in the list (the latest), in columns of ``lowsPerColumn``.
+    public static let printedLows = 30
+    static let lowsPerColumn = 10
+
     public func html(_ context: ReportContext) -> String {
         let unit = context.unit
         let days = self.days
@@ -30,23 +42,24 @@ extension ReportFigures {
         }.joined(separator: "<br>")
         h += "</dd><dt>Made</dt><dd>\(made.date.longText) \(made.clockText) by sugard</dd></dl></header>\n"
 
-        h += self.statisticsHTML(context)
-        h += self.rangesHTML(unit)
+        h += "<div class=\"summary\">" + self.statisticsHTML(context) + self.rangesHTML(unit) + "</div>\n"
+        h += self.mealHTML(unit)
+        h += self.lowsHTML(unit)
+        h += "</section>\n"
+
+        // Page 2: the day by time of day, the latest days one by one, the logbook.
+        h += "<section class=\"page page2\">\n"
         h += "<section><h2>Time of day <small>every reading by local time; bands: 10–90 % and 25–75 % of readings "
         h += "per hour (hours with at least \(Self.minimumForPercentiles)), line: median</small></h2>\n"
         h += "<div class=\"scroll\">" + self.overlaySVG(scale: scale, unit: unit) + "</div>"
         h += "<p class=\"note\">● in target · ▼ below target · ▲ above target · HI/LO: beyond the meter's range "
         h += "(drawn at the edge). Shaded: target \(unit.text(self.target.lowMgdL))–\(unit.text(self.target.highMgdL)) \(unit.symbol).</p></section>\n"
-        h += self.mealHTML(unit)
-        h += "</section>\n"
-
-        // Page 2: the days one by one, the lows, the logbook.
-        h += "<section class=\"page page2\">\n"
-        h += "<section><h2>Daily view <small>one chart per day, 0–24 h; lows ▼ ringed</small></h2><div class=\"days\">\n"
+        let shownDays = Array(days.suffix(Self.printedDays))
+        let bounded = shownDays.count < days.count ? ", the last \(shownDays.count) of \(days.count) days" : ""
+        h += "<section><h2>Daily view <small>one chart per day, 0–24 h\(bounded); lows ▼ ringed</small></h2><div class=\"days\">\n"
         let lowIDs = Set(self.lows.map(\.id))
-        for (date, readings) in days { h += self.dayHTML(date, readings, lowIDs: lowIDs, scale: scale, unit: unit) }
+        for (date, readings) in shownDays { h += self.dayHTML(date, readings, lowIDs: lowIDs, scale: scale, unit: unit) }
         h += "</div></section>\n"
-        h += self.lowsHTML(unit)
         h += self.logbookHTML(days, unit: unit)
         h += "<footer>Ranges after the International Consensus on Time in Range (Battelino et al., Diabetes Care 2019): "
         h += "very low &lt; \(unit.text(54)), low \(unit.text(54)) to under \(unit.text(self.target.lowMgdL)), "
@@ -59,20 +72,44 @@ extension ReportFigures {
 
     private func statisticsHTML(_ context: ReportContext) -> String {
         let unit = context.unit
-        func card(_ value: String, _ label: String) -> String { "<div class=\"card\"><b>\(value)</b><span>\(label)</span></div>" }
-        var h = "<section><h2>Statistics</h2><div class=\"cards\">"
-        h += card(String(self.readings.count), "readings · \(fixed(self.readingsPerDay, digits: 1))/day")
-        h += card(self.meanMgdL.map(unit.text) ?? "–", "mean \(unit.symbol)")
-        h += card(self.sdMgdL.map(unit.text) ?? "–", "SD \(unit.symbol)")
-        h += card(self.cvPercent.map { fixed($0, digits: 1) + " %" } ?? "–", "CV (goal ≤ 36 %)")
-        h += card(fixed(self.percent(.target), digits: 1) + " %", "in target")
-        h += card("\(self.lows.count)", "lows · \(self.loCount) LO")
-        h += card("\(self.hiCount)", "HI")
-        h += "</div>"
+        let previous = context.previous
+        func percentText(_ value: Double?) -> String { value.map { fixed($0, digits: 1) + " %" } ?? "–" }
+        func mealText(_ figures: MealTargetFigures) -> String {
+            figures.readings == 0 ? "–" : "\(percentText(figures.percent)) <span class=\"tag\">(\(figures.met) of \(figures.readings))</span>"
+        }
+        let targets = self.mealTargets
+        let rows: [(String, (ReportFigures) -> String)] = [
+            ("Readings", { String($0.readings.count) }),
+            ("Days with readings", { "\($0.daysWithReadings) of \(fixed($0.period.days, digits: $0.period.days.rounded() == $0.period.days ? 0 : 1))" }),
+            ("Readings per day", { fixed($0.readingsPerDay, digits: 1) }),
+            ("Mean \(unit.symbol)", { $0.meanMgdL.map(unit.text) ?? "–" }),
+            ("SD \(unit.symbol)", { $0.sdMgdL.map(unit.text) ?? "–" }),
+            ("CV (goal ≤ 36 %)", { percentText($0.cvPercent) }),
+            ("In target \(unit.text(self.target.lowMgdL))–\(unit.text(self.target.highMgdL))", { percentText($0.percent(.target)) }),
+            ("Before meals in \(unit.text(targets.beforeMeal.lowMgdL))–\(unit.text(targets.beforeMeal.highMgdL))", { mealText($0.beforeMealTarget) }),
+            ("After meals below \(unit.text(targets.afterMealBelowMgdL))", { mealText($0.afterMealTarget) }),
+            ("Lows (below \(unit.text(TargetRange.lowListBelow)))", { "\($0.lows.count)" }),
+            ("HI · LO", { "\($0.hiCount) · \($0.loCount)" }),
+        ]
+        var h = "<section class=\"stats\"><h2>Statistics</h2><table class=\"compare\"><tr><th></th><th class=\"num\">This period</th>"
+        if let previous {
+            let from = CivilDate(epochMillis: previous.period.fromMillis, utcOffsetMinutes: context.madeAtUTCOffsetMinutes)
+            let to = CivilDate(epochMillis: previous.period.toMillis - 1, utcOffsetMinutes: context.madeAtUTCOffsetMinutes)
+            h += "<th class=\"num\">Previous <span class=\"tag\">\(from.shortText) – \(to.shortText)</span></th>"
+        }
+        h += "</tr>"
+        for (label, value) in rows {
+            h += "<tr><td>\(label)</td><td class=\"num\"><b>\(value(self))</b></td>"
+            if let previous { h += "<td class=\"num\">\(previous.readings.isEmpty ? "–" : value(previous))</td>" }
+            h += "</tr>"
+        }
+        h += "</table>"
         var left: [String] = []
         if context.controlSolutionCount > 0 { left.append("\(context.controlSolutionCount) control-solution test(s)") }
         if context.notGlucoseCount > 0 { left.append("\(context.notGlucoseCount) record(s) without a glucose value") }
         if !left.isEmpty { h += "<p class=\"note\">Left out: \(left.joined(separator: ", ")).</p>" }
+        h += "<p class=\"note\">Before meals: readings tagged fasting or before a meal; after meals: tagged after a meal; "
+        h += "HI and LO meet no target.</p>"
         return h + "</section>\n"
     }
 
@@ -111,7 +148,7 @@ extension ReportFigures {
             table += "<td class=\"num\">\(fixed(self.percent(range), digits: 1))</td></tr>"
         }
         table += "</table>"
-        return "<section><h2>Time in ranges <small>share of readings</small></h2><div class=\"tir\">\(bar)\(table)</div></section>\n"
+        return "<section class=\"ranges\"><h2>Time in ranges <small>share of readings</small></h2><div class=\"tir\">\(bar)\(table)</div></section>\n"
     }
 
     private func mealHTML(_ unit: ReportUnit) -> String {
@@ -187,23 +224,46 @@ extension ReportFigures {
     }
 
     private func lowsHTML(_ unit: ReportUnit) -> String {
-        var h = "<section><h2>Lows <small>every reading below \(unit.text(70)) \(unit.symbol), LO included (\(self.lows.count))</small></h2>"
-        guard !self.lows.isEmpty else { return h + "<p>No readings below \(unit.text(70)) \(unit.symbol).</p></section>\n" }
-        h += "<div class=\"lows\"><table><tr><th>Date</th><th>Time</th><th class=\"num\">\(unit.symbol)</th><th>Meal tag</th></tr>"
-        for r in self.lows {
-            h += "<tr class=\"low\" data-low=\"\(r.id)\"><td>\(r.local.date.shortText) \(r.local.date.year)</td><td>\(r.local.clockText)</td>"
-            h += "<td class=\"num\"><b>\(unit.text(r.result))</b>\(TargetRange.standard.range(of: r.result) == .veryLow ? " ▼▼" : " ▼")</td><td>\(r.meal.label)</td></tr>"
+        let shown = Array(self.lows.suffix(Self.printedLows))
+        let bounded = shown.count < self.lows.count ? "; the latest \(shown.count) of \(self.lows.count), every one is in the JSON" : ""
+        var h = "<section><h2>Lows <small>every reading below \(unit.text(TargetRange.lowListBelow)) \(unit.symbol), LO included "
+        h += "(\(self.lows.count))\(bounded)</small></h2>"
+        guard !shown.isEmpty else { return h + "<p>No readings below \(unit.text(TargetRange.lowListBelow)) \(unit.symbol).</p></section>\n" }
+        // Side by side columns, each a table with its own header, so header and rows share the columns.
+        h += "<div class=\"lows\">"
+        for start in stride(from: 0, to: shown.count, by: Self.lowsPerColumn) {
+            h += "<table><tr><th>Date</th><th>Time</th><th class=\"num\">\(unit.symbol)</th><th>Meal tag</th></tr>"
+            for r in shown[start..<min(start + Self.lowsPerColumn, shown.count)] {
+                h += "<tr class=\"low\" data-low=\"\(escape(r.readingID))\"><td>\(r.local.date.shortText)</td>"
+                h += "<td>\(r.local.clockTextWithSeconds)</td>"
+                h += "<td class=\"num\"><b>\(unit.text(r.result))</b>\(TargetRange.standard.range(of: r.result) == .veryLow ? " ▼▼" : " ▼")</td>"
+                h += "<td>\(r.meal.label)</td></tr>"
+            }
+            h += "</table>"
         }
-        return h + "</table></div></section>\n"
+        return h + "</div></section>\n"
     }
 
     private func logbookHTML(_ days: [(date: CivilDate, readings: [ReportReading])], unit: ReportUnit) -> String {
-        var h = "<section><h2>Logbook <small>\(unit.symbol) by local time; <b><u>underlined</u></b>: below target, <i>italic</i>: "
-        h += "above; tags: fast, pre, post, bed</small></h2><div class=\"scroll\"><table class=\"logbook\"><tr><th>Day</th>"
+        let withReadings = days.filter { !$0.readings.isEmpty }
+        // The latest days, as many as fit the logbook's share of page two (at least one, at most printedDays).
+        var shown: [(date: CivilDate, readings: [ReportReading])] = []
+        var lines = 0.0
+        for day in withReadings.reversed() where shown.count < Self.printedDays {
+            let fullest = LogbookSlot.allCases.map { slot in day.readings.count { LogbookSlot(hour: $0.local.hour) == slot } }.max() ?? 1
+            lines += Double(max(fullest, 1)) + Self.logbookLinesPerRow
+            if lines > Self.logbookLines, !shown.isEmpty { break }
+            shown.insert(day, at: 0)
+        }
+        let bounded = shown.count < withReadings.count ? "; the last \(shown.count) of \(withReadings.count) days with readings" : ""
+        var h = "<section><h2>Logbook <small>\(unit.symbol) by local time\(bounded); <b><u>underlined</u></b>: below target, <i>italic</i>: "
+        h += "above; tags: fast, pre, post, bed</small></h2><table class=\"logbook\"><colgroup><col class=\"day\">"
+        for _ in LogbookSlot.allCases { h += "<col>" }
+        h += "</colgroup><tr><th>Day</th>"
         for slot in LogbookSlot.allCases { h += "<th>\(slot.label)</th>" }
         h += "</tr>"
         let tags: [MealTag: String] = [.fasting: "fast", .beforeMeal: "pre", .afterMeal: "post", .bedtime: "bed"]
-        for (date, readings) in days where !readings.isEmpty {
+        for (date, readings) in shown {
             h += "<tr><td class=\"date\">\(date.shortText)</td>"
             for slot in LogbookSlot.allCases {
                 h += "<td>"
@@ -218,7 +278,7 @@ extension ReportFigures {
             }
             h += "</tr>"
         }
-        return h + "</table></div></section>\n"
+        return h + "</table></section>\n"
     }
 }
 

@@ -24,11 +24,15 @@ public struct ReportContext: Sendable {
     /// Readings of the period left out: control-solution tests, and records that are not glucose values.
     public var controlSolutionCount: Int
     public var notGlucoseCount: Int
+    /// The figures of the period of the same length just before the report's, shown beside its own;
+    /// nil when not asked for.
+    public var previous: ReportFigures?
 
     public init(
         unit: ReportUnit, person: String? = nil, meters: [Meter] = [], madeAtMillis: Int64, madeAtUTCOffsetMinutes: Int = 0,
-        controlSolutionCount: Int = 0, notGlucoseCount: Int = 0
+        controlSolutionCount: Int = 0, notGlucoseCount: Int = 0, previous: ReportFigures? = nil
     ) {
+        self.previous = previous
         self.unit = unit
         self.person = person
         self.meters = meters
@@ -40,13 +44,16 @@ public struct ReportContext: Sendable {
 }
 
 extension ReportFigures {
-    /// `sugarctl report --format json`: `period` {`from`, `to`, `days`}, `unit`, `readings`, `readingsPerDay`,
-    /// `meanMgdL`, `sdMgdL`, `cvPercent`, `ranges` (percent, one decimal), `target`, `byMeal`, `hourly` (24 hours,
-    /// percentiles null under 5 readings), `lows`; then `person`, `meters`, `hi`, `lo` and `excluded`.
-    /// Figures other than the range percentages carry two decimals.
+    /// `sugarctl report --json`: `period` {`from`, `to`, `days`}, `unit`, `readings`, `readingsPerDay`,
+    /// `daysWithReadings`, `meanMgdL`, `sdMgdL`, `cvPercent`, `ranges` (percent, one decimal), `target`,
+    /// `mealTargets` {`beforeMeal` {`lowMgdL`, `highMgdL`, `readings`, `inTarget`, `percent`}, `afterMeal`
+    /// {`belowMgdL`, `readings`, `inTarget`, `percent`}}, `byMeal`, `hourly` (24 hours, percentiles null under 5
+    /// readings), `lows` (`id` is the reading id `<meter>/<epoch>/<sequence>`, `time` with seconds); then
+    /// `person`, `meters`, `hi`, `lo`, `excluded` and `previous` (the same summary figures for the period of
+    /// the same length before, with `lowCount`; null when not computed). Figures other than percentages carry
+    /// two decimals.
     public func json(_ context: ReportContext) -> JSONValue {
-        func number(_ value: Double?) -> JSONValue { .from(value.map { rounded($0, 2) }) }
-        let ranges = JSONObject(GlucoseRange.allCases.map { ($0.rawValue, JSONValue.double(rounded(self.percent($0), 1))) })
+        let ranges = self.rangesJSON
         let byMeal = JSONObject(
             self.byMeal.map { ($0.tag.rawValue, ["count": .int(Int64($0.count)), "meanMgdL": number($0.meanMgdL)]) })
         let hourly: [JSONValue] = self.hourly.map { h in
@@ -58,7 +65,7 @@ extension ReportFigures {
         }
         let lows: [JSONValue] = self.lows.map { r in
             [
-                "id": .int(r.id), "time": .string(r.local.iso), "mgdL": number(r.result.mgdL), "meal": .string(r.meal.rawValue),
+                "id": .string(r.readingID), "time": .string(r.local.iso), "mgdL": number(r.result.mgdL), "meal": .string(r.meal.rawValue),
                 "lo": .bool(r.result == .lo), "meter": .string(r.meter),
             ]
         }
@@ -73,11 +80,13 @@ extension ReportFigures {
             "unit": .string(context.unit.rawValue),
             "readings": .int(Int64(self.readings.count)),
             "readingsPerDay": number(self.readingsPerDay),
+            "daysWithReadings": .int(Int64(self.daysWithReadings)),
             "meanMgdL": number(self.meanMgdL),
             "sdMgdL": number(self.sdMgdL),
             "cvPercent": number(self.cvPercent),
             "ranges": .object(ranges),
             "target": ["lowMgdL": number(self.target.lowMgdL), "highMgdL": number(self.target.highMgdL)],
+            "mealTargets": self.mealTargetsJSON,
             "byMeal": .object(byMeal),
             "hourly": .array(hourly),
             "lows": .array(lows),
@@ -88,10 +97,54 @@ extension ReportFigures {
             "excluded": [
                 "controlSolution": .int(Int64(context.controlSolutionCount)), "notGlucose": .int(Int64(context.notGlucoseCount)),
             ],
+            "previous": context.previous.map(\.summaryJSON) ?? .null,
         ]
         return .object(object)
     }
+
+    /// Percent of readings per range, one decimal.
+    var rangesJSON: JSONObject {
+        JSONObject(GlucoseRange.allCases.map { ($0.rawValue, JSONValue.double(rounded(self.percent($0), 1))) })
+    }
+
+    /// The meal targets, the readings they apply to and how many met them (percent with one decimal).
+    var mealTargetsJSON: JSONValue {
+        func counts(_ figures: MealTargetFigures) -> [(String, JSONValue)] {
+            [("readings", .int(Int64(figures.readings))), ("inTarget", .int(Int64(figures.met))),
+             ("percent", .from(figures.percent.map { rounded($0, 1) }))]
+        }
+        let before = JSONObject(
+            [("lowMgdL", number(self.mealTargets.beforeMeal.lowMgdL)), ("highMgdL", number(self.mealTargets.beforeMeal.highMgdL))]
+                + counts(self.beforeMealTarget))
+        let after = JSONObject([("belowMgdL", number(self.mealTargets.afterMealBelowMgdL))] + counts(self.afterMealTarget))
+        return ["beforeMeal": .object(before), "afterMeal": .object(after)]
+    }
+
+    /// The figures compared with another period: `period`, `readings`, `readingsPerDay`, `daysWithReadings`,
+    /// `meanMgdL`, `sdMgdL`, `cvPercent`, `ranges`, `mealTargets`, `lowCount`, `hi`, `lo`.
+    public var summaryJSON: JSONValue {
+        [
+            "period": [
+                "from": .string(isoUTC(self.period.fromMillis)), "to": .string(isoUTC(self.period.toMillis)),
+                "days": number(self.period.days),
+            ],
+            "readings": .int(Int64(self.readings.count)),
+            "readingsPerDay": number(self.readingsPerDay),
+            "daysWithReadings": .int(Int64(self.daysWithReadings)),
+            "meanMgdL": number(self.meanMgdL),
+            "sdMgdL": number(self.sdMgdL),
+            "cvPercent": number(self.cvPercent),
+            "ranges": .object(self.rangesJSON),
+            "mealTargets": self.mealTargetsJSON,
+            "lowCount": .int(Int64(self.lows.count)),
+            "hi": .int(Int64(self.hiCount)),
+            "lo": .int(Int64(self.loCount)),
+        ]
+    }
 }
+
+/// A figure for JSON: two decimals, null for none.
+func number(_ value: Double?) -> JSONValue { .from(value.map { rounded($0, 2) }) }
 
 /// `2024-03-31T06:00:00Z` (seconds precision).
 func isoUTC(_ millis: Int64) -> String {

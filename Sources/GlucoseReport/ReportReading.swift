@@ -1,5 +1,6 @@
 public import JSON
 import GlucoseProfile
+import SugarWire
 
 /// The meal tags a report groups by. GLS meal codes: 1 preprandial is "before meal", 2
 /// postprandial "after meal", 3 fasting, 5 bedtime; 4 casual, reserved codes and no context are "none".
@@ -108,26 +109,30 @@ public struct LocalStamp: Hashable, Sendable {
     public var date: CivilDate
     public var hour: Int
     public var minute: Int
+    /// The second, as the meter measured it (the lows list shows it).
+    public var second: Int
     public var utcOffsetMinutes: Int
 
-    public init(date: CivilDate, hour: Int, minute: Int, utcOffsetMinutes: Int) {
+    public init(date: CivilDate, hour: Int, minute: Int, second: Int = 0, utcOffsetMinutes: Int) {
         self.date = date
         self.hour = hour
         self.minute = minute
+        self.second = second
         self.utcOffsetMinutes = utcOffsetMinutes
     }
 
     /// The wall-clock time of an instant at a UTC offset.
     public init(epochMillis: Int64, utcOffsetMinutes: Int) {
-        let minutes = epochMillis >= 0 ? epochMillis / 60_000 : (epochMillis - 59_999) / 60_000
+        let seconds = epochMillis >= 0 ? epochMillis / 1000 : (epochMillis - 999) / 1000
+        let minutes = seconds >= 0 ? seconds / 60 : (seconds - 59) / 60
         let local = DateTime(year: 1970, month: 1, day: 1).adding(minutes: Int(minutes) + utcOffsetMinutes)
             ?? DateTime(year: 1970, month: 1, day: 1)
         self.init(
             date: CivilDate(year: Int(local.year), month: Int(local.month), day: Int(local.day)), hour: Int(local.hours),
-            minute: Int(local.minutes), utcOffsetMinutes: utcOffsetMinutes)
+            minute: Int(local.minutes), second: Int(seconds - minutes * 60), utcOffsetMinutes: utcOffsetMinutes)
     }
 
-    /// `YYYY-MM-DDTHH:MM…` as in a reading's `time.local`; nil when it does not start that way.
+    /// `YYYY-MM-DDTHH:MM[:SS]…` as in a reading's `time.local`; nil when it does not start that way.
     init?(localISO text: String, utcOffsetMinutes: Int) {
         let b = Array(text.utf8.prefix(16))
         guard b.count == 16, b[4] == 45, b[7] == 45, b[10] == 84 || b[10] == 32, b[13] == 58 else { return nil }
@@ -142,18 +147,31 @@ public struct LocalStamp: Hashable, Sendable {
         guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10), let hour = number(11..<13),
             let minute = number(14..<16), (1...12).contains(month), day >= 1, day <= 31, hour < 24, minute < 60
         else { return nil }
-        self.init(date: CivilDate(year: year, month: month, day: day), hour: hour, minute: minute, utcOffsetMinutes: utcOffsetMinutes)
+        var second = 0
+        let full = Array(text.utf8.prefix(19))
+        if full.count == 19, full[16] == 58, let s = (full[17] >= 48 && full[17] <= 57 && full[18] >= 48 && full[18] <= 57)
+            ? Int(full[17] - 48) * 10 + Int(full[18] - 48) : nil, s < 60
+        {
+            second = s
+        }
+        self.init(
+            date: CivilDate(year: year, month: month, day: day), hour: hour, minute: minute, second: second,
+            utcOffsetMinutes: utcOffsetMinutes)
     }
 
     /// "07:05".
     public var clockText: String { CivilCalendar.pad(self.hour, 2) + ":" + CivilCalendar.pad(self.minute, 2) }
+
+    /// "22:37:45": the time as measured.
+    public var clockTextWithSeconds: String { self.clockText + ":" + CivilCalendar.pad(self.second, 2) }
 
     /// "2024-03-31 07:05".
     public var text: String { self.date.description + " " + self.clockText }
 
     /// `2024-03-31T07:05:00+02:00`.
     public var iso: String {
-        CivilCalendar.isoString(year: self.date.year, month: self.date.month, day: self.date.day, hour: self.hour, minute: self.minute, second: 0)
+        CivilCalendar.isoString(
+            year: self.date.year, month: self.date.month, day: self.date.day, hour: self.hour, minute: self.minute, second: self.second)
             + CivilCalendar.isoOffset(seconds: self.utcOffsetMinutes * 60)
     }
 
@@ -163,8 +181,10 @@ public struct LocalStamp: Hashable, Sendable {
 
 /// One glucose reading as the report uses it.
 public struct ReportReading: Sendable, Hashable {
-    /// The stored reading's id (`id` in `ListReadings`).
+    /// The stored reading's row (`id` in `ListReadings`): what the page's `data-id` attributes carry.
     public var id: Int64
+    /// The reading's id as everywhere else (exports, Nightscout, MQTT): `<meter>/<epoch>/<sequence>`.
+    public var readingID: String
     /// The meter's id (its Bluetooth address).
     public var meter: String
     public var epochMillis: Int64
@@ -176,10 +196,11 @@ public struct ReportReading: Sendable, Hashable {
     public var person: String?
 
     public init(
-        id: Int64, meter: String, epochMillis: Int64, local: LocalStamp, result: GlucoseResult, meal: MealTag,
-        person: String? = nil
+        id: Int64, readingID: String? = nil, meter: String, epochMillis: Int64, local: LocalStamp, result: GlucoseResult,
+        meal: MealTag, person: String? = nil
     ) {
         self.id = id
+        self.readingID = readingID ?? ReadingExport.identifier(meter: meter, epoch: 0, sequenceNumber: id)
         self.meter = meter
         self.epochMillis = epochMillis
         self.local = local
@@ -220,9 +241,12 @@ public struct ReportReading: Sendable, Hashable {
         let local =
             json["time"]?["local"]?.stringValue.flatMap { LocalStamp(localISO: $0, utcOffsetMinutes: offset) }
             ?? LocalStamp(epochMillis: millis, utcOffsetMinutes: offset)
+        let meter = json["meter"]?.stringValue ?? "?"
+        let readingID = ReadingExport.identifier(
+            meter: meter, epoch: json["epoch"]?.intValue ?? 0, sequenceNumber: json["sequenceNumber"]?.intValue ?? id)
         return .success(
             ReportReading(
-                id: id, meter: json["meter"]?.stringValue ?? "?", epochMillis: millis, local: local, result: result,
+                id: id, readingID: readingID, meter: meter, epochMillis: millis, local: local, result: result,
                 meal: MealTag(glsName: json["context"]?["meal"]?["name"]?.stringValue),
                 person: json["person"]?.stringValue ?? json["person"]?["name"]?.stringValue))
     }

@@ -22,6 +22,12 @@ dl.meta dd{margin:0}
 .card b{display:block;font-size:1.45em;line-height:1.15}
 .card span{color:var(--muted);font-size:.82em}
 .tir{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1.25fr);gap:14px;align-items:center}
+.summary{display:grid;grid-template-columns:minmax(0,1.1fr) minmax(0,1fr);gap:16px;align-items:start}
+.summary .tir{grid-template-columns:1fr;gap:4px}
+.summary .tir table{font-size:.82em}
+.summary .tir svg{max-height:220px}
+.compare td:first-child{color:var(--muted)}
+.compare td,.compare th{padding:2px 6px}
 table{border-collapse:collapse;width:100%;font-size:.9em}
 th,td{text-align:left;padding:3px 6px;border-bottom:1px solid var(--line);vertical-align:top}
 th{font-weight:bold;background:#f0f0ee}
@@ -49,14 +55,16 @@ svg text{fill:var(--ink)}
 .day header .n{color:var(--muted)}
 .day.empty{background:repeating-linear-gradient(135deg,#fff 0 5px,#f1f1f1 5px 7px)}
 .lowflag{font-weight:bold;color:var(--vlow)}
-.logbook td{font-size:.86em;white-space:nowrap}
-.logbook td.date{font-weight:bold}
-.v{display:inline-block;margin-right:5px}
+.logbook{table-layout:fixed}
+.logbook col.day{width:6.6em}
+.logbook td{font-size:.86em;white-space:normal;overflow-wrap:anywhere}
+.logbook td.date{font-weight:bold;white-space:nowrap}
+.v{display:inline-block;margin-right:5px;white-space:nowrap}
 .v.low{font-weight:bold;text-decoration:underline}
 .v.high{font-style:italic}
 .tag{color:var(--muted);font-size:.8em}
-.lows{columns:2 280px;column-gap:18px}
-.lows table{break-inside:auto}
+.lows{display:grid;grid-template-columns:repeat(auto-fill,minmax(250px,1fr));gap:4px 16px;align-items:start}
+.lows td,.lows th{padding:2px 5px;white-space:nowrap}
 .note{color:var(--muted);font-size:.84em;margin:4px 0 0}
 .scroll{overflow-x:auto}
 footer{color:var(--muted);font-size:.78em;margin-top:10px}
@@ -64,7 +72,7 @@ footer{color:var(--muted);font-size:.78em;margin-top:10px}
  body{font-size:14px}
  main{padding:4px}
  .page{padding:10px}
- .tir{grid-template-columns:1fr}
+ .tir,.summary,.summary .tir{grid-template-columns:1fr}
  .days{grid-template-columns:repeat(3,minmax(0,1fr))}
  svg.agp{min-width:600px}
 }
@@ -74,6 +82,13 @@ footer{color:var(--muted);font-size:.78em;margin-top:10px}
  main{max-width:none;padding:0}
  .page{border:0;border-radius:0;padding:0;margin:0}
  .page1{break-after:page}
+ .summary .tir svg{max-height:40mm}
+ svg.agp{height:66mm}
+ .days svg{max-height:15mm}
+ .lows{grid-template-columns:repeat(3,minmax(0,1fr));gap:2px 8px}
+ .lows table{font-size:.78em}
+ .lows td,.lows th{padding:1px 3px}
+ .logbook td{font-size:.8em}
  h2{margin:8px 0 4px}
  .card b{font-size:1.3em}
  .days{grid-template-columns:repeat(7,minmax(0,1fr))}

@@ -21,6 +21,8 @@ public enum DefaultPaths {
         return [(daemon, daemonSecretGroup), (forward, forwardSecretGroup)]
     }
     public static var systemSocket: String { systemRuntimeDirectory + "/" + socketName }
+    /// sugard-forward's status socket (`io.sugard.Forward`) under systemd.
+    public static let systemForwardSocket = "/run/sugard-forward/io.sugard.Forward"
 
     /// The demo's one folder: `$HOME/.local/state/sugard-demo` (database and socket).
     public static func demoDirectory(environment: [String: String]) -> String {
@@ -32,8 +34,7 @@ public enum DefaultPaths {
     /// `SUGARD_FORWARD_SOCKET`, else the system one when it exists; nil when there is none.
     public static func forwardStatusSocket(environment: [String: String]) -> String? {
         if let path = environment["SUGARD_FORWARD_SOCKET"], !path.isEmpty { return path }
-        let system = "/run/sugard-forward/io.sugard.Forward"
-        return access(system, F_OK) == 0 ? system : nil
+        return access(systemForwardSocket, F_OK) == 0 ? systemForwardSocket : nil
     }
 
     /// The socket `sugarctl` talks to when given none: `SUGARD_SOCKET`, else the system socket if

@@ -6,7 +6,7 @@ public struct ManPage: Sendable {
 
     /// `.TH` and the NAME section.
     public init(name: String, section: Int, summary: String) {
-        self.text = ".TH \(name.uppercased()) \(section) \"\" \"sugard \(sugarVersion)\" \"sugard\"\n"
+        self.text = ".TH \(name.uppercased()) \(section) \(sugarVersionDate) \"sugard \(sugarVersion)\" \"sugard\"\n"
         self.text += ".SH NAME\n\(Self.escape(name)) \\- \(Self.escape(summary))\n"
     }
 

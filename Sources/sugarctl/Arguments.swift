@@ -120,6 +120,35 @@ struct ParsedArguments {
     }
 }
 
+/// The one way to ask any command for JSON: `--json`. Every command that prints data takes it (the
+/// table over all subcommands in SugarctlGrammarTests checks that); `--format json` stays a synonym where
+/// a command has `--format` (readings, report). A new command adds ``flag`` to its parsed flags,
+/// ``help(_:)`` to its options and prints one JSON document on stdout when ``wanted(_:)`` says so
+/// (progress and prompts then go to stderr).
+enum JSONOutput {
+    /// The flag's name as ``ParsedArguments`` takes it.
+    static let flag = "json"
+
+    /// The `--json` row of a command's OPTIONS, saying what the JSON holds.
+    static func help(_ what: String) -> (String, String) { ("--json", "Print " + what + " as JSON.") }
+
+    /// Whether `--json` was given.
+    static func wanted(_ parsed: ParsedArguments) -> Bool { parsed.flags.contains(self.flag) }
+
+    /// The output format of a command with `--format`: `--json` means `json`; `--json` with another
+    /// `--format` is a usage error.
+    static func format(_ parsed: ParsedArguments, default fallback: String) throws(UsageError) -> String {
+        let format = parsed.values["format"]
+        if self.wanted(parsed) {
+            guard format == nil || format == "json" else {
+                throw UsageError(message: "--json and --format \(format ?? "") disagree: give one of them")
+            }
+            return "json"
+        }
+        return format ?? fallback
+    }
+}
+
 /// A subcommand: its help and its entry point, which returns the exit status.
 struct Subcommand: Sendable {
     var help: CommandHelp

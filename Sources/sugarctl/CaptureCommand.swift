@@ -49,7 +49,7 @@ enum CaptureCommand {
         let parsed: ParsedArguments
         var overrides: [HandleOverride] = []
         do throws(UsageError) {
-            parsed = try ParsedArguments(arguments, flags: ["json"], repeatableOptions: ["handle"])
+            parsed = try ParsedArguments(arguments, flags: [JSONOutput.flag], repeatableOptions: ["handle"])
             if parsed.helpRequested {
                 writeStdout(help.render())
                 return ExitCode.success
@@ -73,7 +73,7 @@ enum CaptureCommand {
 
         let path = parsed.positionals[1]
         do throws(CaptureError) {
-            if parsed.flags.contains("json") {
+            if JSONOutput.wanted(parsed) {
                 // Streams: memory stays flat in the capture's size; nothing is printed unless it was all read.
                 try CaptureInspector.writeJSON(path: path, handleOverrides: overrides, to: 1)
             } else {

@@ -1,5 +1,6 @@
 import BluetoothHost
 import Glibc
+import JSON
 import PacketCapture
 
 /// `sugarctl capture redact IN OUT` and `sugarctl capture record OUT`: captures safe to share.
@@ -7,7 +8,7 @@ enum CaptureShareCommand {
     static let redactHelp = CommandHelp(
         name: "capture redact",
         abstract: "Make a capture safe to share: only the meter's traffic, no keys, fake addresses.",
-        usage: "capture redact <in> <out> [--meter <addr>] [--keep-addresses]",
+        usage: "capture redact <in> <out> [--meter <addr>] [--keep-addresses] [--json]",
         arguments: [
             ("<in>", "A btsnoop capture (Android btsnoop_hci.log, btmon -w, or raw HCI 1001)."),
             ("<out>", "The redacted capture to write (btsnoop, same format as <in>)."),
@@ -15,6 +16,7 @@ enum CaptureShareCommand {
         options: [
             ("--meter <addr>", "Keep only this peer's connections (default: every glucose-meter connection)."),
             ("--keep-addresses", "Leave Bluetooth addresses as they are (keys are removed regardless)."),
+            JSONOutput.help("the summary on standard output, {\"output\", \"frames\", \"framesRemoved\", \"connectionsKept\", \"connectionsRemoved\", \"keyPDUsRemoved\", \"keysZeroed\", \"addressesReplaced\"}"),
         ],
         discussion: """
             Keeps the LE connections of the meter (or of every peer with the Glucose service), with their \
@@ -40,11 +42,12 @@ enum CaptureShareCommand {
     static let recordHelp = CommandHelp(
         name: "capture record",
         abstract: "Record live Bluetooth traffic (btmon's view) into a btsnoop file.",
-        usage: "capture record <out> [--meter <addr>] [--redact]",
+        usage: "capture record <out> [--meter <addr>] [--redact] [--json]",
         arguments: [("<out>", "The capture to write (btsnoop, Linux monitor format 2001, what btmon -w writes).")],
         options: [
             ("--meter <addr>", "Stop when this meter's connection ends (its sync is over); with --redact keep only it."),
             ("--redact", "Redact on the fly as `sugarctl capture redact` does (no key reaches the file)."),
+            JSONOutput.help("the summary on standard output when it stops, {\"output\", \"frames\", \"ending\"}"),
         ],
         discussion: """
             Reads the kernel's HCI monitor channel (the one btmon uses) until Ctrl-C, or until the meter \
@@ -63,7 +66,7 @@ enum CaptureShareCommand {
         let parsed: ParsedArguments
         let meter: BluetoothAddress?
         do throws(UsageError) {
-            parsed = try ParsedArguments(arguments, flags: ["keep-addresses"], valueOptions: ["meter"])
+            parsed = try ParsedArguments(arguments, flags: ["keep-addresses", JSONOutput.flag], valueOptions: ["meter"])
             if parsed.helpRequested {
                 writeStdout(redactHelp.render())
                 return ExitCode.success
@@ -90,7 +93,18 @@ enum CaptureShareCommand {
         text += ", \(summary.connectionsRemoved) removed; \(summary.framesRemoved) frame(s) removed"
         text += ", \(summary.keyPDUsRemoved) key PDU(s) removed, \(summary.keysZeroed) key field(s) zeroed"
         text += options.keepAddresses ? "; addresses kept.\n" : ", \(summary.addressesReplaced) address(es) replaced.\n"
-        writeStderr(text)
+        if JSONOutput.wanted(parsed) {
+            let object: JSONObject = [
+                "output": .string(parsed.positionals[1]), "frames": .int(Int64(summary.frames)),
+                "framesRemoved": .int(Int64(summary.framesRemoved)), "connectionsKept": .int(Int64(summary.connectionsKept)),
+                "connectionsRemoved": .int(Int64(summary.connectionsRemoved)), "keyPDUsRemoved": .int(Int64(summary.keyPDUsRemoved)),
+                "keysZeroed": .int(Int64(summary.keysZeroed)),
+                "addressesReplaced": options.keepAddresses ? .null : .int(Int64(summary.addressesReplaced)),
+            ]
+            writeStdout(JSONValue.object(object).serialized() + "\n")
+        } else {
+            writeStderr(text)
+        }
         return ExitCode.success
     }
 
@@ -98,7 +112,7 @@ enum CaptureShareCommand {
         let parsed: ParsedArguments
         let meter: BluetoothAddress?
         do throws(UsageError) {
-            parsed = try ParsedArguments(arguments, flags: ["redact"], valueOptions: ["meter"])
+            parsed = try ParsedArguments(arguments, flags: ["redact", JSONOutput.flag], valueOptions: ["meter"])
             if parsed.helpRequested {
                 writeStdout(recordHelp.render())
                 return ExitCode.success
@@ -142,13 +156,17 @@ enum CaptureShareCommand {
                 + (meter.map { ", or the end of \($0)'s connection" } ?? "") + ".\n")
             let result = try MonitorRecorder.run(fd: fd, stopFD: stop, writer: writer, redactor: redactor, meter: meter)
             try writer.close()
-            let why =
+            let (why, ending) =
                 switch result.ending {
-                case .interrupted: "interrupted"
-                case .meterDisconnected: "the meter disconnected"
-                case .endOfStream: "the monitor channel closed"
+                case .interrupted: ("interrupted", "interrupted")
+                case .meterDisconnected: ("the meter disconnected", "meterDisconnected")
+                case .endOfStream: ("the monitor channel closed", "endOfStream")
                 }
             writeStderr("Stopped (\(why)): \(result.frames) frames in \(path).\n")
+            if JSONOutput.wanted(parsed) {
+                let object: JSONObject = ["output": .string(path), "frames": .int(Int64(result.frames)), "ending": .string(ending)]
+                writeStdout(JSONValue.object(object).serialized() + "\n")
+            }
             return ExitCode.success
         } catch {
             writeStderr("error: \(error)\n")

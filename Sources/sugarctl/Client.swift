@@ -15,6 +15,24 @@ extension ExitCode {
     static let unavailable: Int32 = 69
     /// EX_NOPERM: the socket or the method is not open to this user.
     static let noPermission: Int32 = 77
+
+    /// Every status sugarctl exits with and what it means: `sugarctl --help` and sugarctl(1)'s EXIT
+    /// STATUS come from this table.
+    static let meanings: [(status: Int32, meaning: String)] = [
+        (success, "ok"),
+        (failure, "failure (a failed sync, an unknown meter, no readings for a report; stderr says why)"),
+        (usage, "usage: bad arguments or options"),
+        (dataError, "bad data: a malformed packet or an unreadable capture"),
+        (unavailable, "sugard not reachable: not running, not answering within the timeout, or gone during a stream"),
+        (noPermission, "permission denied (the socket's group, or the admin group for sync, pair, forget)"),
+    ]
+
+    /// "0 ok, 1 failure, 64 usage, ...": the short form of ``meanings``.
+    static var summary: String {
+        // Each meaning up to its explanation (after ':' or '(').
+        self.meanings.map { "\($0.status) " + String($0.meaning.prefix { $0 != ":" && $0 != "(" }).trimmingSuffixSpaces }
+            .joined(separator: ", ")
+    }
 }
 
 /// A command that failed: the message for stderr and the exit status.
@@ -192,7 +210,7 @@ struct Daemon {
                 ExitCode.unavailable,
                 """
                 Error: sugard is not running (\(why)).
-                Start the service with `systemctl start sugard`, or run the demo: `scripts/demo`.
+                Start the service with `systemctl start sugard` (or try the demo: `sugard --demo`).
                 (Use --socket PATH or SUGARD_SOCKET to talk to a daemon elsewhere.)
                 """)
         case .permissionDenied:
@@ -206,7 +224,14 @@ struct Daemon {
         case .remote(let remote):
             return self.failure(remote)
         case .disconnected:
-            return CommandFailure(ExitCode.failure, "Error: sugard closed the connection before replying (it may be shutting down).")
+            // The daemon went away mid-call or mid-stream (stopped, killed, restarting): it is not
+            // reachable any more, as when it was not running at all.
+            return CommandFailure(
+                ExitCode.unavailable,
+                """
+                Error: sugard closed the connection on \(path) before it was done (it stopped, crashed or is restarting).
+                Check `systemctl status sugard`, then run the command again.
+                """)
         case .protocolViolation(let reason):
             return CommandFailure(ExitCode.failure, "Error: sugard sent something unexpected: \(reason)")
         case .closed:
@@ -342,6 +367,22 @@ func localTimeText(epochMillis: Int64) -> String {
     guard localtime_r(&seconds, &parts) != nil else { return CivilCalendar.isoUTC(epochMillis: epochMillis) }
     func pad(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
     return "\(parts.tm_year + 1900)-\(pad(parts.tm_mon + 1))-\(pad(parts.tm_mday)) \(pad(parts.tm_hour)):\(pad(parts.tm_min))"
+}
+
+extension String {
+    fileprivate var trimmingSuffixSpaces: String {
+        var text = self
+        while text.last == " " { text.removeLast() }
+        return text
+    }
+}
+
+/// This machine's zone as `localtime` names it now ("CET", "UTC").
+func localZoneName() -> String {
+    var seconds = time_t(wallClockMilliseconds() / 1000)
+    var parts = tm()
+    guard localtime_r(&seconds, &parts) != nil, let name = parts.tm_zone else { return "local" }
+    return String(cString: name)
 }
 
 /// An instant's local time and age: "2024-03-31 08:00 (5 min ago)".

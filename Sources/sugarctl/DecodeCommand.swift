@@ -51,7 +51,7 @@ enum DecodeCommand {
         let characteristic: Characteristic
         let bytes: [UInt8]
         do throws(UsageError) {
-            parsed = try ParsedArguments(arguments, flags: ["json", "lenient-time"])
+            parsed = try ParsedArguments(arguments, flags: [JSONOutput.flag, "lenient-time"])
             if parsed.helpRequested {
                 writeStdout(help.render())
                 return ExitCode.success
@@ -83,7 +83,7 @@ enum DecodeCommand {
             return ExitCode.dataError
         }
 
-        if parsed.flags.contains("json") {
+        if JSONOutput.wanted(parsed) {
             writeStdout(json.serialized() + "\n")
         } else {
             writeStdout(characteristic.title + "\n" + renderReadable(json))

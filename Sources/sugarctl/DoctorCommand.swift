@@ -57,7 +57,7 @@ enum DoctorCommand {
     static func run(_ arguments: [String]) async -> Int32 {
         let parsed: ParsedArguments
         do throws(UsageError) {
-            parsed = try ParsedArguments(arguments, flags: ["json"], valueOptions: DaemonOptions.values)
+            parsed = try ParsedArguments(arguments, flags: [JSONOutput.flag], valueOptions: DaemonOptions.values)
         } catch {
             return usageFailure(error, help)
         }
@@ -72,7 +72,7 @@ enum DoctorCommand {
         checks += self.sinkChecks(await StatusCommand.sinks())
         checks += self.secretChecks(environment: environment())
         let failed = checks.contains { $0.status == .fail }
-        if parsed.flags.contains("json") {
+        if JSONOutput.wanted(parsed) {
             writeStdout(JSONValue.object(["checks": .array(checks.map(\.json)), "ok": .bool(!failed)]).prettySerialized() + "\n")
         } else {
             writeStdout(checks.map(\.line).joined())
@@ -271,13 +271,13 @@ enum DoctorCommand {
     static func policyCheck(_ path: String?) -> Check {
         guard let path else {
             return Check(name: "dbus policy", status: .warning, message: "io.sugard.conf is not installed",
-                         fix: "`sudo make install` (needed where the bus restricts who may talk to BlueZ)", needsRoot: true)
+                         fix: "reinstall the package, `sudo apt install --reinstall sugard` (needed where the bus restricts who may talk to BlueZ)", needsRoot: true)
         }
         let text = self.readSmallFile(path) ?? ""
         guard text.contains("user=\"sugard\""), text.contains("send_destination=\"org.bluez\"") else {
             return Check(name: "dbus policy", status: .warning,
                          message: "\(path) does not let the user sugard send to org.bluez",
-                         fix: "reinstall it from systemd/io.sugard.conf (`sudo make install`)", needsRoot: true)
+                         fix: "reinstall the package's copy: `sudo apt install --reinstall sugard`", needsRoot: true)
         }
         guard text.contains("receive_interface=\"org.bluez.Agent1\"") else {
             return Check(name: "dbus policy", status: .warning,
@@ -431,7 +431,7 @@ enum DoctorCommand {
         } else {
             checks.append(Check(name: "admin group", status: .warning,
                                 message: "no sugard-admin group: only root and sugard's user may sync and pair",
-                                fix: "`sudo make install` creates it; set admin_group in sugard.conf", needsRoot: true))
+                                fix: "`sudo systemd-sysusers sugard.conf` creates it (the package does on install); set admin_group in sugard.conf", needsRoot: true))
         }
         return checks
     }

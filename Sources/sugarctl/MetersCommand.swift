@@ -7,12 +7,12 @@ enum MetersCommand {
     static let help = CommandHelp(
         name: "meters",
         abstract: "List the meters sugard knows (link, sync, pairing, last sync, readings, person); assign them to people.",
-        usage: "meters [--json] [--socket <path>] | meters assign <meter> <person> | meters unassign <meter>",
+        usage: "meters [--json] [--socket <path>] | meters assign <meter> <person> [--json] | meters unassign <meter> [--json]",
         arguments: [
             ("assign <meter> <person>", "Assign the meter to a person: its readings, stored and future, carry the person."),
             ("unassign <meter>", "The meter belongs to no one (its readings then carry no person)."),
         ],
-        options: [("--json", "Print the ListMeters reply as JSON.")] + DaemonOptions.help,
+        options: [JSONOutput.help("the ListMeters reply (assign, unassign: {\"meter\", \"person\"})")] + DaemonOptions.help,
         discussion: """
             <meter> is the Bluetooth address `sugarctl meters` shows; <person> is 1 to 64 characters (quote names \
             with spaces). assign and unassign need root or the admin group.
@@ -23,13 +23,13 @@ enum MetersCommand {
     static let subcommand = Subcommand(help: help) { arguments in await run(arguments) }
 
     static func run(_ arguments: [String]) async -> Int32 {
-        await runDaemonCommand(arguments, help: help, flags: ["json"], values: []) { parsed throws(CommandFailure) in
+        await runDaemonCommand(arguments, help: help, flags: [JSONOutput.flag], values: []) { parsed throws(CommandFailure) in
             if let action = parsed.positionals.first {
                 return try await self.assign(action, Array(parsed.positionals.dropFirst()), parsed)
             }
             let daemon = try Daemon.connect(parsed)
             let reply = try await daemon.call("ListMeters")
-            if parsed.flags.contains("json") {
+            if JSONOutput.wanted(parsed) {
                 writeStdout(JSONValue.object(reply).prettySerialized() + "\n")
                 return ExitCode.success
             }
@@ -67,12 +67,20 @@ enum MetersCommand {
             guard rest.count == 2 else { throw usage("Unexpected argument '\(rest[2])'", help) }
             guard let person = Person.validated(rest[1]) else { throw usage(Person.rule, help) }
             _ = try await Daemon.connect(parsed).call("AssignMeter", ["meter": .string(meter), "person": .string(person)])
-            writeStdout("Meter \(meter) is \(person)'s now; its readings carry \(person).\n")
+            if JSONOutput.wanted(parsed) {
+                writeStdout(JSONValue.object(["meter": .string(meter), "person": .string(person)]).serialized() + "\n")
+            } else {
+                writeStdout("Meter \(meter) is \(person)'s now; its readings carry \(person).\n")
+            }
         case "unassign":
             guard let meter = rest.first else { throw usage("Missing expected argument '<meter>'", help) }
             guard rest.count == 1 else { throw usage("Unexpected argument '\(rest[1])'", help) }
             _ = try await Daemon.connect(parsed).call("AssignMeter", ["meter": .string(meter)])
-            writeStdout("Meter \(meter) is assigned to no one now.\n")
+            if JSONOutput.wanted(parsed) {
+                writeStdout(JSONValue.object(["meter": .string(meter), "person": .null]).serialized() + "\n")
+            } else {
+                writeStdout("Meter \(meter) is assigned to no one now.\n")
+            }
         default:
             throw usage("Unknown action '\(action)': use assign or unassign", help)
         }

@@ -1,3 +1,4 @@
+import GlucoseProfile
 import JSON
 import SugarWire
 
@@ -7,7 +8,7 @@ enum ReadingsCommand {
         name: "readings",
         abstract: "List stored readings as a table, JSON, CSV, Nightscout entries or a FHIR R4 Bundle.",
         usage:
-            "readings [--since <time>] [--until <time>] [--meter <id>] [--limit <n>] [--order asc|desc] [--format table|json|csv|nightscout|fhir] [--unit mgdl|mmol]",
+            "readings [--since <time>] [--until <time>] [--meter <id>] [--limit <n>] [--order asc|desc] [--format table|json|csv|nightscout|fhir] [--json] [--local] [--unit mgdl|mmol]",
         options: [
             ("--since <time>", "Readings at or after this time: ISO 8601 with a zone, a date (UTC midnight), or an age (24h, 7d)."),
             ("--until <time>", "Readings before this time (same forms)."),
@@ -15,6 +16,8 @@ enum ReadingsCommand {
             ("--limit <n>", "At most n readings (default 1000, at most 100000)."),
             ("--order <order>", "asc (oldest first, default) or desc."),
             ("--format <format>", "table (default), json, csv, nightscout or fhir."),
+            ("--local", "Show the table's times in this machine's zone (TZ) instead of the daemon's."),
+            JSONOutput.help("the readings (the same as --format json)"),
             DaemonOptions.unitHelp,
         ] + DaemonOptions.help,
         discussion: """
@@ -24,6 +27,8 @@ enum ReadingsCommand {
             device). fhir: a FHIR R4 transaction Bundle (Patient per person, Device per meter, Observations with \
             LOINC by sample type, in mg/dL or with --unit mmol) to POST to a FHIR server's base URL. Formats that cannot carry a reading (control \
             solution, ketone, HI/LO in Nightscout) leave it out and say how many on stderr.
+            table: times in the zone sugard resolved each reading in (its `timezone`, e.g. Europe/Berlin), named in the \
+            header; --local shows them in this machine's zone instead.
             Exit status: 0 ok, 1 failure, 64 usage, 69 sugard not reachable, 77 permission denied.
             """
     )
@@ -32,10 +37,15 @@ enum ReadingsCommand {
 
     static func run(_ arguments: [String]) async -> Int32 {
         await runDaemonCommand(
-            arguments, help: help, flags: [], values: ["since", "until", "meter", "limit", "order", "format", "unit"]
+            arguments, help: help, flags: [JSONOutput.flag, "local"], values: ["since", "until", "meter", "limit", "order", "format", "unit"]
         ) { parsed throws(CommandFailure) in
             guard parsed.positionals.isEmpty else { throw usage("Unexpected argument '\(parsed.positionals[0])'", help) }
-            let format = parsed.values["format"] ?? "table"
+            let format: String
+            do throws(UsageError) {
+                format = try JSONOutput.format(parsed, default: "table")
+            } catch {
+                throw usage(error.message, help)
+            }
             guard ["table", "json", "csv", "nightscout", "fhir"].contains(format) else {
                 throw usage("--format must be table, json, csv, nightscout or fhir, not '\(format)'", help)
             }
@@ -88,14 +98,28 @@ enum ReadingsCommand {
                     writeStderr("sugarctl: skipped \(skipped) of \(readings.count) readings that are not glucose observations (control solution, ketone).\n")
                 }
             default:
-                writeStdout(self.renderTable(try Daemon.readings(objects, method: "ListReadings"), unit: unit))
+                let readings = try Daemon.readings(objects, method: "ListReadings")
+                writeStdout(self.renderTable(readings, unit: unit, local: parsed.flags.contains("local")))
             }
             return ExitCode.success
         }
     }
 
-    static func renderTable(_ readings: [Wire.Reading], unit: Wire.Unit) -> String {
+    /// The table. Times are the reading's wall clock in the zone the daemon resolved it in (`time.local`),
+    /// the zone named in the header ("Time (Europe/Berlin)"; with readings of several zones each time
+    /// carries its offset); `local` shows this machine's time instead.
+    static func renderTable(_ readings: [Wire.Reading], unit: Wire.Unit, local: Bool = false) -> String {
         if readings.isEmpty { return "No readings match.\n" }
+        let zones = Set(readings.map(\.time.zone))
+        let timeHeader = local ? "Time (this machine, \(localZoneName()))" : zones.count == 1 ? "Time (\(zones.first ?? ""))" : "Time (each reading's zone)"
+        func timeText(_ r: Wire.Reading) -> String {
+            if local { return localTimeText(epochMillis: r.time.epochMillis) }
+            // `2024-03-31T07:00:00+01:00`: date and minute, and the offset when zones differ.
+            let stamp = r.time.local
+            guard stamp.utf8.count >= 16 else { return stamp }
+            let text = stamp.prefix(10) + " " + stamp.dropFirst(11).prefix(5)
+            return zones.count == 1 ? String(text) : text + " " + CivilCalendar.isoOffset(seconds: Int(r.time.utcOffsetMinutes) * 60)
+        }
         let rows: [[String]] = readings.map { r in
             let value =
                 unit.format(mgdL: r.mgdL, mmolL: r.mmolL)
@@ -103,7 +127,7 @@ enum ReadingsCommand {
                     "ketone " + ReadingExport.formatted($0, digits: 1)
                 } ?? "-")
             return [
-                localTimeText(epochMillis: r.time.epochMillis),
+                timeText(r),
                 value,
                 r.meter,
                 String(r.sequenceNumber),
@@ -111,6 +135,6 @@ enum ReadingsCommand {
                 r.flags.joined(separator: " "),
             ]
         }
-        return table(["Time", unit.symbol, "Meter", "Seq", "Meal", "Flags"], rows)
+        return table([timeHeader, unit.symbol, "Meter", "Seq", "Meal", "Flags"], rows)
     }
 }

@@ -17,7 +17,7 @@ enum ReportCommand {
         name: "report",
         abstract: "Make a glucose report of a period (HTML, PDF or JSON): statistics, time in ranges, the day by time of day, lows, a logbook.",
         usage:
-            "report [--since <time>] [--until <time>] [--days <n>] [--meter <id>]... [--person <name>] [--unit mgdl|mmol] [--target <low>-<high>] [--format html|pdf|json] [--output <file>]",
+            "report [--since <time>] [--until <time>] [--days <n>] [--meter <id>]... [--person <name>] [--unit mgdl|mmol] [--target <low>-<high>] [--before-meal-target <low>-<high>] [--after-meal-target <high>] [--format html|pdf|json] [--json] [--output <file>]",
         options: [
             ("--since <time>", "Start of the period: ISO 8601 with a zone, a date (UTC midnight) or an age (24h, 7d)."),
             ("--until <time>", "End of the period, exclusive (same forms; default: now)."),
@@ -26,20 +26,29 @@ enum ReportCommand {
             ("--person <name>", "The person the report is for: shown in the header; readings that name a person are kept only when it is this one."),
             DaemonOptions.unitHelp,
             ("--target <low>-<high>", "Target range (default 70-180 mg/dL); in mmol/L when both are at most 35 (3.9-10)."),
+            ("--before-meal-target <low>-<high>", "Target for readings tagged fasting or before a meal (default 70-130 mg/dL; 3.9-7.2 in mmol/L)."),
+            ("--after-meal-target <high>", "Readings tagged after a meal meet their target below this (default 180 mg/dL; 10 in mmol/L)."),
             ("--format <format>", "html (default), pdf (printed by headless Chromium) or json (the figures)."),
+            JSONOutput.help("the figures (the same as --format json)"),
             ("--output <file>", "Where to write it; - for standard output. Default: sugard-report-<from>-<to>.html (or .pdf) in this folder; json goes to standard output."),
         ] + DaemonOptions.help,
         discussion: """
-            Every reading of the period except control-solution tests: number per day, mean, standard \
+            Every reading of the period except control-solution tests, beside the same figures for the period of \
+            the same length just before: readings, days with readings, readings per day, mean, standard \
             deviation (n - 1) and coefficient of variation; time in ranges (very low < 54 mg/dL, low 54-69, target \
             70-180, high 181-250, very high > 250; HI counts as very high and LO as very low, and neither enters mean \
-            or SD); count and mean by meal tag; every reading by local time of day with hourly 10/25/50/75/90 \
-            percentile bands (hours with at least 5 readings); one chart per day; every reading below 70 mg/dL; a \
-            logbook by day and time slot. The HTML page fetches nothing and runs no script; it prints on two A4 pages.
-            json keys: period {from, to, days}, unit, readings, readingsPerDay, meanMgdL, sdMgdL, cvPercent, ranges \
-            {veryLow, low, target, high, veryHigh} (percent, one decimal), target {lowMgdL, highMgdL}, byMeal \
-            {fasting, beforeMeal, afterMeal, bedtime, none: {count, meanMgdL}}, hourly (24 x {hour, count, p10, p25, \
-            p50, p75, p90}), lows [{id, time, mgdL, meal}].
+            or SD); the share of readings before meals (fasting and before-meal tags) in the before-meal target and \
+            after meals below the after-meal target (HI and LO meet none); count and mean by meal tag; every reading by local time of day with hourly 10/25/50/75/90 \
+            percentile bands (hours with at least 5 readings); one chart per day; every reading below 70 mg/dL \
+            with its time to the second; a logbook by day and time slot. The HTML page fetches nothing and runs no script; \
+            it prints on two A4 pages for any period up to 90 days: the daily charts and the logbook show the last 14 \
+            days, the lows list the latest 30 (and says so); the JSON holds every one.
+            json keys: period {from, to, days}, unit, readings, readingsPerDay, daysWithReadings, meanMgdL, sdMgdL, \
+            cvPercent, ranges {veryLow, low, target, high, veryHigh} (percent, one decimal), target {lowMgdL, highMgdL}, \
+            mealTargets {beforeMeal {lowMgdL, highMgdL, readings, inTarget, percent}, afterMeal {belowMgdL, readings, \
+            inTarget, percent}}, byMeal {fasting, beforeMeal, afterMeal, bedtime, none: {count, meanMgdL}}, hourly \
+            (24 x {hour, count, p10, p25, p50, p75, p90}), lows [{id (the reading id meter/epoch/sequence), time (with \
+            seconds), mgdL, meal}], previous (the summary figures of the period before, with lowCount).
             Exit status: 0 ok, 1 no readings in the period (or another failure), 64 usage (bad dates), 69 sugard not \
             reachable, 77 permission denied.
             """
@@ -51,11 +60,19 @@ enum ReportCommand {
 
     static func run(_ arguments: [String]) async -> Int32 {
         await runDaemonCommand(
-            arguments, help: help, flags: [],
-            values: ["since", "until", "days", "meter", "person", "unit", "target", "format", "output"]
+            arguments, help: help, flags: [JSONOutput.flag],
+            values: [
+                "since", "until", "days", "meter", "person", "unit", "target", "before-meal-target", "after-meal-target", "format",
+                "output",
+            ]
         ) { parsed throws(CommandFailure) in
             guard parsed.positionals.isEmpty else { throw usage("Unexpected argument '\(parsed.positionals[0])'", help) }
-            let format = parsed.values["format"] ?? "html"
+            let format: String
+            do throws(UsageError) {
+                format = try JSONOutput.format(parsed, default: "html")
+            } catch {
+                throw usage(error.message, help)
+            }
             guard ["html", "pdf", "json"].contains(format) else {
                 throw usage("--format must be html, pdf or json, not '\(format)'", help)
             }
@@ -66,42 +83,30 @@ enum ReportCommand {
                 }
                 target = parsedTarget
             }
+            var mealTargets = MealTargets.standard
+            if let text = parsed.values["before-meal-target"] {
+                guard let parsedTarget = TargetRange(parsing: text) else {
+                    throw usage("--before-meal-target must be LOW-HIGH with LOW below HIGH (70-130, or 3.9-7.2 in mmol/L), not '\(text)'", help)
+                }
+                mealTargets.beforeMeal = parsedTarget
+            }
+            if let text = parsed.values["after-meal-target"] {
+                guard let bound = MealTargets.bound(parsing: text) else {
+                    throw usage("--after-meal-target must be a number above 0 (180, or 10 in mmol/L), not '\(text)'", help)
+                }
+                mealTargets.afterMealBelowMgdL = bound
+            }
             _ = try displayUnit(parsed, daemonDefault: nil, help: help)  // a bad --unit is a usage error before connecting
             let period = try self.period(parsed)
 
             let daemon = try Daemon.connect(parsed)
             let meters = parsed.lists["meter"] ?? []
-            var json: [JSONValue] = []
-            var truncated = false
-            var daemonUnit: Wire.Unit?
-            for meter in meters.isEmpty ? [nil] : meters.map(Optional.some) {
-                var parameters: JSONObject = [
-                    "since": .string(CivilCalendar.isoUTC(epochMillis: period.fromMillis)),
-                    "until": .string(CivilCalendar.isoUTC(epochMillis: period.toMillis)), "limit": 100_000,
-                ]
-                if let meter { parameters["meter"] = .string(meter) }
-                try await daemon.stream("ListReadings", parameters, as: Wire.ReadingsReply.self) { reply throws(CommandFailure) in
-                    json += reply.readings.map(JSONValue.object)
-                    if reply.truncated == true { truncated = true }
-                    daemonUnit = reply.unit
-                    return true
-                }
-            }
-            let unit: ReportUnit = try displayUnit(parsed, daemonDefault: daemonUnit, help: help) == .mmol ? .mmol : .mgdl
-            if truncated { writeStderr("sugarctl: the period holds more than 100000 readings per meter; the report shows the first ones.\n") }
-
-            var readings: [ReportReading] = []
-            var controlSolution = 0
-            var notGlucose = 0
-            for element in json {
-                switch ReportReading.parse(element) {
-                case .success(let reading): readings.append(reading)
-                case .failure(let why): if why.exclusion == .controlSolution { controlSolution += 1 } else { notGlucose += 1 }
-                }
-            }
             let person = parsed.values["person"]
-            if let person, readings.contains(where: { $0.person != nil }) {
-                readings = readings.filter { $0.person == person }
+            let fetched = try await self.readings(daemon, period: period, meters: meters, person: person)
+            let readings = fetched.readings
+            let unit: ReportUnit = try displayUnit(parsed, daemonDefault: fetched.unit, help: help) == .mmol ? .mmol : .mgdl
+            if fetched.truncated {
+                writeStderr("sugarctl: the period holds more than 100000 readings per meter; the report shows the first ones.\n")
             }
             let periodText = "\(CivilCalendar.isoUTC(epochMillis: period.fromMillis)) to \(CivilCalendar.isoUTC(epochMillis: period.toMillis))"
             guard !readings.isEmpty else {
@@ -110,12 +115,15 @@ enum ReportCommand {
                     "Error: no readings from \(periodText)\(meters.isEmpty ? "" : " for \(meters.joined(separator: ", "))")"
                         + "\(person.map { " for \($0)" } ?? "") (control-solution tests do not count). Try a longer period, e.g. --days 90.")
             }
-            let figures = ReportFigures(readings: readings, period: period, target: target)
+            let figures = ReportFigures(readings: readings, period: period, target: target, mealTargets: mealTargets)
+            // The period of the same length before, with the same meters, person and targets, to compare.
+            let before = try await self.readings(daemon, period: period.previous, meters: meters, person: person)
             let context = ReportContext(
                 unit: unit, person: person ?? self.onlyPerson(readings),
                 meters: try await self.meters(daemon, used: Set(readings.map(\.meter))),
                 madeAtMillis: wallClockMilliseconds(), madeAtUTCOffsetMinutes: self.localOffsetMinutes(),
-                controlSolutionCount: controlSolution, notGlucoseCount: notGlucose)
+                controlSolutionCount: fetched.controlSolution, notGlucoseCount: fetched.notGlucose,
+                previous: ReportFigures(readings: before.readings, period: period.previous, target: target, mealTargets: mealTargets))
 
             let output = parsed.values["output"]
             let name = "sugard-report-\(CivilCalendar.isoUTC(epochMillis: period.fromMillis).prefix(10))-\(CivilCalendar.isoUTC(epochMillis: period.toMillis).prefix(10))"
@@ -144,6 +152,47 @@ enum ReportCommand {
             }
             return ExitCode.success
         }
+    }
+
+    /// The readings of a period as the report counts them (`ListReadings`, per meter when given).
+    struct PeriodReadings {
+        var readings: [ReportReading] = []
+        var controlSolution = 0
+        var notGlucose = 0
+        var truncated = false
+        var unit: Wire.Unit?
+    }
+
+    /// The period's readings: control-solution tests and records without a glucose value counted and left
+    /// out; with `person`, readings that name another person left out.
+    static func readings(_ daemon: Daemon, period: ReportPeriod, meters: [String], person: String?) async throws(CommandFailure)
+        -> PeriodReadings
+    {
+        var result = PeriodReadings()
+        var json: [JSONValue] = []
+        for meter in meters.isEmpty ? [nil] : meters.map(Optional.some) {
+            var parameters: JSONObject = [
+                "since": .string(CivilCalendar.isoUTC(epochMillis: period.fromMillis)),
+                "until": .string(CivilCalendar.isoUTC(epochMillis: period.toMillis)), "limit": 100_000,
+            ]
+            if let meter { parameters["meter"] = .string(meter) }
+            try await daemon.stream("ListReadings", parameters, as: Wire.ReadingsReply.self) { reply throws(CommandFailure) in
+                json += reply.readings.map(JSONValue.object)
+                if reply.truncated == true { result.truncated = true }
+                result.unit = reply.unit
+                return true
+            }
+        }
+        for element in json {
+            switch ReportReading.parse(element) {
+            case .success(let reading): result.readings.append(reading)
+            case .failure(let why): if why.exclusion == .controlSolution { result.controlSolution += 1 } else { result.notGlucose += 1 }
+            }
+        }
+        if let person, result.readings.contains(where: { $0.person != nil }) {
+            result.readings = result.readings.filter { $0.person == person }
+        }
+        return result
     }
 
     /// The period from --since, --until and --days: 14 days up to now unless told otherwise.

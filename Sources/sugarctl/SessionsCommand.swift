@@ -20,7 +20,7 @@ enum SessionsCommand {
     static let subcommand = Subcommand(help: help) { arguments in await run(arguments) }
 
     static func run(_ arguments: [String]) async -> Int32 {
-        await runDaemonCommand(arguments, help: help, flags: ["json"], values: ["limit"]) { parsed throws(CommandFailure) in
+        await runDaemonCommand(arguments, help: help, flags: [JSONOutput.flag], values: ["limit"]) { parsed throws(CommandFailure) in
             guard parsed.positionals.count <= 1 else { throw usage("Unexpected argument '\(parsed.positionals[1])'", help) }
             var parameters: JSONObject = [:]
             if let meter = parsed.positionals.first { parameters["meter"] = .string(meter) }
@@ -29,7 +29,7 @@ enum SessionsCommand {
                 parameters["limit"] = .int(limit)
             }
             let reply = try await Daemon.connect(parsed).call("ListSyncSessions", parameters)
-            if parsed.flags.contains("json") {
+            if JSONOutput.wanted(parsed) {
                 writeStdout(JSONValue.object(reply).prettySerialized() + "\n")
                 return ExitCode.success
             }

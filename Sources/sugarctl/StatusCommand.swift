@@ -24,11 +24,11 @@ enum StatusCommand {
     static let subcommand = Subcommand(help: help) { arguments in await run(arguments) }
 
     static func run(_ arguments: [String]) async -> Int32 {
-        await runDaemonCommand(arguments, help: help, flags: ["json"], values: ["unit"]) { parsed throws(CommandFailure) in
+        await runDaemonCommand(arguments, help: help, flags: [JSONOutput.flag], values: ["unit"]) { parsed throws(CommandFailure) in
             let daemon = try Daemon.connect(parsed)
             var reply = try await daemon.call("GetStatus")
             let sinks = await self.sinks()
-            if parsed.flags.contains("json") {
+            if JSONOutput.wanted(parsed) {
                 if !sinks.json.isEmpty { reply["sinks"] = .array(sinks.json) }
                 writeStdout(JSONValue.object(reply).prettySerialized() + "\n")
                 return ExitCode.success
@@ -99,16 +99,44 @@ enum StatusCommand {
             out += "    " + self.meterLine(meter) + "\n"
         }
 
-        if !state.errors.isEmpty {
+        // The view model keeps its recent errors as they happened; one that a later successful sync
+        // put right is shown as resolved (plain, no hint), not as a current problem.
+        let errors = state.errors.suffix(5)
+        let current = errors.filter { self.resolvingSync(of: $0, in: state) == nil }
+        if !current.isEmpty {
             out += "\n" + paint.red("Recent errors") + "\n"
-            for error in state.errors.suffix(5) {
+            for error in current {
                 let when = ageText(epochMillis: error.at.epochMillis)
                 let meter = error.meter.map { " \($0)" } ?? ""
                 out += "  \(when)\(meter): " + paint.red(error.message) + " [\(error.code)]\n"
                 if let hint = error.hint { out += "    Hint: \(hint)\n" }
             }
         }
+        let resolved = errors.compactMap { error in self.resolvingSync(of: error, in: state).map { (error, $0) } }
+        if !resolved.isEmpty {
+            out += "\nResolved errors\n"
+            for (error, sync) in resolved {
+                let meter = error.meter.map { " \($0)" } ?? ""
+                out += "  \(ageText(epochMillis: error.at.epochMillis))\(meter): \(error.message) [\(error.code)]; "
+                out += "resolved: sync \(sync.result.rawValue) \(ageText(epochMillis: sync.at.epochMillis))\n"
+            }
+        }
         return out
+    }
+
+    /// The successful sync after `error` that resolved it: its meter's last sync (for an error
+    /// without a meter, the last sync of any meter), when that succeeded or found nothing new after
+    /// the error happened. Nil while the error still stands.
+    static func resolvingSync(of error: Wire.ReportedError, in state: Wire.State) -> Wire.LastSync? {
+        let last: Wire.LastSync?
+        if let id = error.meter {
+            last = state.meters.first { $0.id == id }?.lastSync
+        } else {
+            last = state.sync.lastResult
+        }
+        guard let last, SyncCommand.successfulResults.contains(last.result), last.at.epochMillis > error.at.epochMillis
+        else { return nil }
+        return last
     }
 
     /// What sugard-forward reports (`io.sugard.Forward.GetStatus`): its sinks; that it does not

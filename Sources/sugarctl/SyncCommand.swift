@@ -25,12 +25,12 @@ enum SyncCommand {
     static let successfulResults: Set<Wire.SyncResult> = [.success, .noNewRecords]
 
     static func run(_ arguments: [String]) async -> Int32 {
-        await runDaemonCommand(arguments, help: help, flags: ["force", "json"], values: []) { parsed throws(CommandFailure) in
+        await runDaemonCommand(arguments, help: help, flags: ["force", JSONOutput.flag], values: []) { parsed throws(CommandFailure) in
             guard parsed.positionals.count <= 1 else { throw usage("Unexpected argument '\(parsed.positionals[1])'", help) }
             var parameters: JSONObject = [:]
             if let meter = parsed.positionals.first { parameters["meter"] = .string(meter) }
             if parsed.flags.contains("force") { parameters["force"] = true }
-            let json = parsed.flags.contains("json")
+            let json = JSONOutput.wanted(parsed)
             let daemon = try Daemon.connect(parsed)
             var sessions: [Wire.Session] = []
             try await daemon.stream("Sync", parameters, as: Wire.SyncReply.self) { reply throws(CommandFailure) in

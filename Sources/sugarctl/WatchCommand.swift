@@ -23,7 +23,7 @@ enum WatchCommand {
     static let subcommand = Subcommand(help: help) { arguments in await run(arguments) }
 
     static func run(_ arguments: [String]) async -> Int32 {
-        await runDaemonCommand(arguments, help: help, flags: ["json", "follow-syncing"], values: ["field", "meter", "policy", "count", "unit"]) {
+        await runDaemonCommand(arguments, help: help, flags: [JSONOutput.flag, "follow-syncing"], values: ["field", "meter", "policy", "count", "unit"]) {
             parsed throws(CommandFailure) in
             guard parsed.positionals.isEmpty else { throw usage("Unexpected argument '\(parsed.positionals[0])'", help) }
             var parameters: JSONObject = [:]
@@ -41,7 +41,7 @@ enum WatchCommand {
                 guard let count = Int(text), count > 0 else { throw usage("--count must be a positive number", help) }
                 remaining = count
             }
-            let json = parsed.flags.contains("json")
+            let json = JSONOutput.wanted(parsed)
             let daemon = try Daemon.connect(parsed)
             var unit = try displayUnit(parsed, daemonDefault: nil, help: help)
             if parsed.values["unit"] == nil, !json {

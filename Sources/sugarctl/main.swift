@@ -33,7 +33,8 @@ let rootHelp = CommandHelp(
     discussion: """
         Without a subcommand, sugarctl shows the status. See 'sugarctl <subcommand> --help' for details on each \
         subcommand.
-        Exit status: 0 ok, 1 failure, 64 usage, 65 bad data, 69 sugard not reachable, 77 permission denied.
+        JSON: every command that prints data takes --json (readings and report also --format json).
+        Exit status: \(ExitCode.summary).
         """
 )
 

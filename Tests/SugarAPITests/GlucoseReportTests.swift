@@ -77,6 +77,65 @@ import Testing
         // Lows (< 70, LO included), in time order: r4 Sat 22:15, r6 Sun 01:30, r8 Sun 07:20, r14 Mon 03:10.
         #expect(f.lows.map(\.id) == [4, 6, 8, 14])
         #expect(f.hiCount == 1 && f.loCount == 1)
+        // Days with readings: 30 Mar (r1-r4), 31 Mar (r6-r11), 1 Apr (r12-r16): 3 of the period's 2.96 days.
+        #expect(f.daysWithReadings == 3)
+        // Before meals (fasting and before-meal tags): r1 95, r2 110, r8 60, r9 149.53, r12 130, r13 72.06. In 70-130:
+        // r1, r2, r12 (130: the bound counts), r13 (72 as whole mg/dL) = 4 of 6 = 66.666667 %.
+        #expect(f.beforeMealTarget.readings == 6 && f.beforeMealTarget.met == 4)
+        #expect(Self.approx(f.beforeMealTarget.percent, 66.666667, 1e-6))
+        // After meals: r3 210, r10 HI, r15 180 (not below 180) = 0 of 3.
+        #expect(f.afterMealTarget.readings == 3 && f.afterMealTarget.met == 0 && f.afterMealTarget.percent == 0)
+        // Other targets: 80-150 before (r1 95, r2 110, r9 149.5 -> 150, r12 130 = 4 of 6), below 181 after (r15 180 = 1 of 3).
+        let other = ReportFigures(
+            readings: f.readings, period: f.period,
+            mealTargets: MealTargets(beforeMeal: try #require(TargetRange(parsing: "80-150")), afterMealBelowMgdL: 181))
+        #expect(other.beforeMealTarget.met == 4 && other.afterMealTarget.met == 1)
+        #expect(MealTargets.bound(parsing: "10") == 180.16 && MealTargets.bound(parsing: "180") == 180 && MealTargets.bound(parsing: "x") == nil)
+    }
+
+    @Test func previousPeriodOfTheSameLength() throws {
+        let readings = Self.parsed(ReportSamples.spring).readings
+        // 1 April in Berlin (CEST): 2024-03-31T22:00Z to 2024-04-01T22:00Z; the day before: 2024-03-30T22:00Z to 2024-03-31T22:00Z.
+        let period = ReportPeriod(fromMillis: 1_711_922_400_000, toMillis: 1_712_008_800_000)
+        #expect(period.previous == ReportPeriod(fromMillis: 1_711_836_000_000, toMillis: 1_711_922_400_000))
+        let this = ReportFigures(readings: readings.filter { $0.epochMillis >= period.fromMillis }, period: period)
+        let before = ReportFigures(
+            readings: readings.filter { $0.epochMillis >= period.previous.fromMillis && $0.epochMillis < period.fromMillis },
+            period: period.previous)
+        // This day: r12 130, r13 72.0624, r14 LO, r15 180, r16 181: 5 readings, mean (130 + 72.0624 + 180 + 181) / 4 = 140.7656.
+        #expect(this.readings.count == 5 && Self.approx(this.meanMgdL, 140.7656) && this.lows.count == 1)
+        // The day before: r6 50, r7 140, r8 60, r9 149.52948, r10 HI, r11 252.2184 (r4 at 21:15Z on the 30th is earlier):
+        // 6 readings, mean 651.74788 / 5 = 130.349576; lows r6, r8; one local day; before meals r8 60, r9 149.5: 0 of 2.
+        #expect(before.readings.count == 6 && Self.approx(before.meanMgdL, 130.349576, 1e-6))
+        #expect(before.lows.count == 2 && before.daysWithReadings == 1 && before.hiCount == 1)
+        #expect(before.beforeMealTarget.readings == 2 && before.beforeMealTarget.met == 0)
+        let context = ReportContext(unit: .mgdl, madeAtMillis: 1_712_100_000_000, madeAtUTCOffsetMinutes: 120, previous: before)
+        let json = this.json(context)
+        #expect(json["previous"]?["readings"] == 6 && json["previous"]?["meanMgdL"] == 130.35 && json["previous"]?["lowCount"] == 2)
+        #expect(json["previous"]?["daysWithReadings"] == 1 && json["previous"]?["period"]?["from"] == "2024-03-30T22:00:00Z")
+        #expect(json["previous"]?["mealTargets"]?["beforeMeal"]?["inTarget"] == 0)
+        #expect(json["previous"]?["ranges"]?["veryLow"] == 16.7)  // r6 (50) of 6
+        #expect(this.json(ReportContext(unit: .mgdl, madeAtMillis: 0))["previous"] == .null)
+        // The page shows both columns: 140.8 -> "141" this day, "130" the day before.
+        let html = this.html(context)
+        #expect(html.contains("Previous <span class=\"tag\">Sun 31 Mar – Sun 31 Mar</span>"), "the previous period's dates")
+        #expect(html.contains("<td>Mean mg/dL</td><td class=\"num\"><b>141</b></td><td class=\"num\">130</td>"))
+        #expect(html.contains("<td>Days with readings</td><td class=\"num\"><b>1 of 1</b></td><td class=\"num\">1 of 1</td>"))
+    }
+
+    @Test func lowsKeepTheSecondsAndTheReadingID() throws {
+        let readings = Self.parsed(ReportSamples.spring + [ReportSamples.lateLow]).readings
+        let late = try #require(readings.first { $0.local.second == 45 })
+        // 22:37:45 on 1 April is CEST: 20:37:45Z.
+        #expect(late.local.clockTextWithSeconds == "22:37:45" && late.epochMillis == 1_712_003_865_000)
+        let f = ReportFigures(readings: readings, period: ReportPeriod(fromMillis: ReportSamples.springFrom, toMillis: ReportSamples.springTo))
+        let json = f.json(ReportContext(unit: .mgdl, madeAtMillis: 1_712_100_000_000))
+        let low = try #require(json["lows"]?.arrayValue?.last)
+        #expect(low["time"] == "2024-04-01T22:37:45+02:00" && low["mgdL"]?.doubleValue == 55)
+        // The reading's id as everywhere else: meter/epoch/sequence (the Roche's record 14, stored as row 17).
+        #expect(low["id"] == "60:77:71:8A:0B:14/0/14" && late.id == 17)
+        let html = f.html(ReportContext(unit: .mgdl, madeAtMillis: 1_712_100_000_000))
+        #expect(html.contains("<td>22:37:45</td>") && html.contains("data-low=\"60:77:71:8A:0B:14/0/14\""))
     }
 
     @Test func hourlyPercentilesAreTypeSeven() throws {
@@ -157,7 +216,9 @@ import Testing
         }
         #expect(json["period"]?["from"] == "2024-03-29T23:00:00Z" && json["period"]?["to"] == "2024-04-01T22:00:00Z")
         #expect(json["period"]?["days"] == 2.96)
-        #expect(json["unit"] == "mmol" && json["readings"] == 15 && json["readingsPerDay"] == 5.07)
+        #expect(json["unit"] == "mmol" && json["readings"] == 15 && json["readingsPerDay"] == 5.07 && json["daysWithReadings"] == 3)
+        #expect(json["mealTargets"]?["beforeMeal"] == ["lowMgdL": 70.0, "highMgdL": 130.0, "readings": 6, "inTarget": 4, "percent": 66.7])
+        #expect(json["mealTargets"]?["afterMeal"] == ["belowMgdL": 180.0, "readings": 3, "inTarget": 0, "percent": 0.0])
         #expect(json["meanMgdL"] == 130.37 && json["sdMgdL"] == 62.87 && json["cvPercent"] == 48.22)
         // 2/15 = 13.3 %, 7/15 = 46.7 %.
         #expect(json["ranges"] == ["veryLow": 13.3, "low": 13.3, "target": 46.7, "high": 13.3, "veryHigh": 13.3])
@@ -171,7 +232,8 @@ import Testing
         #expect(["p10", "p25", "p50", "p75", "p90"].map { hourly[7][$0]?.doubleValue } == [66.03, 77.8, 102.5, 125, 139.76])
         #expect(hourly[3] == ["hour": 3, "count": 1, "p10": nil, "p25": nil, "p50": nil, "p75": nil, "p90": nil])
         let lows = try #require(json["lows"]?.arrayValue)
-        #expect(lows.map { $0["id"]?.intValue } == [4, 6, 8, 14])
+        // The reading ids (meter/epoch/sequence), not row numbers: r14 is the Roche's record 11.
+        #expect(lows.map { $0["id"]?.stringValue } == ["60:77:71:8A:0B:14/0/4", "60:77:71:8A:0B:14/0/6", "60:77:71:8A:0B:14/0/8", "60:77:71:8A:0B:14/0/11"])
         #expect(lows[0]["time"] == "2024-03-30T22:15:00+01:00" && lows[0]["mgdL"]?.doubleValue == 65 && lows[0]["meal"] == "bedtime")
         #expect(lows[2]["time"] == "2024-03-31T07:20:00+02:00" && lows[2]["meal"] == "fasting")
         #expect(lows[3]["mgdL"] == .null && lows[3]["lo"] == true && lows[3]["meal"] == "none")

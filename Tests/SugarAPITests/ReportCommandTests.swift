@@ -130,13 +130,14 @@ import Testing
 
             // A screenshot: decoded (zlib, PNG filters) and checked for the chart's colours, not a blank page.
             let shot = dir + "/shot.png"
-            let screenshot = try await Self.chromium(dir, ["--screenshot=\(shot)", "--window-size=900,1600", "--hide-scrollbars", "file://" + page])
+            let screenshot = try await Self.chromium(dir, ["--screenshot=\(shot)", "--window-size=900,2600", "--hide-scrollbars", "file://" + page])
             #expect(screenshot.status == 0, "\(screenshot.stderr)")
             let pixels = try await Self.tool("/usr/bin/python3", ["-c", Self.pngCheck, shot])
             #expect(pixels.status == 0, "\(pixels.stderr)")
             let counts = try JSONValue(parsing: pixels.stdout)
-            // Ink on the page, many colours, the in-target green of the bar and the 10-90 % band's blue.
-            #expect((counts["inkFraction"]?.doubleValue ?? 0) > 0.05, "\(counts)")
+            // Ink on the page (page one is mostly tables of figures now: a blank page has none), many colours,
+            // the in-target green of the bar and the 10-90 % band's blue.
+            #expect((counts["inkFraction"]?.doubleValue ?? 0) > 0.03, "\(counts)")
             #expect((counts["colours"]?.intValue ?? 0) > 50, "\(counts)")
             #expect((counts["target"]?.intValue ?? 0) > 200, "\(counts)")
             #expect((counts["band"]?.intValue ?? 0) > 200, "\(counts)")
@@ -167,6 +168,94 @@ import Testing
             #expect(printed.status == 0 && printed.stdout == pdf + "\n", "\(printed.stderr)")
             let info = try await Self.tool("/usr/bin/pdfinfo", [pdf])
             #expect(info.stdout.contains("Pages:           2"), "\(info.stdout)")
+        }
+    }
+
+    /// Two meters, nine readings a day for 180 days (2024-01-01 to 2024-06-28, Berlin): any period up to 90
+    /// days up to 2024-06-29 and the period of the same length before it are full.
+    static func withBusyServer(_ body: (Fixture) async throws -> Void) async throws {
+        try await withAPIServer(seed: false) { f in
+            let records = ReportSamples.busy(days: 180)
+            for meter in [ReportSamples.roche, ReportSamples.contour] {
+                let readings = records.filter { $0.meter == meter }.map(ReportSamples.reading)
+                try await f.commit(meter, readings: readings, at: Instant(epochMillis: 1_719_700_000_000))
+            }
+            try await body(f)
+        }
+    }
+
+    /// 14, 42 and 90 days of a busy two-meter household print on two A4 pages: the summaries on page
+    /// one, the chart, the latest days and the bounded logbook on page two.
+    @Test(arguments: [14, 42, 90])
+    func longPeriodsPrintOnTwoPages(days: Int) async throws {
+        try await Self.withBusyServer { f in
+            let period = ["--until", "2024-06-29", "--days", String(days)]
+            let json = try await Self.run(f, period + ["--json"])
+            #expect(json.status == 0, "\(json.stderr)")
+            let figures = try JSONValue(parsing: json.stdout)
+            // Nine readings on each day of the period and of the one before it.
+            #expect(figures["readings"] == .int(Int64(days * 9)) && figures["daysWithReadings"] == .int(Int64(days)))
+            #expect(figures["readingsPerDay"]?.doubleValue == 9)
+            #expect(figures["previous"]?["readings"] == .int(Int64(days * 9)), "\(figures["previous"] ?? .null)")
+            if days >= 42 { #expect((figures["lows"]?.arrayValue?.count ?? 0) > 30, "more lows than the page lists: the bound is exercised") }
+
+            let pdf = f.directory + "/report-\(days).pdf"
+            // With a person in the header too (a line more on page one).
+            let printed = try await Self.run(f, period + ["--format", "pdf", "--output", pdf, "--person", "Ada Lovelace"])
+            #expect(printed.status == 0, "\(printed.stderr)")
+            let info = try await Self.tool("/usr/bin/pdfinfo", [pdf])
+            #expect(info.stdout.contains("Pages:           2"), "\(days) days: \(info.stdout)")
+            #expect(info.stdout.contains("(A4)"), "\(info.stdout)")
+            let one = try await Self.tool("/usr/bin/pdftotext", ["-f", "1", "-l", "1", pdf, "-"]).stdout.uppercased()
+            let two = try await Self.tool("/usr/bin/pdftotext", ["-f", "2", "-l", "2", pdf, "-"]).stdout.uppercased()
+            for heading in ["STATISTICS", "TIME IN RANGES", "BY MEAL TAG", "LOWS", "PREVIOUS"] { #expect(one.contains(heading), "page 1 lacks \(heading)") }
+            for heading in ["TIME OF DAY", "DAILY VIEW", "LOGBOOK"] { #expect(two.contains(heading), "page 2 lacks \(heading)") }
+            // Every low on page one carries its seconds (the Roche's 22:37:45 among them).
+            #expect(one.contains("22:37:45"))
+        }
+    }
+
+    /// The page's layout in Chromium at 1200 and 900 px: the logbook (its Bedtime column too) stays inside
+    /// its section, no logbook cell's content is cut off, and each lows table's rows share its header's columns.
+    @Test func logbookAndLowsKeepTheirColumnsOnWideScreens() async throws {
+        try await Self.withBusyServer { f in
+            let page = f.directory + "/layout.html"
+            let made = try await Self.run(f, ["--until", "2024-06-29", "--days", "42", "--output", page])
+            #expect(made.status == 0, "\(made.stderr)")
+            // The report runs no script; this copy adds one that measures the laid-out page into #layout.
+            let probe = """
+                <pre id="layout"></pre><script>
+                const out = {}, box = e => e.getBoundingClientRect();
+                const lb = document.querySelector('table.logbook'), section = lb.closest('section');
+                out.logbookRight = box(lb).right; out.sectionRight = box(section).right;
+                out.bedtimeRight = box(lb.rows[0].cells[5]).right; out.bedtime = lb.rows[0].cells[5].textContent;
+                const cut = [...lb.querySelectorAll('td')].filter(c => c.scrollWidth > c.clientWidth + 1);
+                out.cutCells = cut.length; out.cut = cut.slice(0, 3).map(c => c.className + ': ' + c.textContent + ' ' + c.scrollWidth + '/' + c.clientWidth);
+                out.lowTables = 0; out.misaligned = 0;
+                for (const t of document.querySelectorAll('.lows table')) {
+                  out.lowTables++;
+                  const head = [...t.rows[0].cells].map(c => [Math.round(box(c).left), Math.round(box(c).right)]);
+                  for (const r of [...t.rows].slice(1)) [...r.cells].forEach((c, i) => {
+                    if (!head[i] || Math.round(box(c).left) !== head[i][0] || Math.round(box(c).right) !== head[i][1]) out.misaligned++;
+                  });
+                }
+                document.getElementById('layout').textContent = JSON.stringify(out);
+                </script></body>
+                """
+            let html = try String(contentsOfFile: page, encoding: .utf8)
+            try html.replacingOccurrences(of: "</body>", with: probe).write(toFile: page + ".probe.html", atomically: true, encoding: .utf8)
+            for width in [1200, 900] {
+                let dom = try await Self.chromium(f.directory, ["--dump-dom", "--window-size=\(width),2000", "file://" + page + ".probe.html"])
+                #expect(dom.status == 0, "\(dom.stderr)")
+                let text = try #require(dom.stdout.components(separatedBy: "<pre id=\"layout\">").dropFirst().first?.components(separatedBy: "</pre>").first)
+                let layout = try JSONValue(parsing: text.replacingOccurrences(of: "&amp;", with: "&"))
+                let right = layout["sectionRight"]?.doubleValue ?? 0
+                #expect(layout["bedtime"] == "Bedtime 21-24")
+                #expect((layout["logbookRight"]?.doubleValue ?? .infinity) <= right + 0.5, "\(width) px: \(layout)")
+                #expect((layout["bedtimeRight"]?.doubleValue ?? .infinity) <= right + 0.5, "\(width) px: the Bedtime column is clipped: \(layout)")
+                #expect(layout["cutCells"] == 0, "\(width) px: \(layout)")
+                #expect((layout["lowTables"]?.intValue ?? 0) >= 2 && layout["misaligned"] == 0, "\(width) px: \(layout)")
+            }
         }
     }
 

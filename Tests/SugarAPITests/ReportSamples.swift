@@ -37,6 +37,8 @@ enum ReportSamples {
         var value: Value
         var meal: UInt8?
         var control = false
+        /// The second of the meter's clock (most records are on the minute).
+        var second = 0
     }
 
     /// The spring set. Local times are the meters' clocks (Berlin wall time); r7's 02:30 on 2024-03-31 never
@@ -81,6 +83,34 @@ enum ReportSamples {
         }
     }
 
+    /// A low taken at 22:37:45 (Berlin, CET): the lows list keeps its seconds.
+    static let lateLow = Record(meter: roche, sequence: 14, local: (2024, 4, 1, 22, 37), value: .mgdL(55), meal: 5, second: 45)
+
+    /// `days` busy days from 2024-01-01 (Berlin) for two meters: the Roche six times a day, the Contour
+    /// (mmol/L) three times, at times with seconds, values over every range (lows every day), meal tags in
+    /// turn. For the print layout of long periods, not for hand-worked figures.
+    static func busy(days: Int) -> [Record] {
+        var records: [Record] = []
+        var date = DateTime(year: 2024, month: 1, day: 1)
+        for day in 0..<days {
+            let (y, m, d) = (Int(date.year), Int(date.month), Int(date.day))
+            for (k, time) in [(6, 50, 12), (9, 15, 33), (12, 40, 5), (15, 20, 47), (18, 45, 10), (22, 37, 45)].enumerated() {
+                records.append(
+                    Record(
+                        meter: roche, sequence: UInt16(1000 + day * 6 + k), local: (y, m, d, time.0, time.1),
+                        value: .mgdL(45 + (day * 37 + k * 53) % 230), meal: [3, 2, 1, 2, 1, 5][k], second: time.2))
+            }
+            for (k, time) in [(7, 30, 0), (13, 10, 20), (20, 5, 55)].enumerated() {
+                records.append(
+                    Record(
+                        meter: contour, sequence: UInt16(100 + day * 3 + k), local: (y, m, d, time.0, time.1),
+                        value: .mmolTenths(25 + (day * 13 + k * 29) % 150), meal: [1, 2, 5][k], second: time.2))
+            }
+            date = date.adding(minutes: 1440) ?? date
+        }
+        return records
+    }
+
     /// The reading sugard makes of a record.
     static func reading(_ record: Record) -> Reading {
         let (year, month, day, hour, minute) = record.local
@@ -105,7 +135,9 @@ enum ReportSamples {
         }
         let measurement = GlucoseMeasurement(
             sequenceNumber: record.sequence,
-            baseTime: DateTime(year: UInt16(year), month: UInt8(month), day: UInt8(day), hours: UInt8(hour), minutes: UInt8(minute)),
+            baseTime: DateTime(
+                year: UInt16(year), month: UInt8(month), day: UInt8(day), hours: UInt8(hour), minutes: UInt8(minute),
+                seconds: UInt8(record.second)),
             timeOffsetMinutes: 0, concentration: concentration, unit: unit, type: .capillaryWholeBlood,
             sampleLocation: record.control ? .controlSolution : .finger, sensorStatus: status,
             contextFollows: record.meal != nil)
