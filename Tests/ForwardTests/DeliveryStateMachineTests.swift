@@ -1,3 +1,4 @@
+import Locking
 import SugarWire
 import Testing
 
@@ -109,9 +110,12 @@ import Testing
         let timer = machine.handle(.timerFired, at: 25)
         #expect(Self.saves(timer) == [ForwardState(cursor: 1, newest: [:])])
         #expect(Self.published(timer).isEmpty)
-        // Saved: room for one more.
+        let during = machine.handle(.acknowledged(tokens: [4], session: 1), at: 26)
+        #expect(during.contains(.delivered(count: 1, cursor: 2, pending: 8)) && Self.published(during).isEmpty)
+        // Saved: room for one more (reading 2 waits for the next save).
         let saved = machine.handle(.saveCompleted, at: 30)
         #expect(Self.published(saved) == [7])
+        #expect(saved.contains(.startTimer(millis: 25)))
     }
 
     @Test func acknowledgementsMoveTheCursorOnlyOverAContiguousPrefix() {
@@ -364,5 +368,57 @@ struct SeededRandom {
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         z ^= z >> 31
         return Int(z % UInt64(bound))
+    }
+}
+
+/// The feed's ``Window``, the other half of the flow control: the machine gives slots back
+/// (``DeliveryStateMachine/Action/releaseFeed(_:)``), the feed's reader thread pauses itself when
+/// a reply fills the window and goes on once at most half of it is used by what came before.
+@Suite struct FeedWindowTests {
+    /// Admits a reply of `count` on a thread of its own; the flag turns true when it returns.
+    static func admit(_ window: Window, _ count: Int, connection: Int) -> Lock<Bool> {
+        let returned = Lock(false)
+        let started = startDetachedThread {
+            window.admit(count, connection: connection)
+            returned.withLock { $0 = true }
+        }
+        precondition(started == 0, "no thread")
+        return returned
+    }
+
+    @Test func aFullWindowPausesTheReaderUntilHalfIsFree() async {
+        let window = Window(limit: 8)
+        let connection = window.beginConnection()
+        // A reply of 6 fits; the feed takes it.
+        let first = Self.admit(window, 6, connection: connection)
+        #expect(await eventually(within: 5) { first.withLock { $0 } })
+        window.take(6, of: 6)
+        // The next reply of 4 fills the window: its reader waits.
+        let second = Self.admit(window, 4, connection: connection)
+        try? await Task.sleep(for: .milliseconds(200))
+        #expect(!second.withLock { $0 }, "the reader went on with the window full")
+        // One slot back: 5 of the 6 before it still used, more than half of 8.
+        window.release(1)
+        try? await Task.sleep(for: .milliseconds(200))
+        #expect(!second.withLock { $0 }, "the reader went on with more than half the window used")
+        // Half: it goes on.
+        window.release(1)
+        #expect(await eventually(within: 5) { second.withLock { $0 } })
+    }
+
+    @Test func aReaderOfAnEndedConnectionNeverWaits() async {
+        let window = Window(limit: 4)
+        let connection = window.beginConnection()
+        let first = Self.admit(window, 3, connection: connection)
+        #expect(await eventually(within: 5) { first.withLock { $0 } })
+        window.take(3, of: 3)
+        let blocked = Self.admit(window, 2, connection: connection)
+        try? await Task.sleep(for: .milliseconds(200))
+        #expect(!blocked.withLock { $0 })
+        window.endConnection()
+        #expect(await eventually(within: 5) { blocked.withLock { $0 } })
+        // A late reader of the old connection neither waits nor counts.
+        let late = Self.admit(window, 100, connection: connection)
+        #expect(await eventually(within: 5) { late.withLock { $0 } })
     }
 }
