@@ -20,9 +20,11 @@ import SugarWire
 ///   readings give their slots back to the feed (``Action/releaseFeed(_:)``): the feed's reader
 ///   thread pauses itself when its ``Window`` is full, before it reads the next reply, and goes
 ///   on once at most half of it is used.
-/// - One cursor save at a time: it starts `saveDelayMillis` after the previous one started (a
-///   timer is armed for the rest), or at once when half of `maxUnsaved` is acknowledged and
-///   unsaved. A failed save is tried again after `saveRetryMillis`; its readings wait for it.
+/// - One cursor save at a time, of everything acknowledged so far: it starts at a PUBACK when the
+///   previous one started `saveDelayMillis` ago or more, or half of `maxUnsaved` is acknowledged
+///   and unsaved; else when a timer of `saveDelayMillis` fires. A failed save leaves its readings
+///   unsaved (still counted in the bound): they go with the next save, at the latest when a timer
+///   of `saveRetryMillis` fires.
 /// - A lost connection forgets what was handed over: on the next one (the MQTT client reconnects
 ///   by itself, with backoff) everything not delivered is sent again, in order, after `online` and
 ///   the discovery configs.
