@@ -54,7 +54,9 @@ struct ForwardedReading: FeedReading {
 /// sugard-forward's core: readings from the feed go out in commit order, at most `maxInFlight`
 /// unacknowledged by the broker at a time (the MQTT client's window, refilled on its own thread
 /// as PUBACKs arrive); the highest contiguously acknowledged cursor is saved; a lost connection
-/// re-sends everything unacknowledged, in order, on the next one.
+/// re-sends everything unacknowledged, in order, on the next one. What to do when is decided by
+/// ``DeliveryStateMachine``; ``run()`` only turns the feed's and the MQTT client's events into its
+/// events and its actions into publishes, saves and timers.
 ///
 /// All state below belongs to the one task running ``run()``; the feed and the MQTT thread only
 /// send it events.
@@ -63,8 +65,8 @@ public final class Forwarder: Sendable {
         case mqtt(MQTTEvent)
         case feed(Feed<ForwardedReading>.Event)
         case flush
-        /// A save on the saver's thread ended; `count` acknowledged readings were in it.
-        case saved(count: Int, error: String?)
+        /// A save on the saver's thread ended (`error`: it failed).
+        case saved(error: String?)
         case stop
     }
 
@@ -110,21 +112,10 @@ public final class Forwarder: Sendable {
     /// Ends ``run()``: publishes `offline`, saves the cursor, disconnects.
     public func stop() { self.continuation.yield(.stop) }
 
-    private struct Entry {
-        var cursor: Int64
-        var meter: String
-        var millis: Int64
-        var payload: [UInt8]
-        var updatesState: Bool
-        var outstanding = 0
-        var sent = false
-    }
-
     /// Runs until ``stop()`` (or cancellation). Throws only when the state file is unusable.
     public func run() async throws(ForwardFileError) {
         let file = CursorFile(directory: self.config.stateDirectory)
-        var saved = try file.load()
-        var newest = saved.newest
+        let saved = try file.load()
         self.status.withLock { $0.cursor = saved.cursor }
         self.logger.notice(
             "forwarding to \(self.config.mqttURL) as \(self.config.mqttClientID), resuming after cursor \(saved.cursor)")
@@ -133,7 +124,7 @@ public final class Forwarder: Sendable {
         options.username = self.config.mqttUsername
         options.password = self.password
         options.caFile = self.config.mqttTLS ? self.config.mqttCAFile : nil
-        options.will = MQTTMessage(topic: self.topics.status, payload: Array("offline".utf8), qos: 1, retain: true)
+        options.will = self.offline
         if self.config.homeAssistantDiscovery { options.subscriptions = [self.topics.homeAssistantStatus] }
         options.maxInFlight = self.maxInFlight
         let continuation = self.continuation
@@ -144,273 +135,194 @@ public final class Forwarder: Sendable {
             throw ForwardFileError("\(error)")
         }
         let feed = Feed<ForwardedReading>(socketPath: self.config.socketPath, window: self.window) { continuation.yield(.feed($0)) }
-        let start = saved.cursor
-        let feedTask = Task { await feed.run(after: start) }
-        var flushTask: Task<Void, Never>?
-        defer {
-            feedTask.cancel()
-            flushTask?.cancel()
-        }
+        let feedTask = Task { await feed.run(after: saved.cursor) }
+        var driver = Driver(forwarder: self, client: client, saver: CursorSaver(file: file), feedTask: feedTask)
+        defer { driver.cancelTasks() }
 
-        // Readings held, oldest first from `head` (delivered ones before it are dropped in bulk,
-        // not one shift of the whole array per acknowledgement).
-        var entries: [Entry] = []
-        var head = 0
-        var nextToSend = 0
-        // Handed to the MQTT client and not acknowledged yet.
-        var handed = 0
-        var session: Int?
-        var meters: [String: Wire.MeterIdentity?] = [:]
-        var stateCursor: [String: Int64] = [:]
-        var unsaved = 0
-        // Acknowledged readings in the save running on the saver's thread (0: none running).
-        var saving = 0
-        var lastSave = monotonicMillis()
-        let saver = CursorSaver(file: file)
-
-        func publishDiscovery(_ meter: String, _ session: Int) {
-            guard self.config.homeAssistantDiscovery else { return }
-            let config = self.topics.discoveryConfig(meter: meter, identity: meters[meter] ?? nil)
-            client.publish(
-                MQTTMessage(topic: self.topics.discovery(meter), payload: Array(config.serialized().utf8), qos: 1, retain: true),
-                session: session)
-        }
-        // Each meter's reading and state topics, made once (not per message).
-        var meterTopics: [String: (reading: String, state: String)] = [:]
-        func topics(_ meter: String) -> (reading: String, state: String) {
-            if let known = meterTopics[meter] { return known }
-            let made = (self.topics.reading(meter), self.topics.state(meter))
-            meterTopics[meter] = made
-            return made
-        }
-        func send() {
-            guard let session else { return }
-            while handed + unsaved + saving < self.maxInFlight + self.maxUnsaved, nextToSend < entries.count {
-                let updatesState = entries[nextToSend].updatesState
-                let cursor = entries[nextToSend].cursor
-                let topic = topics(entries[nextToSend].meter)
-                client.publish(
-                    MQTTMessage(topic: topic.reading, payload: entries[nextToSend].payload, qos: 1, retain: false),
-                    token: cursor << 1, session: session)
-                if updatesState {
-                    client.publish(
-                        MQTTMessage(topic: topic.state, payload: entries[nextToSend].payload, qos: 1, retain: true),
-                        token: cursor << 1 | 1, session: session)
+        var machine = DeliveryStateMachine(
+            saved: saved,
+            limits: DeliveryStateMachine.Limits(
+                maxInFlight: self.maxInFlight, maxUnsaved: self.maxUnsaved, discovery: self.config.homeAssistantDiscovery),
+            now: monotonicMillis())
+        for await event in self.events {
+            guard let event = self.translate(event, connected: machine.isConnected, driver: &driver) else { continue }
+            driver.perform(machine.handle(event, at: monotonicMillis()))
+            if case .readings(let list) = event {
+                self.status.withLock {
+                    $0.pending = machine.held
+                    $0.received += list.count
                 }
-                entries[nextToSend].sent = true
-                entries[nextToSend].outstanding = updatesState ? 2 : 1
-                handed += 1
-                nextToSend += 1
             }
+            if driver.finished { break }
         }
-        /// Hands the cursor to the saver's thread (the temporary file, fsync, rename and the
-        /// directory's fsync take milliseconds, the event loop goes on meanwhile); one save at a
-        /// time, the next one starts when it ends.
-        func save(force: Bool) {
-            guard unsaved > 0, saving == 0 else { return }
-            let now = monotonicMillis()
-            if !force, now - lastSave < 25, unsaved < self.maxUnsaved / 2 {
-                if flushTask == nil {
-                    let continuation = self.continuation
-                    flushTask = Task {
-                        try? await Task.sleep(for: .milliseconds(25))
+        if !driver.finished { driver.perform(machine.handle(.stop, at: monotonicMillis())) }
+        self.logger.notice("stopped after cursor \(machine.acknowledged.cursor)")
+    }
+
+    private var offline: MQTTMessage { MQTTMessage(topic: self.topics.status, payload: Array("offline".utf8), qos: 1, retain: true) }
+
+    /// The machine's event for `event` (nil: none, the status and the log are all it changes).
+    private func translate(_ event: Event, connected: Bool, driver: inout Driver) -> DeliveryStateMachine.Event? {
+        switch event {
+        case .stop:
+            return .stop
+        case .flush:
+            driver.timer = nil
+            return .timerFired
+        case .saved(let error):
+            guard let error else { return .saveCompleted }
+            self.logger.error("cannot save the delivery cursor: \(error)")
+            return .saveFailed
+        case .feed(.connected):
+            self.status.withLock {
+                $0.feedConnected = true
+                $0.feedReason = nil
+            }
+            self.logger.info("following sugard's readings at \(self.config.socketPath)")
+            return nil
+        case .feed(.disconnected(let reason)):
+            let changed = self.status.withLock { s -> Bool in
+                defer {
+                    s.feedConnected = false
+                    s.feedReason = reason
+                }
+                return s.feedConnected || s.feedReason != reason
+            }
+            if changed { self.logger.warning("sugard's readings are not reachable (retrying): \(reason)") }
+            return nil
+        case .feed(.meters(let known)):
+            return .meters(known)
+        case .feed(.readings(let list)):
+            if self.logger.isEnabled(.debug) {
+                for (cursor, reading) in list {
+                    self.logger.debug(
+                        "reading \(cursor) queued", [("meter", reading.meter), ("payload", String(decoding: reading.payload, as: UTF8.self))])
+                }
+            }
+            return .readings(list)
+        case .mqtt(.connected(let session)):
+            self.logger.notice("connected to \(self.config.mqttURL)")
+            self.status.withLock {
+                $0.state = .connected
+                $0.reason = nil
+            }
+            return .connected(session: session)
+        case .mqtt(.disconnected(let reason, let permanent, let retryIn)):
+            let previous = self.status.withLock { s -> SinkStatus in
+                defer {
+                    s.state = permanent ? .failing : .retrying
+                    s.reason = reason
+                }
+                return s
+            }
+            let text = "\(reason); retrying in \(retryIn < 1 ? "\(Int(retryIn * 1000)) ms" : "\(Int(retryIn)) s")"
+            if permanent {
+                self.logger.error("MQTT broker \(self.config.mqttURL): \(text)")
+            } else if connected || previous.reason != reason {
+                self.logger.warning("MQTT broker \(self.config.mqttURL): \(text)")
+            }
+            return .disconnected
+        case .mqtt(.acknowledged(let tokens, let session)):
+            return .acknowledged(tokens: tokens, session: session)
+        case .mqtt(.message(let topic, let payload)):
+            guard topic == self.topics.homeAssistantStatus, String(decoding: payload, as: UTF8.self) == "online", connected else {
+                return nil
+            }
+            self.logger.info("Home Assistant came online: publishing discovery again")
+            return .homeAssistantOnline
+        }
+    }
+
+    /// Carries out ``DeliveryStateMachine``'s actions: the run task's only I/O.
+    private struct Driver {
+        let forwarder: Forwarder
+        let client: MQTTClient
+        let saver: CursorSaver
+        let feedTask: Task<Void, Never>
+        /// The machine's timer, while armed.
+        var timer: Task<Void, Never>?
+        /// Each meter's reading and state topics, made once (not per message).
+        var meterTopics: [String: (reading: String, state: String)] = [:]
+        /// The machine stopped and its last actions are done.
+        var finished = false
+
+        mutating func cancelTasks() {
+            self.feedTask.cancel()
+            self.timer?.cancel()
+        }
+
+        mutating func perform(_ actions: [DeliveryStateMachine.Action]) {
+            for action in actions {
+                switch action {
+                case .publish(let message, let session):
+                    self.client.publish(self.mqttMessage(message), token: message.token, session: session)
+                case .releaseFeed(let count):
+                    self.forwarder.window.release(count)
+                case .delivered(let count, let cursor, let pending):
+                    let now = wallClockMilliseconds()
+                    self.forwarder.status.withLock {
+                        $0.cursor = cursor
+                        $0.delivered += count
+                        $0.lastDeliveryMillis = now
+                        $0.pending = pending
+                    }
+                case .saveCursor(let state):
+                    self.startSave(state)
+                case .startTimer(let millis):
+                    let continuation = self.forwarder.continuation
+                    self.timer = Task {
+                        try? await Task.sleep(for: .milliseconds(millis))
                         continuation.yield(.flush)
                     }
+                case .finish(let state):
+                    self.cancelTasks()
+                    if let state {
+                        do {
+                            try self.saver.save(state)
+                        } catch {
+                            self.forwarder.logger.error("cannot save the delivery cursor: \(error)")
+                        }
+                    }
+                    self.client.stop(last: self.forwarder.offline)
+                    self.finished = true
                 }
-                return
             }
-            let state = saved
-            let count = unsaved
-            saving = count
-            unsaved = 0
-            lastSave = now
-            let continuation = self.continuation
-            let started = startDetachedThread {
-                var failure: String?
-                do { try saver.save(state) } catch { failure = "\(error)" }
-                continuation.yield(.saved(count: count, error: failure))
-            }
-            if started != 0 {
-                var failure: String?
-                do { try saver.save(state) } catch { failure = "\(error)" }
-                continuation.yield(.saved(count: count, error: failure))
-            }
-        }
-        /// The index of the entry with `cursor` (entries are sorted by cursor).
-        func find(_ cursor: Int64) -> Int? {
-            var low = head
-            var high = entries.count
-            while low < high {
-                let mid = (low + high) / 2
-                if entries[mid].cursor < cursor { low = mid + 1 } else { high = mid }
-            }
-            return low < entries.count && entries[low].cursor == cursor ? low : nil
-        }
-        func acknowledge(_ tokens: [Int64]) {
-            for token in tokens {
-                guard let index = find(token >> 1), entries[index].outstanding > 0 else { continue }
-                entries[index].outstanding -= 1
-                if entries[index].outstanding == 0 { handed -= 1 }
-            }
-            var done = 0
-            while head + done < entries.count, entries[head + done].sent, entries[head + done].outstanding == 0 {
-                let index = head + done
-                saved.cursor = entries[index].cursor
-                if entries[index].updatesState {
-                    let meter = entries[index].meter
-                    saved.newest[meter] = max(saved.newest[meter] ?? .min, entries[index].millis)
-                }
-                done += 1
-            }
-            guard done > 0 else { return }
-            head += done
-            if head == entries.count {
-                entries.removeAll(keepingCapacity: true)
-                nextToSend = 0
-                head = 0
-            } else if head >= 1024, head * 2 >= entries.count {
-                entries.removeFirst(head)
-                nextToSend -= head
-                head = 0
-            }
-            unsaved += done
-            self.window.release(done)
-            let now = wallClockMilliseconds()
-            self.status.withLock {
-                $0.cursor = saved.cursor
-                $0.delivered += done
-                $0.lastDeliveryMillis = now
-                $0.pending = entries.count - head
-            }
-            save(force: false)
         }
 
-        eventLoop: for await event in self.events {
-            switch event {
-            case .stop:
-                break eventLoop
-            case .flush:
-                flushTask = nil
-                save(force: true)
-            case .saved(let count, let error):
-                saving = 0
-                if let error {
-                    // Tried again in a second (the readings wait for it), not at once.
-                    self.logger.error("cannot save the delivery cursor: \(error)")
-                    unsaved += count
-                    if flushTask == nil {
-                        let continuation = self.continuation
-                        flushTask = Task {
-                            try? await Task.sleep(for: .seconds(1))
-                            continuation.yield(.flush)
-                        }
-                    }
-                } else {
-                    save(force: false)
-                }
-                send()
-            case .feed(.connected):
-                self.status.withLock {
-                    $0.feedConnected = true
-                    $0.feedReason = nil
-                }
-                self.logger.info("following sugard's readings at \(self.config.socketPath)")
-            case .feed(.disconnected(let reason)):
-                let changed = self.status.withLock { s -> Bool in
-                    defer {
-                        s.feedConnected = false
-                        s.feedReason = reason
-                    }
-                    return s.feedConnected || s.feedReason != reason
-                }
-                if changed { self.logger.warning("sugard's readings are not reachable (retrying): \(reason)") }
-            case .feed(.meters(let known)):
-                for (meter, identity) in known where meters[meter] != identity {
-                    let isNew = meters[meter] == nil
-                    meters.updateValue(identity, forKey: meter)
-                    if let session, isNew || identity != nil { publishDiscovery(meter, session) }
-                }
-            case .feed(.readings(let list)):
-                var received = 0
-                for (cursor, reading) in list {
-                    received += 1
-                    let meter = reading.meter
-                    let millis = reading.epochMillis
-                    let updatesState = millis > (newest[meter] ?? .min)
-                    if updatesState {
-                        newest[meter] = millis
-                        // The retained state only needs the newest: an older state update still
-                        // waiting to be sent is dropped (its reading message still goes out).
-                        if let previous = stateCursor[meter], let index = find(previous), !entries[index].sent {
-                            entries[index].updatesState = false
-                        }
-                        stateCursor[meter] = cursor
-                    }
-                    if self.logger.isEnabled(.debug) {
-                        self.logger.debug("reading \(cursor) queued", [("meter", meter), ("payload", String(decoding: reading.payload, as: UTF8.self))])
-                    }
-                    entries.append(Entry(cursor: cursor, meter: meter, millis: millis, payload: reading.payload, updatesState: updatesState))
-                }
-                self.status.withLock {
-                    $0.pending = entries.count - head
-                    $0.received += received
-                }
-                send()
-            case .mqtt(.connected(let s)):
-                session = s
-                self.logger.notice("connected to \(self.config.mqttURL)")
-                self.status.withLock {
-                    $0.state = .connected
-                    $0.reason = nil
-                }
-                client.publish(MQTTMessage(topic: self.topics.status, payload: Array("online".utf8), qos: 1, retain: true), session: s)
-                for meter in meters.keys.sorted() { publishDiscovery(meter, s) }
-                send()
-            case .mqtt(.disconnected(let reason, let permanent, let retryIn)):
-                let wasConnected = session != nil
-                session = nil
-                for index in head..<entries.count {
-                    entries[index].sent = false
-                    entries[index].outstanding = 0
-                }
-                nextToSend = head
-                handed = 0
-                let previous = self.status.withLock { s -> SinkStatus in
-                    defer {
-                        s.state = permanent ? .failing : .retrying
-                        s.reason = reason
-                    }
-                    return s
-                }
-                let text = "\(reason); retrying in \(retryIn < 1 ? "\(Int(retryIn * 1000)) ms" : "\(Int(retryIn)) s")"
-                if permanent {
-                    self.logger.error("MQTT broker \(self.config.mqttURL): \(text)")
-                } else if wasConnected || previous.reason != reason {
-                    self.logger.warning("MQTT broker \(self.config.mqttURL): \(text)")
-                }
-            case .mqtt(.acknowledged(let tokens, let s)):
-                guard s == session else { continue }
-                acknowledge(tokens)
-                send()
-            case .mqtt(.message(let topic, let payload)):
-                if topic == self.topics.homeAssistantStatus, String(decoding: payload, as: UTF8.self) == "online",
-                    let session
-                {
-                    self.logger.info("Home Assistant came online: publishing discovery again")
-                    for meter in meters.keys.sorted() { publishDiscovery(meter, session) }
-                }
+        /// Hands the cursor to the saver's thread (the temporary file, fsync, rename and the
+        /// directory's fsync take milliseconds, the event loop goes on meanwhile).
+        private func startSave(_ state: ForwardState) {
+            let saver = self.saver
+            let continuation = self.forwarder.continuation
+            let save: @Sendable () -> Void = {
+                var failure: String?
+                do { try saver.save(state) } catch { failure = "\(error)" }
+                continuation.yield(.saved(error: failure))
+            }
+            if startDetachedThread(save) != 0 { save() }
+        }
+
+        private mutating func mqttMessage(_ message: DeliveryStateMachine.Message) -> MQTTMessage {
+            let topics = self.forwarder.topics
+            switch message {
+            case .reading(_, let meter, let payload):
+                return MQTTMessage(topic: self.topics(meter).reading, payload: payload, qos: 1, retain: false)
+            case .state(_, let meter, let payload):
+                return MQTTMessage(topic: self.topics(meter).state, payload: payload, qos: 1, retain: true)
+            case .online:
+                return MQTTMessage(topic: topics.status, payload: Array("online".utf8), qos: 1, retain: true)
+            case .discovery(let meter, let identity):
+                let config = topics.discoveryConfig(meter: meter, identity: identity)
+                return MQTTMessage(topic: topics.discovery(meter), payload: Array(config.serialized().utf8), qos: 1, retain: true)
             }
         }
-        feedTask.cancel()
-        if unsaved > 0 || saving > 0 {
-            do {
-                try saver.save(saved)
-            } catch {
-                self.logger.error("cannot save the delivery cursor: \(error)")
-            }
+
+        private mutating func topics(_ meter: String) -> (reading: String, state: String) {
+            if let known = self.meterTopics[meter] { return known }
+            let made = (self.forwarder.topics.reading(meter), self.forwarder.topics.state(meter))
+            self.meterTopics[meter] = made
+            return made
         }
-        client.stop(last: MQTTMessage(topic: self.topics.status, payload: Array("offline".utf8), qos: 1, retain: true))
-        self.logger.notice("stopped after cursor \(saved.cursor)")
     }
 }
 

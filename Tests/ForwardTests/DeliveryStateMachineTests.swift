@@ -1,0 +1,424 @@
+import Locking
+import SugarWire
+import Testing
+
+@testable import SugarForward
+
+/// ``DeliveryStateMachine`` per transition, with no I/O: events in, actions out.
+@Suite struct DeliveryStateMachineTests {
+    typealias Machine = DeliveryStateMachine
+    typealias Action = DeliveryStateMachine.Action
+
+    static let meterA = "60:77:71:8A:0B:01"
+    static let meterB = "60:77:71:8A:0B:02"
+
+    /// Readings `cursors`, each of `meter` measured at `1000 * cursor` ms (each its meter's newest).
+    static func readings(_ cursors: ClosedRange<Int64>, meter: String = Self.meterA) -> Machine.Event {
+        .readings(cursors.map { ($0, Self.reading($0, meter: meter)) })
+    }
+
+    static func reading(_ cursor: Int64, meter: String = Self.meterA, millis: Int64? = nil) -> ForwardedReading {
+        ForwardedReading(meter: meter, epochMillis: millis ?? 1000 * cursor, payload: Array("{\"id\":\(cursor)}".utf8))
+    }
+
+    static func machine(inFlight: Int = 4, unsaved: Int? = nil, discovery: Bool = false, saved: ForwardState = ForwardState())
+        -> Machine
+    {
+        Machine(saved: saved, limits: Machine.Limits(maxInFlight: inFlight, maxUnsaved: unsaved, discovery: discovery), now: 0)
+    }
+
+    /// The cursors of the reading messages published, in order.
+    static func published(_ actions: [Action]) -> [Int64] {
+        actions.compactMap {
+            if case .publish(.reading(let cursor, _, _), _) = $0 { cursor } else { nil }
+        }
+    }
+
+    /// The cursors of the state messages published, in order.
+    static func stateUpdates(_ actions: [Action]) -> [Int64] {
+        actions.compactMap {
+            if case .publish(.state(let cursor, _, _), _) = $0 { cursor } else { nil }
+        }
+    }
+
+    static func saves(_ actions: [Action]) -> [ForwardState] {
+        actions.compactMap {
+            if case .saveCursor(let state) = $0 { state } else { nil }
+        }
+    }
+
+    /// Every token the actions wait for (reading and state messages), in order.
+    static func tokens(_ actions: [Action]) -> [Int64] {
+        actions.compactMap {
+            if case .publish(let message, _) = $0, message.token >= 0 { message.token } else { nil }
+        }
+    }
+
+    @Test func readingsWaitForTheBrokerThenGoOutInOrderWithTheirTokens() {
+        var machine = Self.machine(inFlight: 8)
+        #expect(machine.handle(Self.readings(1...3), at: 1).isEmpty, "nothing is published before a connection")
+        #expect(machine.held == 3)
+        let actions = machine.handle(.connected(session: 7), at: 2)
+        let payload = Array("{\"id\":3}".utf8)
+        #expect(actions.first == .publish(.online, session: 7))
+        #expect(Self.published(actions) == [1, 2, 3])
+        // Readings 1 and 2's state updates were dropped for reading 3's, which goes right after
+        // its reading message, on the same session.
+        #expect(actions.last == .publish(.state(cursor: 3, meter: Self.meterA, payload: payload), session: 7))
+        #expect(Self.tokens(actions) == [2, 4, 6, 7])
+        // Later readings go out at once.
+        let more = machine.handle(Self.readings(4...4), at: 3)
+        #expect(Self.published(more) == [4] && Self.stateUpdates(more) == [4])
+    }
+
+    @Test func aStateUpdateHandedOverIsNotDropped() {
+        var machine = Self.machine(inFlight: 8)
+        _ = machine.handle(.connected(session: 1), at: 0)
+        let first = machine.handle(Self.readings(1...1), at: 1)
+        #expect(Self.stateUpdates(first) == [1])
+        // An older measured time does not update the retained state; a newer one does.
+        let older = machine.handle(.readings([(Int64(2), Self.reading(2, millis: 500))]), at: 2)
+        #expect(Self.published(older) == [2] && Self.stateUpdates(older).isEmpty)
+        let other = machine.handle(Self.readings(3...3, meter: Self.meterB), at: 3)
+        #expect(Self.stateUpdates(other) == [3], "each meter has its own newest")
+        // A newer reading does not take back reading 1's state message, handed over already:
+        // reading 1 is delivered only with both PUBACKs.
+        #expect(Self.stateUpdates(machine.handle(Self.readings(4...4), at: 4)) == [4])
+        #expect(machine.handle(.acknowledged(tokens: [2], session: 1), at: 5).isEmpty)
+        #expect(machine.handle(.acknowledged(tokens: [3], session: 1), at: 6).contains(.delivered(count: 1, cursor: 1, pending: 3)))
+        // A restart knows each meter's newest from the saved state.
+        var restarted = Self.machine(saved: ForwardState(cursor: 3, newest: [Self.meterA: 1000]))
+        _ = restarted.handle(.connected(session: 1), at: 0)
+        let again = restarted.handle(.readings([(Int64(4), Self.reading(4, millis: 1000)), (Int64(5), Self.reading(5, millis: 1001))]), at: 1)
+        #expect(Self.published(again) == [4, 5] && Self.stateUpdates(again) == [5])
+    }
+
+    @Test func aFullWindowStopsHandingOverUntilAcknowledgedReadingsAreSaved() {
+        // 2 in flight + 4 unsaved: at most 6 readings handed over and not saved.
+        var machine = Self.machine(inFlight: 2, unsaved: 4)
+        _ = machine.handle(.connected(session: 1), at: 0)
+        let first = machine.handle(Self.readings(1...10), at: 0)
+        #expect(Self.published(first) == [1, 2, 3, 4, 5, 6])
+        // A PUBACK delivers reading 1 but frees no room while it is unsaved; the feed gets its
+        // slot back at once.
+        let acked = machine.handle(.acknowledged(tokens: [2], session: 1), at: 1)
+        #expect(acked.contains(.releaseFeed(1)))
+        #expect(acked.contains(.delivered(count: 1, cursor: 1, pending: 9)))
+        #expect(Self.published(acked).isEmpty)
+        #expect(acked.contains(.startTimer(millis: 25)))
+        // The save starts when the timer fires; while it runs its readings still count.
+        let timer = machine.handle(.timerFired, at: 25)
+        #expect(Self.saves(timer) == [ForwardState(cursor: 1, newest: [:])])
+        #expect(Self.published(timer).isEmpty)
+        let during = machine.handle(.acknowledged(tokens: [4], session: 1), at: 26)
+        #expect(during.contains(.delivered(count: 1, cursor: 2, pending: 8)) && Self.published(during).isEmpty)
+        // Saved: room for one more (reading 2 waits for the next save).
+        let saved = machine.handle(.saveCompleted, at: 30)
+        #expect(Self.published(saved) == [7])
+        #expect(saved.contains(.startTimer(millis: 25)))
+    }
+
+    @Test func acknowledgementsMoveTheCursorOnlyOverAContiguousPrefix() {
+        var machine = Self.machine(inFlight: 8)
+        _ = machine.handle(.connected(session: 1), at: 0)
+        // One reply each, so reading 1's state message goes out before reading 3 arrives.
+        _ = machine.handle(Self.readings(1...1), at: 0)
+        _ = machine.handle(Self.readings(2...2, meter: Self.meterB), at: 0)
+        _ = machine.handle(Self.readings(3...3), at: 0)
+        // Readings 2 and 3 (reading and state messages) are acknowledged, 1 only in part.
+        let gap = machine.handle(.acknowledged(tokens: [4, 5, 6, 7, 2], session: 1), at: 100)
+        #expect(gap.isEmpty, "nothing is delivered past reading 1's unacknowledged state message: \(gap)")
+        #expect(machine.acknowledged.cursor == 0)
+        let rest = machine.handle(.acknowledged(tokens: [3], session: 1), at: 101)
+        #expect(rest.contains(.releaseFeed(3)))
+        #expect(rest.contains(.delivered(count: 3, cursor: 3, pending: 0)))
+        // 100 ms after the start: the save goes at once, with each meter's newest state.
+        #expect(Self.saves(rest) == [ForwardState(cursor: 3, newest: [Self.meterA: 3000, Self.meterB: 2000])])
+        // Acknowledgements of unknown or already counted tokens change nothing.
+        #expect(machine.handle(.acknowledged(tokens: [2, 3, 40], session: 1), at: 102).isEmpty)
+    }
+
+    @Test func aSaveStartsAfterTheDelayOrAtHalfTheUnsavedBound() {
+        var machine = Self.machine(inFlight: 4, unsaved: 16)
+        _ = machine.handle(.connected(session: 1), at: 0)
+        _ = machine.handle(Self.readings(1...20, meter: Self.meterB), at: 0)
+        // Within 25 ms of the last save's start: a timer, armed once.
+        let first = machine.handle(.acknowledged(tokens: [2], session: 1), at: 5)
+        #expect(first.contains(.startTimer(millis: 25)) && Self.saves(first).isEmpty)
+        let second = machine.handle(.acknowledged(tokens: [4], session: 1), at: 10)
+        #expect(!second.contains(.startTimer(millis: 25)) && Self.saves(second).isEmpty)
+        // Half the unsaved bound (8) acknowledged and unsaved: at once, before the timer.
+        let half = machine.handle(.acknowledged(tokens: [6, 8, 10, 12, 14, 16], session: 1), at: 12)
+        #expect(Self.saves(half).map(\.cursor) == [8])
+        // The timer fires while that save runs: no second save at the same time.
+        _ = machine.handle(.acknowledged(tokens: [18], session: 1), at: 20)
+        #expect(Self.saves(machine.handle(.timerFired, at: 25)).isEmpty)
+        // When it ends, the next one waits for the delay again (the last started at 12).
+        let done = machine.handle(.saveCompleted, at: 30)
+        #expect(Self.saves(done).isEmpty && done.contains(.startTimer(millis: 25)))
+        #expect(Self.saves(machine.handle(.timerFired, at: 55)).map(\.cursor) == [9])
+        #expect(machine.handle(.saveCompleted, at: 60).filter { if case .publish = $0 { false } else { true } }.isEmpty)
+        // Later than the delay after the last save: at once.
+        let late = machine.handle(.acknowledged(tokens: [20], session: 1), at: 200)
+        #expect(Self.saves(late).map(\.cursor) == [10])
+    }
+
+    @Test func aFailedSaveIsTriedAgainAfterAPauseWithTheNewerState() {
+        var machine = Self.machine(inFlight: 2, unsaved: 8)
+        _ = machine.handle(.connected(session: 1), at: 0)
+        _ = machine.handle(Self.readings(1...6), at: 0)
+        #expect(Self.saves(machine.handle(.acknowledged(tokens: [2], session: 1), at: 100)).map(\.cursor) == [1])
+        let failed = machine.handle(.saveFailed, at: 110)
+        #expect(failed.contains(.startTimer(millis: 1000)) && Self.saves(failed).isEmpty)
+        #expect(machine.unsavedCount == 1)
+        // A reading acknowledged within the delay waits for the retry, which saves both.
+        #expect(machine.handle(.acknowledged(tokens: [4], session: 1), at: 120).filter { if case .delivered = $0 { false } else { true } } == [.releaseFeed(1)])
+        let retry = machine.handle(.timerFired, at: 1110)
+        #expect(Self.saves(retry).map(\.cursor) == [2])
+        #expect(machine.unsavedCount == 2)
+        _ = machine.handle(.saveCompleted, at: 1120)
+        #expect(machine.unsavedCount == 0)
+    }
+
+    @Test func aLostConnectionSendsEverythingUndeliveredAgainInOrder() {
+        var machine = Self.machine(inFlight: 8, discovery: true)
+        _ = machine.handle(.meters([Self.meterA: nil]), at: 0)
+        _ = machine.handle(.connected(session: 1), at: 0)
+        _ = machine.handle(Self.readings(1...5), at: 0)
+        // Reading 1 delivered; 3 acknowledged out of order, behind 2.
+        _ = machine.handle(.acknowledged(tokens: [2, 6], session: 1), at: 100)
+        #expect(machine.handle(.disconnected, at: 101).isEmpty)
+        #expect(!machine.isConnected)
+        // PUBACKs of the old connection and readings while down: nothing goes out.
+        #expect(machine.handle(.acknowledged(tokens: [4], session: 1), at: 102).isEmpty)
+        #expect(machine.handle(Self.readings(6...6), at: 103).isEmpty)
+        let again = machine.handle(.connected(session: 2), at: 104)
+        #expect(Array(again.prefix(2)) == [.publish(.online, session: 2), .publish(.discovery(meter: Self.meterA, identity: nil), session: 2)])
+        #expect(Self.published(again) == [2, 3, 4, 5, 6])
+        #expect(again.allSatisfy { if case .publish(_, let session) = $0 { session == 2 } else { true } })
+        // Only the new connection's PUBACKs count.
+        #expect(machine.handle(.acknowledged(tokens: [4], session: 1), at: 105).isEmpty)
+        #expect(machine.handle(.acknowledged(tokens: [4, 6], session: 2), at: 106).contains(.delivered(count: 2, cursor: 3, pending: 3)))
+    }
+
+    @Test func discoveryGoesOutForNewMetersAndWhenHomeAssistantComesOnline() {
+        let identity = Wire.MeterIdentity(
+            id: Self.meterB, name: nil, manufacturer: "Roche", model: "Guide", serialNumber: "42", firmware: nil, displayName: "Guide")
+        var machine = Self.machine(discovery: true)
+        #expect(machine.handle(.meters([Self.meterB: nil]), at: 0).isEmpty, "not connected")
+        let connected = machine.handle(.connected(session: 1), at: 0)
+        #expect(connected == [.publish(.online, session: 1), .publish(.discovery(meter: Self.meterB, identity: nil), session: 1)])
+        let known = machine.handle(.meters([Self.meterA: nil, Self.meterB: identity]), at: 1)
+        #expect(known.count == 2)
+        #expect(known.contains(.publish(.discovery(meter: Self.meterB, identity: identity), session: 1)))
+        #expect(known.contains(.publish(.discovery(meter: Self.meterA, identity: nil), session: 1)))
+        #expect(machine.handle(.meters([Self.meterA: nil, Self.meterB: identity]), at: 2).isEmpty, "nothing changed")
+        #expect(
+            machine.handle(.homeAssistantOnline, at: 3) == [
+                .publish(.discovery(meter: Self.meterA, identity: nil), session: 1),
+                .publish(.discovery(meter: Self.meterB, identity: identity), session: 1),
+            ])
+        var without = Self.machine(discovery: false)
+        _ = without.handle(.meters([Self.meterA: identity]), at: 0)
+        #expect(without.handle(.connected(session: 1), at: 0) == [.publish(.online, session: 1)])
+        #expect(without.handle(.homeAssistantOnline, at: 1).isEmpty)
+    }
+
+    @Test func stopSavesWhatIsAcknowledgedAndUnsaved() {
+        var idle = Self.machine()
+        #expect(idle.handle(.stop, at: 0) == [.finish(save: nil)])
+        #expect(idle.handle(Self.readings(1...1), at: 1).isEmpty, "a stopped machine does nothing")
+
+        var waiting = Self.machine()
+        _ = waiting.handle(.connected(session: 1), at: 0)
+        _ = waiting.handle(Self.readings(1...3), at: 0)
+        _ = waiting.handle(.acknowledged(tokens: [2, 4], session: 1), at: 1)
+        #expect(waiting.handle(.stop, at: 2) == [.finish(save: ForwardState(cursor: 2, newest: [:]))])
+
+        // A save running at the stop may not have reached the disk: saved again.
+        var running = Self.machine()
+        _ = running.handle(.connected(session: 1), at: 0)
+        _ = running.handle(Self.readings(1...1), at: 0)
+        #expect(Self.saves(running.handle(.acknowledged(tokens: [2, 3], session: 1), at: 100)).count == 1)
+        #expect(running.handle(.stop, at: 101) == [.finish(save: ForwardState(cursor: 1, newest: [Self.meterA: 1000]))])
+        #expect(running.handle(.saveCompleted, at: 102).isEmpty)
+    }
+
+    /// A long run against a modelled broker and disk (seeded): PUBACKs come in batches in publish
+    /// order (as MQTT requires for QoS 1), connections drop, saves take a while and some fail.
+    /// Every reading is delivered in order; the saved cursor never passes an unacknowledged
+    /// reading; and readings published and not durably saved (those that could arrive twice
+    /// after a crash) never exceed `maxInFlight + maxUnsaved`.
+    @Test(arguments: [UInt64(1), 2, 3, 0x5EED])
+    func duplicatesStayWithinTheBoundAndNothingIsLost(seed: UInt64) {
+        var random = SeededRandom(seed: seed)
+        let total: Int64 = 3000
+        let limits = Machine.Limits(maxInFlight: 16, maxUnsaved: 64, discovery: false)
+        var machine = Machine(saved: ForwardState(), limits: limits, now: 0)
+        var now: Int64 = 0
+        var session = 0
+        var fed: Int64 = 0
+        var unacknowledged: [Int64] = []  // tokens at the broker, in publish order
+        var acknowledgedTokens: Set<Int64> = []
+        var published: Int64 = 0  // the highest reading cursor published (they go out in order)
+        var durable: Int64 = 0
+        var pendingSave: ForwardState?
+        var saveDone: Int64 = 0
+        var timerAt: Int64?
+        var lastSaved: Int64 = 0
+        var delivered: Int64 = 0
+        var stateOrder: [Int64] = []
+
+        func run(_ event: Machine.Event) {
+            for action in machine.handle(event, at: now) {
+                switch action {
+                case .publish(let message, let s):
+                    #expect(s == session)
+                    if message.token >= 0 { unacknowledged.append(message.token) }
+                    if case .reading(let cursor, _, _) = message {
+                        #expect(cursor <= published + 1, "in order")
+                        published = max(published, cursor)
+                    }
+                    if case .state(let cursor, _, _) = message { stateOrder.append(cursor) }
+                case .saveCursor(let state):
+                    #expect(pendingSave == nil, "one save at a time")
+                    #expect(state.cursor >= lastSaved)
+                    lastSaved = state.cursor
+                    pendingSave = state
+                    saveDone = now + Int64(random.next(upTo: 40))
+                case .startTimer(let millis):
+                    #expect(timerAt == nil, "one timer at a time")
+                    timerAt = now + millis
+                case .delivered(let count, let cursor, _):
+                    #expect(cursor == delivered + Int64(count), "delivered in order, contiguously")
+                    delivered = cursor
+                    // Nothing at or below the cursor is still waiting for a PUBACK.
+                    for cursor in (cursor - Int64(count) + 1)...cursor {
+                        #expect(acknowledgedTokens.contains(cursor << 1))
+                    }
+                case .releaseFeed, .finish:
+                    break
+                }
+            }
+            let exposed = published - durable
+            #expect(exposed <= Int64(limits.maxInFlight + limits.maxUnsaved), "\(exposed) readings could arrive twice")
+        }
+
+        while delivered < total, now < 1_000_000 {
+            now += 1
+            switch random.next(upTo: 100) {
+            case 0..<20 where fed < total:
+                let count = Int64(random.next(upTo: 128)) + 1
+                let upTo = min(total, fed + count)
+                run(.readings(((fed + 1)...upTo).map { ($0, Self.reading($0, meter: $0 % 3 == 0 ? Self.meterB : Self.meterA)) }))
+                fed = upTo
+            case 20..<22 where session > 0:
+                unacknowledged.removeAll()
+                run(.disconnected)
+                session = -session
+            case 22..<30 where session <= 0:
+                session = -session + 1
+                run(.connected(session: session))
+            case 30..<70 where session > 0 && !unacknowledged.isEmpty:
+                let count = min(unacknowledged.count, random.next(upTo: 24) + 1)
+                let tokens = Array(unacknowledged.prefix(count))
+                unacknowledged.removeFirst(count)
+                acknowledgedTokens.formUnion(tokens)
+                run(.acknowledged(tokens: tokens, session: session))
+            default:
+                break
+            }
+            if let state = pendingSave, now >= saveDone {
+                pendingSave = nil
+                if random.next(upTo: 10) == 0 {
+                    run(.saveFailed)
+                } else {
+                    durable = state.cursor
+                    run(.saveCompleted)
+                }
+            }
+            if let at = timerAt, now >= at {
+                timerAt = nil
+                run(.timerFired)
+            }
+        }
+        #expect(delivered == total, "delivered \(delivered) of \(total) by \(now) ms")
+        #expect(machine.held == 0)
+        let stop = machine.handle(.stop, at: now)
+        if case .finish(let state?) = stop.first {
+            #expect(state.cursor == total)
+        } else {
+            #expect(durable == total, "nothing left to save at the stop: \(stop)")
+        }
+        // The retained state topics saw each meter's newest last.
+        #expect(stateOrder.last == total || stateOrder.last == total - 1)
+    }
+}
+
+/// splitmix64: a repeatable sequence for the seeded runs.
+struct SeededRandom {
+    var state: UInt64
+
+    init(seed: UInt64) { self.state = seed }
+
+    mutating func next(upTo bound: Int) -> Int {
+        self.state &+= 0x9E37_79B9_7F4A_7C15
+        var z = self.state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        z ^= z >> 31
+        return Int(z % UInt64(bound))
+    }
+}
+
+/// The feed's ``Window``, the other half of the flow control: the machine gives slots back
+/// (``DeliveryStateMachine/Action/releaseFeed(_:)``), the feed's reader thread pauses itself when
+/// a reply fills the window and goes on once at most half of it is used by what came before.
+@Suite struct FeedWindowTests {
+    /// Admits a reply of `count` on a thread of its own; the flag turns true when it returns.
+    static func admit(_ window: Window, _ count: Int, connection: Int) -> Lock<Bool> {
+        let returned = Lock(false)
+        let started = startDetachedThread {
+            window.admit(count, connection: connection)
+            returned.withLock { $0 = true }
+        }
+        precondition(started == 0, "no thread")
+        return returned
+    }
+
+    @Test func aFullWindowPausesTheReaderUntilHalfIsFree() async {
+        let window = Window(limit: 8)
+        let connection = window.beginConnection()
+        // A reply of 6 fits; the feed takes it.
+        let first = Self.admit(window, 6, connection: connection)
+        #expect(await eventually(within: 5) { first.withLock { $0 } })
+        window.take(6, of: 6)
+        // The next reply of 4 fills the window: its reader waits.
+        let second = Self.admit(window, 4, connection: connection)
+        try? await Task.sleep(for: .milliseconds(200))
+        #expect(!second.withLock { $0 }, "the reader went on with the window full")
+        // One slot back: 5 of the 6 before it still used, more than half of 8.
+        window.release(1)
+        try? await Task.sleep(for: .milliseconds(200))
+        #expect(!second.withLock { $0 }, "the reader went on with more than half the window used")
+        // Half: it goes on.
+        window.release(1)
+        #expect(await eventually(within: 5) { second.withLock { $0 } })
+    }
+
+    @Test func aReaderOfAnEndedConnectionNeverWaits() async {
+        let window = Window(limit: 4)
+        let connection = window.beginConnection()
+        let first = Self.admit(window, 3, connection: connection)
+        #expect(await eventually(within: 5) { first.withLock { $0 } })
+        window.take(3, of: 3)
+        let blocked = Self.admit(window, 2, connection: connection)
+        try? await Task.sleep(for: .milliseconds(200))
+        #expect(!blocked.withLock { $0 })
+        window.endConnection()
+        #expect(await eventually(within: 5) { blocked.withLock { $0 } })
+        // A late reader of the old connection neither waits nor counts.
+        let late = Self.admit(window, 100, connection: connection)
+        #expect(await eventually(within: 5) { late.withLock { $0 } })
+    }
+}
