@@ -264,8 +264,12 @@ struct Ingest {
                 }
                 stored?.insert(reading.sequenceNumber)
                 batchRows?.append(reading.sequenceNumber, index: inserted.count)
+                // The person follows from the reading's measured time (trigger reading_person_on_insert).
+                let (person, waiting) = try AssignmentRows.personOfReading(id, self.db)
                 inserted.append(
-                    StoredReading(id: id, epoch: meter.epoch, storedAt: self.now, reading: reading, person: meter.person))
+                    StoredReading(
+                        id: id, epoch: meter.epoch, storedAt: self.now, reading: reading, person: person,
+                        awaitingAttribution: waiting))
                 topInCurrentEpoch = max(topInCurrentEpoch ?? 0, reading.sequenceNumber)
             }
         }
