@@ -133,6 +133,30 @@ public struct DaemonBackend: SugarBackend {
         }
     }
 
+    public func setAssignment(meter: MeterID, holder: MeterHolder?, from: Instant) async throws(SugarAPIError) -> AttributionResult {
+        guard let people = self.people else {
+            throw SugarAPIError(.storageError, "This daemon's store keeps no assignments.")
+        }
+        do {
+            guard try await self.store.meter(meter) != nil || self.models.model(for: meter) != nil else {
+                throw SugarAPIError(.meterNotFound, "no meter \(meter) is known", subject: meter.rawValue)
+            }
+            if try await self.store.meter(meter) == nil {
+                // Live but never stored (it appeared, no sync committed yet): store it now.
+                let identity = self.models.model(for: meter)?.state.identity ?? MeterIdentity(id: meter)
+                try await self.store.noteMeterSeen(identity, at: systemNow())
+            }
+            return try await people.setAssignment(meter, holder: holder, from: from)
+        } catch let error as SugarAPIError {
+            throw error
+        } catch let error as StoreError {
+            throw SugarAPIError(error.code == .constraint ? .invalidParameter : .storageError, error.message,
+                subject: error.code == .constraint ? "from" : error.code.rawValue)
+        } catch {
+            throw SugarAPIError(.storageError, "\(error)")
+        }
+    }
+
     private func isKnown(_ meter: MeterID) async throws(SugarAPIError) -> Bool {
         if self.models.model(for: meter) != nil { return true }
         do {
