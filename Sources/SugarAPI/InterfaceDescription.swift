@@ -137,7 +137,8 @@ extension HealthDataSyncService {
         # The display unit a client should use unless told otherwise.
         type Unit (mgdl, mmol)
 
-        # What the database holds about a meter. person: who the meter is assigned to (AssignMeter).
+        # What the database holds about a meter. person: who the meter is assigned to now (AssignMeter);
+        # shared: the meter is shared now (ShareMeter).
         type StoredMeter (
           firstSeen: Instant,
           lastSeen: Instant,
@@ -147,7 +148,8 @@ extension HealthDataSyncService {
           lastSyncResult: ?SyncResult,
           readingCount: int,
           features: ?int,
-          person: ?string
+          person: ?string,
+          shared: ?bool
         )
 
         # A meter known to the daemon (live model), to the database, or to both; person is the person

@@ -269,7 +269,7 @@ extension Wire.StoredMeter {
             firstSeen: Wire.Instant(meter.firstSeen), lastSeen: Wire.Instant(meter.lastSeen), highWater: meter.highWater.map(Int64.init),
             epoch: Int64(meter.epoch), lastSync: meter.lastSync.map(Wire.Instant.init),
             lastSyncResult: meter.lastSyncResult.map(Wire.SyncResult.init), readingCount: Int64(meter.readingCount),
-            features: meter.features.map(Int64.init), person: meter.person)
+            features: meter.features.map(Int64.init), person: meter.person, shared: meter.shared)
     }
 }
 
