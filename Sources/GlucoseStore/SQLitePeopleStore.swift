@@ -144,8 +144,9 @@ extension SQLiteReadingStore: PeopleStore {
         }
     }
 
-    /// Gives readings measured while their meter was shared to `person` (again, when they had
-    /// someone: a correction). Readings named by id must exist and be of a shared period.
+    /// Gives readings measured while their meter was shared to `person`. Readings named by id must
+    /// exist and be of a shared period; one that was given to someone else moves (a correction). A
+    /// meter's time window gives only the readings that wait; those given already are `unchanged`.
     public func attribute(_ target: AttributionTarget, person: String) throws(StoreError) -> AttributionResult {
         try self.withDatabase(writing: true) { (db: Connection) throws(StoreError) -> AttributionResult in
             try db.transaction("Attributing readings to \(person)") { () throws(StoreError) -> AttributionResult in
@@ -174,8 +175,11 @@ extension SQLiteReadingStore: PeopleStore {
                     }
                 case .meter(let meter, let since, let until):
                     guard let row = try MeterRow.load(meter, db) else { throw StoreError(.constraint, "No meter \(meter) is stored.") }
-                    let condition = "meter_id = ?2 AND shared = 1 AND instant_ms >= \(since.epochMillis) AND instant_ms < \(until.epochMillis)"
-                    let total = try db.withStatement("SELECT count(*) FROM reading WHERE \(condition) AND ?1 IS ?1") {
+                    let window = "meter_id = ?2 AND shared = 1 AND instant_ms >= \(since.epochMillis) AND instant_ms < \(until.epochMillis)"
+                    // A time window gives only what waits: readings already given to someone keep them
+                    // (name them by id to correct one).
+                    let condition = window + " AND person_id IS NULL"
+                    let total = try db.withStatement("SELECT count(*) FROM reading WHERE \(window) AND ?1 IS ?1") {
                         (s) throws(StoreError) -> Int in
                         try s.bind(personID, at: 1)
                         try s.bind(row.rowID, at: 2)

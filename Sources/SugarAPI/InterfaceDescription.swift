@@ -303,8 +303,10 @@ extension HealthDataSyncService {
         # A meter's assignment periods, oldest first.
         method ListAssignments(meter: string) -> (assignments: []Assignment)
 
-        # Gives readings measured while their meter was shared to person: the readings with these ids,
-        # or the meter's readings measured in [since, until). moved counts readings whose person changed.
+        # Gives readings measured while their meter was shared to person: the readings with these ids
+        # (one given to someone else before moves: a correction), or the meter's readings measured in
+        # [since, until) that nobody was given yet. moved counts readings whose person changed, unchanged
+        # the others named.
         # Readings of a period assigned to someone are refused (change the assignment instead). Each
         # reading whose person changed is followed again by FollowReadings. Admin only.
         method AttributeReadings(person: string, ids: ?[]int, meter: ?string, since: ?string, until: ?string) -> (

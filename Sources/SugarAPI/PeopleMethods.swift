@@ -29,7 +29,9 @@ extension HealthDataSyncService {
                     }
                 }
                 let result = try await self.setAssignment(meter, holder: person.map { .person($0) }, from: from)
-                replier.reply(Self.parameters(Wire.AttributionReply(result, addedPerson: added)))
+                replier.reply(
+                    Self.parameters(
+                        Wire.AssignReply(moved: Int64(result.moved), unchanged: Int64(result.unchanged), addedPerson: added)))
             case "ShareMeter":
                 let meter = try Self.meter(p["meter"])
                 let result = try await self.setAssignment(meter, holder: .shared, from: try Self.from(p["from"]))
@@ -65,7 +67,7 @@ extension HealthDataSyncService {
                 let current = try await self.backend.store.people()
                 replier.reply(
                     Self.parameters(
-                        Wire.PersonReply(
+                        Wire.PersonHistoryReply(
                             person: Wire.Person(person, meters: Self.meters(of: name, current)),
                             assignments: periods.map(Wire.Assignment.init))))
             case "AddPerson":
@@ -265,7 +267,5 @@ extension SugarBackend {
 }
 
 extension Wire.AttributionReply {
-    init(_ result: AttributionResult, addedPerson: Bool? = nil) {
-        self.init(moved: Int64(result.moved), unchanged: Int64(result.unchanged), addedPerson: addedPerson)
-    }
+    init(_ result: AttributionResult) { self.init(moved: Int64(result.moved), unchanged: Int64(result.unchanged)) }
 }

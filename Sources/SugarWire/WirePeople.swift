@@ -121,12 +121,23 @@ extension Wire {
         public var json: JSONValue { .parameters([("people", .wire(self.people))]) }
     }
 
-    /// `GetPerson(name) -> (person, assignments)`, and `AddPerson`/`EditPerson` (`assignments` absent).
+    /// `AddPerson(...) -> (person)` and `EditPerson(...) -> (person)`.
     public struct PersonReply: WireValue {
         public var person: Person
-        public var assignments: [Assignment]?
 
-        public init(person: Person, assignments: [Assignment]? = nil) {
+        public init(person: Person) { self.person = person }
+
+        public init(json: JSONValue) throws(WireError) { self.person = try WireFields(json).required("person") }
+
+        public var json: JSONValue { .parameters([("person", self.person.json)]) }
+    }
+
+    /// `GetPerson(name) -> (person, assignments)`.
+    public struct PersonHistoryReply: WireValue {
+        public var person: Person
+        public var assignments: [Assignment]
+
+        public init(person: Person, assignments: [Assignment]) {
             self.person = person
             self.assignments = assignments
         }
@@ -134,12 +145,10 @@ extension Wire {
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.person = try f.required("person")
-            self.assignments = try f.optionalArray("assignments")
+            self.assignments = try f.array("assignments")
         }
 
-        public var json: JSONValue {
-            .parameters([("person", self.person.json), ("assignments", self.assignments.map { .wire($0) } ?? .null)])
-        }
+        public var json: JSONValue { .parameters([("person", self.person.json), ("assignments", .wire(self.assignments))]) }
     }
 
     /// `ListAssignments(meter) -> (assignments)`.
@@ -153,13 +162,33 @@ extension Wire {
         public var json: JSONValue { .parameters([("assignments", .wire(self.assignments))]) }
     }
 
-    /// `AssignMeter`, `ShareMeter`, `AttributeReadings` -> (moved, unchanged[, addedPerson]).
+    /// `ShareMeter` and `AttributeReadings` -> (moved, unchanged).
     public struct AttributionReply: WireValue {
         public var moved: Int64
         public var unchanged: Int64
+
+        public init(moved: Int64, unchanged: Int64) {
+            self.moved = moved
+            self.unchanged = unchanged
+        }
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.moved = try f.required("moved")
+            self.unchanged = try f.required("unchanged")
+        }
+
+        public var json: JSONValue { .parameters([("moved", .int(self.moved)), ("unchanged", .int(self.unchanged))]) }
+    }
+
+    /// `AssignMeter(meter, person, from) -> (moved, unchanged, addedPerson)`: every field optional
+    /// (a daemon before assignment periods replied with none).
+    public struct AssignReply: WireValue {
+        public var moved: Int64?
+        public var unchanged: Int64?
         public var addedPerson: Bool?
 
-        public init(moved: Int64, unchanged: Int64, addedPerson: Bool? = nil) {
+        public init(moved: Int64?, unchanged: Int64?, addedPerson: Bool?) {
             self.moved = moved
             self.unchanged = unchanged
             self.addedPerson = addedPerson
@@ -167,15 +196,14 @@ extension Wire {
 
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
-            // AssignMeter's reply fields are optional (an older daemon replied with none).
-            self.moved = try f.optional("moved") ?? 0
-            self.unchanged = try f.optional("unchanged") ?? 0
+            self.moved = try f.optional("moved")
+            self.unchanged = try f.optional("unchanged")
             self.addedPerson = try f.optional("addedPerson")
         }
 
         public var json: JSONValue {
             .parameters([
-                ("moved", .int(self.moved)), ("unchanged", .int(self.unchanged)), ("addedPerson", .wire(self.addedPerson)),
+                ("moved", .wire(self.moved)), ("unchanged", .wire(self.unchanged)), ("addedPerson", .wire(self.addedPerson)),
             ])
         }
     }

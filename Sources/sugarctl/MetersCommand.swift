@@ -115,12 +115,12 @@ enum MetersCommand {
             guard let person = Person.validated(rest[1]) else { throw usage(Person.rule, help) }
             parameters["person"] = .string(person)
             reply = try await daemon.call("AssignMeter", parameters)
-            let result = try Daemon.decode(Wire.AttributionReply.self, reply, method: "AssignMeter")
+            let result = try Daemon.decode(Wire.AssignReply.self, reply, method: "AssignMeter")
             text = result.addedPerson == true ? "Added person \(person). " : ""
             text += "Meter \(meter) is \(person)'s \(fromText) on\(self.moved(result, to: person))\n"
         case "unassign":
             reply = try await daemon.call("AssignMeter", parameters)
-            let result = try Daemon.decode(Wire.AttributionReply.self, reply, method: "AssignMeter")
+            let result = try Daemon.decode(Wire.AssignReply.self, reply, method: "AssignMeter")
             text = "Meter \(meter) is assigned to no one \(fromText) on\(self.moved(result, to: nil))\n"
         default:  // share
             reply = try await daemon.call("ShareMeter", parameters)
@@ -133,9 +133,15 @@ enum MetersCommand {
     }
 
     /// What a change did to stored readings, as the end of a sentence.
-    static func moved(_ result: Wire.AttributionReply, to person: String?) -> String {
-        if result.moved == 0 { return "; no stored reading changed hands." }
+    static func moved(_ result: Wire.AssignReply, to person: String?) -> String {
+        self.moved(result.moved ?? 0, to: person)
+    }
+
+    static func moved(_ result: Wire.AttributionReply, to person: String?) -> String { self.moved(result.moved, to: person) }
+
+    static func moved(_ count: Int64, to person: String?) -> String {
+        if count == 0 { return "; no stored reading changed hands." }
         let whom = person.map { "now belong to \($0)" } ?? "now belong to no one"
-        return "; \(result.moved) stored reading(s) measured since then \(whom)."
+        return "; \(count) stored reading(s) measured since then \(whom)."
     }
 }

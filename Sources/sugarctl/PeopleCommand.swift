@@ -103,8 +103,8 @@ enum PeopleCommand {
                 try allow([])
                 let reply = try await daemon.call("GetPerson", ["name": .string(try name())])
                 if json { return self.print(reply) }
-                let decoded = try Daemon.decode(Wire.PersonReply.self, reply, method: "GetPerson")
-                writeStdout(self.render(decoded.person, decoded.assignments ?? []))
+                let decoded = try Daemon.decode(Wire.PersonHistoryReply.self, reply, method: "GetPerson")
+                writeStdout(self.render(decoded.person, decoded.assignments))
             case "edit":
                 try allow(["identifier", "remove-identifier", "name", "low", "high", "unit"])
                 let name = try name()
@@ -127,7 +127,7 @@ enum PeopleCommand {
                     }
                 } else if parsed.values["low"] != nil || parsed.values["high"] != nil {
                     // Thresholds are given in the person's unit when they have one.
-                    let current = try await daemon.call("GetPerson", ["name": .string(name)], as: Wire.PersonReply.self)
+                    let current = try await daemon.call("GetPerson", ["name": .string(name)], as: Wire.PersonHistoryReply.self)
                     thresholdUnit = current.person.unit ?? .mgdl
                 }
                 for (option, key, clear) in [("low", "lowMgdL", "clearLow"), ("high", "highMgdL", "clearHigh")] {
