@@ -398,5 +398,6 @@ extension HealthDataSyncService {
 
         # The daemon is shutting down.
         error ShuttingDown (message: ?string)
-    """#
+
+        """#
 }
