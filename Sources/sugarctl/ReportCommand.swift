@@ -23,7 +23,9 @@ enum ReportCommand {
             ("--until <time>", "End of the period, exclusive (same forms; default: now)."),
             ("--days <n>", "Length of the period in days (default 14), counted back from --until or on from --since."),
             ("--meter <id>", "Only this meter (its Bluetooth address); repeat for several (default: every meter)."),
-            ("--person <name>", "The person the report is for: shown in the header; readings that name a person are kept only when it is this one."),
+            ("--person <name>", "The person the report is for: only their readings (those measured while a meter was theirs, and those "
+                + "given to them); their thresholds and unit are the defaults of --target and --unit. Needed when the "
+                + "period's readings belong to several people."),
             DaemonOptions.unitHelp,
             ("--target <low>-<high>", "Target range (default 70-180 mg/dL); in mmol/L when both are at most 35 (3.9-10)."),
             ("--format <format>", "html (default), pdf (printed by headless Chromium) or json (the figures)."),
@@ -60,6 +62,19 @@ enum ReportCommand {
                 throw usage("--format must be html, pdf or json, not '\(format)'", help)
             }
             var target = TargetRange.standard
+            // The person's record: their thresholds and unit when --target and --unit are not given.
+            var person: String?
+            var personUnit: Wire.Unit?
+            if let text = parsed.values["person"] {
+                guard let name = Person.validated(text) else { throw usage(Person.rule, help) }
+                person = name
+                if let record = try? await Daemon.connect(parsed).call(
+                    "GetPerson", ["name": .string(name)], as: Wire.PersonHistoryReply.self
+                ).person {
+                    personUnit = record.unit
+                    if let low = record.low?.mgdL, let high = record.high?.mgdL { target = TargetRange(lowMgdL: low, highMgdL: high) }
+                }
+            }
             if let text = parsed.values["target"] {
                 guard let parsedTarget = TargetRange(parsing: text) else {
                     throw usage("--target must be LOW-HIGH with LOW below HIGH (70-180, or 3.9-10 in mmol/L), not '\(text)'", help)
@@ -80,6 +95,7 @@ enum ReportCommand {
                     "until": .string(CivilCalendar.isoUTC(epochMillis: period.toMillis)), "limit": 100_000,
                 ]
                 if let meter { parameters["meter"] = .string(meter) }
+                if let person { parameters["person"] = .string(person) }
                 try await daemon.stream("ListReadings", parameters, as: Wire.ReadingsReply.self) { reply throws(CommandFailure) in
                     json += reply.readings.map(JSONValue.object)
                     if reply.truncated == true { truncated = true }
@@ -87,7 +103,7 @@ enum ReportCommand {
                     return true
                 }
             }
-            let unit: ReportUnit = try displayUnit(parsed, daemonDefault: daemonUnit, help: help) == .mmol ? .mmol : .mgdl
+            let unit: ReportUnit = try displayUnit(parsed, daemonDefault: personUnit ?? daemonUnit, help: help) == .mmol ? .mmol : .mgdl
             if truncated { writeStderr("sugarctl: the period holds more than 100000 readings per meter; the report shows the first ones.\n") }
 
             var readings: [ReportReading] = []
@@ -99,9 +115,20 @@ enum ReportCommand {
                 case .failure(let why): if why.exclusion == .controlSolution { controlSolution += 1 } else { notGlucose += 1 }
                 }
             }
-            let person = parsed.values["person"]
-            if let person, readings.contains(where: { $0.person != nil }) {
-                readings = readings.filter { $0.person == person }
+            // Without --person: one person's readings say so; several people's need --person.
+            var whose = person
+            if person == nil {
+                let named = Set(readings.compactMap(\.person)).sorted()
+                let unnamed = readings.filter { $0.person == nil }.count
+                if named.count > 1 {
+                    throw usage(
+                        "the readings of this period belong to \(named.joined(separator: ", "))"
+                            + (unnamed > 0 ? " and \(unnamed) to no one" : "") + ": choose whose with --person",
+                        help)
+                }
+                if let only = named.first {
+                    whose = unnamed == 0 ? only : "\(only) (and \(unnamed) reading\(unnamed == 1 ? "" : "s") of no one)"
+                }
             }
             let periodText = "\(CivilCalendar.isoUTC(epochMillis: period.fromMillis)) to \(CivilCalendar.isoUTC(epochMillis: period.toMillis))"
             guard !readings.isEmpty else {
@@ -112,7 +139,7 @@ enum ReportCommand {
             }
             let figures = ReportFigures(readings: readings, period: period, target: target)
             let context = ReportContext(
-                unit: unit, person: person ?? self.onlyPerson(readings),
+                unit: unit, person: whose,
                 meters: try await self.meters(daemon, used: Set(readings.map(\.meter))),
                 madeAtMillis: wallClockMilliseconds(), madeAtUTCOffsetMinutes: self.localOffsetMinutes(),
                 controlSolutionCount: controlSolution, notGlucoseCount: notGlucose)
@@ -177,12 +204,6 @@ enum ReportCommand {
             throw usage("the period is empty: --since (\(CivilCalendar.isoUTC(epochMillis: from))) must be before --until (\(CivilCalendar.isoUTC(epochMillis: to)))", help)
         }
         return ReportPeriod(fromMillis: from, toMillis: to)
-    }
-
-    /// The person every reading names, when they all name the same one.
-    static func onlyPerson(_ readings: [ReportReading]) -> String? {
-        let people = Set(readings.map(\.person))
-        return people.count == 1 ? people.first ?? nil : nil
     }
 
     /// Name and serial number of the meters the readings come from (`ListMeters`).
