@@ -28,8 +28,10 @@ enum ReadingsCommand {
             json: one array; each element has the keys of `sugarctl decode measurement --json` plus meter, time \
             {iso, epochMillis, ...}, context and flags. csv: RFC 4180 with a header row, both units. nightscout: \
             entries (type "mbg", mg/dL, date in epoch ms, dateString and sysTime with the reading's UTC offset, utcOffset, \
-            device). fhir: a FHIR R4 transaction Bundle (Patient per person, Device per meter, Observations with \
-            LOINC by sample type, in mg/dL or with --unit mmol) to POST to a FHIR server's base URL. Formats that cannot carry a reading (control \
+            device). fhir: a FHIR R4 transaction Bundle to POST to a FHIR server's base URL: a Patient per person (their \
+            identifiers, and one scoped to this gateway), the gateway and each meter as Devices, Observations coded \
+            as the HL7 PHD guide does (category phd, LOINC by sample type, in mg/dL or with --unit mmol, the meter \
+            as device, the gateway in the gatewayDevice extension). Formats that cannot carry a reading (control \
             solution, ketone, HI/LO in Nightscout) leave it out and say how many on stderr.
             Exit status: 0 ok, 1 failure, 64 usage, 69 sugard not reachable, 77 permission denied.
             """
@@ -97,7 +99,12 @@ enum ReadingsCommand {
                 let listed = try await daemon.call("ListMeters", as: Wire.MetersReply.self)
                 var meters: [String: Wire.MeterIdentity] = [:]
                 for entry in listed.meters { meters[entry.id] = entry.identity }
-                let (bundle, skipped) = ReadingExport.fhir(try Daemon.readings(objects, method: "ListReadings"), meters: meters, unit: unit)
+                // Patients carry each person's identifiers and one scoped to this gateway.
+                let people = try await daemon.call("ListPeople", as: Wire.PeopleReply.self).people
+                let gateway = try await daemon.call("GetPeopleStatus", as: Wire.PeopleStatusReply.self).gateway
+                let (bundle, skipped) = ReadingExport.fhir(
+                    try Daemon.readings(objects, method: "ListReadings"), meters: meters, unit: unit,
+                    people: Dictionary(people.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a }), gateway: gateway)
                 writeStdout(bundle.prettySerialized() + "\n")
                 if skipped > 0 {
                     writeStderr("sugarctl: skipped \(skipped) of \(readings.count) readings that are not glucose observations (control solution, ketone).\n")
