@@ -342,11 +342,14 @@ package enum ReadingRows {
 
     static func query(afterCursor cursor: Int64, limit: Int, _ db: Connection) throws(StoreError) -> [StoredReading] {
         // The feed (schema v6): a reading once when stored, again whenever its person changed, each
-        // time with the person it got then.
+        // time with the person it got then. An entry a later one of the same reading superseded is
+        // left out: a follower that had not read it yet gets the reading once, with its person now,
+        // at the later position (a follower that read it gets the change there too).
         let sql = """
             SELECT \(Self.feedColumns) FROM feed f JOIN reading r ON r.id = f.reading_id
             JOIN meter m ON m.id = r.meter_id LEFT JOIN person p ON p.id = f.person_id
-            WHERE f.id > ?1 ORDER BY f.id ASC LIMIT ?2
+            WHERE f.id > ?1 AND NOT EXISTS (SELECT 1 FROM feed later WHERE later.reading_id = f.reading_id AND later.id > f.id)
+            ORDER BY f.id ASC LIMIT ?2
             """
         return try db.withStatement(sql) { (s) throws(StoreError) -> [StoredReading] in
             try s.bind(cursor, at: 1)

@@ -16,7 +16,8 @@ extension Schema {
     /// - `feed`: the commit order followers read (`FollowReadings`). One row per stored reading
     ///   (the trigger adds it) and one more each time a reading's person changes, with the person
     ///   it then got; `feed.id` is the follow position. Existing readings get the row whose id is
-    ///   their own, so a cursor saved before v6 (a reading id) keeps its meaning.
+    ///   their own, so a cursor saved before v6 (a reading id) keeps its meaning. A follower reads
+    ///   only entries no later entry of the same reading superseded (`feed_by_reading`).
     /// - `gateway_identity`: one row, a random UUID made when the step runs (FHIR identifiers).
     /// - v3's `meter.person` becomes an assignment from the meter's first reading (or first sighting,
     ///   if earlier) and is then cleared: `meter_assignment` is the one home of assignments.
@@ -58,6 +59,7 @@ extension Schema {
             reading_id INTEGER NOT NULL REFERENCES reading(id),
             person_id INTEGER REFERENCES person(id)
         ) STRICT;
+        CREATE INDEX feed_by_reading ON feed(reading_id, id);
 
         CREATE TABLE gateway_identity (
             id INTEGER PRIMARY KEY CHECK (id = 1),
