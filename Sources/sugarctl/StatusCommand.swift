@@ -28,11 +28,11 @@ enum StatusCommand {
             let daemon = try Daemon.connect(parsed)
             var reply = try await daemon.call("GetStatus")
             let sinks = await self.sinks()
-            // Readings waiting for an attribution (a daemon without people records has no GetPeopleStatus).
+            // Readings waiting for an attribution (a daemon without people records has no
+            // GetPeopleStatus); the text counts them, --json stays GetStatus's reply (GetPeopleStatus has it).
             let unattributed = (try? await daemon.call("GetPeopleStatus", as: Wire.PeopleStatusReply.self))?.unattributed
             if parsed.flags.contains("json") {
                 if !sinks.json.isEmpty { reply["sinks"] = .array(sinks.json) }
-                if let unattributed { reply["unattributed"] = .int(unattributed) }
                 writeStdout(JSONValue.object(reply).prettySerialized() + "\n")
                 return ExitCode.success
             }
