@@ -37,6 +37,14 @@ enum AssignmentRows {
         }
     }
 
+    /// Whether the meter has any assignment period (else its readings are nobody's).
+    static func hasPeriods(meterRowID: Int64, _ db: Connection) throws(StoreError) -> Bool {
+        try db.withStatement("SELECT 1 FROM meter_assignment WHERE meter_id = ? LIMIT 1") { (s) throws(StoreError) -> Bool in
+            try s.bind(meterRowID, at: 1)
+            return try s.step("Looking up the assignments of a meter in \(db.path)")
+        }
+    }
+
     /// Who holds the meter in its open period (the one without an end), if it has one.
     static func openHolder(meterRowID: Int64, _ db: Connection) throws(StoreError) -> MeterHolder? {
         try Self.load(meterRowID: meterRowID, db).last { $0.until == nil }?.holder

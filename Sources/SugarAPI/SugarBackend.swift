@@ -54,9 +54,6 @@ public protocol SugarBackend: Sendable {
     func pair(meter: MeterID) async throws(SugarAPIError)
     /// Answers a passkey request.
     func submitPasskey(_ passkey: UInt32, meter: MeterID) async throws(SugarAPIError)
-    /// Assigns a meter to a person (already validated by ``Person/validated(_:)``), or unassigns it
-    /// (nil). Throws `meterNotFound` for a meter neither live nor stored.
-    func assign(meter: MeterID, person: String?) async throws(SugarAPIError)
     /// Starts a period of the meter for `holder` at `from` (nil: ends the covering period); a meter
     /// that is live but not stored yet is stored first. Throws `meterNotFound` for a meter neither
     /// live nor stored, `invalidParameter` for a change the store refuses (with its reason).

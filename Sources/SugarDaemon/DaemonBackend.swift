@@ -113,26 +113,6 @@ public struct DaemonBackend: SugarBackend {
         }
     }
 
-    public func assign(meter: MeterID, person: String?) async throws(SugarAPIError) {
-        do {
-            guard try await self.store.meter(meter) != nil || self.models.model(for: meter) != nil else {
-                throw SugarAPIError(.meterNotFound, "no meter \(meter) is known", subject: meter.rawValue)
-            }
-            if try await self.store.meter(meter) == nil {
-                // Live but never stored (it appeared, no sync committed yet): store it now.
-                let identity = self.models.model(for: meter)?.state.identity ?? MeterIdentity(id: meter)
-                try await self.store.noteMeterSeen(identity, at: systemNow())
-            }
-            try await self.store.assign(meter, person: person)
-        } catch let error as SugarAPIError {
-            throw error
-        } catch let error as StoreError {
-            throw SugarAPIError(.storageError, error.message)
-        } catch {
-            throw SugarAPIError(.storageError, "\(error)")
-        }
-    }
-
     public func setAssignment(meter: MeterID, holder: MeterHolder?, from: Instant) async throws(SugarAPIError) -> AttributionResult {
         guard let people = self.people else {
             throw SugarAPIError(.storageError, "This daemon's store keeps no assignments.")
