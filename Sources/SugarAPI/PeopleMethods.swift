@@ -11,139 +11,167 @@ import Varlink
 extension HealthDataSyncService {
     func handlePeople(_ method: String, _ p: JSONObject, replier: VarlinkReplier) async throws(VarlinkError) {
         let people = try self.peopleStore()
-        do {
-            switch method {
-            case "AssignMeter":
-                let meter = try Self.meter(p["meter"])
-                let from = try Self.from(p["from"])
-                var person: String?
-                var added = false
-                if let value = p["person"], !value.isNull {
-                    guard let name = Person.validated(value.stringValue ?? "") else { throw Self.invalid("person", Person.rule) }
-                    person = name
-                    // A person not known yet is added (the earlier AssignMeter took any name).
-                    if try await people.person(named: name) == nil {
-                        try await self.backend.requireMeter(meter)
-                        _ = try await people.addPerson(PersonRecord(id: 0, name: name, created: Instant(epochMillis: wallClockMilliseconds())))
-                        added = true
-                    }
-                }
-                let result = try await self.setAssignment(meter, holder: person.map { .person($0) }, from: from)
-                replier.reply(
-                    Self.parameters(
-                        Wire.AssignReply(moved: Int64(result.moved), unchanged: Int64(result.unchanged), addedPerson: added)))
-            case "ShareMeter":
-                let meter = try Self.meter(p["meter"])
-                let result = try await self.setAssignment(meter, holder: .shared, from: try Self.from(p["from"]))
-                replier.reply(Self.parameters(Wire.AttributionReply(result)))
-            case "ListAssignments":
-                let meter = try Self.meter(p["meter"])
-                try await self.backend.requireMeter(meter)
-                let periods = try await people.assignments(meter)
-                replier.reply(Self.parameters(Wire.AssignmentsReply(assignments: periods.map(Wire.Assignment.init))))
-            case "AttributeReadings":
-                guard let person = try await self.knownPerson(p["person"], optional: false) else {
-                    throw Self.invalid("person", Person.rule)
-                }
-                let target = try await self.attributionTarget(p)
-                let result: AttributionResult = try await Self.refused(p["ids"] != nil && p["ids"]?.isNull == false ? "ids" : "meter") { try await people.attribute(target, person: person) }
-                if result.moved > 0 { self.attributionBell.ring() }
-                replier.reply(Self.parameters(Wire.AttributionReply(result)))
-            case "ListPeople":
-                let current = try await self.backend.store.people()
-                let list = try await people.people(includeCounts: true).map { person in
-                    Wire.Person(person, meters: Self.meters(of: person.name, current))
-                }
-                replier.reply(Self.parameters(Wire.PeopleReply(people: list)))
-            case "GetPerson":
-                guard let name = try await self.knownPerson(p["name"], optional: false, parameter: "name"),
-                    let person = try await people.person(named: name)
-                else { throw Self.invalid("name", Person.rule) }
-                var periods: [MeterAssignment] = []
-                for meter in try await self.backend.store.meters().map(\.identity.id) {
-                    periods += try await people.assignments(meter).filter { $0.person == name }
-                }
-                periods.sort { $0.from < $1.from }
-                let current = try await self.backend.store.people()
-                replier.reply(
-                    Self.parameters(
-                        Wire.PersonHistoryReply(
-                            person: Wire.Person(person, meters: Self.meters(of: name, current)),
-                            assignments: periods.map(Wire.Assignment.init))))
-            case "AddPerson":
-                guard let name = Person.validated(p["name"]?.stringValue ?? "") else { throw Self.invalid("name", Person.rule) }
-                let record = PersonRecord(
-                    id: 0, name: name, identifiers: try Self.identifiers(p["identifiers"], "identifiers"),
-                    lowMgdL: try Self.threshold(p["lowMgdL"], "lowMgdL"), highMgdL: try Self.threshold(p["highMgdL"], "highMgdL"),
-                    unit: try Self.unit(p["unit"]), created: Instant(epochMillis: wallClockMilliseconds()))
-                let added: PersonRecord = try await Self.refused("name") { try await people.addPerson(record) }
-                replier.reply(Self.parameters(Wire.PersonReply(person: Wire.Person(added, meters: []))))
-            case "EditPerson":
-                guard let name = try await self.knownPerson(p["name"], optional: false, parameter: "name") else {
-                    throw Self.invalid("name", Person.rule)
-                }
-                var change = PersonChange()
-                if let value = p["newName"], !value.isNull {
-                    guard let newName = Person.validated(value.stringValue ?? "") else { throw Self.invalid("newName", Person.rule) }
-                    change.name = newName
-                }
-                change.addIdentifiers = try Self.identifiers(p["addIdentifiers"], "addIdentifiers").map(\.self)
-                change.removeIdentifiers = try Self.identifiers(p["removeIdentifiers"], "removeIdentifiers")
-                if p["clearLow"]?.boolValue == true {
-                    change.lowMgdL = .some(nil)
-                } else if let low = try Self.threshold(p["lowMgdL"], "lowMgdL") {
-                    change.lowMgdL = low
-                }
-                if p["clearHigh"]?.boolValue == true {
-                    change.highMgdL = .some(nil)
-                } else if let high = try Self.threshold(p["highMgdL"], "highMgdL") {
-                    change.highMgdL = high
-                }
-                if p["clearUnit"]?.boolValue == true {
-                    change.unit = .some(nil)
-                } else if let unit = try Self.unit(p["unit"]) {
-                    change.unit = unit
-                }
-                let edited: PersonRecord = try await Self.refused("name") { try await people.editPerson(named: name, change) }
-                let current = try await self.backend.store.people()
-                replier.reply(
-                    Self.parameters(Wire.PersonReply(person: Wire.Person(edited, meters: Self.meters(of: edited.name, current)))))
-            case "RemovePerson":
-                guard let name = try await self.knownPerson(p["name"], optional: false, parameter: "name") else {
-                    throw Self.invalid("name", Person.rule)
-                }
-                let removal: PersonRemoval = try await Self.refused("force") { try await people.removePerson(named: name, force: p["force"]?.boolValue == true) }
-                if removal.releasedReadings > 0 { self.attributionBell.ring() }
-                replier.reply(
-                    Self.parameters(
-                        Wire.RemovePersonReply(
-                            releasedReadings: Int64(removal.releasedReadings), removedAssignments: Int64(removal.removedAssignments))))
-            case "GetPeopleStatus":
-                replier.reply(
-                    Self.parameters(
-                        Wire.PeopleStatusReply(
-                            gateway: try await people.gatewayID(), people: Int64(try await people.people(includeCounts: false).count),
-                            unattributed: Int64(try await people.unattributedCount()))))
-            default:
-                throw VarlinkError.methodNotImplemented(Self.interfaceName + "." + method)
+        let reply: JSONObject
+        switch method {
+        case "AssignMeter": reply = try await self.assignMeter(p, people)
+        case "ShareMeter":
+            let meter = try Self.meter(p["meter"])
+            let result = try await self.setAssignment(meter, holder: .shared, from: try Self.from(p["from"]))
+            reply = Self.parameters(Wire.AttributionReply(result))
+        case "ListAssignments":
+            let meter = try Self.meter(p["meter"])
+            // Forgotten meters too: their history stays.
+            let periods = try await Self.store(unknownMeter: meter) { () async throws(StoreError) in try await people.assignments(meter) }
+            reply = Self.parameters(Wire.AssignmentsReply(assignments: periods.map(Wire.Assignment.init)))
+        case "AttributeReadings": reply = try await self.attributeReadings(p, people)
+        case "ListPeople":
+            let store = self.backend.store
+            let current = try await Self.store { () async throws(StoreError) in try await store.people() }
+            let list = try await Self.store { () async throws(StoreError) in try await people.people(includeCounts: true) }
+            reply = Self.parameters(Wire.PeopleReply(people: list.map { Wire.Person($0, meters: Self.meters(of: $0.name, current)) }))
+        case "GetPerson": reply = try await self.getPerson(p, people)
+        case "AddPerson": reply = try await self.addPerson(p, people)
+        case "EditPerson": reply = try await self.editPerson(p, people)
+        case "RemovePerson":
+            let name = try await self.requiredPerson(p["name"], parameter: "name")
+            let force = p["force"]?.boolValue == true
+            let removal = try await Self.store(refusedAs: "force") { () async throws(StoreError) in
+                try await people.removePerson(named: name, force: force)
             }
-        } catch let error as VarlinkError {
-            throw error
-        } catch let error as StoreError {
-            throw Self.error(for: error)
+            if removal.releasedReadings > 0 { self.attributionBell.ring() }
+            reply = Self.parameters(
+                Wire.RemovePersonReply(
+                    releasedReadings: Int64(removal.releasedReadings), removedAssignments: Int64(removal.removedAssignments)))
+        case "GetPeopleStatus":
+            let gateway = try await Self.store { () async throws(StoreError) in try await people.gatewayID() }
+            let count = try await Self.store { () async throws(StoreError) in try await people.people(includeCounts: false).count }
+            let waiting = try await Self.store { () async throws(StoreError) in try await people.unattributedCount() }
+            reply = Self.parameters(Wire.PeopleStatusReply(gateway: gateway, people: Int64(count), unattributed: Int64(waiting)))
+        default:
+            throw VarlinkError.methodNotImplemented(Self.interfaceName + "." + method)
+        }
+        replier.reply(reply)
+    }
+
+    private func assignMeter(_ p: JSONObject, _ people: any PeopleStore) async throws(VarlinkError) -> JSONObject {
+        let meter = try Self.meter(p["meter"])
+        let from = try Self.from(p["from"])
+        var person: String?
+        var added = false
+        if let value = p["person"], !value.isNull {
+            guard let name = Person.validated(value.stringValue ?? "") else { throw Self.invalid("person", Person.rule) }
+            person = name
+            // A person not known yet is added (AssignMeter has always taken any valid name).
+            let known = try await Self.store { () async throws(StoreError) in try await people.person(named: name) }
+            if known == nil {
+                try await self.backend.requireMeter(meter)
+                let record = PersonRecord(id: 0, name: name, created: Instant(epochMillis: wallClockMilliseconds()))
+                _ = try await Self.store(refusedAs: "person") { () async throws(StoreError) in try await people.addPerson(record) }
+                added = true
+            }
+        }
+        let result = try await self.setAssignment(meter, holder: person.map { .person($0) }, from: from)
+        return Self.parameters(Wire.AssignReply(moved: Int64(result.moved), unchanged: Int64(result.unchanged), addedPerson: added))
+    }
+
+    private func attributeReadings(_ p: JSONObject, _ people: any PeopleStore) async throws(VarlinkError) -> JSONObject {
+        let person = try await self.requiredPerson(p["person"], parameter: "person")
+        let target = try await self.attributionTarget(p)
+        let byIDs = p["ids"].map { !$0.isNull } ?? false
+        let result = try await Self.store(refusedAs: byIDs ? "ids" : "meter") { () async throws(StoreError) in
+            try await people.attribute(target, person: person)
+        }
+        if result.moved > 0 { self.attributionBell.ring() }
+        return Self.parameters(Wire.AttributionReply(result))
+    }
+
+    private func getPerson(_ p: JSONObject, _ people: any PeopleStore) async throws(VarlinkError) -> JSONObject {
+        let name = try await self.requiredPerson(p["name"], parameter: "name")
+        let store = self.backend.store
+        let found = try await Self.store { () async throws(StoreError) in try await people.person(named: name) }
+        guard let person = found else {
+            throw Self.error(.personNotFound(person: name, message: "No person named \(name) is known."))
+        }
+        let meters = try await Self.store { () async throws(StoreError) in try await store.meters().map(\.identity.id) }
+        var periods: [MeterAssignment] = []
+        for meter in meters {
+            let history = try await Self.store { () async throws(StoreError) in try await people.assignments(meter) }
+            periods += history.filter { $0.person == name }
+        }
+        periods.sort { $0.from < $1.from }
+        let current = try await Self.store { () async throws(StoreError) in try await store.people() }
+        return Self.parameters(
+            Wire.PersonHistoryReply(
+                person: Wire.Person(person, meters: Self.meters(of: name, current)), assignments: periods.map(Wire.Assignment.init)))
+    }
+
+    private func addPerson(_ p: JSONObject, _ people: any PeopleStore) async throws(VarlinkError) -> JSONObject {
+        guard let name = Person.validated(p["name"]?.stringValue ?? "") else { throw Self.invalid("name", Person.rule) }
+        let record = PersonRecord(
+            id: 0, name: name, identifiers: try Self.identifiers(p["identifiers"], "identifiers"),
+            lowMgdL: try Self.threshold(p["lowMgdL"], "lowMgdL"), highMgdL: try Self.threshold(p["highMgdL"], "highMgdL"),
+            unit: try Self.unit(p["unit"]), created: Instant(epochMillis: wallClockMilliseconds()))
+        let added = try await Self.store(refusedAs: "name") { () async throws(StoreError) in try await people.addPerson(record) }
+        return Self.parameters(Wire.PersonReply(person: Wire.Person(added, meters: [])))
+    }
+
+    private func editPerson(_ p: JSONObject, _ people: any PeopleStore) async throws(VarlinkError) -> JSONObject {
+        let name = try await self.requiredPerson(p["name"], parameter: "name")
+        var change = PersonChange()
+        if let value = p["newName"], !value.isNull {
+            guard let newName = Person.validated(value.stringValue ?? "") else { throw Self.invalid("newName", Person.rule) }
+            change.name = newName
+        }
+        change.addIdentifiers = try Self.identifiers(p["addIdentifiers"], "addIdentifiers")
+        change.removeIdentifiers = try Self.identifiers(p["removeIdentifiers"], "removeIdentifiers")
+        if p["clearLow"]?.boolValue == true {
+            change.lowMgdL = .some(nil)
+        } else if let low = try Self.threshold(p["lowMgdL"], "lowMgdL") {
+            change.lowMgdL = low
+        }
+        if p["clearHigh"]?.boolValue == true {
+            change.highMgdL = .some(nil)
+        } else if let high = try Self.threshold(p["highMgdL"], "highMgdL") {
+            change.highMgdL = high
+        }
+        if p["clearUnit"]?.boolValue == true {
+            change.unit = .some(nil)
+        } else if let unit = try Self.unit(p["unit"]) {
+            change.unit = unit
+        }
+        let edit = change
+        let edited = try await Self.store(refusedAs: "name") { () async throws(StoreError) in try await people.editPerson(named: name, edit) }
+        let store = self.backend.store
+        let current = try await Self.store { () async throws(StoreError) in try await store.people() }
+        return Self.parameters(Wire.PersonReply(person: Wire.Person(edited, meters: Self.meters(of: edited.name, current))))
+    }
+
+    /// Runs a store operation: a failure is a StorageError, a refusal (`.constraint`)
+    /// InvalidParameter(`refusedAs`) with the store's sentence when `refusedAs` is given.
+    static func store<T>(refusedAs parameter: String? = nil, _ work: () async throws(StoreError) -> T) async throws(VarlinkError) -> T {
+        do throws(StoreError) {
+            return try await work()
         } catch {
-            throw Self.error(.storageError(code: "other", message: "\(error)"))
+            if let parameter, error.code == .constraint { throw Self.invalid(parameter, error.message) }
+            throw Self.error(for: error)
         }
     }
 
-    /// Runs `body`; a store refusal (`.constraint`) becomes InvalidParameter(`parameter`) with the
-    /// store's sentence.
-    static func refused<T>(_ parameter: String, _ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch let error as StoreError where error.code == .constraint {
-            throw Self.invalid(parameter, error.message)
+    /// The same, a refusal meaning the meter is unknown.
+    static func store<T>(unknownMeter meter: MeterID, _ work: () async throws(StoreError) -> T) async throws(VarlinkError) -> T {
+        do throws(StoreError) {
+            return try await work()
+        } catch {
+            if error.code == .constraint { throw Self.meterNotFound(meter) }
+            throw Self.error(for: error)
         }
+    }
+
+    private func requiredPerson(_ value: JSONValue?, parameter: String) async throws(VarlinkError) -> String {
+        guard let name = try await self.knownPerson(value, optional: false, parameter: parameter) else {
+            throw Self.invalid(parameter, Person.rule)
+        }
+        return name
     }
 
     private func peopleStore() throws(VarlinkError) -> any PeopleStore {

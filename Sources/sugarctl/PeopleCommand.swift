@@ -24,7 +24,7 @@ enum PeopleCommand {
             ("--identifier <SYSTEM|VALUE>", "An identifier in another system, e.g. a clinic's record number: "
                 + "'urn:oid:1.2.3.4|12345' (repeat for several). FHIR exports carry it on the Patient."),
             ("--remove-identifier <SYSTEM|VALUE>", "edit: remove this identifier (repeatable)."),
-            ("--name <new>", "edit: the new name."),
+            ("--name <new>", "edit: the new name (readings and meters follow; update nightscout_person in forward.conf)."),
             ("--low <value>", "The low threshold for reports and alerts, in --unit (else mg/dL); edit: none clears it."),
             ("--high <value>", "The high threshold (same unit); edit: none clears it."),
             ("--unit <unit>", "The unit the person prefers: mgdl or mmol (edit: none clears it)."),
