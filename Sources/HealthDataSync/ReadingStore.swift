@@ -279,9 +279,10 @@ public protocol ReadingStore: Sendable {
     /// Commits a sync attempt in one transaction; see the protocol's rules.
     func commit(_ batch: SyncBatch) async throws(StoreError) -> CommitResult
     func readings(_ query: ReadingQuery) async throws(StoreError) -> [StoredReading]
-    /// Up to `limit` readings in commit order whose ``StoredReading/id`` (the commit cursor) is
-    /// greater than `cursor`. Ids grow in commit order and readings are never deleted, so a
-    /// follower that resumes after the last id it saw misses nothing and sees nothing twice.
+    /// Up to `limit` readings in commit order whose ``StoredReading/cursor`` (the commit position)
+    /// is greater than `cursor`. Positions grow in commit order and are never reused, so a follower
+    /// that resumes after the last position it saw misses nothing and sees nothing twice. A reading
+    /// whose person changed comes again at a later position (see ``StoredReading/position``).
     func readings(afterCursor cursor: Int64, limit: Int) async throws(StoreError) -> [StoredReading]
     func readingCount(meter: MeterID?) async throws(StoreError) -> Int
     /// Sync sessions, newest first.

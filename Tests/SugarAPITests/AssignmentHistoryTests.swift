@@ -40,6 +40,14 @@ import Varlink
             let listed = try await f.call(api + "ListReadings", ["person": "Jonas"])
             expectValidReply("ListReadings", listed)
 
+            // Reports per person: Mia's keeps her readings (90 and 100; her control test is left out),
+            // Jonas's has his.
+            let period = ["--since", "2024-03-30", "--until", "2024-04-02", "--format", "json"]
+            let miaReport = try await Self.json(f, ["report", "--person", "Mia"] + period)
+            #expect(miaReport["person"] == "Mia" && miaReport["meanMgdL"]?.doubleValue == 95, "\(miaReport)")
+            let jonasReport = try await Self.json(f, ["report", "--person", "Jonas"] + period)
+            #expect(jonasReport["person"] == "Jonas" && jonasReport["meanMgdL"]?.doubleValue == 130, "\(jonasReport)")
+
             // History: two periods with their reading counts.
             let history = try await f.call(api + "ListAssignments", ["meter": .string(a)])
             expectValidReply("ListAssignments", history)
