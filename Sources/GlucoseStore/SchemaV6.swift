@@ -11,7 +11,7 @@ extension Schema {
     ///   Periods of one meter never overlap (the store keeps them so).
     /// - `reading.person_id`: the person the reading belongs to now, kept by the store: set from
     ///   the period covering `instant_ms` when the reading is inserted (trigger
-    ///   `reading_person_on_insert`), changed only by an assignment change in the past or an
+    ///   `reading_person_on_insert`, which rewrites the new row only when a period covers it), changed only by an assignment change in the past or an
     ///   attribution. `reading.shared`: 1 when the reading was measured in a shared period.
     /// - `feed`: the commit order followers read (`FollowReadings`). One row per stored reading
     ///   (the trigger adds it) and one more each time a reading's person changes, with the person
@@ -87,10 +87,12 @@ extension Schema {
             UPDATE reading SET
                 person_id = (SELECT a.person_id FROM meter_assignment a WHERE a.meter_id = NEW.meter_id
                     AND a.from_ms <= NEW.instant_ms AND (a.until_ms IS NULL OR NEW.instant_ms < a.until_ms)),
-                shared = coalesce((SELECT a.person_id IS NULL FROM meter_assignment a WHERE a.meter_id = NEW.meter_id
-                    AND a.from_ms <= NEW.instant_ms AND (a.until_ms IS NULL OR NEW.instant_ms < a.until_ms)), 0)
-            WHERE id = NEW.id;
-            INSERT INTO feed (reading_id, person_id) SELECT id, person_id FROM reading WHERE id = NEW.id;
+                shared = (SELECT a.person_id IS NULL FROM meter_assignment a WHERE a.meter_id = NEW.meter_id
+                    AND a.from_ms <= NEW.instant_ms AND (a.until_ms IS NULL OR NEW.instant_ms < a.until_ms))
+            WHERE id = NEW.id AND EXISTS (SELECT 1 FROM meter_assignment a WHERE a.meter_id = NEW.meter_id
+                AND a.from_ms <= NEW.instant_ms AND (a.until_ms IS NULL OR NEW.instant_ms < a.until_ms));
+            INSERT INTO feed (reading_id, person_id) VALUES (NEW.id, (SELECT a.person_id FROM meter_assignment a
+                WHERE a.meter_id = NEW.meter_id AND a.from_ms <= NEW.instant_ms AND (a.until_ms IS NULL OR NEW.instant_ms < a.until_ms)));
         END;
         """
 
