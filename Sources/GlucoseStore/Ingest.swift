@@ -238,6 +238,8 @@ struct Ingest {
             lookup.reset()
             insert.reset()
         }
+        // A meter never assigned (most) has no person to look up per reading.
+        let assigned = try AssignmentRows.hasPeriods(meterRowID: meter.rowID, self.db)
         var stored = try self.storedSequences(batch.readings, meterRowID: meter.rowID)
         // The numbers stored before this batch; a number outside it has only this batch's rows.
         let storedBefore = stored
@@ -279,8 +281,12 @@ struct Ingest {
                 }
                 stored?.insert(reading.sequenceNumber)
                 batchRows?.append(reading.sequenceNumber, index: inserted.count)
+                // The person follows from the reading's measured time (trigger reading_person_on_insert).
+                let (person, waiting) = assigned ? try AssignmentRows.personOfReading(id, self.db) : (nil, false)
                 inserted.append(
-                    StoredReading(id: id, epoch: meter.epoch, storedAt: self.now, reading: reading, person: meter.person))
+                    StoredReading(
+                        id: id, epoch: meter.epoch, storedAt: self.now, reading: reading, person: person,
+                        awaitingAttribution: waiting))
                 topInCurrentEpoch = max(topInCurrentEpoch ?? 0, reading.sequenceNumber)
             }
         }

@@ -16,12 +16,10 @@ package struct MeterRow {
     var lastSync: Instant?
     var lastSyncResult: SyncResult?
     var forgotten: Instant?
-    /// Schema v3 (SchemaV3.swift).
-    var person: String?
 
     static let columns = """
         id, address, name, manufacturer, model, serial_number, firmware, features, first_seen_ms, last_seen_ms,
-        epoch, high_water, last_sync_ms, last_sync_result, forgotten_ms, person
+        epoch, high_water, last_sync_ms, last_sync_result, forgotten_ms
         """
 
     init(_ s: Statement) {
@@ -37,7 +35,6 @@ package struct MeterRow {
         self.lastSync = s.optionalInt64(12).map { Instant(epochMillis: $0) }
         self.lastSyncResult = s.optionalText(13).flatMap { SyncResult(rawValue: $0) }
         self.forgotten = s.optionalInt64(14).map { Instant(epochMillis: $0) }
-        self.person = s.optionalText(15)
     }
 
     static func load(_ id: MeterID, _ db: Connection) throws(StoreError) -> MeterRow? {
@@ -141,10 +138,17 @@ package struct MeterRow {
     }
 
     func stored(_ db: Connection) throws(StoreError) -> StoredMeter {
-        StoredMeter(
+        let holder = try AssignmentRows.openHolder(meterRowID: self.rowID, db)
+        var meter = StoredMeter(
             identity: self.identity, features: self.features, firstSeen: self.firstSeen, lastSeen: self.lastSeen,
             highWater: self.highWater, epoch: self.epoch, lastSync: self.lastSync,
-            lastSyncResult: self.lastSyncResult, readingCount: try self.readingCount(db), person: self.person)
+            lastSyncResult: self.lastSyncResult, readingCount: try self.readingCount(db))
+        switch holder {
+        case .person(let name)?: meter.person = name
+        case .shared?: meter.shared = true
+        case nil: break
+        }
+        return meter
     }
 
     func summary(_ db: Connection) throws(StoreError) -> MeterSummary {
@@ -245,11 +249,23 @@ package enum ReadingRows {
         return db.lastInsertRowID
     }
 
-    static let selectColumns = """
+    /// The reading's columns (0 to 25) both queries share.
+    static let readingColumns = """
         r.id, r.epoch, r.stored_ms, m.address, r.seq, r.measurement_bytes, r.context_bytes, r.base_time,
         r.time_offset_min, r.concentration_raw, r.unit, r.sample_type, r.sample_location, r.sensor_status, r.meal,
         r.instant_ms, r.time_method, r.time_zone, r.utc_offset_s, r.clock_skew_s, r.meter_local_time, r.quirks,
-        r.mgdl, r.mmoll, r.ketone_mmoll, r.flags, m.person
+        r.mgdl, r.mmoll, r.ketone_mmoll, r.flags
+        """
+
+    /// Then the person now, whether it waits for an attribution, and no feed position.
+    static let selectColumns = Self.readingColumns + ", p.name, r.shared = 1 AND r.person_id IS NULL, NULL"
+
+    /// Then the person the feed entry gave it, whether it waited then, and the feed position.
+    static let feedColumns = Self.readingColumns + ", p.name, r.shared = 1 AND f.person_id IS NULL, f.id"
+
+    /// The tables behind ``selectColumns``: reading, its meter and its person now.
+    static let fromTables = """
+        reading r JOIN meter m ON m.id = r.meter_id LEFT JOIN person p ON p.id = r.person_id
         """
 
     /// The meters of one query's rows by their stored address text: the address is checked and
@@ -294,7 +310,8 @@ package enum ReadingRows {
             flags: ReadingFlags(rawValue: UInt32(truncatingIfNeeded: s.int64(25))))
         return StoredReading(
             id: id, epoch: Int(s.int64(1)), storedAt: Instant(epochMillis: s.int64(2)), reading: reading,
-            person: s.optionalText(26))
+            person: s.optionalText(26), awaitingAttribution: s.int64(27) != 0,
+            position: s.optionalInt64(28))
     }
 
     static func query(_ q: ReadingQuery, _ db: Connection) throws(StoreError) -> [StoredReading] {
@@ -302,9 +319,11 @@ package enum ReadingRows {
         if q.meter != nil { conditions.append("r.meter_id = (SELECT id FROM meter WHERE address = ?1)") }
         if q.since != nil { conditions.append("r.instant_ms >= ?2") }
         if q.until != nil { conditions.append("r.instant_ms < ?3") }
+        if q.person != nil { conditions.append("r.person_id = (SELECT id FROM person WHERE name = ?5)") }
+        if q.unattributed { conditions.append("r.shared = 1 AND r.person_id IS NULL") }
         let direction = q.order == .ascending ? "ASC" : "DESC"
         let sql = """
-            SELECT \(Self.selectColumns) FROM reading r JOIN meter m ON m.id = r.meter_id
+            SELECT \(Self.selectColumns) FROM \(Self.fromTables)
             \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
             ORDER BY r.instant_ms \(direction), r.id \(direction) LIMIT ?4
             """
@@ -313,6 +332,7 @@ package enum ReadingRows {
             if let since = q.since { try s.bind(since.epochMillis, at: 2) }
             if let until = q.until { try s.bind(until.epochMillis, at: 3) }
             try s.bind(Int64(q.limit.map { max(0, $0) } ?? -1), at: 4)
+            if let person = q.person { try s.bind(person, at: 5) }
             var out: [StoredReading] = []
             var meters = MeterIDs()
             while try s.step("Listing readings in \(db.path)") { out.append(try Self.decode(s, db, meters: &meters)) }
@@ -321,9 +341,15 @@ package enum ReadingRows {
     }
 
     static func query(afterCursor cursor: Int64, limit: Int, _ db: Connection) throws(StoreError) -> [StoredReading] {
+        // The feed (schema v6): a reading once when stored, again whenever its person changed, each
+        // time with the person it got then. An entry a later one of the same reading superseded is
+        // left out: a follower that had not read it yet gets the reading once, with its person now,
+        // at the later position (a follower that read it gets the change there too).
         let sql = """
-            SELECT \(Self.selectColumns) FROM reading r JOIN meter m ON m.id = r.meter_id
-            WHERE r.id > ?1 ORDER BY r.id ASC LIMIT ?2
+            SELECT \(Self.feedColumns) FROM feed f JOIN reading r ON r.id = f.reading_id
+            JOIN meter m ON m.id = r.meter_id LEFT JOIN person p ON p.id = f.person_id
+            WHERE f.id > ?1 AND NOT EXISTS (SELECT 1 FROM feed later WHERE later.reading_id = f.reading_id AND later.id > f.id)
+            ORDER BY f.id ASC LIMIT ?2
             """
         return try db.withStatement(sql) { (s) throws(StoreError) -> [StoredReading] in
             try s.bind(cursor, at: 1)

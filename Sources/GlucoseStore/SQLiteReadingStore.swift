@@ -14,7 +14,7 @@ import HealthDataSync
 public actor SQLiteReadingStore: ReadingStore {
     /// The database file.
     public nonisolated let path: String
-    private let options: StoreOptions
+    let options: StoreOptions
     private var connection: Connection?
     private var needsReopen = false
     private var closed = false
@@ -129,7 +129,7 @@ public actor SQLiteReadingStore: ReadingStore {
     }
 
     /// Runs `body` on the connection and keeps ``health()`` in step with the outcome.
-    private func withDatabase<T>(
+    func withDatabase<T>(
         writing: Bool, _ body: (Connection) throws(StoreError) -> T
     ) throws(StoreError) -> T {
         let db = try self.usableConnection()
@@ -206,30 +206,36 @@ public actor SQLiteReadingStore: ReadingStore {
         }
     }
 
-    /// Assigns a meter to a person, or unassigns it (`person` nil). Forgotten meters can be
-    /// assigned too (their readings stay). Throws `.constraint` for a meter never seen or a name
-    /// longer than 64 characters.
+    /// Assigns a meter to a person from now on, or unassigns it (`person` nil): the legacy form
+    /// of ``setAssignment(_:holder:from:)``. An unknown person is added first.
     public func assign(_ meter: MeterID, person: String?) throws(StoreError) {
         if let person, person.isEmpty || person.count > Schema.maxPersonLength {
             throw StoreError(.constraint, "A person's name has 1 to \(Schema.maxPersonLength) characters.")
         }
+        let now = self.options.now()
         try self.withDatabase(writing: true) { (db: Connection) throws(StoreError) in
-            let changed = try db.withStatement("UPDATE meter SET person = ? WHERE address = ?") {
-                (statement) throws(StoreError) -> Int in
-                try statement.bind(person, at: 1)
-                try statement.bind(meter.rawValue, at: 2)
-                try statement.run("Assigning meter \(meter) in \(db.path)")
-                return db.changes
+            try db.transaction("Assigning meter \(meter)") { () throws(StoreError) in
+                let row = try self.meterRow(meter, db)
+                if let person, try PersonRows.named(person, counts: false, db) == nil {
+                    try self.insertPersonRow(PersonRecord(id: 0, name: person, created: now), now: now, db)
+                }
+                let holder = person.map { MeterHolder.person($0) }
+                let current = try AssignmentRows.load(meterRowID: row.rowID, db).first { $0.covers(now.epochMillis) }
+                if current?.holder == holder || (holder == nil && current == nil) { return }
+                _ = try AssignmentRows.set(meter: row, holder: holder, from: now.epochMillis, now: now.epochMillis, db)
             }
-            guard changed == 1 else { throw StoreError(.constraint, "No meter \(meter) is stored.") }
         }
     }
 
-    /// The person of every assigned meter (forgotten ones too).
+    /// The person of every meter assigned to one now (forgotten ones too).
     public func people() throws(StoreError) -> [MeterID: String] {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [MeterID: String] in
-            try db.withStatement("SELECT address, person FROM meter WHERE person IS NOT NULL") {
-                (s) throws(StoreError) -> [MeterID: String] in
+            try db.withStatement(
+                """
+                SELECT m.address, p.name FROM meter_assignment a JOIN meter m ON m.id = a.meter_id
+                JOIN person p ON p.id = a.person_id WHERE a.until_ms IS NULL
+                """
+            ) { (s) throws(StoreError) -> [MeterID: String] in
                 var out: [MeterID: String] = [:]
                 while try s.step("Listing people in \(db.path)") {
                     if let person = s.optionalText(1) { out[MeterID(rawValue: s.optionalText(0) ?? "")] = person }
@@ -237,6 +243,34 @@ public actor SQLiteReadingStore: ReadingStore {
                 return out
             }
         }
+    }
+
+    private func meterRow(_ meter: MeterID, _ db: Connection) throws(StoreError) -> MeterRow {
+        guard let row = try MeterRow.load(meter, db) else { throw StoreError(.constraint, "No meter \(meter) is stored.") }
+        return row
+    }
+
+    @discardableResult
+    func insertPersonRow(_ person: PersonRecord, now: Instant, _ db: Connection) throws(StoreError) -> Int64 {
+        if person.name.isEmpty || person.name.count > Schema.maxPersonLength {
+            throw StoreError(.constraint, "A person's name has 1 to \(Schema.maxPersonLength) characters.")
+        }
+        try PersonRows.checkThresholds(low: person.lowMgdL, high: person.highMgdL)
+        if try PersonRows.named(person.name, counts: false, db) != nil {
+            throw StoreError(.constraint, "A person named \(person.name) exists already.")
+        }
+        try db.withStatement("INSERT INTO person (name, low_mgdl, high_mgdl, unit, created_ms) VALUES (?, ?, ?, ?, ?)") {
+            (s) throws(StoreError) in
+            try s.bind(person.name, at: 1)
+            try s.bind(person.lowMgdL, at: 2)
+            try s.bind(person.highMgdL, at: 3)
+            try s.bind(PersonRows.unitText(person.unit), at: 4)
+            try s.bind(now.epochMillis, at: 5)
+            try s.run("Adding person \(person.name) to \(db.path)")
+        }
+        let id = db.lastInsertRowID
+        try PersonRows.addIdentifiers(person.identifiers, personID: id, name: person.name, db)
+        return id
     }
 
     // MARK: Commit
@@ -295,8 +329,11 @@ public actor SQLiteReadingStore: ReadingStore {
         }
     }
 
-    /// Readings after `cursor` in commit order: the row id, an `INTEGER PRIMARY KEY` assigned as
-    /// max + 1 by the single writer and never reused (no reading row is ever deleted).
+    /// Readings after `cursor` in commit order: the `feed` row id (schema v6), an `INTEGER PRIMARY
+    /// KEY` assigned as max + 1 by the single writer and never reused. A reading is in the feed
+    /// once when stored and once more each time its person changes (an attribution, an assignment
+    /// changed in the past), carrying the person it got then; ``StoredReading/position`` holds
+    /// the feed id.
     public func readings(afterCursor cursor: Int64, limit: Int) throws(StoreError) -> [StoredReading] {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [StoredReading] in
             try ReadingRows.query(afterCursor: cursor, limit: limit, db)

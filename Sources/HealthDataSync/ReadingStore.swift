@@ -138,16 +138,31 @@ public struct StoredReading: Hashable, Sendable {
     public var epoch: Int
     public var storedAt: Instant
     public var reading: Reading
-    /// The person the reading's meter is assigned to (`sugarctl meters assign`), when it is.
+    /// The person the reading belongs to: the one whose assignment of its meter covers its
+    /// measured time, or whom it was attributed to (a shared meter's reading).
     public var person: String?
+    /// The reading was measured while its meter was shared and nobody was given it yet.
+    public var awaitingAttribution: Bool
+    /// Its place in the commit order when it came from ``ReadingStore/readings(afterCursor:limit:)``:
+    /// a reading comes again, at a later position, each time its person changes (an attribution,
+    /// an assignment changed in the past). Nil elsewhere: the position is then ``id``.
+    public var position: Int64?
 
-    public init(id: Int64, epoch: Int, storedAt: Instant, reading: Reading, person: String? = nil) {
+    public init(
+        id: Int64, epoch: Int, storedAt: Instant, reading: Reading, person: String? = nil,
+        awaitingAttribution: Bool = false, position: Int64? = nil
+    ) {
         self.id = id
         self.epoch = epoch
         self.storedAt = storedAt
         self.reading = reading
         self.person = person
+        self.awaitingAttribution = awaitingAttribution
+        self.position = position
     }
+
+    /// The cursor a follower resumes after: ``position`` when known, else ``id``.
+    public var cursor: Int64 { self.position ?? self.id }
 }
 
 /// What the store knows about a meter.
@@ -163,8 +178,10 @@ public struct StoredMeter: Hashable, Sendable {
     public var lastSync: Instant?
     public var lastSyncResult: SyncResult?
     public var readingCount: Int
-    /// The person the meter is assigned to, when it is.
+    /// The person the meter is assigned to now (its open assignment period), when it is.
     public var person: String?
+    /// The meter is shared now: its new readings wait for an attribution.
+    public var shared: Bool = false
 
     public init(
         identity: MeterIdentity, features: UInt16?, firstSeen: Instant, lastSeen: Instant, highWater: UInt16?,
@@ -226,16 +243,22 @@ public struct ReadingQuery: Hashable, Sendable {
     public var meter: MeterID?
     public var limit: Int?
     public var order: Order
+    /// Only readings that belong to this person (by their measured time).
+    public var person: String?
+    /// Only readings of shared periods that wait for an attribution.
+    public var unattributed: Bool
 
     public init(
         since: Instant? = nil, until: Instant? = nil, meter: MeterID? = nil, limit: Int? = nil,
-        order: Order = .ascending
+        order: Order = .ascending, person: String? = nil, unattributed: Bool = false
     ) {
         self.since = since
         self.until = until
         self.meter = meter
         self.limit = limit
         self.order = order
+        self.person = person
+        self.unattributed = unattributed
     }
 }
 
@@ -279,9 +302,10 @@ public protocol ReadingStore: Sendable {
     /// Commits a sync attempt in one transaction; see the protocol's rules.
     func commit(_ batch: SyncBatch) async throws(StoreError) -> CommitResult
     func readings(_ query: ReadingQuery) async throws(StoreError) -> [StoredReading]
-    /// Up to `limit` readings in commit order whose ``StoredReading/id`` (the commit cursor) is
-    /// greater than `cursor`. Ids grow in commit order and readings are never deleted, so a
-    /// follower that resumes after the last id it saw misses nothing and sees nothing twice.
+    /// Up to `limit` readings in commit order whose ``StoredReading/cursor`` (the commit position)
+    /// is greater than `cursor`. Positions grow in commit order and are never reused, so a follower
+    /// that resumes after the last position it saw misses nothing and sees nothing twice. A reading
+    /// whose person changed comes again at a later position (see ``StoredReading/position``).
     func readings(afterCursor cursor: Int64, limit: Int) async throws(StoreError) -> [StoredReading]
     func readingCount(meter: MeterID?) async throws(StoreError) -> Int
     /// Sync sessions, newest first.

@@ -44,10 +44,14 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     public static let maxFollowBatch = 256
     /// Methods open to the socket group.
     public static let readMethods: Set<String> = [
-        "GetStatus", "Watch", "ListReadings", "ListMeters", "ListSyncSessions", "FollowReadings",
+        "GetStatus", "Watch", "ListReadings", "ListMeters", "ListSyncSessions", "FollowReadings", "ListPeople", "GetPerson",
+        "ListAssignments", "GetPeopleStatus",
     ]
     /// Methods that change something: root, the daemon's uid and the admin group only.
-    public static let adminMethods: Set<String> = ["Sync", "Forget", "Pair", "SubmitPasskey", "AssignMeter"]
+    public static let adminMethods: Set<String> = [
+        "Sync", "Forget", "Pair", "SubmitPasskey", "AssignMeter", "ShareMeter", "AttributeReadings", "AddPerson", "EditPerson",
+        "RemovePerson",
+    ]
 
     /// The parsed ``interfaceDescription``.
     public static let parsedDefinition: VarlinkInterfaceDefinition = {
@@ -63,6 +67,9 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
 
     public let backend: any SugarBackend
     public let access: AccessPolicy
+    /// Rung after each change of readings' people (attribution, assignment changed in the past):
+    /// the followers of this service read the feed entries it added.
+    let attributionBell = FeedSignal()
     /// The display unit clients use unless told otherwise (`GetStatus`'s `unit`).
     public let unit: GlucoseUnit
     public var limits: Limits
@@ -182,19 +189,9 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             }
             replier.reply()
         case "Pair": try await self.pair(p, replier: replier)
-        case "AssignMeter":
-            let meter = try Self.meter(p["meter"])
-            var person: String?
-            if let value = p["person"], !value.isNull {
-                guard let name = Person.validated(value.stringValue ?? "") else { throw Self.invalid("person", Person.rule) }
-                person = name
-            }
-            do throws(SugarAPIError) {
-                try await self.backend.assign(meter: meter, person: person)
-            } catch {
-                throw Self.error(for: error)
-            }
-            replier.reply()
+        case "AssignMeter", "ShareMeter", "ListAssignments", "AttributeReadings", "ListPeople", "GetPerson", "AddPerson",
+            "EditPerson", "RemovePerson", "GetPeopleStatus":
+            try await self.handlePeople(method, p, replier: replier)
         case "SubmitPasskey":
             let meter = try Self.meter(p["meter"])
             let text = p["passkey"]?.stringValue ?? ""
@@ -422,10 +419,14 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         let meter = try Self.optionalMeter(p["meter"])
         let limit = try Self.limit(p["limit"], default: self.limits.defaultReadingLimit, max: self.limits.maxReadingLimit)
         let order: ReadingQuery.Order = p["order"]?.stringValue == "desc" ? .descending : .ascending
+        let person = try await self.knownPerson(p["person"], optional: true)
+        let unattributed = p["unattributed"]?.boolValue == true
         let stored: [StoredReading]
         do throws(StoreError) {
             stored = try await self.backend.store.readings(
-                ReadingQuery(since: since, until: until, meter: meter, limit: limit + 1, order: order))
+                ReadingQuery(
+                    since: since, until: until, meter: meter, limit: limit + 1, order: order, person: person,
+                    unattributed: unattributed))
         } catch {
             throw Self.error(for: error)
         }
@@ -493,13 +494,32 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         // A backlog goes out in replies of tens of KiB: written whole, not in 4.5 KiB pieces.
         replier.widenSendBuffer()
         // Subscribed before the first read, so a commit between a read and the wait is not missed.
+        // Commits (readingCount) and person changes (the attribution bell) ring one signal.
         let watcher = self.backend.models.viewModel.watch(fields: [.readingCount], policy: .coalesced)
-        defer { watcher.cancel() }
+        let signal = FeedSignal()
+        let attributions = self.attributionBell
+        let commits = Task {
+            for await _ in watcher { signal.ring() }
+            signal.close()
+        }
+        let changes = Task {
+            var seen = attributions.generation
+            while await attributions.wait(after: seen) {
+                seen = attributions.generation
+                signal.ring()
+            }
+        }
+        defer {
+            watcher.cancel()
+            commits.cancel()
+            changes.cancel()
+        }
         let pageSize = max(1, self.limits.followPageSize)
         // Half the output cap: a follower pausing on purpose is never over the server's soft cap.
         let pause = self.limits.backpressureBytes / 2
         while true {
             let page: [StoredReading]
+            let seen = signal.generation
             do throws(StoreError) {
                 page = try await self.backend.store.readings(afterCursor: cursor, limit: pageSize)
             } catch {
@@ -516,30 +536,30 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                         let part = page[start..<end]
                         let sent = replier.reply(continues: true) { out in
                             out.reserveCapacity(out.count + 400 * part.count)
-                            Wire.CompactFollowReply.write(cursors: part.map(\.id), into: &out) { index, out in
+                            Wire.CompactFollowReply.write(cursors: part.map(\.cursor), into: &out) { index, out in
                                 Wire.CompactReading(part[part.startIndex + index]).write(into: &out)
                             }
                         }
                         guard sent else { return }
                     } else {
-                        let readings: [JSONValue] = page[start..<end].map { ["cursor": .int($0.id), "reading": form($0)] }
-                        guard replier.reply(["cursor": .int(page[end - 1].id), "readings": .array(readings)], continues: true)
+                        let readings: [JSONValue] = page[start..<end].map { ["cursor": .int($0.cursor), "reading": form($0)] }
+                        guard replier.reply(["cursor": .int(page[end - 1].cursor), "readings": .array(readings)], continues: true)
                         else { return }
                     }
-                    cursor = page[end - 1].id
+                    cursor = page[end - 1].cursor
                     start = end
                 }
             } else {
                 for stored in page {
                     await self.waitForReader(replier, below: pause) { true }
                     if replier.isClosed || Task.isCancelled { return }
-                    guard replier.reply(["cursor": .int(stored.id), "reading": form(stored)], continues: true)
+                    guard replier.reply(["cursor": .int(stored.cursor), "reading": form(stored)], continues: true)
                     else { return }
-                    cursor = stored.id
+                    cursor = stored.cursor
                 }
             }
             if page.count < pageSize {
-                guard await watcher.next() != nil else {
+                guard await signal.wait(after: seen) else {
                     if replier.isClosed || Task.isCancelled { return }
                     throw Self.error(.shuttingDown(message: "The daemon is shutting down."))
                 }

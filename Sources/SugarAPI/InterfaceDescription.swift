@@ -15,9 +15,10 @@ extension HealthDataSyncService {
         # glucose value comes in mg/dL and mmol/L (mg/dL = mmol/L x 18.0156); enums are stable names.
         #
         # Access: read methods (GetStatus, Watch, ListReadings, ListMeters, ListSyncSessions,
-        # FollowReadings) are open to root, the daemon's own user and members of the socket group. Mutating
-        # methods (Sync, Forget, Pair, SubmitPasskey, AssignMeter) are open to root, the daemon's own user
-        # and members of the admin group.
+        # FollowReadings, ListPeople, GetPerson, ListAssignments, GetPeopleStatus) are open to root, the
+        # daemon's own user and members of the socket group. Mutating methods (Sync, Forget, Pair,
+        # SubmitPasskey, AssignMeter, ShareMeter, AttributeReadings, AddPerson, EditPerson, RemovePerson)
+        # are open to root, the daemon's own user and members of the admin group.
         # Anyone else gets PermissionDenied.
         interface io.sugard.HealthDataSync
 
@@ -136,7 +137,8 @@ extension HealthDataSyncService {
         # The display unit a client should use unless told otherwise.
         type Unit (mgdl, mmol)
 
-        # What the database holds about a meter. person: who the meter is assigned to (AssignMeter).
+        # What the database holds about a meter. person: who the meter is assigned to now (AssignMeter);
+        # shared: the meter is shared now (ShareMeter).
         type StoredMeter (
           firstSeen: Instant,
           lastSeen: Instant,
@@ -146,12 +148,38 @@ extension HealthDataSyncService {
           lastSyncResult: ?SyncResult,
           readingCount: int,
           features: ?int,
-          person: ?string
+          person: ?string,
+          shared: ?bool
         )
 
         # A meter known to the daemon (live model), to the database, or to both; person is the person
         # the meter is assigned to (null when it is not).
         type MeterEntry (id: string, identity: MeterIdentity, live: ?Meter, stored: ?StoredMeter, person: ?string)
+
+        # An identifier of a person in another system: system names the issuer (a URI, such as a
+        # clinic's urn:oid:...), value the identifier within it.
+        type PersonIdentifier (system: string, value: string)
+
+        # A person. name is unique on this gateway and names the person everywhere (readings, sinks,
+        # reports). low and high are the thresholds reports and alerts use (null: the defaults); unit is
+        # the unit the person prefers (null: the configured one); meters are the meters assigned to the
+        # person now; readingCount counts the readings that belong to the person.
+        type Person (
+          id: int,
+          name: string,
+          identifiers: []PersonIdentifier,
+          low: ?Glucose,
+          high: ?Glucose,
+          unit: ?Unit,
+          created: Instant,
+          readingCount: int,
+          meters: []string
+        )
+
+        # One period of a meter's assignment history: from (inclusive) until (exclusive; null while it
+        # lasts). In a shared period person is null and the readings wait for an attribution.
+        # readingCount counts the meter's readings measured in the period.
+        type Assignment (meter: string, person: ?string, shared: bool, from: Instant, until: ?Instant, readingCount: int)
 
         # One sync attempt as recorded.
         type Session (
@@ -196,16 +224,27 @@ extension HealthDataSyncService {
           meter: ?string
         )
 
-        # Stored readings. since (inclusive) and until (exclusive) are ISO 8601 instants with a zone
+        # Stored readings. person: only the readings that belong to that person (by the assignment that
+        # covers their measured time, or by attribution); unattributed: only readings of shared periods
+        # that nobody was given yet (each such reading has awaitingAttribution true).
+        # since (inclusive) and until (exclusive) are ISO 8601 instants with a zone
         # ("2024-03-31T06:00:00Z", "2024-03-31T08:00:00+02:00") or a date ("2024-03-31", midnight UTC).
         # limit defaults to 1000 (at most 100000); order is asc (oldest first, default) or desc. Each
         # reading carries the keys of `sugarctl decode measurement --json` plus id, meter, epoch,
         # ketoneMmolL, flags, time {iso, epochMillis, local, utcOffsetMinutes, zone, method,
-        # meterLocalTime, meterClockSkewSeconds, quirks}, storedAt, context (or null) and person (the
-        # person the reading's meter is assigned to, or null). With 'more'
+        # meterLocalTime, meterClockSkewSeconds, quirks}, storedAt, context (or null), person (the person
+        # the reading belongs to, or null) and awaitingAttribution. With 'more'
         # the readings come in several replies; without it, at most 10000 may be returned at once.
         # truncated (in the last reply) says the limit cut the list.
-        method ListReadings(since: ?string, until: ?string, meter: ?string, limit: ?int, order: ?(asc, desc)) -> (
+        method ListReadings(
+          since: ?string,
+          until: ?string,
+          meter: ?string,
+          limit: ?int,
+          order: ?(asc, desc),
+          person: ?string,
+          unattributed: ?bool
+        ) -> (
           readings: []object,
           truncated: ?bool,
           unit: Unit
@@ -215,7 +254,9 @@ extension HealthDataSyncService {
         # per reply, then each new reading as it is committed; needs 'more' and never ends by itself.
         # Nothing is coalesced or skipped. reading has the shape of ListReadings' readings; cursor is
         # the reading's place in the commit order: call again with after set to the last cursor received
-        # to resume right after it. The daemon reads the next readings from its database only as the
+        # to resume right after it. A reading comes again, at a later cursor and with its new person,
+        # each time its person changes (AttributeReadings, or AssignMeter/ShareMeter with a from in the
+        # past); its id stays the same. The daemon reads the next readings from its database only as the
         # client reads the replies, so a slow client slows its own stream and nothing else; a client
         # that stops reading for a while (its own flow control) keeps its connection and gets the rest
         # once it reads again.
@@ -246,10 +287,71 @@ extension HealthDataSyncService {
         # readings are kept. Admin only.
         method Forget(meter: string) -> ()
 
-        # Assigns a meter to a person (1 to 64 characters, no control characters), or unassigns it
-        # when person is null or absent. The meter's readings, stored and future, carry its person.
+        # Starts an assignment of a meter to a person (1 to 64 characters, no control characters) at
+        # from (an instant as ListReadings takes it; default now) and ends the period that covered from;
+        # with person null or absent, only ends that period (unassigns). A reading belongs to the person
+        # whose period covers its measured time, so readings measured before from keep their person.
+        # With from in the past, the readings measured from then until the next later period move:
+        # moved counts those whose person changed, unchanged the others in that span. A person not yet
+        # known is added (addedPerson). from may not be in the future. Admin only.
+        method AssignMeter(meter: string, person: ?string, from: ?string) -> (moved: ?int, unchanged: ?int, addedPerson: ?bool)
+
+        # Marks a meter shared from from (default now), ending the period that covered it: readings
+        # measured from then on have no person until AttributeReadings gives them one. Admin only.
+        method ShareMeter(meter: string, from: ?string) -> (moved: int, unchanged: int)
+
+        # A meter's assignment periods, oldest first.
+        method ListAssignments(meter: string) -> (assignments: []Assignment)
+
+        # Gives readings measured while their meter was shared to person: the readings with these ids
+        # (one given to someone else before moves: a correction), or the meter's readings measured in
+        # [since, until) that nobody was given yet. moved counts readings whose person changed, unchanged
+        # the others named.
+        # Readings of a period assigned to someone are refused (change the assignment instead). Each
+        # reading whose person changed is followed again by FollowReadings. Admin only.
+        method AttributeReadings(person: string, ids: ?[]int, meter: ?string, since: ?string, until: ?string) -> (
+          moved: int,
+          unchanged: int
+        )
+
+        # People on this gateway, sorted by name.
+        method ListPeople() -> (people: []Person)
+
+        # One person, and every assignment period that names them (any meter), oldest first.
+        method GetPerson(name: string) -> (person: Person, assignments: []Assignment)
+
+        # Adds a person: name as AssignMeter takes it and unique; identifiers each with a system and a
+        # value of 1 to 256 characters without control characters, held by nobody else; lowMgdL and
+        # highMgdL thresholds in mg/dL (above 0, below 1000, low below high); unit the preferred one.
         # Admin only.
-        method AssignMeter(meter: string, person: ?string) -> ()
+        method AddPerson(name: string, identifiers: ?[]PersonIdentifier, lowMgdL: ?float, highMgdL: ?float, unit: ?Unit) -> (
+          person: Person
+        )
+
+        # Changes a person: newName renames them (their readings, periods and identifiers follow),
+        # identifiers are added and removed, thresholds and unit set (or cleared with clearLow,
+        # clearHigh, clearUnit). Admin only.
+        method EditPerson(
+          name: string,
+          newName: ?string,
+          addIdentifiers: ?[]PersonIdentifier,
+          removeIdentifiers: ?[]PersonIdentifier,
+          lowMgdL: ?float,
+          highMgdL: ?float,
+          clearLow: ?bool,
+          clearHigh: ?bool,
+          unit: ?Unit,
+          clearUnit: ?bool
+        ) -> (person: Person)
+
+        # Removes a person. A person with readings needs force: their readings stay (meter, values,
+        # times) without a person, and the assignment periods naming them are removed (their meters are
+        # unassigned in those periods). Admin only.
+        method RemovePerson(name: string, force: ?bool) -> (releasedReadings: int, removedAssignments: int)
+
+        # The gateway's identity (a random UUID made once per database; FHIR exports scope person
+        # identifiers with it), how many people are known and how many readings wait for an attribution.
+        method GetPeopleStatus() -> (gateway: string, people: int, unattributed: int)
 
         # Pairs with a meter; needs 'more'. Replies stream the pairing state; when it is
         # waitingForPasskey, send the PIN the meter shows with SubmitPasskey (on another connection).
@@ -265,6 +367,9 @@ extension HealthDataSyncService {
 
         # No meter with this id is known.
         error MeterNotFound (meter: string, message: ?string)
+
+        # No person with this name is known.
+        error PersonNotFound (person: string, message: ?string)
 
         # There is no usable Bluetooth adapter (absent, powered off, or BlueZ not running).
         error AdapterUnavailable (message: ?string)

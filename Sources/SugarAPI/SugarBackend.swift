@@ -54,7 +54,13 @@ public protocol SugarBackend: Sendable {
     func pair(meter: MeterID) async throws(SugarAPIError)
     /// Answers a passkey request.
     func submitPasskey(_ passkey: UInt32, meter: MeterID) async throws(SugarAPIError)
-    /// Assigns a meter to a person (already validated by ``Person/validated(_:)``), or unassigns it
-    /// (nil). Throws `meterNotFound` for a meter neither live nor stored.
-    func assign(meter: MeterID, person: String?) async throws(SugarAPIError)
+    /// Starts a period of the meter for `holder` at `from` (nil: ends the covering period); a meter
+    /// that is live but not stored yet is stored first. Throws `meterNotFound` for a meter neither
+    /// live nor stored, `invalidParameter` for a change the store refuses (with its reason).
+    func setAssignment(meter: MeterID, holder: MeterHolder?, from: Instant) async throws(SugarAPIError) -> AttributionResult
+}
+
+extension SugarBackend {
+    /// People, assignments and attributions, when the store keeps them (the SQLite store does).
+    public var people: (any PeopleStore)? { self.store as? any PeopleStore }
 }

@@ -269,7 +269,7 @@ extension Wire.StoredMeter {
             firstSeen: Wire.Instant(meter.firstSeen), lastSeen: Wire.Instant(meter.lastSeen), highWater: meter.highWater.map(Int64.init),
             epoch: Int64(meter.epoch), lastSync: meter.lastSync.map(Wire.Instant.init),
             lastSyncResult: meter.lastSyncResult.map(Wire.SyncResult.init), readingCount: Int64(meter.readingCount),
-            features: meter.features.map(Int64.init), person: meter.person)
+            features: meter.features.map(Int64.init), person: meter.person, shared: meter.shared)
     }
 }
 
@@ -304,7 +304,8 @@ extension Wire.Reading {
     /// (sequence-reset epoch), `ketoneMmolL`, `flags` (names), `time` {`iso` (UTC), `epochMillis`,
     /// `local` (ISO 8601 with the zone offset used), `utcOffsetMinutes`, `zone`, `method`,
     /// `meterClockSkewSeconds`, `quirks`}, `storedAt` {`iso`, `epochMillis`}, `person` (the person the
-    /// meter is assigned to, or null) and `context` (the decoded context object or null).
+    /// reading belongs to, or null), `context` (the decoded context object or null) and
+    /// `awaitingAttribution`.
     public init(_ stored: StoredReading) {
         let r = stored.reading
         let profile: JSONObject
@@ -332,6 +333,36 @@ extension Wire.Reading {
         self.init(
             profile: profile, id: stored.id, meter: r.meter.rawValue, epoch: Int64(stored.epoch), sequenceNumber: sequenceNumber,
             mgdL: r.mgdL, mmolL: r.mmolL, ketoneMmolL: r.ketoneMmolL, flags: r.flags.names, time: Wire.ReadingTime(r),
-            storedAt: Wire.Instant(stored.storedAt), person: stored.person, context: context)
+            storedAt: Wire.Instant(stored.storedAt), person: stored.person, context: context,
+            awaitingAttribution: stored.awaitingAttribution)
+    }
+}
+
+extension Wire.Glucose {
+    /// A threshold in mg/dL in both units.
+    public init(mgdL: Double) { self.init(mgdL: mgdL, mmolL: mgdL / GlucoseUnit.molarMass) }
+}
+
+extension Wire.PersonIdentifier {
+    public init(_ identifier: PersonIdentifier) { self.init(system: identifier.system, value: identifier.value) }
+    public var domain: PersonIdentifier { PersonIdentifier(system: self.system, value: self.value) }
+}
+
+extension Wire.Person {
+    /// A stored person; `meters` are the meters assigned to them now.
+    public init(_ person: PersonRecord, meters: [String]) {
+        self.init(
+            id: person.id, name: person.name, identifiers: person.identifiers.map(Wire.PersonIdentifier.init),
+            low: person.lowMgdL.map { Wire.Glucose(mgdL: $0) }, high: person.highMgdL.map { Wire.Glucose(mgdL: $0) },
+            unit: person.unit.map(Wire.Unit.init), created: Wire.Instant(person.created),
+            readingCount: Int64(person.readingCount), meters: meters)
+    }
+}
+
+extension Wire.Assignment {
+    public init(_ period: MeterAssignment) {
+        self.init(
+            meter: period.meter.rawValue, person: period.person, shared: period.holder == .shared,
+            from: Wire.Instant(period.from), until: period.until.map(Wire.Instant.init), readingCount: Int64(period.readingCount))
     }
 }

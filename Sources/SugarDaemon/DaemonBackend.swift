@@ -113,7 +113,10 @@ public struct DaemonBackend: SugarBackend {
         }
     }
 
-    public func assign(meter: MeterID, person: String?) async throws(SugarAPIError) {
+    public func setAssignment(meter: MeterID, holder: MeterHolder?, from: Instant) async throws(SugarAPIError) -> AttributionResult {
+        guard let people = self.people else {
+            throw SugarAPIError(.storageError, "This daemon's store keeps no assignments.")
+        }
         do {
             guard try await self.store.meter(meter) != nil || self.models.model(for: meter) != nil else {
                 throw SugarAPIError(.meterNotFound, "no meter \(meter) is known", subject: meter.rawValue)
@@ -123,11 +126,12 @@ public struct DaemonBackend: SugarBackend {
                 let identity = self.models.model(for: meter)?.state.identity ?? MeterIdentity(id: meter)
                 try await self.store.noteMeterSeen(identity, at: systemNow())
             }
-            try await self.store.assign(meter, person: person)
+            return try await people.setAssignment(meter, holder: holder, from: from)
         } catch let error as SugarAPIError {
             throw error
         } catch let error as StoreError {
-            throw SugarAPIError(.storageError, error.message)
+            throw SugarAPIError(error.code == .constraint ? .invalidParameter : .storageError, error.message,
+                subject: error.code == .constraint ? "from" : error.code.rawValue)
         } catch {
             throw SugarAPIError(.storageError, "\(error)")
         }

@@ -3,16 +3,25 @@ public import JSON
 /// The FHIR R4 export: a `transaction` Bundle a FHIR server accepts as it is.
 ///
 /// - Every entry has `fullUrl` `urn:uuid:<RFC 4122 version-5 UUID>` (``NameUUID``) named after
-///   what it is (reading id, meter address, person), so an export of the same reading always
-///   carries the same UUID, and a `request` `POST` with `ifNoneExist` on its identifier, so posting
-///   the Bundle twice creates nothing twice.
-/// - Identifiers use `urn:ietf:rfc:3986` (FHIR's system for an identifier that is itself a URI):
-///   the Observation's and Patient's value is their `urn:uuid:`, the Device's is its Bluetooth
-///   address as an RFC 9039 `urn:dev:mac:` URN.
-/// - References (`subject`, `device`, `Device.patient`) point at `fullUrl`s inside the Bundle.
-/// - LOINC follows the sample type and unit: capillary whole blood 41653-7 / 14743-9 (glucometer),
-///   other whole blood 2339-0 / 15074-8, plasma 2345-7 / 14749-6, interstitial fluid 99504-3
-///   (mass only); UCUM `mg/dL`, `mmol/L`.
+///   what it is (reading id, meter address, gateway, gateway and person id), so an export of the
+///   same reading always carries the same UUID, and a `request` `POST` with `ifNoneExist` on its
+///   first identifier, so posting the Bundle twice creates nothing twice.
+/// - The Patient carries the person's identifiers (a clinic's record number: its first one is what
+///   `ifNoneExist` matches, so the clinic's existing record is used) and always one scoped to this
+///   gateway: system `urn:uuid:<gateway UUID>` (a random UUID each database makes once), value the
+///   person's id. Never one made from the name: two gateways' "Mia" are two Patients.
+/// - Identifiers that are URIs use `urn:ietf:rfc:3986` (the Observation's `urn:uuid:`, the meter's
+///   Bluetooth address as an RFC 9039 `urn:dev:mac:` URN, the gateway's `urn:uuid:`); the meter
+///   also carries its address the HL7 Personal Health Device (PHD) IG's way (type `BTMAC`, system
+///   `http://hl7.org/fhir/sid/eui-48/bluetooth`, `XX-XX-XX-XX-XX-XX`).
+/// - PHD IG: the Observation's category is `phd` (PhdObservationCategories), `device` the meter
+///   (a PhdDevice with its identity), and the gateway a Device (type MDC_MOC_VMS_MDS_AHD)
+///   referenced by the `observation-gatewayDevice` extension.
+/// - References (`subject`, `device`, `Device.patient`, the gateway extension) point at `fullUrl`s
+///   inside the Bundle.
+/// - LOINC follows the sample type and unit: capillary whole blood 41653-7 / 14743-9 (glucometer,
+///   also coded MDC_CONC_GLU_CAPILLARY_WHOLEBLOOD), other whole blood 2339-0 / 15074-8, plasma
+///   2345-7 / 14749-6, interstitial fluid 99504-3 (mass only); UCUM `mg/dL`, `mmol/L`.
 /// - Meal context is a component coded in ISO/IEEE 11073-10101 (`MDC_CTXT_GLU_MEAL_*`, as the HL7
 ///   Personal Health Device IG codes it); the other context fields are components with text codes.
 /// - HI and LO carry `dataAbsentReason` positive-/negative-infinity (what the meter's SFLOAT said)
@@ -21,12 +30,21 @@ extension ReadingExport {
     /// The namespace of sugard's name-based UUIDs: version 5 of the project URL in `NameSpace_URL`.
     public static let uuidNamespace = NameUUID(namespace: .urlNamespace, name: "https://github.com/sugard/sugard")
 
-    /// `urn:uuid:` of a reading (by ``identifier(_:)``), a meter (by address) and a person (by name).
+    /// `urn:uuid:` of a reading (by ``identifier(_:)``), a meter (by address), a gateway (by its
+    /// UUID) and a person (by gateway and person id: never by name alone).
     public static func fhirURN(reading: Wire.Reading) -> String {
         NameUUID(namespace: self.uuidNamespace, name: "reading/" + self.identifier(reading)).urn
     }
     public static func fhirURN(meter: String) -> String { NameUUID(namespace: self.uuidNamespace, name: "meter/" + meter).urn }
-    public static func fhirURN(person: String) -> String { NameUUID(namespace: self.uuidNamespace, name: "person/" + person).urn }
+    public static func fhirURN(gateway: String) -> String { NameUUID(namespace: self.uuidNamespace, name: "gateway/" + gateway).urn }
+    public static func fhirURN(person id: Int64, gateway: String) -> String {
+        NameUUID(namespace: self.uuidNamespace, name: "person/" + gateway + "/" + String(id)).urn
+    }
+
+    /// The identifier of a person scoped to this gateway: system `urn:uuid:<gateway>`, value the person's id.
+    public static func gatewayIdentifier(person id: Int64, gateway: String) -> Wire.PersonIdentifier {
+        Wire.PersonIdentifier(system: "urn:uuid:" + gateway, value: String(id))
+    }
 
     /// FHIR's identifier system for a value that is a URI.
     static let uriSystem = "urn:ietf:rfc:3986"
@@ -34,16 +52,23 @@ extension ReadingExport {
     static let ucum = "http://unitsofmeasure.org"
     static let snomed = "http://snomed.info/sct"
     static let mdc = "urn:iso:std:iso:11073:10101"
+    static let phdCategories = "http://hl7.org/fhir/uv/phd/CodeSystem/PhdObservationCategories"
+    static let continuaIdentifiers = "http://hl7.org/fhir/uv/phd/CodeSystem/ContinuaDeviceIdentifiers"
+    static let bluetoothSystem = "http://hl7.org/fhir/sid/eui-48/bluetooth"
+    static let gatewayExtension = "http://hl7.org/fhir/StructureDefinition/observation-gatewayDevice"
 
-    /// A FHIR R4 `transaction` Bundle: a `Patient` per assigned person, a `Device` per meter and an
-    /// `Observation` per glucose reading (control-solution tests and ketone records are left out and
-    /// counted in `skipped`). `meters` maps a meter id to its identity (from `ListMeters`) for the
-    /// Device's manufacturer, model, serial number and name.
+    /// A FHIR R4 `transaction` Bundle: a `Patient` per person the readings belong to, a `Device`
+    /// per meter, the gateway `Device`, and an `Observation` per glucose reading (control-solution
+    /// tests and ketone records are left out and counted in `skipped`). `meters` maps a meter id to
+    /// its identity (from `ListMeters`) for the Device's manufacturer, model, serial number and name;
+    /// `people` maps a name to the person's record (`ListPeople`: id and identifiers); `gateway` is
+    /// the gateway's UUID (`GetPeopleStatus`). A reading whose person is not in `people` has no subject.
     public static func fhir(
-        _ readings: [Wire.Reading], meters: [String: Wire.MeterIdentity], unit: Wire.Unit
+        _ readings: [Wire.Reading], meters: [String: Wire.MeterIdentity], unit: Wire.Unit,
+        people: [String: Wire.Person] = [:], gateway: String
     ) -> (bundle: JSONValue, skipped: Int) {
-        var people: [String] = []
-        var devices: [(meter: String, person: String?)] = []
+        var patients: [Wire.Person] = []
+        var devices: [(meter: String, person: Wire.Person?)] = []
         var observations: [JSONValue] = []
         var skipped = 0
         for r in readings {
@@ -51,36 +76,80 @@ extension ReadingExport {
                 skipped += 1
                 continue
             }
-            if let person = r.person, !people.contains(person) { people.append(person) }
-            if !devices.contains(where: { $0.meter == r.meter }) { devices.append((r.meter, r.person)) }
-            observations.append(self.observation(r, unit: unit))
+            let person = r.person.flatMap { people[$0] }
+            if let person, !patients.contains(where: { $0.id == person.id }) { patients.append(person) }
+            if !devices.contains(where: { $0.meter == r.meter }) { devices.append((r.meter, person)) }
+            observations.append(self.observation(r, unit: unit, person: person, gateway: gateway))
         }
-        var entries: [JSONValue] = people.map { person in
-            let urn = self.fhirURN(person: person)
-            let patient: JSONObject = [
-                "resourceType": "Patient",
-                "identifier": [["system": .string(self.uriSystem), "value": .string(urn)]],
-                "active": true,
-                "name": [["text": .string(person)]],
-            ]
-            return self.entry(urn, .object(patient), type: "Patient", identifier: urn)
-        }
+        var entries: [JSONValue] = patients.map { self.patient($0, gateway: gateway) }
+        entries.append(self.gatewayDevice(gateway))
         for (meter, person) in devices {
-            entries.append(self.device(meter, identity: meters[meter], person: person))
+            entries.append(self.device(meter, identity: meters[meter], person: person, gateway: gateway))
         }
         entries += observations
         let bundle: JSONObject = ["resourceType": "Bundle", "type": "transaction", "entry": .array(entries)]
         return (.object(bundle), skipped)
     }
 
-    /// A transaction entry: `POST` unless a resource with `identifier` exists.
-    static func entry(_ urn: String, _ resource: JSONValue, type: String, identifier: String) -> JSONValue {
+    /// A Patient: the person's identifiers, then the one scoped to this gateway.
+    static func patient(_ person: Wire.Person, gateway: String) -> JSONValue {
+        let urn = self.fhirURN(person: person.id, gateway: gateway)
+        let identifiers = person.identifiers + [self.gatewayIdentifier(person: person.id, gateway: gateway)]
+        let patient: JSONObject = [
+            "resourceType": "Patient",
+            "identifier": .array(identifiers.map { ["system": .string($0.system), "value": .string($0.value)] }),
+            "active": true,
+            "name": [["text": .string(person.name)]],
+        ]
+        return self.entry(urn, .object(patient), type: "Patient", system: identifiers[0].system, identifier: identifiers[0].value)
+    }
+
+    /// The gateway (the PHD IG's PhgDevice): this sugard, identified by its UUID.
+    static func gatewayDevice(_ gateway: String) -> JSONValue {
+        let urn = self.fhirURN(gateway: gateway)
+        let identifier = "urn:uuid:" + gateway
+        let device: JSONObject = [
+            "resourceType": "Device",
+            "identifier": [["system": .string(self.uriSystem), "value": .string(identifier)]],
+            "status": "active",
+            "type": [
+                "coding": [["system": .string(self.mdc), "code": "531981", "display": "MDC_MOC_VMS_MDS_AHD"]],
+                "text": "Personal health gateway",
+            ],
+            "deviceName": [["name": "sugard", "type": "manufacturer-name"]],
+        ]
+        return self.entry(urn, .object(device), type: "Device", system: self.uriSystem, identifier: identifier)
+    }
+
+    /// A transaction entry: `POST` unless a resource with the identifier `system|identifier` exists.
+    static func entry(_ urn: String, _ resource: JSONValue, type: String, system: String? = nil, identifier: String) -> JSONValue {
         [
             "fullUrl": .string(urn), "resource": resource,
             "request": [
-                "method": "POST", "url": .string(type), "ifNoneExist": .string("identifier=\(self.uriSystem)|\(identifier)"),
+                "method": "POST", "url": .string(type),
+                "ifNoneExist": .string("identifier=\(self.query(system ?? self.uriSystem))|\(self.query(identifier))"),
             ],
         ]
+    }
+
+    /// A token of a search URL: `|`, `,`, `$` and `\` are escaped with `\` (FHIR search escaping),
+    /// then what a query value may not hold is percent-encoded.
+    static func query(_ text: String) -> String {
+        var escaped = ""
+        for character in text {
+            if "|,$\\".contains(character) { escaped.append("\\") }
+            escaped.append(character)
+        }
+        var out = ""
+        for byte in escaped.utf8 {
+            let c = Character(Unicode.Scalar(byte))
+            if byte < 0x80, c.isLetter || c.isNumber || "-._~:/@!'()*;".contains(c) {
+                out.append(c)
+            } else {
+                out += "%" + String(byte, radix: 16, uppercase: true).leftPadded(2)
+            }
+        }
+        return out
     }
 
     /// `urn:dev:mac:` + the 12 hex digits of a Bluetooth address (RFC 9039 §4.2), or nil.
@@ -90,12 +159,19 @@ extension ReadingExport {
         return "urn:dev:mac:" + hex
     }
 
-    static func device(_ meter: String, identity: Wire.MeterIdentity?, person: String?) -> JSONValue {
+    static func device(_ meter: String, identity: Wire.MeterIdentity?, person: Wire.Person?, gateway: String) -> JSONValue {
         let urn = self.fhirURN(meter: meter)
         let identifier = self.macURN(meter) ?? urn
+        var identifiers: [JSONValue] = [["system": .string(self.uriSystem), "value": .string(identifier)]]
+        if self.macURN(meter) != nil {
+            identifiers.append([
+                "type": ["coding": [["system": .string(self.continuaIdentifiers), "code": "BTMAC", "display": "Bluetooth MAC address"]]],
+                "system": .string(self.bluetoothSystem), "value": .string(meter.uppercased().replacingColons(with: "-")),
+            ])
+        }
         var device: JSONObject = [
             "resourceType": "Device",
-            "identifier": [["system": .string(self.uriSystem), "value": .string(identifier)]],
+            "identifier": .array(identifiers),
             "status": "active",
             "type": [
                 "coding": [["system": .string(self.snomed), "code": "337414009", "display": "Blood glucose meter"]],
@@ -111,7 +187,9 @@ extension ReadingExport {
         if let firmware = identity?.firmware {
             device["version"] = [["type": ["text": "firmware"], "value": .string(firmware)]]
         }
-        if let person { device["patient"] = ["reference": .string(self.fhirURN(person: person)), "display": .string(person)] }
+        if let person {
+            device["patient"] = ["reference": .string(self.fhirURN(person: person.id, gateway: gateway)), "display": .string(person.name)]
+        }
         return self.entry(urn, .object(device), type: "Device", identifier: identifier)
     }
 
@@ -131,37 +209,36 @@ extension ReadingExport {
             return ("99504-3", "Glucose [Mass/volume] in Interstitial fluid", .mgdl)
         default:  // 1 (capillary whole blood) or not stated: a glucometer's finger-stick reading
             return mass
-                ? ("41653-7", "Glucose [Mass/volume] in Capillary blood by Glucometer", unit)
-                : ("14743-9", "Glucose [Moles/volume] in Capillary blood by Glucometer", unit)
+                ? (self.capillaryMass, "Glucose [Mass/volume] in Capillary blood by Glucometer", unit)
+                : (self.capillaryMolar, "Glucose [Moles/volume] in Capillary blood by Glucometer", unit)
         }
     }
 
-    static func observation(_ r: Wire.Reading, unit: Wire.Unit) -> JSONValue {
+    /// LOINC for glucose measured by a glucometer in capillary blood: mass and molar concentration.
+    static let capillaryMass = "41653-7"
+    static let capillaryMolar = "14743-9"
+
+    static func observation(_ r: Wire.Reading, unit: Wire.Unit, person: Wire.Person?, gateway: String) -> JSONValue {
         let urn = self.fhirURN(reading: r)
         let loinc = self.loincCode(sampleType: r.sampleType?.code, unit: unit)
+        var coding: [JSONValue] = [["system": .string(self.loinc), "code": .string(loinc.code), "display": .string(loinc.display)]]
+        if loinc.code == self.capillaryMass || loinc.code == self.capillaryMolar {
+            coding.append(["system": .string(self.mdc), "code": "160184", "display": "MDC_CONC_GLU_CAPILLARY_WHOLEBLOOD"])
+        }
         var observation: JSONObject = [
             "resourceType": "Observation",
+            "extension": [["url": .string(self.gatewayExtension), "valueReference": ["reference": .string(self.fhirURN(gateway: gateway))]]],
             "identifier": [["system": .string(self.uriSystem), "value": .string(urn)]],
             "status": "final",
-            "category": [
-                [
-                    "coding": [
-                        [
-                            "system": "http://terminology.hl7.org/CodeSystem/observation-category", "code": "laboratory",
-                            "display": "Laboratory",
-                        ]
-                    ]
-                ]
-            ],
-            "code": [
-                "coding": [["system": .string(self.loinc), "code": .string(loinc.code), "display": .string(loinc.display)]],
-                "text": "Blood glucose",
-            ],
+            "category": [["coding": [["system": .string(self.phdCategories), "code": "phd", "display": "PHD generated Observation"]]]],
+            "code": ["coding": .array(coding), "text": "Blood glucose"],
             "effectiveDateTime": .string(r.time.local),
             "device": ["reference": .string(self.fhirURN(meter: r.meter))],
         ]
-        if let person = r.person {
-            observation["subject"] = ["reference": .string(self.fhirURN(person: person)), "display": .string(person)]
+        if let person {
+            observation["subject"] = [
+                "reference": .string(self.fhirURN(person: person.id, gateway: gateway)), "display": .string(person.name),
+            ]
         }
         observation["issued"] = .string(r.storedAt.iso)
         let value = loinc.unit == .mgdl ? r.mgdL : r.mmolL
@@ -283,5 +360,16 @@ extension ReadingExport {
             ])
         }
         return out
+    }
+}
+
+extension String {
+    /// `C0:26:DA:01:02:03` with `-` for `:`.
+    fileprivate func replacingColons(with separator: String) -> String {
+        self.split(separator: ":", omittingEmptySubsequences: false).joined(separator: separator)
+    }
+
+    fileprivate func leftPadded(_ width: Int) -> String {
+        String(repeating: "0", count: max(0, width - self.count)) + self
     }
 }

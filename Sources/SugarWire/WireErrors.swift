@@ -5,6 +5,7 @@ extension Wire {
     /// declaration.
     public enum Failure: Sendable, Hashable {
         case meterNotFound(meter: String, message: String?)
+        case personNotFound(person: String, message: String?)
         case adapterUnavailable(message: String?)
         case permissionDenied(method: String, message: String?)
         case syncInProgress(meter: String?, message: String?)
@@ -26,6 +27,7 @@ extension Wire {
             let message: String? = try f.optional("message")
             switch member {
             case "MeterNotFound": self = .meterNotFound(meter: try f.required("meter"), message: message)
+            case "PersonNotFound": self = .personNotFound(person: try f.required("person"), message: message)
             case "AdapterUnavailable": self = .adapterUnavailable(message: message)
             case "PermissionDenied": self = .permissionDenied(method: try f.required("method"), message: message)
             case "SyncInProgress": self = .syncInProgress(meter: try f.optional("meter"), message: message)
@@ -43,6 +45,7 @@ extension Wire {
         public var member: String {
             switch self {
             case .meterNotFound: return "MeterNotFound"
+            case .personNotFound: return "PersonNotFound"
             case .adapterUnavailable: return "AdapterUnavailable"
             case .permissionDenied: return "PermissionDenied"
             case .syncInProgress: return "SyncInProgress"
@@ -58,7 +61,7 @@ extension Wire {
         /// The one sentence the daemon sent, if any.
         public var message: String? {
             switch self {
-            case .meterNotFound(_, let message), .adapterUnavailable(let message), .permissionDenied(_, let message),
+            case .meterNotFound(_, let message), .personNotFound(_, let message), .adapterUnavailable(let message), .permissionDenied(_, let message),
                 .syncInProgress(_, let message), .storageError(_, let message), .invalidParameter(_, let message),
                 .pairingFailed(_, let message), .syncFailed(_, let message), .slowConsumer(let message),
                 .shuttingDown(let message):
@@ -71,6 +74,7 @@ extension Wire {
             let pairs: [(String, JSONValue)]
             switch self {
             case .meterNotFound(let meter, let message): pairs = [("meter", .string(meter)), ("message", .from(message))]
+            case .personNotFound(let person, let message): pairs = [("person", .string(person)), ("message", .from(message))]
             case .permissionDenied(let method, let message): pairs = [("method", .string(method)), ("message", .from(message))]
             case .invalidParameter(let parameter, let message):
                 pairs = [("parameter", .string(parameter)), ("message", .from(message))]

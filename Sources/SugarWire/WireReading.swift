@@ -28,6 +28,8 @@ extension Wire {
         /// The context's meal (`preprandial`, ...), when the context carries one.
         public var meal: Coded?
         public var person: String?
+        /// Measured while its meter was shared, and nobody was given it yet (`awaitingAttribution`).
+        public var awaitingAttribution: Bool
 
         /// The meal's name, when the context carries a meal.
         public var mealName: String? { self.meal?.name }
@@ -37,7 +39,8 @@ extension Wire {
         /// order (`mgdL`, `mmolL` and `flags` replace the profile's values in place).
         public init(
             profile: JSONObject, id: Int64, meter: String, epoch: Int64, sequenceNumber: Int64, mgdL: Double?, mmolL: Double?,
-            ketoneMmolL: Double?, flags: [String], time: ReadingTime, storedAt: Instant, person: String?, context: JSONObject?
+            ketoneMmolL: Double?, flags: [String], time: ReadingTime, storedAt: Instant, person: String?, context: JSONObject?,
+            awaitingAttribution: Bool = false
         ) {
             var object = profile
             object["sequenceNumber"] = .int(sequenceNumber)
@@ -52,7 +55,9 @@ extension Wire {
             object["storedAt"] = storedAt.json
             object["person"] = .from(person)
             object["context"] = .wire(context)
+            object["awaitingAttribution"] = .bool(awaitingAttribution)
             self.object = object
+            self.awaitingAttribution = awaitingAttribution
             self.id = id
             self.meter = meter
             self.epoch = epoch
@@ -87,6 +92,7 @@ extension Wire {
             self.sampleType = try f.optional("type")
             self.sampleLocation = try f.optional("sampleLocation")
             self.person = try f.optional("person")
+            self.awaitingAttribution = try f.optional("awaitingAttribution") ?? false
             if let context = self.context { self.meal = try Self.meal(in: context) }
         }
 

@@ -512,10 +512,13 @@ extension Wire {
         public var readingCount: Int64
         public var features: Int64?
         public var person: String?
+        /// Shared now: its new readings wait for an attribution (nil from a daemon before people records).
+        public var shared: Bool?
 
         public init(
             firstSeen: Instant, lastSeen: Instant, highWater: Int64?, epoch: Int64, lastSync: Instant?,
-            lastSyncResult: SyncResult?, readingCount: Int64, features: Int64?, person: String?
+            lastSyncResult: SyncResult?, readingCount: Int64, features: Int64?, person: String?,
+            shared: Bool? = nil
         ) {
             self.firstSeen = firstSeen
             self.lastSeen = lastSeen
@@ -526,6 +529,7 @@ extension Wire {
             self.readingCount = readingCount
             self.features = features
             self.person = person
+            self.shared = shared
         }
 
         public init(json: JSONValue) throws(WireError) {
@@ -539,6 +543,7 @@ extension Wire {
             self.readingCount = try f.required("readingCount")
             self.features = try f.optional("features")
             self.person = try f.optional("person")
+            self.shared = try f.optional("shared")
         }
 
         public var json: JSONValue {
@@ -546,6 +551,7 @@ extension Wire {
                 "firstSeen": self.firstSeen.json, "lastSeen": self.lastSeen.json, "highWater": .from(self.highWater),
                 "epoch": .int(self.epoch), "lastSync": .wire(self.lastSync), "lastSyncResult": .wire(self.lastSyncResult),
                 "readingCount": .int(self.readingCount), "features": .from(self.features), "person": .from(self.person),
+                "shared": .wire(self.shared),
             ]
         }
     }

@@ -272,6 +272,9 @@ struct Daemon {
             return CommandFailure(ExitCode.usage, "Error: invalid \(parameter): \(message ?? "the daemon refused the value.")")
         case .meterNotFound(let meter, _):
             return CommandFailure(ExitCode.failure, "Error: no meter \(meter) is known. See `sugarctl meters`.")
+        case .personNotFound(let person, _):
+            return CommandFailure(
+                ExitCode.failure, "Error: no person named \(person) is known. See `sugarctl people list`, or add them with `sugarctl people add`.")
         case .adapterUnavailable(let message):
             return CommandFailure(
                 ExitCode.failure,

@@ -8,11 +8,18 @@ enum ReadingsCommand {
         name: "readings",
         abstract: "List stored readings as a table, JSON, CSV, Nightscout entries or a FHIR R4 Bundle.",
         usage:
-            "readings [--since <time>] [--until <time>] [--meter <id>] [--limit <n>] [--order asc|desc] [--format table|json|csv|nightscout|fhir] [--json] [--local] [--unit mgdl|mmol]",
+            "readings [--since <time>] [--until <time>] [--meter <id>] [--person <name>] [--unattributed] [--limit <n>] [--order asc|desc] [--format table|json|csv|nightscout|fhir] [--json] [--local] [--unit mgdl|mmol] | readings attribute --person <name> (<id>... | --meter <id> --since <time> --until <time>) [--json]",
+        arguments: [
+            ("attribute", "Give readings of a shared meter to a person: the reading ids `readings --unattributed` shows, "
+                + "or the meter's readings measured from --since until --until. Needs root or the admin group."),
+        ],
         options: [
             ("--since <time>", "Readings at or after this time: ISO 8601 with a zone, a date (UTC midnight), or an age (24h, 7d)."),
             ("--until <time>", "Readings before this time (same forms)."),
             ("--meter <id>", "Only this meter (its Bluetooth address)."),
+            ("--person <name>", "Only this person's readings: those measured while one of their meters was theirs, and those given to them."),
+            ("--unattributed", "Only readings of shared meters that wait for `readings attribute`."),
+            ("--json", "attribute: print the daemon's reply as JSON."),
             ("--limit <n>", "At most n readings (default 1000, at most 100000)."),
             ("--order <order>", "asc (oldest first, default) or desc."),
             ("--format <format>", "table (default), json, csv, nightscout or fhir."),
@@ -24,8 +31,10 @@ enum ReadingsCommand {
             json: one array; each element has the keys of `sugarctl decode measurement --json` plus meter, time \
             {iso, epochMillis, ...}, context and flags. csv: RFC 4180 with a header row, both units. nightscout: \
             entries (type "mbg", mg/dL, date in epoch ms, dateString and sysTime with the reading's UTC offset, utcOffset, \
-            device). fhir: a FHIR R4 transaction Bundle (Patient per person, Device per meter, Observations with \
-            LOINC by sample type, in mg/dL or with --unit mmol) to POST to a FHIR server's base URL. Formats that cannot carry a reading (control \
+            device). fhir: a FHIR R4 transaction Bundle to POST to a FHIR server's base URL: a Patient per person (their \
+            identifiers, and one scoped to this gateway), the gateway and each meter as Devices, Observations coded \
+            as the HL7 PHD guide does (category phd, LOINC by sample type, in mg/dL or with --unit mmol, the meter \
+            as device, the gateway in the gatewayDevice extension). Formats that cannot carry a reading (control \
             solution, ketone, HI/LO in Nightscout) leave it out and say how many on stderr.
             table: times in the zone sugard resolved each reading in (its `timezone`, e.g. Europe/Berlin), named in the \
             header; --local shows them in this machine's zone instead.
@@ -37,8 +46,10 @@ enum ReadingsCommand {
 
     static func run(_ arguments: [String]) async -> Int32 {
         await runDaemonCommand(
-            arguments, help: help, flags: [JSONOutput.flag, "local"], values: ["since", "until", "meter", "limit", "order", "format", "unit"]
+            arguments, help: help, flags: [JSONOutput.flag, "local", "unattributed"],
+            values: ["since", "until", "meter", "limit", "order", "format", "unit", "person"]
         ) { parsed throws(CommandFailure) in
+            if parsed.positionals.first == "attribute" { return try await self.attribute(Array(parsed.positionals.dropFirst()), parsed) }
             guard parsed.positionals.isEmpty else { throw usage("Unexpected argument '\(parsed.positionals[0])'", help) }
             let format: String
             do throws(UsageError) {
@@ -53,6 +64,11 @@ enum ReadingsCommand {
             if let since = parsed.values["since"] { parameters["since"] = .string(try timeArgument(since, option: "since", help: help)) }
             if let until = parsed.values["until"] { parameters["until"] = .string(try timeArgument(until, option: "until", help: help)) }
             if let meter = parsed.values["meter"] { parameters["meter"] = .string(meter) }
+            if let text = parsed.values["person"] {
+                guard let person = Person.validated(text) else { throw usage(Person.rule, help) }
+                parameters["person"] = .string(person)
+            }
+            if parsed.flags.contains("unattributed") { parameters["unattributed"] = true }
             if let text = parsed.values["limit"] {
                 guard let limit = Int64(text), limit > 0 else { throw usage("--limit must be a positive number, not '\(text)'", help) }
                 parameters["limit"] = .int(limit)
@@ -92,7 +108,12 @@ enum ReadingsCommand {
                 let listed = try await daemon.call("ListMeters", as: Wire.MetersReply.self)
                 var meters: [String: Wire.MeterIdentity] = [:]
                 for entry in listed.meters { meters[entry.id] = entry.identity }
-                let (bundle, skipped) = ReadingExport.fhir(try Daemon.readings(objects, method: "ListReadings"), meters: meters, unit: unit)
+                // Patients carry each person's identifiers and one scoped to this gateway.
+                let people = try await daemon.call("ListPeople", as: Wire.PeopleReply.self).people
+                let gateway = try await daemon.call("GetPeopleStatus", as: Wire.PeopleStatusReply.self).gateway
+                let (bundle, skipped) = ReadingExport.fhir(
+                    try Daemon.readings(objects, method: "ListReadings"), meters: meters, unit: unit,
+                    people: Dictionary(people.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a }), gateway: gateway)
                 writeStdout(bundle.prettySerialized() + "\n")
                 if skipped > 0 {
                     writeStderr("sugarctl: skipped \(skipped) of \(readings.count) readings that are not glucose observations (control solution, ketone).\n")
@@ -133,8 +154,53 @@ enum ReadingsCommand {
                 String(r.sequenceNumber),
                 r.mealName ?? "",
                 r.flags.joined(separator: " "),
+                r.person ?? (r.awaitingAttribution ? "(waiting: id \(r.id))" : ""),
             ]
         }
-        return table([timeHeader, unit.symbol, "Meter", "Seq", "Meal", "Flags"], rows)
+        return table([timeHeader, unit.symbol, "Meter", "Seq", "Meal", "Flags", "Person"], rows)
+    }
+
+    /// `readings attribute --person P ID...` or `--meter M --since T --until T`.
+    static func attribute(_ ids: [String], _ parsed: ParsedArguments) async throws(CommandFailure) -> Int32 {
+        guard let text = parsed.values["person"] else { throw usage("attribute needs --person <name>", help) }
+        guard let person = Person.validated(text) else { throw usage(Person.rule, help) }
+        for option in ["limit", "order", "format", "unit"] where parsed.values[option] != nil {
+            throw usage("--\(option) does not apply to readings attribute", help)
+        }
+        if parsed.flags.contains("unattributed") { throw usage("--unattributed does not apply to readings attribute", help) }
+        if parsed.flags.contains("local") { throw usage("--local does not apply to readings attribute", help) }
+        var parameters: JSONObject = ["person": .string(person)]
+        if let meter = parsed.values["meter"] {
+            guard ids.isEmpty else { throw usage("Give reading ids or --meter with --since and --until, not both", help) }
+            guard let since = parsed.values["since"], let until = parsed.values["until"] else {
+                throw usage("attribute --meter needs --since and --until", help)
+            }
+            parameters["meter"] = .string(meter)
+            parameters["since"] = .string(try timeArgument(since, option: "since", help: help))
+            parameters["until"] = .string(try timeArgument(until, option: "until", help: help))
+        } else {
+            guard !ids.isEmpty else {
+                throw usage("attribute needs reading ids (see `sugarctl readings --unattributed`) or --meter with --since and --until", help)
+            }
+            guard parsed.values["since"] == nil, parsed.values["until"] == nil else {
+                throw usage("--since and --until go with --meter", help)
+            }
+            var list: [JSONValue] = []
+            for id in ids {
+                guard let n = Int64(id), n > 0 else { throw usage("'\(id)' is not a reading id", help) }
+                list.append(.int(n))
+            }
+            parameters["ids"] = .array(list)
+        }
+        let reply = try await Daemon.connect(parsed).call("AttributeReadings", parameters)
+        if JSONOutput.wanted(parsed) {
+            writeStdout(JSONValue.object(reply).prettySerialized() + "\n")
+            return ExitCode.success
+        }
+        let result = try Daemon.decode(Wire.AttributionReply.self, reply, method: "AttributeReadings")
+        var line = "Gave \(result.moved) reading(s) to \(person)"
+        if result.unchanged > 0 { line += "; \(result.unchanged) were \(person)'s already" }
+        writeStdout(line + ".\n")
+        return ExitCode.success
     }
 }

@@ -23,7 +23,9 @@ enum ReportCommand {
             ("--until <time>", "End of the period, exclusive (same forms; default: now)."),
             ("--days <n>", "Length of the period in days (default 14), counted back from --until or on from --since."),
             ("--meter <id>", "Only this meter (its Bluetooth address); repeat for several (default: every meter)."),
-            ("--person <name>", "The person the report is for: shown in the header; readings that name a person are kept only when it is this one."),
+            ("--person <name>", "The person the report is for: only their readings (those measured while a meter was theirs, and those "
+                + "given to them); their thresholds and unit are the defaults of --target and --unit. Needed when the "
+                + "period's readings belong to several people."),
             DaemonOptions.unitHelp,
             ("--target <low>-<high>", "Target range (default 70-180 mg/dL); in mmol/L when both are at most 35 (3.9-10)."),
             ("--before-meal-target <low>-<high>", "Target for readings tagged fasting or before a meal (default 70-130 mg/dL; 3.9-7.2 in mmol/L)."),
@@ -77,6 +79,19 @@ enum ReportCommand {
                 throw usage("--format must be html, pdf or json, not '\(format)'", help)
             }
             var target = TargetRange.standard
+            // The person's record: their thresholds and unit when --target and --unit are not given.
+            var person: String?
+            var personUnit: Wire.Unit?
+            if let text = parsed.values["person"] {
+                guard let name = Person.validated(text) else { throw usage(Person.rule, help) }
+                person = name
+                if let record = try? await Daemon.connect(parsed).call(
+                    "GetPerson", ["name": .string(name)], as: Wire.PersonHistoryReply.self
+                ).person {
+                    personUnit = record.unit
+                    if let low = record.low?.mgdL, let high = record.high?.mgdL { target = TargetRange(lowMgdL: low, highMgdL: high) }
+                }
+            }
             if let text = parsed.values["target"] {
                 guard let parsedTarget = TargetRange(parsing: text) else {
                     throw usage("--target must be LOW-HIGH with LOW below HIGH (70-180, or 3.9-10 in mmol/L), not '\(text)'", help)
@@ -101,12 +116,26 @@ enum ReportCommand {
 
             let daemon = try Daemon.connect(parsed)
             let meters = parsed.lists["meter"] ?? []
-            let person = parsed.values["person"]
             let fetched = try await self.readings(daemon, period: period, meters: meters, person: person)
             let readings = fetched.readings
-            let unit: ReportUnit = try displayUnit(parsed, daemonDefault: fetched.unit, help: help) == .mmol ? .mmol : .mgdl
+            let unit: ReportUnit = try displayUnit(parsed, daemonDefault: personUnit ?? fetched.unit, help: help) == .mmol ? .mmol : .mgdl
             if fetched.truncated {
                 writeStderr("sugarctl: the period holds more than 100000 readings per meter; the report shows the first ones.\n")
+            }
+            // Without --person: one person's readings say so; several people's need --person.
+            var whose = person
+            if person == nil {
+                let named = Set(readings.compactMap(\.person)).sorted()
+                let unnamed = readings.filter { $0.person == nil }.count
+                if named.count > 1 {
+                    throw usage(
+                        "the readings of this period belong to \(named.joined(separator: ", "))"
+                            + (unnamed > 0 ? " and \(unnamed) to no one" : "") + ": choose whose with --person",
+                        help)
+                }
+                if let only = named.first {
+                    whose = unnamed == 0 ? only : "\(only) (and \(unnamed) reading\(unnamed == 1 ? "" : "s") of no one)"
+                }
             }
             let periodText = "\(CivilCalendar.isoUTC(epochMillis: period.fromMillis)) to \(CivilCalendar.isoUTC(epochMillis: period.toMillis))"
             guard !readings.isEmpty else {
@@ -119,7 +148,7 @@ enum ReportCommand {
             // The period of the same length before, with the same meters, person and targets, to compare.
             let before = try await self.readings(daemon, period: period.previous, meters: meters, person: person)
             let context = ReportContext(
-                unit: unit, person: person ?? self.onlyPerson(readings),
+                unit: unit, person: whose,
                 meters: try await self.meters(daemon, used: Set(readings.map(\.meter))),
                 madeAtMillis: wallClockMilliseconds(), madeAtUTCOffsetMinutes: self.localOffsetMinutes(),
                 controlSolutionCount: fetched.controlSolution, notGlucoseCount: fetched.notGlucose,
@@ -164,7 +193,7 @@ enum ReportCommand {
     }
 
     /// The period's readings: control-solution tests and records without a glucose value counted and left
-    /// out; with `person`, readings that name another person left out.
+    /// out; with `person`, only the readings measured while a meter was theirs (the daemon filters).
     static func readings(_ daemon: Daemon, period: ReportPeriod, meters: [String], person: String?) async throws(CommandFailure)
         -> PeriodReadings
     {
@@ -176,6 +205,7 @@ enum ReportCommand {
                 "until": .string(CivilCalendar.isoUTC(epochMillis: period.toMillis)), "limit": 100_000,
             ]
             if let meter { parameters["meter"] = .string(meter) }
+            if let person { parameters["person"] = .string(person) }
             try await daemon.stream("ListReadings", parameters, as: Wire.ReadingsReply.self) { reply throws(CommandFailure) in
                 json += reply.readings.map(JSONValue.object)
                 if reply.truncated == true { result.truncated = true }
@@ -188,9 +218,6 @@ enum ReportCommand {
             case .success(let reading): result.readings.append(reading)
             case .failure(let why): if why.exclusion == .controlSolution { result.controlSolution += 1 } else { result.notGlucose += 1 }
             }
-        }
-        if let person, result.readings.contains(where: { $0.person != nil }) {
-            result.readings = result.readings.filter { $0.person == person }
         }
         return result
     }
@@ -226,12 +253,6 @@ enum ReportCommand {
             throw usage("the period is empty: --since (\(CivilCalendar.isoUTC(epochMillis: from))) must be before --until (\(CivilCalendar.isoUTC(epochMillis: to)))", help)
         }
         return ReportPeriod(fromMillis: from, toMillis: to)
-    }
-
-    /// The person every reading names, when they all name the same one.
-    static func onlyPerson(_ readings: [ReportReading]) -> String? {
-        let people = Set(readings.map(\.person))
-        return people.count == 1 ? people.first ?? nil : nil
     }
 
     /// Name and serial number of the meters the readings come from (`ListMeters`).

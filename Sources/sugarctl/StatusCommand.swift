@@ -28,6 +28,9 @@ enum StatusCommand {
             let daemon = try Daemon.connect(parsed)
             var reply = try await daemon.call("GetStatus")
             let sinks = await self.sinks()
+            // Readings waiting for an attribution (a daemon without people records has no
+            // GetPeopleStatus); the text counts them, --json stays GetStatus's reply (GetPeopleStatus has it).
+            let unattributed = (try? await daemon.call("GetPeopleStatus", as: Wire.PeopleStatusReply.self))?.unattributed
             if JSONOutput.wanted(parsed) {
                 if !sinks.json.isEmpty { reply["sinks"] = .array(sinks.json) }
                 writeStdout(JSONValue.object(reply).prettySerialized() + "\n")
@@ -36,14 +39,17 @@ enum StatusCommand {
             let status = try Daemon.decode(Wire.StatusReply.self, reply, method: "GetStatus")
             let unit = try displayUnit(parsed, daemonDefault: status.unit, help: help)
             writeStdout(
-                self.render(status.state, unit: unit, color: Terminal.colorWanted(), people: status.people)
+                self.render(
+                    status.state, unit: unit, color: Terminal.colorWanted(), people: status.people, unattributed: unattributed)
                     + self.renderSinks(sinks))
             return ExitCode.success
         }
     }
 
     /// The status screen for a `State` value.
-    static func render(_ state: Wire.State, unit: Wire.Unit, color: Bool = false, people: WireMap<String>? = nil) -> String {
+    static func render(
+        _ state: Wire.State, unit: Wire.Unit, color: Bool = false, people: WireMap<String>? = nil, unattributed: Int64? = nil
+    ) -> String {
         let paint = Terminal(enabled: color)
         var out = ""
         let daemon = state.daemon
@@ -87,9 +93,13 @@ enum StatusCommand {
         if let result = state.sync.lastResult {
             syncText += "; last: \(result.result.rawValue) \(ageText(epochMillis: result.at.epochMillis))"
         }
+        var readingsText = "\(state.readingCount) stored"
+        if let unattributed, unattributed > 0 {
+            readingsText += "; \(unattributed) of shared meters wait for a person (sugarctl readings --unattributed)"
+        }
         out += table(
             ["Last reading", last],
-            [["Readings", "\(state.readingCount) stored"], ["Adapter", adapterText], ["Sync", syncText]])
+            [["Readings", readingsText], ["Adapter", adapterText], ["Sync", syncText]])
 
         out += "\nMeters\n"
         if state.meters.isEmpty { out += "  none known yet: switch a paired meter on near the adapter (see `sugarctl pair`)\n" }

@@ -11,6 +11,7 @@ let subcommands: [Subcommand] = [
     WatchCommand.subcommand,
     ReadingsCommand.subcommand,
     MetersCommand.subcommand,
+    PeopleCommand.subcommand,
     SyncCommand.subcommand,
     ForgetCommand.subcommand,
     PairCommand.subcommand,

@@ -327,7 +327,8 @@ final class NightscoutSite: Sendable {
             try #require(known, "sugard did not store readings of three meters")
             for (meter, person) in [(Self.meters[0], "Mia"), (Self.meters[1], "Jonas")] {
                 let assigned = try await runToEnd(
-                    try builtProduct("sugarctl"), ["meters", "assign", meter, person, "--socket", rig.socket], environment: ["TZ": "UTC"],
+                    try builtProduct("sugarctl"), ["meters", "assign", meter, person, "--from", "2000-01-01", "--socket", rig.socket],
+                    environment: ["TZ": "UTC"],
                     dir: rig.dir, seconds: 20)
                 try #require(assigned.status == 0, "sugarctl meters assign: \(assigned.stderr)")
             }
@@ -353,12 +354,103 @@ final class NightscoutSite: Sendable {
             #expect(text.contains("  mia \(mia.url) for Mia: connected, 0 pending, last delivery "), "\(text)")
             #expect(text.contains("  nightscout \(family.url): connected, "), "\(text)")
 
-            // The MQTT payload names the person (null for the unassigned meter).
+            // The MQTT payload names the person (null for the unassigned meter). Readings stored before
+            // the assignment came once without a person, then again with it: the last copy counts.
             await rig.expectDelivered(stored)
             let payloads = rig.receivedReadings().map(\.payload)
-            #expect(payloads.filter { $0["meter"] == .string(Self.meters[0]) }.allSatisfy { $0["person"] == "Mia" })
+            #expect(Self.latest(payloads).values.filter { $0["meter"] == .string(Self.meters[0]) }.allSatisfy { $0["person"] == "Mia" })
             #expect(payloads.filter { $0["meter"] == .string(Self.meters[2]) }.allSatisfy { $0["person"] == .null })
             #expect(payloads.allSatisfy { $0.objectValue?["person"] != nil })
+        }
+    }
+
+    /// The last MQTT payload of each reading id.
+    static func latest(_ payloads: [JSONValue]) -> [String: JSONValue] {
+        var out: [String: JSONValue] = [:]
+        for payload in payloads { if let id = payload["id"]?.stringValue { out[id] = payload } }
+        return out
+    }
+
+    /// How many times the site accepted each "date device" entry.
+    static func acceptedCounts(_ site: NightscoutSite) async -> [String: Int] {
+        var out: [String: Int] = [:]
+        for write in await site.log where write["path"] == "/api/v1/entries" && write["status"] == 200 {
+            let dates = write["dates"]?.arrayValue ?? [], devices = write["devices"]?.arrayValue ?? []
+            for (date, device) in zip(dates, devices) { out["\(date.intValue ?? -1) \(device.stringValue ?? "?")", default: 0] += 1 }
+        }
+        return out
+    }
+
+    /// A meter handed from Mia to Jonas in the middle of its history, and a shared meter whose
+    /// readings wait until some are given to Mia: each person's site gets exactly the readings that
+    /// are theirs by time or attribution, each once, and MQTT carries the new person.
+    @Test func handedOverAndSharedMetersReachTheRightPersonOnce() async throws {
+        try await withRig(meters: 3, backlog: 8, seconds: 2) { rig in
+            let mia = try await NightscoutSite(rig, name: "mia")
+            let jonas = try await NightscoutSite(rig, name: "jonas")
+            try rig.writeForwardConfig(mia.section("mia", person: "Mia") + jonas.section("jonas", person: "Jonas"))
+            try await rig.startBroker()
+            try await rig.startSubscriber()
+            try await rig.startSugard()
+            let known = try await eventually(within: 20) { Set(try await rig.storedReadings().compactMap { $0["meter"]?.stringValue }).count == 3 }
+            try #require(known, "sugard did not store readings of three meters")
+            func sugarctl(_ arguments: [String]) async throws -> String {
+                let out = try await runToEnd(
+                    try builtProduct("sugarctl"), arguments + ["--socket", rig.socket], environment: ["TZ": "UTC"], dir: rig.dir, seconds: 20)
+                try #require(out.status == 0, "sugarctl \(arguments): \(out.stderr)")
+                return out.stdout
+            }
+            // Meter 0: Mia's, then Jonas's from the time of its 4th stored reading on.
+            let first = try await rig.storedReadings().filter { $0["meter"] == .string(Self.meters[0]) }
+                .sorted { ($0["time"]?["epochMillis"]?.intValue ?? 0) < ($1["time"]?["epochMillis"]?.intValue ?? 0) }
+            try #require(first.count >= 4)
+            let handover = try #require(first[3]["time"]?["iso"]?.stringValue)
+            _ = try await sugarctl(["meters", "assign", Self.meters[0], "Mia", "--from", "2000-01-01"])
+            _ = try await sugarctl(["meters", "assign", Self.meters[0], "Jonas", "--from", handover])
+            // Meter 1: shared; its readings wait.
+            _ = try await sugarctl(["meters", "share", Self.meters[1], "--from", "2000-01-01"])
+            try rig.startForwarder()
+            _ = try await rig.waitForAllStored()
+            let waiting = try await rig.storedReadings().filter { $0["awaitingAttribution"] == true }
+            try #require(waiting.count >= 2, "the shared meter's readings wait")
+            // Half of the shared meter's readings are Mia's.
+            let given = Array(waiting.prefix(waiting.count / 2))
+            let ids = given.compactMap { $0["id"]?.intValue }.map(String.init)
+            #expect(try await sugarctl(["readings", "attribute", "--person", "Mia"] + ids).contains("Gave \(ids.count) reading(s) to Mia"))
+
+            let readings = try await rig.storedReadings()
+            let mias = Self.entryReadings(readings.filter { $0["person"] == "Mia" })
+            let jonass = Self.entryReadings(readings.filter { $0["person"] == "Jonas" })
+            #expect(mias.contains { $0["meter"] == .string(Self.meters[0]) } && mias.contains { $0["meter"] == .string(Self.meters[1]) })
+            #expect(jonass.allSatisfy { $0["meter"] == .string(Self.meters[0]) } && !jonass.isEmpty)
+            await self.waitForPosted(mia, mias, rig)
+            await self.waitForPosted(jonas, jonass, rig)
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(await mia.posted == Self.keys(mias), "nothing of Jonas's or still waiting")
+            #expect(await jonas.posted == Self.keys(jonass))
+            // Each reading once: as many accepted entries as readings (two readings of a meter in one
+            // second share a date, so count entries, not dates).
+            let miaCount = await Self.acceptedCounts(mia).values.reduce(0, +)
+            let jonasCount = await Self.acceptedCounts(jonas).values.reduce(0, +)
+            #expect(miaCount == mias.count, "each reading once")
+            #expect(jonasCount == jonass.count, "each reading once")
+
+            // MQTT: the last copy of each reading carries its person now.
+            let byPerson = Dictionary(grouping: readings, by: { $0["person"]?.stringValue ?? "-" })
+            let expected = Set((byPerson["Mia"] ?? []).compactMap { $0["meter"]?.stringValue })
+            #expect(expected == [Self.meters[0], Self.meters[1]])
+            // MQTT ids are "<meter>/<epoch>/<sequence>".
+            let attributed = Set(given.compactMap { r -> String? in
+                guard let meter = r["meter"]?.stringValue, let epoch = r["epoch"]?.intValue, let seq = r["sequenceNumber"]?.intValue
+                else { return nil }
+                return "\(meter)/\(epoch)/\(seq)"
+            })
+            var last: [JSONValue] = []
+            let delivered = await eventually(within: 20) {
+                last = Self.latest(rig.receivedReadings().map(\.payload)).filter { attributed.contains($0.key) }.map(\.value)
+                return last.count == attributed.count && last.allSatisfy { $0["person"] == "Mia" }
+            }
+            #expect(delivered, "MQTT carries Mia on the attributed readings: \(last.map { $0["person"] ?? .null }) for \(attributed.count)")
         }
     }
 

@@ -38,70 +38,98 @@ enum V1Fixture {
 }
 
 @Suite struct PeopleMigrationTests {
-    /// A v1 file opened by this build: at the latest version (v3), every row as it was, every reading readable, and
-    /// people work on it.
-    @Test func v1DatabaseUpgradesWithNothingLost() async throws {
+    /// A file of every earlier schema version (1, 2, 3), with v3's meter-level person set where the
+    /// version has it, opened by this build: at the latest version, every earlier row as it was
+    /// (same columns, same values), every reading readable, the meter-level person become an
+    /// assignment from the meter's first reading, and the feed starting with each reading at its own id.
+    @Test(arguments: [Int64(1), 2, 3])
+    func earlierDatabaseUpgradesWithNothingLost(version: Int64) async throws {
         let dir = try TempDirectory()
         do {
             let db = try Connection(path: dir.database)
-            try Schema.migrate(db, to: 1)
+            try Schema.migrate(db, to: version)
             try V1Fixture.write(db)
+            if version >= 3 { try db.execute("UPDATE meter SET person = 'Mia' WHERE id = 1", "v3 person") }
             db.close()
         }
         let before = try Self.dump(dir.database)
+        let columns = try Self.columns(dir.database)
         let store = try openStore(dir.database)
         #expect(try await store.textForTesting("PRAGMA user_version") == ["\(Schema.latestVersion)"])
         #expect(try await store.integrityCheck() == ["ok"])
+        #expect(try await store.textForTesting("PRAGMA foreign_key_check").isEmpty)
 
-        // Every v1 table holds the same rows; meter gained a NULL person on each.
-        let after = try Self.dump(dir.database)
+        // Every earlier table holds the same rows in its earlier columns; v3's meter.person is
+        // cleared because meter_assignment now holds it.
+        let after = try Self.dump(dir.database, columns: columns)
         for table in ["sync_session", "reading", "sequence_reset"] { #expect(after[table] == before[table], "\(table)") }
-        #expect(after["meter"] == before["meter"]?.map { $0 + "|NULL" })
+        if version >= 3 {
+            #expect(after["meter"] == before["meter"]?.map { $0.replacingOccurrences(of: "'Mia'", with: "NULL") })
+        } else {
+            #expect(after["meter"] == before["meter"])
+        }
 
         let readings = try await store.readings(ReadingQuery())
         #expect(readings.map(\.reading) == V1Fixture.readings.sorted { $0.instant < $1.instant || $0.instant == $1.instant && $0.meter < $1.meter })
-        #expect(readings.allSatisfy { $0.person == nil })
+        let mine = try await store.readings(ReadingQuery(meter: testMeter))
+        #expect(mine.allSatisfy { $0.person == (version >= 3 ? "Mia" : nil) })
+        #expect(try await store.readings(ReadingQuery(meter: otherMeter)).allSatisfy { $0.person == nil })
         #expect(try await store.meter(testMeter)?.epoch == 1)
         #expect(try await store.meter(testMeter)?.highWater == 3)
         #expect(try await store.meter(otherMeter) == nil, "still forgotten")
         #expect(try await store.sessions(meter: nil, limit: 10).count == 2)
         #expect(try await store.events(meter: testMeter, limit: 10).map(\.reason) == [.sequenceConflict])
 
-        // People on the upgraded file: assigning attributes stored and new readings.
-        try await store.assign(testMeter, person: "Mia")
-        try await store.assign(otherMeter, person: "Jonas")
-        #expect(try await store.people() == [testMeter: "Mia", otherMeter: "Jonas"])
+        if version >= 3 {
+            // The assignment starts at the meter's first reading (here earlier than its first sighting).
+            let history = try await store.assignments(testMeter)
+            let first = mine.map(\.reading.instant).min()!
+            #expect(history == [MeterAssignment(meter: testMeter, holder: .person("Mia"), from: first, until: nil, readingCount: 3)])
+            #expect(try await store.people(includeCounts: true).map(\.name) == ["Mia"])
+            #expect(try await store.people() == [testMeter: "Mia"])
+        }
+
+        // The feed: each stored reading once, at a position equal to its id (old cursors keep their meaning).
+        let feed = try await store.readings(afterCursor: 0, limit: 100)
+        #expect(feed.map(\.cursor) == feed.map(\.id))
+        #expect(feed.count == V1Fixture.readings.count)
+
+        // New readings on the upgraded file get the person of their time, and come after in the feed.
+        try await store.assign(testMeter, person: "Jonas")
         let committed = try await store.commit(makeBatch([makeReading(4)], newHighWater: 4))
-        #expect(committed.inserted.map(\.person) == ["Mia"])
-        #expect(committed.meter.person == "Mia")
-        let mine = try await store.readings(ReadingQuery(meter: testMeter))
-        #expect(mine.count == 4 && mine.allSatisfy { $0.person == "Mia" })
-        #expect(try await store.readings(ReadingQuery(meter: otherMeter)).map(\.person) == ["Jonas"])
-        #expect(try await store.summaries().map(\.meter.person) == ["Mia", "Jonas"])
+        // makeReading(4) was measured in March 2024, before the store's clock (July 2024): Mia's period (v3) or none.
+        #expect(committed.inserted.map(\.person) == [version >= 3 ? "Mia" : nil])
+        #expect(try await store.readings(afterCursor: feed.last!.cursor, limit: 10).map(\.reading.sequenceNumber) == [4])
 
-        try await store.assign(testMeter, person: nil)
-        #expect(try await store.people() == [otherMeter: "Jonas"])
-        #expect(try await store.readings(ReadingQuery(meter: testMeter)).allSatisfy { $0.person == nil })
-
-        // The person survives reopening; unknown meters and bad names are refused.
         await store.close()
         let reopened = try openStore(dir.database)
-        #expect(try await reopened.people() == [otherMeter: "Jonas"])
+        #expect(try await reopened.people() == [testMeter: "Jonas"])
         await #expect(throws: StoreError.self) { try await reopened.assign(MeterID("00:00:00:00:00:01"), person: "Mia") }
         await #expect(throws: StoreError.self) { try await reopened.assign(testMeter, person: "") }
         await #expect(throws: StoreError.self) {
             try await reopened.assign(testMeter, person: String(repeating: "x", count: 65))
         }
-        #expect(try await reopened.meter(testMeter)?.person == nil)
     }
 
-    /// Every row of every table, `|`-separated, in rowid order.
-    static func dump(_ path: String) throws -> [String: [String]] {
+    /// The columns each table had before the upgrade.
+    static func columns(_ path: String) throws -> [String: [String]] {
         let db = try Connection(path: path)
         defer { db.close() }
         var out: [String: [String]] = [:]
         for table in ["meter", "sync_session", "reading", "sequence_reset"] {
-            let names = try db.textColumn("SELECT name FROM pragma_table_info('\(table)') ORDER BY cid", "columns")
+            out[table] = try db.textColumn("SELECT name FROM pragma_table_info('\(table)') ORDER BY cid", "columns")
+        }
+        return out
+    }
+
+    /// Every row of every table, `|`-separated, in rowid order (only `columns` when given).
+    static func dump(_ path: String, columns: [String: [String]]? = nil) throws -> [String: [String]] {
+        let db = try Connection(path: path)
+        defer { db.close() }
+        var out: [String: [String]] = [:]
+        for table in ["meter", "sync_session", "reading", "sequence_reset"] {
+            let names =
+                try columns?[table] ?? db.textColumn("SELECT name FROM pragma_table_info('\(table)') ORDER BY cid", "columns")
             let expression = names.map { "coalesce(quote(\($0)), '')" }.joined(separator: " || '|' || ")
             out[table] = try db.textColumn("SELECT \(expression) FROM \(table) ORDER BY rowid", "dump \(table)")
         }

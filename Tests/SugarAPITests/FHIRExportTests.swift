@@ -53,7 +53,11 @@ import Testing
     @Test func bundleIsATransactionAServerAccepts() async throws {
         try await withAPIServer { f in
             let a = meterA.id.rawValue
-            _ = try await f.call(api + "AssignMeter", ["meter": .string(a), "person": "Mia"])
+            _ = try await f.call(
+                api + "AddPerson",
+                ["name": "Mia", "identifiers": [["system": "urn:oid:1.2.36.146.595.217.0.1", "value": "MRN 12|3"]]])
+            _ = try await f.call(api + "AssignMeter", ["meter": .string(a), "person": "Mia", "from": "2024-01-01"])
+            let gateway = try #require(try await f.call(api + "GetPeopleStatus")["gateway"]?.stringValue)
             let out = try await runProcess(
                 try sugarctlPath(), ["--socket", f.path, "readings", "--format", "fhir"], environment: ["HOME": "/nonexistent-home"])
             #expect(out.status == 0, "\(out.stderr)")
@@ -61,7 +65,7 @@ import Testing
 
             let checked = try await Self.validate(out.stdout)
             #expect(checked.status == 0, "fhir.resources rejected the Bundle: \(checked.stderr)")
-            #expect(checked.stdout.hasPrefix("transaction 9 Patient,Device,Device,Observation"), "\(checked.stdout)")
+            #expect(checked.stdout.hasPrefix("transaction 10 Patient,Device,Device,Device,Observation"), "\(checked.stdout)")
 
             let bundle = try JSONValue(parsing: out.stdout)
             #expect(bundle["type"] == "transaction")
@@ -75,7 +79,9 @@ import Testing
             for reference in references { #expect(fullUrls.contains(reference), "dangling reference \(reference)") }
             // Identifier systems are absolute URIs (no home-made urn:sugard: names).
             for system in Self.identifierSystems(bundle) {
-                #expect(system == "urn:ietf:rfc:3986", "\(system)")
+                #expect(
+                    ["urn:ietf:rfc:3986", "urn:oid:1.2.36.146.595.217.0.1", "urn:uuid:" + gateway, "http://hl7.org/fhir/sid/eui-48/bluetooth"]
+                        .contains(system), "\(system)")
             }
             // POST each, unless a resource with its identifier exists (posting twice creates nothing twice).
             for entry in entries {
@@ -84,9 +90,12 @@ import Testing
                 #expect(resource["id"] == nil, "a server assigns ids on POST")
                 #expect(entry["request"]?["method"] == "POST")
                 #expect(entry["request"]?["url"] == resource["resourceType"])
+                // The first identifier, as a search token (FHIR escapes | with \, then percent-encoding).
+                let value = (identifier["value"]?.stringValue ?? "").replacingOccurrences(of: "|", with: "\\|")
+                    .addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(CharacterSet(charactersIn: "&=+#?|,$%\"")))
                 #expect(
                     entry["request"]?["ifNoneExist"]?.stringValue
-                        == "identifier=\(identifier["system"]?.stringValue ?? "")|\(identifier["value"]?.stringValue ?? "")")
+                        == "identifier=\(identifier["system"]?.stringValue ?? "")|\(value ?? "")")
             }
 
             func resources(_ type: String) -> [JSONValue] {
@@ -95,11 +104,27 @@ import Testing
             func urlOf(_ resource: JSONValue) -> String? { entries.first { $0["resource"] == resource }?["fullUrl"]?.stringValue }
             let patient = try #require(resources("Patient").first)
             #expect(patient["name"]?.arrayValue?.first?["text"] == "Mia")
+            // The clinic's identifier first (ifNoneExist finds the clinic's record), then the gateway-scoped one.
+            let mia = try #require(try await f.call(api + "GetPerson", ["name": "Mia"])["person"]?["id"]?.intValue)
+            #expect(
+                patient["identifier"]
+                    == [
+                        ["system": "urn:oid:1.2.36.146.595.217.0.1", "value": "MRN 12|3"],
+                        ["system": .string("urn:uuid:" + gateway), "value": .string(String(mia))],
+                    ])
+            #expect(entries.first?["request"]?["ifNoneExist"] == "identifier=urn:oid:1.2.36.146.595.217.0.1|MRN%2012%5C%7C3")
             let patientURL = try #require(urlOf(patient))
+            // The gateway: a Device every Observation names in the PHD gatewayDevice extension.
+            let gatewayDevice = try #require(
+                resources("Device").first { $0["identifier"]?.arrayValue?.first?["value"]?.stringValue == "urn:uuid:" + gateway })
+            #expect(gatewayDevice["type"]?["coding"]?.arrayValue?.first?["code"] == "531981")
+            let gatewayURL = try #require(urlOf(gatewayDevice))
             let device = try #require(resources("Device").first { $0["serialNumber"] == "92600001" })
             #expect(device["manufacturer"] == "Roche")
             #expect(device["modelNumber"] == "Accu-Chek Guide")
             #expect(device["identifier"]?.arrayValue?.first?["value"] == "urn:dev:mac:c026da010203")
+            #expect(device["identifier"]?.arrayValue?.last?["value"] == "C0-26-DA-01-02-03")
+            #expect(device["identifier"]?.arrayValue?.last?["type"]?["coding"]?.arrayValue?.first?["code"] == "BTMAC")
             #expect(device["patient"]?["reference"]?.stringValue == patientURL)
             let deviceURL = try #require(urlOf(device))
 
@@ -113,6 +138,10 @@ import Testing
             }
             for observation in observations {
                 #expect(observation["code"]?["coding"]?.arrayValue?.first?["code"] == "41653-7", "capillary whole blood, mg/dL")
+                #expect(observation["code"]?["coding"]?.arrayValue?.last?["code"] == "160184", "MDC_CONC_GLU_CAPILLARY_WHOLEBLOOD")
+                #expect(observation["category"]?.arrayValue?.first?["coding"]?.arrayValue?.first?["code"] == "phd")
+                let gatewayReference = observation["extension"]?.arrayValue?.first { $0["url"] == "http://hl7.org/fhir/StructureDefinition/observation-gatewayDevice" }
+                #expect(gatewayReference?["valueReference"]?["reference"]?.stringValue == gatewayURL)
                 #expect(observation["effectiveDateTime"]?.stringValue?.hasSuffix("+01:00") == true)
             }
             // The HI reading: no number, why not, and how to read it.
@@ -143,6 +172,39 @@ import Testing
         }
     }
 
+    /// Two gateways (two databases), each with a person named "Mia" and no identifier: two distinct
+    /// Patients (identifiers, fullUrls), never one made from the name; a gateway keeps its identity.
+    @Test func twoGatewaysWithAMiaEachMakeTwoPatients() async throws {
+        var patients: [JSONValue] = []
+        var urls: [String] = []
+        for _ in 0..<2 {
+            try await withAPIServer { f in
+                _ = try await f.call(api + "AssignMeter", ["meter": .string(meterA.id.rawValue), "person": "Mia", "from": "2024-01-01"])
+                let out = try await runProcess(
+                    try sugarctlPath(), ["--socket", f.path, "readings", "--format", "fhir"], environment: ["HOME": "/nonexistent-home"])
+                #expect(out.status == 0, "\(out.stderr)")
+                #expect(try await Self.validate(out.stdout).status == 0)
+                let bundle = try JSONValue(parsing: out.stdout)
+                let entry = try #require(bundle["entry"]?.arrayValue?.first { $0["resource"]?["resourceType"] == "Patient" })
+                patients.append(try #require(entry["resource"]))
+                urls.append(try #require(entry["fullUrl"]?.stringValue))
+                // The same gateway exports the same Patient again.
+                let again = try JSONValue(parsing: try await runProcess(
+                    try sugarctlPath(), ["--socket", f.path, "readings", "--format", "fhir"], environment: ["HOME": "/nonexistent-home"]).stdout)
+                #expect(again["entry"]?.arrayValue?.first { $0["resource"]?["resourceType"] == "Patient" }?["fullUrl"]?.stringValue == urls.last)
+            }
+        }
+        #expect(patients.count == 2)
+        #expect(patients[0]["name"] == patients[1]["name"])
+        #expect(patients[0]["identifier"] != patients[1]["identifier"])
+        #expect(urls[0] != urls[1])
+        for patient in patients {
+            let identifier = try #require(patient["identifier"]?.arrayValue?.first)
+            #expect(identifier["system"]?.stringValue?.hasPrefix("urn:uuid:") == true)
+            #expect(identifier["value"]?.stringValue?.contains("Mia") == false, "never the name")
+        }
+    }
+
     /// The validator itself says no to a broken Bundle (so the check above can fail).
     @Test func theValidatorRejectsABrokenBundle() async throws {
         let reading = try Wire.Reading(json: [
@@ -154,7 +216,7 @@ import Testing
             ],
             "storedAt": ["iso": "2024-03-31T01:31:00Z", "epochMillis": 1_711_848_660_000],
         ])
-        let (bundle, _) = ReadingExport.fhir([reading], meters: [:], unit: .mgdl)
+        let (bundle, _) = ReadingExport.fhir([reading], meters: [:], unit: .mgdl, gateway: "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f")
         #expect(try await Self.validate(bundle.serialized()).status == 0)
         // An Observation without its required status.
         let text = bundle.serialized()

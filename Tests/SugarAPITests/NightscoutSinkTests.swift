@@ -183,7 +183,7 @@ struct ListReadingsSource: NightscoutReadingSource {
 
     @Test func eachPersonsSiteGetsOnlyTheirReadings() async throws {
         try await withAPIServer { f in
-            _ = try await f.call(api + "AssignMeter", ["meter": .string(meterA.id.rawValue), "person": "Mia"])
+            _ = try await f.call(api + "AssignMeter", ["meter": .string(meterA.id.rawValue), "person": "Mia", "from": "2024-01-01"])
             let mia = try await NightscoutStandIn()
             let jonas = try await NightscoutStandIn(secret: "other-secret-2")
             let everyone = try await NightscoutStandIn(token: "family-token")

@@ -5,6 +5,8 @@ import SugarWire
 import Testing
 
 @Suite struct ReadingExportTests {
+    static let gateway = "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f"
+
     /// A reading as ListReadings sends it, read as the exports take it.
     func reading(seq: Int, mgdL: Double?, flags: [String] = [], meter: String = "C0:26:DA:01:02:03") throws -> Wire.Reading {
         try Wire.Reading(json: [
@@ -87,12 +89,12 @@ import Testing
             (4, .mgdl, "2345-7"), (3, .mgdl, "2339-0"), (7, .mmol, "15074-8"), (9, .mmol, "99504-3"),
         ]
         for (type, unit, code) in cases {
-            let (bundle, _) = ReadingExport.fhir([self.typed(base, type: type)], meters: [:], unit: unit)
+            let (bundle, _) = ReadingExport.fhir([self.typed(base, type: type)], meters: [:], unit: unit, gateway: Self.gateway)
             let obs = try #require(bundle["entry"]?.arrayValue?.last?["resource"])
             #expect(obs["code"]?["coding"]?.arrayValue?.first?["code"]?.stringValue == code, "type \(type) \(unit)")
             #expect(obs["valueQuantity"]?["system"] == "http://unitsofmeasure.org")
         }
-        let (mmol, _) = ReadingExport.fhir([base], meters: [:], unit: .mmol)
+        let (mmol, _) = ReadingExport.fhir([base], meters: [:], unit: .mmol, gateway: Self.gateway)
         #expect(mmol["entry"]?.arrayValue?.last?["resource"]?["valueQuantity"]?["value"] == .double(5.5))
         #expect(mmol["entry"]?.arrayValue?.last?["resource"]?["valueQuantity"]?["code"] == "mmol/L")
 
@@ -100,7 +102,7 @@ import Testing
             "meal": ["code": 2, "name": "postprandial"], "tester": ["code": 1, "name": "self"],
             "carbohydrate": ["id": ["code": 2, "name": "lunch"], "kg": 0.045], "hba1cPercent": 6.8,
         ]
-        let (bundle, _) = ReadingExport.fhir([self.typed(base, type: 1, context: context)], meters: [:], unit: .mgdl)
+        let (bundle, _) = ReadingExport.fhir([self.typed(base, type: 1, context: context)], meters: [:], unit: .mgdl, gateway: Self.gateway)
         let components = bundle["entry"]?.arrayValue?.last?["resource"]?["component"]?.arrayValue ?? []
         let meal = try #require(components.first)
         #expect(meal["code"]?["coding"]?.arrayValue?.first?["code"] == "8417864")
@@ -108,7 +110,7 @@ import Testing
         #expect(components.contains { $0["valueQuantity"]?["value"] == .double(45) && $0["valueQuantity"]?["code"] == "g" })
         #expect(components.count == 4)
 
-        let (lo, _) = ReadingExport.fhir([try self.reading(seq: 2, mgdL: nil, flags: ["lo"])], meters: [:], unit: .mgdl)
+        let (lo, _) = ReadingExport.fhir([try self.reading(seq: 2, mgdL: nil, flags: ["lo"])], meters: [:], unit: .mgdl, gateway: Self.gateway)
         let obs = try #require(lo["entry"]?.arrayValue?.last?["resource"])
         #expect(obs["valueQuantity"] == nil)
         #expect(obs["dataAbsentReason"]?["coding"]?.arrayValue?.first?["code"] == "negative-infinity")

@@ -70,9 +70,21 @@ import Testing
             #expect(daysJSON["period"]?["days"] == 1 && daysJSON["period"]?["to"] == "2024-04-01T00:00:00Z")
             // 2024-03-31 UTC: r7 (01:30Z) r8 r9 r10 r11 and r6 (00:30Z) = 6.
             #expect(daysJSON["readings"] == 6)
-            // --person with readings that name nobody: kept, named in the header.
-            let person = try await Self.run(f, Self.period + ["--format", "json", "--person", "Ada"])
-            #expect(try JSONValue(parsing: person.stdout)["person"] == "Ada")
+            // Per person: a meter each. Without --person the report refuses to pool two people's readings.
+            let sugarctl = { (arguments: [String]) async throws -> ProcessOutput in try await SugarctlTests.run(f, arguments) }
+            #expect(try await sugarctl(["people", "add", "Ada", "--low", "80", "--high", "160"]).status == 0)
+            #expect(try await sugarctl(["meters", "assign", ReportSamples.contour.id.rawValue, "Ada", "--from", "2024-01-01"]).status == 0)
+            let one = try await Self.run(f, Self.period + ["--format", "json"])
+            #expect(try JSONValue(parsing: one.stdout)["person"] == "Ada (and 12 readings of no one)", "\(one.stdout)")
+            #expect(try await sugarctl(["meters", "assign", ReportSamples.roche.id.rawValue, "Ben", "--from", "2024-01-01"]).status == 0)
+            let pooled = try await Self.run(f, Self.period + ["--format", "json"])
+            #expect(pooled.status == 64 && pooled.stderr.contains("Ada, Ben") && pooled.stderr.contains("--person"), "\(pooled.stderr)")
+            let ada = try JSONValue(parsing: try await Self.run(f, Self.period + ["--format", "json", "--person", "Ada"]).stdout)
+            #expect(ada["person"] == "Ada" && ada["readings"] == 3)
+            #expect(ada["target"]?["lowMgdL"]?.doubleValue == 80 && ada["target"]?["highMgdL"]?.doubleValue == 160, "her thresholds")
+            let ben = try JSONValue(parsing: try await Self.run(f, Self.period + ["--format", "json", "--person", "Ben"]).stdout)
+            #expect(ben["person"] == "Ben" && ben["readings"] == 12)
+            #expect(try await Self.run(f, Self.period + ["--format", "json", "--person", "Nobody"]).status == 1)
         }
     }
 

@@ -120,7 +120,7 @@ import Testing
         #expect(
             reading.object.keys == [
                 "characteristic", "sequenceNumber", "baseTime", "timeOffsetMinutes", "mgdL", "mmolL", "id", "meter", "epoch",
-                "ketoneMmolL", "flags", "time", "storedAt", "person", "context",
+                "ketoneMmolL", "flags", "time", "storedAt", "person", "context", "awaitingAttribution",
             ])
         #expect(reading.json["baseTime"] == "2023-11-14T23:23:20")
         #expect(reading.json["mmolL"] == .null)

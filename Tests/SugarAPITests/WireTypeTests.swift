@@ -20,7 +20,8 @@ import Varlink
         ("LastSync", Wire.LastSync.self), ("ReportedError", Wire.ReportedError.self), ("Meter", Wire.Meter.self),
         ("LastReading", Wire.LastReading.self), ("SyncOverview", Wire.SyncOverview.self), ("State", Wire.State.self),
         ("StoredMeter", Wire.StoredMeter.self), ("MeterEntry", Wire.MeterEntry.self), ("Session", Wire.Session.self),
-        ("FollowedReading", Wire.FollowedReading.self),
+        ("FollowedReading", Wire.FollowedReading.self), ("PersonIdentifier", Wire.PersonIdentifier.self),
+        ("Person", Wire.Person.self), ("Assignment", Wire.Assignment.self),
     ]
 
     static let enums: [(String, [String])] = [
@@ -33,6 +34,11 @@ import Varlink
         ("GetStatus", Wire.StatusReply.self), ("Watch", Wire.WatchReply.self), ("ListReadings", Wire.ReadingsReply.self),
         ("FollowReadings", Wire.FollowReply.self), ("ListMeters", Wire.MetersReply.self), ("Sync", Wire.SyncReply.self),
         ("Pair", Wire.PairReply.self), ("ListSyncSessions", Wire.SessionsReply.self),
+        ("AssignMeter", Wire.AssignReply.self), ("ShareMeter", Wire.AttributionReply.self),
+        ("AttributeReadings", Wire.AttributionReply.self), ("ListAssignments", Wire.AssignmentsReply.self),
+        ("ListPeople", Wire.PeopleReply.self), ("GetPerson", Wire.PersonHistoryReply.self), ("AddPerson", Wire.PersonReply.self),
+        ("EditPerson", Wire.PersonReply.self), ("RemovePerson", Wire.RemovePersonReply.self),
+        ("GetPeopleStatus", Wire.PeopleStatusReply.self),
     ]
 
     @Test func everyTypeAndMethodOfTheInterfaceHasAWireType() {

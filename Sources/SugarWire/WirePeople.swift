@@ -1,0 +1,284 @@
+public import JSON
+
+// People, assignments and attributions of `io.sugard.HealthDataSync`: the types and replies.
+
+extension Wire {
+    /// `type PersonIdentifier (system, value)`.
+    public struct PersonIdentifier: WireValue, Hashable {
+        public var system: String
+        public var value: String
+
+        public init(system: String, value: String) {
+            self.system = system
+            self.value = value
+        }
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.system = try f.required("system")
+            self.value = try f.required("value")
+        }
+
+        public var json: JSONValue { ["system": .string(self.system), "value": .string(self.value)] }
+
+        /// `SYSTEM|VALUE`, as `sugarctl` takes and shows it.
+        public var text: String { self.system + "|" + self.value }
+    }
+
+    /// `type Person`.
+    public struct Person: WireValue, Hashable {
+        public var id: Int64
+        public var name: String
+        public var identifiers: [PersonIdentifier]
+        public var low: Glucose?
+        public var high: Glucose?
+        public var unit: Unit?
+        public var created: Instant
+        public var readingCount: Int64
+        public var meters: [String]
+
+        public init(
+            id: Int64, name: String, identifiers: [PersonIdentifier], low: Glucose?, high: Glucose?, unit: Unit?,
+            created: Instant, readingCount: Int64, meters: [String]
+        ) {
+            self.id = id
+            self.name = name
+            self.identifiers = identifiers
+            self.low = low
+            self.high = high
+            self.unit = unit
+            self.created = created
+            self.readingCount = readingCount
+            self.meters = meters
+        }
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.id = try f.required("id")
+            self.name = try f.required("name")
+            self.identifiers = try f.array("identifiers")
+            self.low = try f.optional("low")
+            self.high = try f.optional("high")
+            self.unit = try f.optional("unit")
+            self.created = try f.required("created")
+            self.readingCount = try f.required("readingCount")
+            self.meters = try f.array("meters")
+        }
+
+        public var json: JSONValue {
+            [
+                "id": .int(self.id), "name": .string(self.name), "identifiers": .wire(self.identifiers),
+                "low": .wire(self.low), "high": .wire(self.high), "unit": .wire(self.unit), "created": self.created.json,
+                "readingCount": .int(self.readingCount), "meters": .wire(self.meters),
+            ]
+        }
+    }
+
+    /// `type Assignment`.
+    public struct Assignment: WireValue, Hashable {
+        public var meter: String
+        public var person: String?
+        public var shared: Bool
+        public var from: Instant
+        public var until: Instant?
+        public var readingCount: Int64
+
+        public init(meter: String, person: String?, shared: Bool, from: Instant, until: Instant?, readingCount: Int64) {
+            self.meter = meter
+            self.person = person
+            self.shared = shared
+            self.from = from
+            self.until = until
+            self.readingCount = readingCount
+        }
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.meter = try f.required("meter")
+            self.person = try f.optional("person")
+            self.shared = try f.required("shared")
+            self.from = try f.required("from")
+            self.until = try f.optional("until")
+            self.readingCount = try f.required("readingCount")
+        }
+
+        public var json: JSONValue {
+            [
+                "meter": .string(self.meter), "person": .from(self.person), "shared": .bool(self.shared),
+                "from": self.from.json, "until": .wire(self.until), "readingCount": .int(self.readingCount),
+            ]
+        }
+    }
+
+    /// `ListPeople() -> (people)`.
+    public struct PeopleReply: WireValue {
+        public var people: [Person]
+
+        public init(people: [Person]) { self.people = people }
+
+        public init(json: JSONValue) throws(WireError) { self.people = try WireFields(json).array("people") }
+
+        public var json: JSONValue { .parameters([("people", .wire(self.people))]) }
+    }
+
+    /// `AddPerson(...) -> (person)` and `EditPerson(...) -> (person)`.
+    public struct PersonReply: WireValue {
+        public var person: Person
+
+        public init(person: Person) { self.person = person }
+
+        public init(json: JSONValue) throws(WireError) { self.person = try WireFields(json).required("person") }
+
+        public var json: JSONValue { .parameters([("person", self.person.json)]) }
+    }
+
+    /// `GetPerson(name) -> (person, assignments)`.
+    public struct PersonHistoryReply: WireValue {
+        public var person: Person
+        public var assignments: [Assignment]
+
+        public init(person: Person, assignments: [Assignment]) {
+            self.person = person
+            self.assignments = assignments
+        }
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.person = try f.required("person")
+            self.assignments = try f.array("assignments")
+        }
+
+        public var json: JSONValue { .parameters([("person", self.person.json), ("assignments", .wire(self.assignments))]) }
+    }
+
+    /// `ListAssignments(meter) -> (assignments)`.
+    public struct AssignmentsReply: WireValue {
+        public var assignments: [Assignment]
+
+        public init(assignments: [Assignment]) { self.assignments = assignments }
+
+        public init(json: JSONValue) throws(WireError) { self.assignments = try WireFields(json).array("assignments") }
+
+        public var json: JSONValue { .parameters([("assignments", .wire(self.assignments))]) }
+    }
+
+    /// `ShareMeter` and `AttributeReadings` -> (moved, unchanged).
+    public struct AttributionReply: WireValue {
+        public var moved: Int64
+        public var unchanged: Int64
+
+        public init(moved: Int64, unchanged: Int64) {
+            self.moved = moved
+            self.unchanged = unchanged
+        }
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.moved = try f.required("moved")
+            self.unchanged = try f.required("unchanged")
+        }
+
+        public var json: JSONValue { .parameters([("moved", .int(self.moved)), ("unchanged", .int(self.unchanged))]) }
+    }
+
+    /// `AssignMeter(meter, person, from) -> (moved, unchanged, addedPerson)`: every field optional
+    /// (a daemon before assignment periods replied with none).
+    public struct AssignReply: WireValue {
+        public var moved: Int64?
+        public var unchanged: Int64?
+        public var addedPerson: Bool?
+
+        public init(moved: Int64?, unchanged: Int64?, addedPerson: Bool?) {
+            self.moved = moved
+            self.unchanged = unchanged
+            self.addedPerson = addedPerson
+        }
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.moved = try f.optional("moved")
+            self.unchanged = try f.optional("unchanged")
+            self.addedPerson = try f.optional("addedPerson")
+        }
+
+        public var json: JSONValue {
+            .parameters([
+                ("moved", .wire(self.moved)), ("unchanged", .wire(self.unchanged)), ("addedPerson", .wire(self.addedPerson)),
+            ])
+        }
+    }
+
+    /// `RemovePerson(name, force) -> (releasedReadings, removedAssignments)`.
+    public struct RemovePersonReply: WireValue {
+        public var releasedReadings: Int64
+        public var removedAssignments: Int64
+
+        public init(releasedReadings: Int64, removedAssignments: Int64) {
+            self.releasedReadings = releasedReadings
+            self.removedAssignments = removedAssignments
+        }
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.releasedReadings = try f.required("releasedReadings")
+            self.removedAssignments = try f.required("removedAssignments")
+        }
+
+        public var json: JSONValue {
+            .parameters([("releasedReadings", .int(self.releasedReadings)), ("removedAssignments", .int(self.removedAssignments))])
+        }
+    }
+
+    /// `GetPeopleStatus() -> (gateway, people, unattributed)`.
+    public struct PeopleStatusReply: WireValue {
+        public var gateway: String
+        public var people: Int64
+        public var unattributed: Int64
+
+        public init(gateway: String, people: Int64, unattributed: Int64) {
+            self.gateway = gateway
+            self.people = people
+            self.unattributed = unattributed
+        }
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.gateway = try f.required("gateway")
+            self.people = try f.required("people")
+            self.unattributed = try f.required("unattributed")
+        }
+
+        public var json: JSONValue {
+            .parameters([("gateway", .string(self.gateway)), ("people", .int(self.people)), ("unattributed", .int(self.unattributed))])
+        }
+    }
+}
+
+extension Person {
+    /// What an identifier may be, for error messages.
+    public static let identifierRule =
+        "An identifier is SYSTEM|VALUE: SYSTEM a URI naming the issuer (urn:oid:..., https://...), VALUE the identifier; "
+        + "each 1 to 256 characters without control characters or spaces around them."
+
+    /// An identifier from `SYSTEM|VALUE` (split at the first `|`), or nil when it breaks ``identifierRule``.
+    public static func identifier(_ text: String) -> Wire.PersonIdentifier? {
+        guard let bar = text.firstIndex(of: "|") else { return nil }
+        let system = String(text[..<bar])
+        let value = String(text[text.index(after: bar)...])
+        return self.identifier(system: system, value: value)
+    }
+
+    /// The identifier when both parts are valid: the system is a URI (a scheme, `:` and more, no
+    /// white space), the value has no control characters and no surrounding white space.
+    public static func identifier(system: String, value: String) -> Wire.PersonIdentifier? {
+        func clean(_ s: String) -> Bool {
+            !s.isEmpty && s.count <= 256 && s.first?.isWhitespace == false && s.last?.isWhitespace == false
+                && !s.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        }
+        guard clean(system), clean(value), !system.contains(where: \.isWhitespace), let colon = system.firstIndex(of: ":"),
+            colon != system.startIndex, system.index(after: colon) != system.endIndex,
+            system[..<colon].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) })
+        else { return nil }
+        return Wire.PersonIdentifier(system: system, value: value)
+    }
+}
