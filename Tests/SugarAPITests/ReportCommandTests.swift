@@ -212,7 +212,11 @@ import Testing
             if days >= 42 { #expect((figures["lows"]?.arrayValue?.count ?? 0) > 30, "more lows than the page lists: the bound is exercised") }
 
             let pdf = f.directory + "/report-\(days).pdf"
-            // With a person in the header too (a line more on page one).
+            // With a person in the header too (a line more on page one): both meters are hers for the whole data set.
+            for meter in [ReportSamples.roche, ReportSamples.contour] {
+                let assigned = try await SugarctlTests.run(f, ["meters", "assign", meter.id.rawValue, "Ada Lovelace", "--from", "2023-12-01"])
+                #expect(assigned.status == 0, "\(assigned.stderr)")
+            }
             let printed = try await Self.run(f, period + ["--format", "pdf", "--output", pdf, "--person", "Ada Lovelace"])
             #expect(printed.status == 0, "\(printed.stderr)")
             let info = try await Self.tool("/usr/bin/pdfinfo", [pdf])
