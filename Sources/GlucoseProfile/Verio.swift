@@ -254,6 +254,10 @@ public enum VerioReply: Hashable, Sendable {
         if status == VerioStatus.data.rawValue {
             self = .data(Array(body.dropFirst()))
         } else {
+            // Refusals carry no payload; bytes after the status are not guessed at.
+            guard body.count == 1 else {
+                throw GlucoseProfileError(offset: 6, field: "refusal", reason: .trailingBytes(count: body.count - 1))
+            }
             self = .refused(VerioStatus(rawValue: status))
         }
     }

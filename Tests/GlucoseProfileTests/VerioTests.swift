@@ -66,6 +66,8 @@ import Testing
         #expect(try VerioReply(bytes: hex("01 02 08 00 03 07 03 d9 77")) == .refused(.notAllowed))
         #expect(VerioReply.refused(.notAllowed).encoded() == hex("01 02 08 00 03 07 03 d9 77"))
         #expect(Verio.acknowledgement == [0x81])
+        // A refusal with bytes after its status is an error, not a refusal with the extra bytes dropped.
+        #expect(throws: GlucoseProfileError.self) { try VerioReply(bytes: Verio.frame([0x07, 0x01])) }
     }
 
     @Test func damagedPacketsNameTheField() {
