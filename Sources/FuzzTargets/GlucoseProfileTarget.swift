@@ -3,7 +3,7 @@ import JSON
 
 extension FuzzTargets {
     /// Feeds the bytes to every Glucose Profile decoder (0x2A18 strict and lenient, 0x2A34, 0x2A51, 0x2A52,
-    /// Date Time, Current Time).
+    /// Date Time, Current Time) and the vendor ones (OneTouch Verio command and reply, i-SENS time).
     ///
     /// Checks: no decoder traps; an error's offset lies inside the input and its text is not empty; a
     /// successful decode re-encodes to exactly the input; decoding from a reader with trailing bytes reads
@@ -59,6 +59,25 @@ extension FuzzTargets {
         if let t = try check.decode("current time", { b throws(GlucoseProfileError) in try CurrentTime(bytes: b) }) {
             try check.reencodes("current time", t.encoded())
             try check.exercise(t.json)
+        }
+        // OneTouch Verio packets (docs/verio-protocol.md) and the i-SENS vendor time value.
+        if let c = try check.decode("Verio command", { b throws(GlucoseProfileError) in try VerioCommand(bytes: b) }) {
+            try check.reencodes("Verio command", c.encoded())
+        }
+        if let r = try check.decode("Verio reply", { b throws(GlucoseProfileError) in try VerioReply(bytes: b) }) {
+            // Any byte with bits 0x81 set is an acknowledgement; only 0x81 itself re-encodes exactly.
+            if r != .acknowledgement || bytes == Verio.acknowledgement { try check.reencodes("Verio reply", r.encoded()) }
+            if case .data(let payload) = r {
+                let commands: [VerioCommand] = [.readClock, .highestRecordNumber, .recordCount, .record(number: 1)]
+                for command in commands {
+                    if let answer = try? command.answer(payload: payload), answer.payload() != payload {
+                        throw check.fail("Verio \(command.name) answer re-encoded differently")
+                    }
+                }
+            }
+        }
+        if let t = try check.decode("i-SENS time", { b throws(GlucoseProfileError) in try ISensTime(bytes: b) }) {
+            try check.reencodes("i-SENS time", t.encoded())
         }
         // SFLOAT has no invalid bit patterns: every 16-bit value must describe and convert.
         if bytes.count >= 2 {

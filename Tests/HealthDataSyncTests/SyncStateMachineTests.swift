@@ -409,6 +409,20 @@ struct Harness {
         _ = h.close()
         guard case .failed(let failure) = h.sm.phase else { Issue.record("not failed"); return }
         #expect(failure.code == .notAGlucoseMeter)
+        #expect(!failure.message.contains("Verio"))
+    }
+
+    @Test func verioMeterIsNamedInTheFailure() {
+        var h = Harness(highWater: nil)
+        h.send(.start)
+        h.send(.connected(MeterServices(characteristics: [
+            DiscoveredCharacteristic(uuid: Verio.commandCharacteristic, service: Verio.service, properties: [.write]),
+            DiscoveredCharacteristic(uuid: Verio.replyCharacteristic, service: Verio.service, properties: [.notify]),
+        ])))
+        _ = h.close()
+        guard case .failed(let failure) = h.sm.phase else { Issue.record("not failed"); return }
+        #expect(failure.code == .notAGlucoseMeter)
+        #expect(failure.message.contains("OneTouch Verio vendor service (af9df7a1-e595-11e3-96b4-0002a5d5c51b)"))
     }
 
     @Test func commitFailureIsAStoreError() {

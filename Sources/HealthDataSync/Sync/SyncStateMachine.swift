@@ -240,7 +240,11 @@ public struct SyncStateMachine: Sendable {
             self.connected = true
             self.services = services
             guard services.has(.glucoseMeasurement), services.has(.recordAccessControlPoint) else {
-                self.end(SyncFailure(.notAGlucoseMeter, "\(self.context.meter) has no Glucose Measurement and RACP characteristics; it is not a Glucose Profile meter."), now, &out)
+                let verio = services.characteristics.contains { $0.service == Verio.service }
+                let message = verio
+                    ? "\(self.context.meter) offers the OneTouch Verio vendor service (\(Verio.service.uuidString)), not the Glucose Profile; sugard cannot download Verio meters yet."
+                    : "\(self.context.meter) has no Glucose Measurement and RACP characteristics; it is not a Glucose Profile meter."
+                self.end(SyncFailure(.notAGlucoseMeter, message), now, &out)
                 break
             }
             let wanted: [BluetoothUUID] = [.glucoseFeature] + BluetoothUUID.deviceInformationStrings
