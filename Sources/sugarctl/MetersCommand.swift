@@ -128,7 +128,15 @@ enum MetersCommand {
             text = "Meter \(meter) is shared \(fromText) on: its readings wait until `sugarctl readings attribute` gives them to "
                 + "someone (`sugarctl readings --unattributed` lists them)\(self.moved(result, to: nil))\n"
         }
-        writeStdout(json ? JSONValue.object(reply).prettySerialized() + "\n" : text)
+        if json {
+            // assign, unassign and share say whose the meter is now, then the daemon's counts; history is the reply.
+            var document: JSONObject = action == "history" ? [:] : ["meter": .string(meter), "person": parameters["person"] ?? .null]
+            if action == "share" { document["shared"] = true }
+            for entry in reply.entries { document[entry.key] = entry.value }
+            writeStdout(JSONValue.object(document).prettySerialized() + "\n")
+        } else {
+            writeStdout(text)
+        }
         return ExitCode.success
     }
 
