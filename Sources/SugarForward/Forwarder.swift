@@ -43,10 +43,15 @@ struct ForwardedReading: FeedReading {
     var meter: String
     var epochMillis: Int64
     var payload: [UInt8]
+    /// What it means and its mg/dL: what Home Assistant's entities follow.
+    var kind: Wire.ReadingKind
+    var mgdL: Double?
 
     static func readings(_ reader: inout JSONReader) throws(WireError) -> [(cursor: Int64, reading: Self)] {
         try Wire.CompactFollowReply.texts(&reader).map { cursor, text in
-            (cursor, ForwardedReading(meter: text.meter, epochMillis: text.epochMillis, payload: ForwardTopics.payload(text, from: reader)))
+            (cursor, ForwardedReading(
+                meter: text.meter, epochMillis: text.epochMillis, payload: ForwardTopics.payload(text, from: reader), kind: text.kind,
+                mgdL: ForwardTopics.values(text, from: reader).mgdL))
         }
     }
 }
@@ -63,6 +68,10 @@ public final class Forwarder: Sendable {
         case mqtt(MQTTEvent)
         case feed(Feed<ForwardedReading>.Event)
         case flush
+        /// sugard's health changed (``HealthFollower``).
+        case health(GatewayHealth)
+        /// Once a minute: "Sync overdue" is looked at again.
+        case tick
         /// A save on the saver's thread ended; `count` acknowledged readings were in it.
         case saved(count: Int, error: String?)
         case stop
@@ -115,10 +124,16 @@ public final class Forwarder: Sendable {
         var meter: String
         var millis: Int64
         var payload: [UInt8]
-        var updatesState: Bool
+        var kind: Wire.ReadingKind
+        var mgdL: Double?
+        var updates: ReadingUpdates
         var outstanding = 0
         var sent = false
     }
+
+    /// A publish's token: the reading's cursor and the message's index among the reading's
+    /// messages (``ForwardTopics/messages(_:payload:kind:mgdL:updates:)``, at most 8).
+    static let tokenShift: Int64 = 3
 
     /// Runs until ``stop()`` (or cancellation). Throws only when the state file is unusable.
     public func run() async throws(ForwardFileError) {
@@ -146,9 +161,21 @@ public final class Forwarder: Sendable {
         let feed = Feed<ForwardedReading>(socketPath: self.config.socketPath, window: self.window) { continuation.yield(.feed($0)) }
         let start = saved.cursor
         let feedTask = Task { await feed.run(after: start) }
+        // Home Assistant's health entities: sugard's adapter and sync times, and once a minute a
+        // look at which meters are overdue.
+        let follower = HealthFollower(socketPath: self.config.socketPath) { continuation.yield(.health($0)) }
+        let healthTask = self.config.homeAssistantDiscovery ? Task { await follower.run() } : nil
+        let tickTask = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(60))
+                continuation.yield(.tick)
+            }
+        }
         var flushTask: Task<Void, Never>?
         defer {
             feedTask.cancel()
+            healthTask?.cancel()
+            tickTask.cancel()
             flushTask?.cancel()
         }
 
@@ -168,37 +195,44 @@ public final class Forwarder: Sendable {
         var lastSave = monotonicMillis()
         let saver = CursorSaver(file: file)
 
+        // Sync times and the adapter, from sugard's view model (Home Assistant's health entities).
+        var health = HealthPublisher(topics: self.topics, overdueHours: self.config.syncOverdueHours)
         func publishDiscovery(_ meter: String, _ session: Int) {
             guard self.config.homeAssistantDiscovery else { return }
-            let config = self.topics.discoveryConfig(meter: meter, identity: meters[meter] ?? nil)
-            client.publish(
-                MQTTMessage(topic: self.topics.discovery(meter), payload: Array(config.serialized().utf8), qos: 1, retain: true),
-                session: session)
+            for (topic, config) in self.topics.meterDiscovery(meter: meter, identity: meters[meter] ?? nil) {
+                client.publish(MQTTMessage(topic: topic, payload: Array(config.serialized().utf8), qos: 1, retain: true), session: session)
+            }
         }
-        // Each meter's reading and state topics, made once (not per message).
-        var meterTopics: [String: (reading: String, state: String)] = [:]
-        func topics(_ meter: String) -> (reading: String, state: String) {
+        func publishGateway(_ session: Int) {
+            guard self.config.homeAssistantDiscovery else { return }
+            for (topic, config) in self.topics.gatewayDiscovery() {
+                client.publish(MQTTMessage(topic: topic, payload: Array(config.serialized().utf8), qos: 1, retain: true), session: session)
+            }
+        }
+        func publishHealth(_ messages: [MQTTMessage]) {
+            guard let session else { return }
+            for message in messages { client.publish(message, session: session) }
+        }
+        // Each meter's topics, made once (not per message).
+        var meterTopics: [String: MeterTopics] = [:]
+        func topics(_ meter: String) -> MeterTopics {
             if let known = meterTopics[meter] { return known }
-            let made = (self.topics.reading(meter), self.topics.state(meter))
+            let made = self.topics.meterTopics(meter)
             meterTopics[meter] = made
             return made
         }
         func send() {
             guard let session else { return }
             while handed + unsaved + saving < self.maxInFlight + self.maxUnsaved, nextToSend < entries.count {
-                let updatesState = entries[nextToSend].updatesState
                 let cursor = entries[nextToSend].cursor
-                let topic = topics(entries[nextToSend].meter)
-                client.publish(
-                    MQTTMessage(topic: topic.reading, payload: entries[nextToSend].payload, qos: 1, retain: false),
-                    token: cursor << 1, session: session)
-                if updatesState {
-                    client.publish(
-                        MQTTMessage(topic: topic.state, payload: entries[nextToSend].payload, qos: 1, retain: true),
-                        token: cursor << 1 | 1, session: session)
+                let messages = self.topics.messages(
+                    topics(entries[nextToSend].meter), payload: entries[nextToSend].payload, kind: entries[nextToSend].kind,
+                    mgdL: entries[nextToSend].mgdL, updates: entries[nextToSend].updates)
+                for (index, message) in messages.enumerated() {
+                    client.publish(message, token: cursor << Self.tokenShift | Int64(index), session: session)
                 }
                 entries[nextToSend].sent = true
-                entries[nextToSend].outstanding = updatesState ? 2 : 1
+                entries[nextToSend].outstanding = messages.count
                 handed += 1
                 nextToSend += 1
             }
@@ -248,7 +282,7 @@ public final class Forwarder: Sendable {
         }
         func acknowledge(_ tokens: [Int64]) {
             for token in tokens {
-                guard let index = find(token >> 1), entries[index].outstanding > 0 else { continue }
+                guard let index = find(token >> Self.tokenShift), entries[index].outstanding > 0 else { continue }
                 entries[index].outstanding -= 1
                 if entries[index].outstanding == 0 { handed -= 1 }
             }
@@ -256,7 +290,7 @@ public final class Forwarder: Sendable {
             while head + done < entries.count, entries[head + done].sent, entries[head + done].outstanding == 0 {
                 let index = head + done
                 saved.cursor = entries[index].cursor
-                if entries[index].updatesState {
+                if entries[index].updates.level {
                     let meter = entries[index].meter
                     saved.newest[meter] = max(saved.newest[meter] ?? .min, entries[index].millis)
                 }
@@ -289,6 +323,10 @@ public final class Forwarder: Sendable {
             switch event {
             case .stop:
                 break eventLoop
+            case .health(let snapshot):
+                publishHealth(health.update(snapshot, now: wallClockMilliseconds()))
+            case .tick:
+                publishHealth(health.tick(now: wallClockMilliseconds()))
             case .flush:
                 flushTask = nil
                 save(force: true)
@@ -336,20 +374,28 @@ public final class Forwarder: Sendable {
                     received += 1
                     let meter = reading.meter
                     let millis = reading.epochMillis
-                    let updatesState = millis > (newest[meter] ?? .min)
-                    if updatesState {
-                        newest[meter] = millis
+                    // Only what says where the person's glucose is (a value, LO, HI) moves the
+                    // newest; only a glucose value becomes the glucose sensor's state, so a
+                    // control test or a ketone record never does.
+                    let level = reading.kind.isGlucoseLevel && millis > (newest[meter] ?? .min)
+                    let updates = ReadingUpdates(state: level && reading.kind == .glucose, level: level)
+                    if level { newest[meter] = millis }
+                    if updates.state {
                         // The retained state only needs the newest: an older state update still
-                        // waiting to be sent is dropped (its reading message still goes out).
+                        // waiting to be sent is dropped (its reading message still goes out, and
+                        // "Glucose low"/"Glucose high" still follow every reading in order).
                         if let previous = stateCursor[meter], let index = find(previous), !entries[index].sent {
-                            entries[index].updatesState = false
+                            entries[index].updates.state = false
                         }
                         stateCursor[meter] = cursor
                     }
                     if self.logger.isEnabled(.debug) {
                         self.logger.debug("reading \(cursor) queued", [("meter", meter), ("payload", String(decoding: reading.payload, as: UTF8.self))])
                     }
-                    entries.append(Entry(cursor: cursor, meter: meter, millis: millis, payload: reading.payload, updatesState: updatesState))
+                    entries.append(
+                        Entry(
+                            cursor: cursor, meter: meter, millis: millis, payload: reading.payload, kind: reading.kind, mgdL: reading.mgdL,
+                            updates: updates))
                 }
                 self.status.withLock {
                     $0.pending = entries.count - head
@@ -364,7 +410,9 @@ public final class Forwarder: Sendable {
                     $0.reason = nil
                 }
                 client.publish(MQTTMessage(topic: self.topics.status, payload: Array("online".utf8), qos: 1, retain: true), session: s)
+                publishGateway(s)
                 for meter in meters.keys.sorted() { publishDiscovery(meter, s) }
+                publishHealth(health.all(now: wallClockMilliseconds()))
                 send()
             case .mqtt(.disconnected(let reason, let permanent, let retryIn)):
                 let wasConnected = session != nil
@@ -397,7 +445,9 @@ public final class Forwarder: Sendable {
                     let session
                 {
                     self.logger.info("Home Assistant came online: publishing discovery again")
+                    publishGateway(session)
                     for meter in meters.keys.sorted() { publishDiscovery(meter, session) }
+                    publishHealth(health.all(now: wallClockMilliseconds()))
                 }
             }
         }
