@@ -55,7 +55,7 @@ extension ForwardTopics {
 
     /// Whether a reading of this kind and value is low and high: LO is low, HI is high, a glucose
     /// value is low below `glucose_low_mgdl` and high above `glucose_high_mgdl`.
-    func levels(kind: Wire.ReadingKind, mgdL: Double?) -> (low: Bool, high: Bool) {
+    public func levels(kind: Wire.ReadingKind, mgdL: Double?) -> (low: Bool, high: Bool) {
         switch kind {
         case .lo: return (true, false)
         case .hi: return (false, true)
