@@ -70,7 +70,7 @@ public final class Forwarder: Sendable {
         case flush
         /// sugard's health changed (``HealthFollower``).
         case health(GatewayHealth)
-        /// Once a minute: "Sync overdue" is looked at again.
+        /// Once a minute (sooner for a short `sync_overdue_hours`): "Sync overdue" is looked at again.
         case tick
         /// A save on the saver's thread ended; `count` acknowledged readings were in it.
         case saved(count: Int, error: String?)
@@ -165,9 +165,11 @@ public final class Forwarder: Sendable {
         // look at which meters are overdue.
         let follower = HealthFollower(socketPath: self.config.socketPath) { continuation.yield(.health($0)) }
         let healthTask = self.config.homeAssistantDiscovery ? Task { await follower.run() } : nil
+        // A tenth of the overdue time, at most a minute: a meter turns overdue at most that late.
+        let tick = Duration.milliseconds(max(250, min(60_000, Int64(self.config.syncOverdueHours * 360_000))))
         let tickTask = Task {
             while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(60))
+                try? await Task.sleep(for: tick)
                 continuation.yield(.tick)
             }
         }
