@@ -70,6 +70,8 @@ public final class Forwarder: Sendable {
         case flush
         /// sugard's health changed (``HealthFollower``).
         case health(GatewayHealth)
+        /// The wait after a meter's first discovery config ended.
+        case released
         /// Once a minute (sooner for a short `sync_overdue_hours`): "Sync overdue" is looked at again.
         case tick
         /// A save on the saver's thread ended; `count` acknowledged readings were in it.
@@ -135,6 +137,9 @@ public final class Forwarder: Sendable {
     /// messages (``ForwardTopics/messages(_:payload:kind:mgdL:updates:)``, at most 8).
     static let tokenShift: Int64 = 3
 
+    /// How long readings wait after a meter's first discovery config (see `run()`).
+    static let discoverySettleMillis: Int64 = 1500
+
     /// Runs until ``stop()`` (or cancellation). Throws only when the state file is unusable.
     public func run() async throws(ForwardFileError) {
         let file = CursorFile(directory: self.config.stateDirectory)
@@ -174,8 +179,10 @@ public final class Forwarder: Sendable {
             }
         }
         var flushTask: Task<Void, Never>?
+        var holdTask: Task<Void, Never>?
         defer {
             feedTask.cancel()
+            holdTask?.cancel()
             healthTask?.cancel()
             tickTask.cancel()
             flushTask?.cancel()
@@ -199,10 +206,25 @@ public final class Forwarder: Sendable {
 
         // Sync times and the adapter, from sugard's view model (Home Assistant's health entities).
         var health = HealthPublisher(topics: self.topics, overdueHours: self.config.syncOverdueHours)
+        // Home Assistant subscribes to an entity's topics only once it has processed the entity's
+        // discovery config. After a meter's first config from this process, readings wait
+        // `discoverySettle` so the meter's events and "Glucose low"/"Glucose high" changes reach
+        // Home Assistant, not just the last retained value.
+        var announced: Set<String> = []
+        var holdUntil: Int64 = 0
         func publishDiscovery(_ meter: String, _ session: Int) {
             guard self.config.homeAssistantDiscovery else { return }
             for (topic, config) in self.topics.meterDiscovery(meter: meter, identity: meters[meter] ?? nil) {
                 client.publish(MQTTMessage(topic: topic, payload: Array(config.serialized().utf8), qos: 1, retain: true), session: session)
+            }
+            if announced.insert(meter).inserted {
+                holdUntil = monotonicMillis() + Self.discoverySettleMillis
+                holdTask?.cancel()
+                let continuation = self.continuation
+                holdTask = Task {
+                    try? await Task.sleep(for: .milliseconds(Self.discoverySettleMillis))
+                    if !Task.isCancelled { continuation.yield(.released) }
+                }
             }
         }
         func publishGateway(_ session: Int) {
@@ -224,7 +246,7 @@ public final class Forwarder: Sendable {
             return made
         }
         func send() {
-            guard let session else { return }
+            guard let session, monotonicMillis() >= holdUntil else { return }
             while handed + unsaved + saving < self.maxInFlight + self.maxUnsaved, nextToSend < entries.count {
                 let cursor = entries[nextToSend].cursor
                 let messages = self.topics.messages(
@@ -329,6 +351,8 @@ public final class Forwarder: Sendable {
                 publishHealth(health.update(snapshot, now: wallClockMilliseconds()))
             case .tick:
                 publishHealth(health.tick(now: wallClockMilliseconds()))
+            case .released:
+                send()
             case .flush:
                 flushTask = nil
                 save(force: true)
