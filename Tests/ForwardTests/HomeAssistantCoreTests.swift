@@ -80,8 +80,11 @@ import TestSupport
         func haLog() -> String { String(readFile(rig.dir + "/hass.log").suffix(4000)) }
         let up = try await eventually(within: 240) { try await Self.get(rig, port: httpPort, token: token, "/api/")?["message"] == "API running." }
         try #require(up, "Home Assistant's API did not answer:\n\(haLog())")
-        // Its MQTT integration subscribed to discovery before sugard-forward starts.
-        let subscribed = await eventually(within: 60) { readFile(rig.brokerLog).contains("homeassistant/#") }
+        // Its MQTT integration subscribed to discovery (it sends its birth message once it has)
+        // before sugard-forward starts.
+        let subscribed = await eventually(within: 60) {
+            readFile(rig.brokerLog).contains("homeassistant/sensor/+/config") && readFile(rig.dir + "/hass.log").contains("birth message sent")
+        }
         try #require(subscribed, "Home Assistant did not subscribe to discovery:\n\(haLog())")
 
         try await rig.startSugard()
