@@ -218,11 +218,13 @@ public enum ForwardCommandLine {
     static let summary = "every stored reading to an MQTT 5 broker, Home Assistant and Nightscout"
     static let description = """
         Follows sugard's readings in commit order (FollowReadings) and publishes each one once \
-        (QoS 1) to <topic_prefix>/<gateway_id>/<meter>/reading, keeps the retained state topic and \
-        Home Assistant discovery up to date, and resumes after the last reading the broker \
+        (QoS 1) to <topic_prefix>/<gateway_id>/<meter>/reading (with its kind: glucose, lo, hi, \
+        controlSolution, ketone or noValue), keeps the retained state topic (glucose values only) and \
+        Home Assistant's entities up to date (Glucose, Glucose low, Glucose high, a Reading event, Last \
+        synced, Sync overdue, Bluetooth adapter), and resumes after the last reading the broker \
         acknowledged when restarted. Nightscout sinks (the nightscout_* keys before any section form \
         the sink "nightscout"; each [nightscout NAME] section another) post the readings as entries \
-        (and BG Check treatments) to a Nightscout site, each from its own feed and cursor \
+        (and BG Check treatments; LO and HI as Note treatments) to a Nightscout site, each from its own feed and cursor \
         (nightscout-NAME.cursor in the state directory), so a slow or failing site holds back no other \
         sink; with nightscout_person a sink gets only that person's readings, and readings of an \
         unassigned meter go only to sinks without a person. SIGHUP retries refused and paused \
