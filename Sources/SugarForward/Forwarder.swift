@@ -46,12 +46,18 @@ struct ForwardedReading: FeedReading {
     /// What it means and its mg/dL: what Home Assistant's entities follow.
     var kind: Wire.ReadingKind
     var mgdL: Double?
+    /// The person the meter is assigned to (their Home Assistant entities).
+    var person: String?
 
     static func readings(_ reader: inout JSONReader) throws(WireError) -> [(cursor: Int64, reading: Self)] {
         try Wire.CompactFollowReply.texts(&reader).map { cursor, text in
             (cursor, ForwardedReading(
                 meter: text.meter, epochMillis: text.epochMillis, payload: ForwardTopics.payload(text, from: reader), kind: text.kind,
-                mgdL: ForwardTopics.values(text, from: reader).mgdL))
+                mgdL: ForwardTopics.values(text, from: reader).mgdL,
+                person: text.person.flatMap { (range: Range<Int>) -> String? in
+                    var at = reader.reading(range)
+                    return try? at.readString()
+                }))
         }
     }
 }
@@ -128,14 +134,15 @@ public final class Forwarder: Sendable {
         var payload: [UInt8]
         var kind: Wire.ReadingKind
         var mgdL: Double?
+        var person: String?
         var updates: ReadingUpdates
         var outstanding = 0
         var sent = false
     }
 
     /// A publish's token: the reading's cursor and the message's index among the reading's
-    /// messages (``ForwardTopics/messages(_:payload:kind:mgdL:updates:)``, at most 8).
-    static let tokenShift: Int64 = 3
+    /// messages (``ForwardTopics/messages(_:person:payload:kind:mgdL:updates:)``, at most 16).
+    static let tokenShift: Int64 = 4
 
     /// How long readings wait after a meter's first discovery config (see `run()`).
     static let discoverySettleMillis: Int64 = 1500
@@ -217,15 +224,25 @@ public final class Forwarder: Sendable {
             for (topic, config) in self.topics.meterDiscovery(meter: meter, identity: meters[meter] ?? nil) {
                 client.publish(MQTTMessage(topic: topic, payload: Array(config.serialized().utf8), qos: 1, retain: true), session: session)
             }
-            if announced.insert(meter).inserted {
-                holdUntil = monotonicMillis() + Self.discoverySettleMillis
-                holdTask?.cancel()
-                let continuation = self.continuation
-                holdTask = Task {
-                    try? await Task.sleep(for: .milliseconds(Self.discoverySettleMillis))
-                    if !Task.isCancelled { continuation.yield(.released) }
-                }
+            if announced.insert(meter).inserted { hold() }
+        }
+        func hold() {
+            holdUntil = monotonicMillis() + Self.discoverySettleMillis
+            holdTask?.cancel()
+            let continuation = self.continuation
+            holdTask = Task {
+                try? await Task.sleep(for: .milliseconds(Self.discoverySettleMillis))
+                if !Task.isCancelled { continuation.yield(.released) }
             }
+        }
+        // People seen in readings, and whose discovery went out (in this process).
+        var people: Set<String> = []
+        func publishPerson(_ person: String, _ session: Int) {
+            guard self.config.homeAssistantDiscovery else { return }
+            for (topic, config) in self.topics.personDiscovery(person: person) {
+                client.publish(MQTTMessage(topic: topic, payload: Array(config.serialized().utf8), qos: 1, retain: true), session: session)
+            }
+            if announced.insert("person/" + person).inserted { hold() }
         }
         func publishGateway(_ session: Int) {
             guard self.config.homeAssistantDiscovery else { return }
@@ -245,13 +262,22 @@ public final class Forwarder: Sendable {
             meterTopics[meter] = made
             return made
         }
+        var personTopics: [String: PersonTopics] = [:]
+        func topics(person: String?) -> PersonTopics? {
+            guard let person, self.config.homeAssistantDiscovery else { return nil }
+            if let known = personTopics[person] { return known }
+            let made = self.topics.personTopics(person)
+            personTopics[person] = made
+            return made
+        }
         func send() {
             guard let session, monotonicMillis() >= holdUntil else { return }
             while handed + unsaved + saving < self.maxInFlight + self.maxUnsaved, nextToSend < entries.count {
                 let cursor = entries[nextToSend].cursor
                 let messages = self.topics.messages(
-                    topics(entries[nextToSend].meter), payload: entries[nextToSend].payload, kind: entries[nextToSend].kind,
-                    mgdL: entries[nextToSend].mgdL, updates: entries[nextToSend].updates)
+                    topics(entries[nextToSend].meter), person: topics(person: entries[nextToSend].person),
+                    payload: entries[nextToSend].payload, kind: entries[nextToSend].kind, mgdL: entries[nextToSend].mgdL,
+                    updates: entries[nextToSend].updates)
                 for (index, message) in messages.enumerated() {
                     client.publish(message, token: cursor << Self.tokenShift | Int64(index), session: session)
                 }
@@ -317,6 +343,9 @@ public final class Forwarder: Sendable {
                 if entries[index].updates.level {
                     let meter = entries[index].meter
                     saved.newest[meter] = max(saved.newest[meter] ?? .min, entries[index].millis)
+                }
+                if entries[index].updates.personLevel, let person = entries[index].person {
+                    saved.newest["person/" + person] = max(saved.newest["person/" + person] ?? .min, entries[index].millis)
                 }
                 done += 1
             }
@@ -404,7 +433,7 @@ public final class Forwarder: Sendable {
                     // newest; only a glucose value becomes the glucose sensor's state, so a
                     // control test or a ketone record never does.
                     let level = reading.kind.isGlucoseLevel && millis > (newest[meter] ?? .min)
-                    let updates = ReadingUpdates(state: level && reading.kind == .glucose, level: level)
+                    var updates = ReadingUpdates(state: level && reading.kind == .glucose, level: level)
                     if level { newest[meter] = millis }
                     if updates.state {
                         // The retained state only needs the newest: an older state update still
@@ -415,13 +444,27 @@ public final class Forwarder: Sendable {
                         }
                         stateCursor[meter] = cursor
                     }
+                    // The person's entities follow the newest of all their meters the same way.
+                    if let person = reading.person, self.config.homeAssistantDiscovery {
+                        let key = "person/" + person
+                        if people.insert(person).inserted, let session { publishPerson(person, session) }
+                        updates.personLevel = reading.kind.isGlucoseLevel && millis > (newest[key] ?? .min)
+                        updates.personState = updates.personLevel && reading.kind == .glucose
+                        if updates.personLevel { newest[key] = millis }
+                        if updates.personState {
+                            if let previous = stateCursor[key], let index = find(previous), !entries[index].sent {
+                                entries[index].updates.personState = false
+                            }
+                            stateCursor[key] = cursor
+                        }
+                    }
                     if self.logger.isEnabled(.debug) {
                         self.logger.debug("reading \(cursor) queued", [("meter", meter), ("payload", String(decoding: reading.payload, as: UTF8.self))])
                     }
                     entries.append(
                         Entry(
                             cursor: cursor, meter: meter, millis: millis, payload: reading.payload, kind: reading.kind, mgdL: reading.mgdL,
-                            updates: updates))
+                            person: reading.person, updates: updates))
                 }
                 self.status.withLock {
                     $0.pending = entries.count - head
@@ -438,6 +481,7 @@ public final class Forwarder: Sendable {
                 client.publish(MQTTMessage(topic: self.topics.status, payload: Array("online".utf8), qos: 1, retain: true), session: s)
                 publishGateway(s)
                 for meter in meters.keys.sorted() { publishDiscovery(meter, s) }
+                for person in people.sorted() { publishPerson(person, s) }
                 publishHealth(health.all(now: wallClockMilliseconds()))
                 send()
             case .mqtt(.disconnected(let reason, let permanent, let retryIn)):
@@ -473,6 +517,7 @@ public final class Forwarder: Sendable {
                     self.logger.info("Home Assistant came online: publishing discovery again")
                     publishGateway(session)
                     for meter in meters.keys.sorted() { publishDiscovery(meter, session) }
+                    for person in people.sorted() { publishPerson(person, session) }
                     publishHealth(health.all(now: wallClockMilliseconds()))
                 }
             }

@@ -13,12 +13,23 @@ struct MeterTopics: Sendable {
     var syncOverdue: String
 }
 
+/// A person's topics (the readings of the meters assigned to them), made once per person.
+struct PersonTopics: Sendable {
+    var state: String
+    var low: String
+    var high: String
+    var event: String
+}
+
 /// What one reading publishes besides its reading message, decided when it arrives.
 struct ReadingUpdates: Sendable, Equatable {
     /// The retained state topic (the glucose sensor): a `glucose` reading newer than the newest.
     var state: Bool
     /// "Glucose low" and "Glucose high": a glucose value, LO or HI newer than the newest.
     var level: Bool
+    /// The same for the reading's person (the newest of all their meters).
+    var personState = false
+    var personLevel = false
 }
 
 extension ForwardTopics {
@@ -29,6 +40,21 @@ extension ForwardTopics {
             lastSynced: base + "/last_synced", syncOverdue: base + "/sync_overdue")
     }
 
+    /// A person's topic level: the name in lower case, each character other than a-z and 0-9 as
+    /// `_`, then `_` and the first 6 hex digits of the name's SHA-1 (so "Mia" and "mia" stay two):
+    /// `mia_1b2c3d`.
+    public static func personLevel(_ person: String) -> String {
+        let slug = String(person.lowercased().unicodeScalars.map { ("a"..."z").contains($0) || ("0"..."9").contains($0) ? Character($0) : "_" })
+        let digest = SHA1.digest(Array(person.utf8)).prefix(3)
+        let hex = digest.map { byte in String(byte >> 4, radix: 16) + String(byte & 0x0F, radix: 16) }.joined()
+        return slug + "_" + hex
+    }
+
+    func personTopics(_ person: String) -> PersonTopics {
+        let base = "\(self.base)/person/\(Self.personLevel(person))"
+        return PersonTopics(state: base + "/state", low: base + "/low", high: base + "/high", event: base + "/event")
+    }
+
     /// `<prefix>/<gateway>/adapter`: `ON` while the gateway's Bluetooth adapter is missing or off.
     public var adapter: String { "\(self.base)/adapter" }
 
@@ -36,19 +62,27 @@ extension ForwardTopics {
     /// discovery, its event (not for a reading without a value); when it updates the glucose state,
     /// the state; when it is the newest glucose value, LO or HI, "Glucose low" and "Glucose high"
     /// (`ON`/`OFF`, retained).
+    /// With a person (the meter is assigned to one), the same again on the person's topics.
     func messages(
-        _ topics: MeterTopics, payload: [UInt8], kind: Wire.ReadingKind, mgdL: Double?, updates: ReadingUpdates
+        _ topics: MeterTopics, person: PersonTopics?, payload: [UInt8], kind: Wire.ReadingKind, mgdL: Double?,
+        updates: ReadingUpdates
     ) -> [MQTTMessage] {
         var out = [MQTTMessage(topic: topics.reading, payload: payload, qos: 1, retain: false)]
         if updates.state { out.append(MQTTMessage(topic: topics.state, payload: payload, qos: 1, retain: true)) }
         guard self.config.homeAssistantDiscovery else { return out }
-        if let event = Self.eventPayload(payload, kind: kind) {
-            out.append(MQTTMessage(topic: topics.event, payload: event, qos: 1, retain: false))
+        let event = Self.eventPayload(payload, kind: kind)
+        let (low, high) = self.levels(kind: kind, mgdL: mgdL)
+        func entities(event eventTopic: String, low lowTopic: String, high highTopic: String, level: Bool) {
+            if let event { out.append(MQTTMessage(topic: eventTopic, payload: event, qos: 1, retain: false)) }
+            if level {
+                out.append(MQTTMessage(topic: lowTopic, payload: Array((low ? "ON" : "OFF").utf8), qos: 1, retain: true))
+                out.append(MQTTMessage(topic: highTopic, payload: Array((high ? "ON" : "OFF").utf8), qos: 1, retain: true))
+            }
         }
-        if updates.level {
-            let (low, high) = self.levels(kind: kind, mgdL: mgdL)
-            out.append(MQTTMessage(topic: topics.low, payload: Array((low ? "ON" : "OFF").utf8), qos: 1, retain: true))
-            out.append(MQTTMessage(topic: topics.high, payload: Array((high ? "ON" : "OFF").utf8), qos: 1, retain: true))
+        entities(event: topics.event, low: topics.low, high: topics.high, level: updates.level)
+        if let person {
+            if updates.personState { out.append(MQTTMessage(topic: person.state, payload: payload, qos: 1, retain: true)) }
+            entities(event: person.event, low: person.low, high: person.high, level: updates.personLevel)
         }
         return out
     }
@@ -125,6 +159,47 @@ extension ForwardTopics {
              entity("Last synced", "last_synced", ["state_topic": .string(topics.lastSynced), "device_class": "timestamp"])),
             ("\(prefix)/binary_sensor/\(node)/sync_overdue/config",
              entity("Sync overdue", "sync_overdue", ["state_topic": .string(topics.syncOverdue), "device_class": "problem"])),
+        ]
+    }
+
+    /// A person's discovery configs (a device named after the person, under the gateway): "Glucose",
+    /// "Glucose low", "Glucose high" and "Reading", fed by every meter assigned to them.
+    public func personDiscovery(person: String) -> [(topic: String, config: JSONValue)] {
+        let node = "\(self.config.gatewayID)_person_\(Self.personLevel(person))"
+        let prefix = self.config.homeAssistantPrefix
+        let topics = self.personTopics(person)
+        let mmol = self.config.unit == .mmol
+        let device: JSONValue = [
+            "identifiers": .array([.string("sugard_\(node)")]), "name": .string(person), "model": "person",
+            "manufacturer": "sugard", "via_device": .string(self.gatewayDevice),
+        ]
+        func entity(_ name: String, _ object: String, _ extra: JSONObject) -> JSONValue {
+            var config: JSONObject = [
+                "name": .string(name), "unique_id": .string("sugard_\(node)_\(object)"), "availability_topic": .string(self.status),
+                "payload_available": "online", "payload_not_available": "offline", "device": device,
+            ]
+            for entry in extra.entries { config[entry.key] = entry.value }
+            return .object(config)
+        }
+        return [
+            ("\(prefix)/sensor/\(node)/glucose/config",
+             entity("Glucose", "glucose", [
+                "device_class": "blood_glucose_concentration", "state_class": "measurement",
+                "unit_of_measurement": .string(mmol ? "mmol/L" : "mg/dL"), "state_topic": .string(topics.state),
+                "value_template": .string(mmol ? "{{ value_json.mmolL }}" : "{{ value_json.mgdL }}"),
+                "suggested_display_precision": .int(mmol ? 1 : 0), "json_attributes_topic": .string(topics.state),
+                "json_attributes_template": .string(
+                    "{{ {'measured_at': value_json.measuredAt, 'kind': value_json.kind, 'meal': value_json.meal, 'id': value_json.id, 'meter': value_json.meter} | tojson }}"),
+             ])),
+            ("\(prefix)/binary_sensor/\(node)/glucose_low/config",
+             entity("Glucose low", "glucose_low", ["state_topic": .string(topics.low), "icon": "mdi:arrow-down-bold"])),
+            ("\(prefix)/binary_sensor/\(node)/glucose_high/config",
+             entity("Glucose high", "glucose_high", ["state_topic": .string(topics.high), "icon": "mdi:arrow-up-bold"])),
+            ("\(prefix)/event/\(node)/reading/config",
+             entity("Reading", "reading", [
+                "state_topic": .string(topics.event), "event_types": ["glucose", "lo", "hi", "control_solution", "ketone"],
+                "icon": "mdi:water",
+             ])),
         ]
     }
 

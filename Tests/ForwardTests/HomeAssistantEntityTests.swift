@@ -3,6 +3,8 @@ import JSON
 import SugarWire
 import Testing
 import TestSupport
+import SugarForward
+import Varlink
 
 /// The built sugard-forward between the built sugard (replaying the fixture meters: a LO, a
 /// control-solution test, a ketone record, a value below 70 mg/dL) and a real mosquitto: what Home
@@ -106,6 +108,43 @@ import TestSupport
             let at = try #require(fractional.date(from: synced) ?? ISO8601DateFormatter().date(from: synced), "\(synced)")
             let age = Date().timeIntervalSince(at)
             #expect(age >= 0 && age < 120, "last synced \(synced)")
+        }
+    }
+
+    /// Two meters assigned to Mia: her own entities follow the newest of both (a device per person).
+    @Test func aPersonsEntitiesFollowAllHerMeters() async throws {
+        try await withRig { rig in
+            try await rig.startBroker()
+            try await rig.startSubscriber()
+            try await rig.startSugard()
+            let stored = await eventually(within: 30) { ((try? await rig.storedReadings()) ?? []).count >= 14 }
+            try #require(stored)
+            let client = try VarlinkClient(socketPath: rig.socket)
+            for meter in ["60:77:71:8A:0B:14", "C0:26:DA:11:22:33"] {
+                _ = try await client.call("io.sugard.HealthDataSync.AssignMeter", ["meter": .string(meter), "person": "Mia"])
+            }
+            client.close()
+            try rig.startForwarder()
+            _ = try await self.waitForAll(rig)
+            let person = "sugard/gw1/person/\(ForwardTopics.personLevel("Mia"))"
+            #expect(person.hasPrefix("sugard/gw1/person/mia_"))
+            let events = await eventually(within: 20) { rig.received(on: person + "/event").count >= 10 }
+            #expect(events, "Mia's readings each fire her event once: \(rig.received(on: person + "/event").count)")
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(rig.received(on: person + "/event").count == 10, "the isens meter is nobody's")
+            // Whichever meter's sync was committed first, a value below 70 or the LO turned her low on.
+            #expect(rig.received(on: person + "/low").contains("ON"), "\(rig.received(on: person + "/low"))")
+            #expect(rig.received(on: person + "/low").last == "OFF")
+            let states = rig.received(on: person + "/state").compactMap { try? JSONValue(parsing: $0) }
+            #expect(!states.isEmpty && states.allSatisfy { $0["kind"] == "glucose" && $0["person"] == "Mia" })
+            let glucose = try #require(
+                rig.received(on: "homeassistant/sensor/gw1_person_\(ForwardTopics.personLevel("Mia"))/glucose/config").last
+                    .flatMap { try? JSONValue(parsing: $0) })
+            #expect(glucose["state_topic"] == .string(person + "/state"))
+            #expect(glucose["device"]?["name"] == "Mia" && glucose["device"]?["via_device"] == "sugard_gw1")
+            #expect(glucose["unique_id"] == .string("sugard_gw1_person_\(ForwardTopics.personLevel("Mia"))_glucose"))
+            #expect(rig.received(on: "homeassistant/binary_sensor/gw1_person_\(ForwardTopics.personLevel("Mia"))/glucose_low/config").count >= 1)
+            #expect(ForwardTopics.personLevel("Mia") != ForwardTopics.personLevel("mia"))
         }
     }
 
