@@ -136,6 +136,21 @@ import Testing
             .discoveryConfig(meter: "C0:26:DA:01:3A:7F", identity: nil)["suggested_display_precision"] == .int(0))
     }
 
+    @Test func aPersonsTopicLevelIsReadableAndNeverShared() {
+        #expect(ForwardTopics.personLevel("Mia") == "mia_3aa067")
+        #expect(ForwardTopics.personLevel("mia") != ForwardTopics.personLevel("Mia"))
+        #expect(ForwardTopics.personLevel("Zoë \"Z\" O'Brien").hasPrefix("zo___z__o_brien_"))
+        let configs = ForwardTopics(config: ForwardConfig(gatewayID: "gw1", socketPath: "/tmp/s", stateDirectory: "/tmp"))
+            .personDiscovery(person: "Mia")
+        #expect(configs.map(\.topic) == [
+            "homeassistant/sensor/gw1_person_mia_3aa067/glucose/config",
+            "homeassistant/binary_sensor/gw1_person_mia_3aa067/glucose_low/config",
+            "homeassistant/binary_sensor/gw1_person_mia_3aa067/glucose_high/config",
+            "homeassistant/event/gw1_person_mia_3aa067/reading/config",
+        ])
+        #expect(configs.allSatisfy { $0.config["device"]?["name"] == "Mia" && $0.config["device"]?["via_device"] == "sugard_gw1" })
+    }
+
     @Test func lowAndHighFollowLOHIAndTheThresholds() {
         var config = ForwardConfig(gatewayID: "gw1", socketPath: "/tmp/s", stateDirectory: "/tmp")
         let topics = ForwardTopics(config: config)
