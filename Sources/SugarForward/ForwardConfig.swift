@@ -174,7 +174,8 @@ public struct ForwardConfig: Equatable, Sendable {
         }
         if self.glucoseLowMgdL >= self.glucoseHighMgdL {
             throw ConfigError(
-                file: file, "glucose_low_mgdl (\(self.glucoseLowMgdL)) must be below glucose_high_mgdl (\(self.glucoseHighMgdL))")
+                file: file,
+                "glucose_low_mgdl (\(Self.number(self.glucoseLowMgdL))) must be below glucose_high_mgdl (\(Self.number(self.glucoseHighMgdL)))")
         }
         if self.mqttTLS, self.mqttCAFile == nil {
             throw ConfigError(file: file, "mqtts:// needs mqtt_ca_file (the CA that signed the broker's certificate)")
@@ -182,6 +183,11 @@ public struct ForwardConfig: Equatable, Sendable {
         if !self.mqttTLS, self.mqttCAFile != nil {
             throw ConfigError(file: file, "mqtt_ca_file is set but mqtt_url is not mqtts://")
         }
+    }
+
+    /// `70`, `70.5`: a threshold as it was written.
+    static func number(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
     }
 
     /// The broker password (first line of `mqtt_password_file`), nil when none is configured.
