@@ -87,6 +87,22 @@ import TestSupport
         }
         try #require(subscribed, "Home Assistant did not subscribe to discovery:\n\(haLog())")
 
+        // Warm-up: Home Assistant loads the MQTT sensor, binary_sensor and event platforms on their
+        // first discovery config, which can take longer on a loaded machine than the forwarder's
+        // settle time after a new meter; a real installation has loaded them long before.
+        for (component, extra) in [("sensor", ""), ("binary_sensor", ""), ("event", #","event_types":["x"]"#)] {
+            let config = #"{"name":"Warm up","unique_id":"warm_up_\#(component)","state_topic":"warm/\#(component)"\#(extra),"device":{"identifiers":["warm_up"],"name":"Warm up"}}"#
+            let published = try await runToEnd(
+                try which("mosquitto_pub"), ["-h", "127.0.0.1", "-p", String(rig.port), "-t", "homeassistant/\(component)/warm/up/config", "-m", config],
+                environment: [:], dir: rig.dir, seconds: 10)
+            try #require(published.status == 0, "mosquitto_pub: \(published.stderr)")
+        }
+        let warm = try await eventually(within: 60) {
+            let ids = try await Self.get(rig, port: httpPort, token: token, "/api/states")?.arrayValue?.compactMap { $0["entity_id"]?.stringValue } ?? []
+            return ["sensor.warm_up_warm_up", "binary_sensor.warm_up_warm_up", "event.warm_up_warm_up"].allSatisfy(ids.contains)
+        }
+        try #require(warm, "Home Assistant did not set up the warm-up entities:\n\(haLog())")
+
         try await rig.startSugard()
         try rig.startForwarder()
 
