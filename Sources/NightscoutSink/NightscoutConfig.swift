@@ -9,7 +9,7 @@ import SystemIO
 /// Keys (the same in every sink): `nightscout_url` (required), `nightscout_api_secret_file` (a file
 /// holding the site's API_SECRET; sent as the `api-secret` header, its SHA-1 hex digest, as
 /// Nightscout expects) and/or `nightscout_token` (an access token, sent as `?token=`),
-/// `nightscout_treatments` (`false` by default; `true` also posts a "BG Check" treatment per
+/// `nightscout_treatments` (`false` by default; `true` also posts a "BG Check" treatment per glucose
 /// reading), `nightscout_units` (`mgdl` or `mmol`: the unit of those treatments, default `mgdl`),
 /// `nightscout_ca_file` (PEM CA certificates for a site with a private CA; certificates are always
 /// verified) and `nightscout_person` (only readings of meters assigned to this person; without it

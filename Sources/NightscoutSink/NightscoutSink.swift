@@ -70,8 +70,9 @@ public struct NightscoutStatus: Sendable, Hashable {
 /// capped backoff; 401/403 shows ``NightscoutStatus/refusedMessage`` and retries slowly; another
 /// 4xx shows the server's message and pauses the sink (``NightscoutTiming/pausedRetry``).
 /// Readings of another person (or, for a sink with a person, of an unassigned meter) move the
-/// cursor without being sent. Readings that cannot be entries (HI/LO, control solution, ketone)
-/// are not sent either.
+/// cursor without being sent. LO and HI (no number, so no entry) go as `Note` treatments saying
+/// so, always; control-solution tests, ketone records and readings without a value are not sent.
+/// Every treatment carries a stable `identifier` (``ReadingExport/nightscoutIdentifier(_:)``).
 ///
 /// Entry point: create it with the sink's configuration and the state directory, then
 /// `await sink.run(source:)` in a task the owner cancels; read ``status`` for `sugarctl status`.
@@ -131,8 +132,12 @@ public final class NightscoutSink: Sendable {
             self.state.withLock { $0.pending = batch.count }
             let mine = batch.map(\.reading).filter(self.accepts)
             let entries = mine.compactMap(ReadingExport.nightscoutEntry)
-            let treatments = self.config.treatments
-                ? mine.compactMap { ReadingExport.nightscoutTreatment($0, unit: Wire.Unit(self.config.treatmentUnit)) } : []
+            // LO and HI always go as notes (they cannot be entries); glucose values also as BG
+            // Checks with nightscout_treatments.
+            let unit = Wire.Unit(self.config.treatmentUnit)
+            let treatments = mine.compactMap {
+                ReadingExport.nightscoutRangeNote($0) ?? (self.config.treatments ? ReadingExport.nightscoutTreatment($0, unit: unit) : nil)
+            }
             if !entries.isEmpty, !(await self.deliver(entries, to: "/api/v1/entries")) { return }
             if !treatments.isEmpty, !(await self.deliver(treatments, to: "/api/v1/treatments")) { return }
             do throws(NightscoutConfigError) {

@@ -1,3 +1,4 @@
+import MQTT
 import SugarWire
 
 /// The MQTT sink's delivery as a state machine: the outbox of readings held, the window of
@@ -7,10 +8,18 @@ import SugarWire
 /// monotonic time in milliseconds, and the ``Action``s that come out are carried out, in order, by
 /// a driver (``Forwarder/run()``, or a test). The rules:
 ///
-/// - Readings are published in cursor order, each with QoS 1 on its reading topic and, when it is
-///   its meter's newest measured time so far, on the meter's retained state topic. A state update
-///   not handed over yet is dropped when a newer one for the same meter arrives (its reading
-///   message still goes out).
+/// - Readings are published in cursor order, each as the messages of
+///   ``ForwardTopics/messages(_:person:payload:kind:mgdL:updates:)`` with QoS 1: its reading
+///   topic; with Home Assistant discovery its event; when it is its meter's newest glucose value,
+///   LO or HI so far, "Glucose low"/"Glucose high" (and for a glucose value the retained state
+///   topic); the same on its person's topics. What a reading updates (``ReadingUpdates``) is
+///   decided when it arrives; only a state update not handed over yet is dropped when a newer
+///   one for the same meter (or person) arrives (its other messages still go out).
+/// - After a meter's or person's first discovery config from this machine, readings wait
+///   ``Limits/settleMillis`` (``Action/startSettleTimer(millis:)``, ``Event/settled``) so Home
+///   Assistant has subscribed to the new entities' topics before their first values.
+/// - sugard's health (``Event/health(_:)``, ``Event/tick``) goes to Home Assistant's health
+///   entities when a value changes, and all of it on each connection.
 /// - At most `maxInFlight + maxUnsaved` readings are handed to the client and not saved durably
 ///   (unacknowledged, acknowledged and unsaved, or in the running save): the most that can arrive
 ///   twice after a crash. At that bound nothing more is handed over until PUBACKs and a save make
@@ -26,8 +35,9 @@ import SugarWire
 ///   unsaved (still counted in the bound): they go with the next save, at the latest when a timer
 ///   of `saveRetryMillis` fires.
 /// - A lost connection forgets what was handed over: on the next one (the MQTT client reconnects
-///   by itself, with backoff) everything not delivered is sent again, in order, after `online` and
-///   the discovery configs.
+///   by itself, with backoff) everything not delivered is sent again, in order, after `online`,
+///   the discovery configs (gateway, meters, people) and the health messages. When Home Assistant
+///   announces `online`, the discovery configs and health messages go out again.
 /// - ``Event/stop`` ends the machine: ``Action/finish(save:)`` carries the state to save before
 ///   the process exits when anything acknowledged is not saved yet (or a save is running).
 ///
@@ -36,9 +46,12 @@ import SugarWire
 ///   that only grows; the database identity is checked outside it. When the identity changes,
 ///   the driver saves what the old machine finished and starts a new one from the new position.
 /// - Alert messages as a second stream through the same outbox: an ``Entry`` gets a kind, the
-///   ``Message`` a case, and the token's low bits (today reading `0`, state `1`) name the
-///   message; alerts then share the window, the ordering and the reconnect with readings. Their
-///   own cursor, when they need one, is saved in ``ForwardState`` beside the readings'.
+///   ``Message`` a case, and the token's low bits (today the index of the reading's message,
+///   ``token(cursor:index:)``) name the message; alerts then share the window, the ordering and
+///   the reconnect with readings. Their own cursor, when they need one, is saved in
+///   ``ForwardState`` beside the readings'.
+/// - A reading that comes again at a later cursor (its person changed): a new entry like any
+///   other; its updates are decided against the newest as it stands then.
 /// - Per-sink cursors: one machine per sink, each with its own saved state and saver; a machine
 ///   knows only its own outbox.
 struct DeliveryStateMachine: Sendable {
@@ -52,15 +65,27 @@ struct DeliveryStateMachine: Sendable {
         var saveDelayMillis: Int64 = 25
         /// The pause before a failed save is tried again.
         var saveRetryMillis: Int64 = 1000
-        /// Whether the meters' Home Assistant discovery configs are published.
-        var discovery: Bool
+        /// How long readings wait after a meter's or person's first discovery config: Home
+        /// Assistant subscribes to an entity's topics only once it has processed its config, and
+        /// the entity's events and "Glucose low"/"Glucose high" changes should reach it, not only
+        /// the last retained value.
+        var settleMillis: Int64 = 1500
 
-        init(maxInFlight: Int, maxUnsaved: Int? = nil, discovery: Bool) {
+        init(maxInFlight: Int, maxUnsaved: Int? = nil) {
             self.maxInFlight = max(1, maxInFlight)
             self.maxUnsaved = maxUnsaved ?? 4 * self.maxInFlight
-            self.discovery = discovery
         }
     }
+
+    /// A reading's messages are numbered within it (at most `1 << tokenShift`); a publish's token
+    /// is the reading's cursor and that index.
+    static let tokenShift: Int64 = 4
+
+    /// The token of message `index` of the reading at `cursor`: what its PUBACK reports.
+    static func token(cursor: Int64, index: Int) -> Int64 { cursor << Self.tokenShift | Int64(index) }
+
+    /// The cursor of the reading a token belongs to.
+    static func cursor(ofToken token: Int64) -> Int64 { token >> Self.tokenShift }
 
     enum Event: Sendable {
         /// Readings from the feed, in commit order (one `FollowReadings` reply).
@@ -75,8 +100,15 @@ struct DeliveryStateMachine: Sendable {
         case acknowledged(tokens: [Int64], session: Int)
         /// Home Assistant's birth message arrived.
         case homeAssistantOnline
+        /// sugard's health changed.
+        case health(GatewayHealth)
+        /// Time passed (about a minute, less for a short `sync_overdue_hours`): "Sync overdue" is
+        /// looked at again.
+        case tick
         /// The timer of ``Action/startTimer(millis:)`` fired.
         case timerFired
+        /// The timer of ``Action/startSettleTimer(millis:)`` fired.
+        case settled
         /// The save of ``Action/saveCursor(_:)`` ended.
         case saveCompleted
         case saveFailed
@@ -95,6 +127,9 @@ struct DeliveryStateMachine: Sendable {
         case saveCursor(ForwardState)
         /// Arm the timer; answer with ``Event/timerFired`` after `millis`.
         case startTimer(millis: Int64)
+        /// Arm the settle timer, replacing one armed before; answer with ``Event/settled`` after
+        /// `millis`.
+        case startSettleTimer(millis: Int64)
         /// `count` more readings are delivered; the cursor is now `cursor`, `pending` readings
         /// are held.
         case delivered(count: Int, cursor: Int64, pending: Int)
@@ -104,21 +139,24 @@ struct DeliveryStateMachine: Sendable {
     }
 
     enum Message: Sendable, Equatable {
-        /// The reading's message on its meter's reading topic (not retained).
-        case reading(cursor: Int64, meter: String, payload: [UInt8])
-        /// The same payload on the meter's state topic (retained).
-        case state(cursor: Int64, meter: String, payload: [UInt8])
+        /// Message `index` of the reading at `cursor` (its reading message is `0`).
+        case reading(cursor: Int64, index: Int, MQTTMessage)
         /// `online` on the status topic (retained).
         case online
-        /// The meter's Home Assistant discovery config (retained).
+        /// The gateway's Home Assistant discovery configs (retained).
+        case gatewayDiscovery
+        /// The meter's Home Assistant discovery configs (retained).
         case discovery(meter: String, identity: Wire.MeterIdentity?)
+        /// The person's Home Assistant discovery configs (retained).
+        case personDiscovery(person: String)
+        /// A health entity's value (retained).
+        case health(MQTTMessage)
 
         /// What its PUBACK reports (-1: none is waited for).
         var token: Int64 {
             switch self {
-            case .reading(let cursor, _, _): cursor << 1
-            case .state(let cursor, _, _): cursor << 1 | 1
-            case .online, .discovery: -1
+            case .reading(let cursor, let index, _): DeliveryStateMachine.token(cursor: cursor, index: index)
+            case .online, .gatewayDiscovery, .discovery, .personDiscovery, .health: -1
             }
         }
     }
@@ -129,8 +167,11 @@ struct DeliveryStateMachine: Sendable {
         var meter: String
         var millis: Int64
         var payload: [UInt8]
-        /// Whether it goes to the meter's state topic too.
-        var updatesState: Bool
+        var kind: Wire.ReadingKind
+        var mgdL: Double?
+        var person: String?
+        /// What it updates besides its reading message.
+        var updates: ReadingUpdates
         /// Its messages handed over and not acknowledged.
         var outstanding = 0
         var sent = false
@@ -151,27 +192,31 @@ struct DeliveryStateMachine: Sendable {
 
         mutating func append(_ entry: Entry) { self.entries.append(entry) }
 
-        /// Marks the next entry handed over; nil when all are.
-        mutating func handOver() -> Entry? {
-            guard self.next < self.entries.count else { return nil }
+        /// The next entry to hand over; nil when all are.
+        var nextEntry: Entry? { self.next < self.entries.count ? self.entries[self.next] : nil }
+
+        /// Marks the next entry handed over with `messages` messages.
+        mutating func handOver(messages: Int) {
             self.entries[self.next].sent = true
-            self.entries[self.next].outstanding = self.entries[self.next].updatesState ? 2 : 1
+            self.entries[self.next].outstanding = messages
             self.handed += 1
             self.next += 1
-            return self.entries[self.next - 1]
         }
 
-        /// A state update of the reading at `cursor` is no longer sent, unless handed over already.
-        mutating func dropStateUpdate(of cursor: Int64) {
+        /// The meter's (`person` false) or person's state update of the reading at `cursor` is no
+        /// longer sent, unless handed over already.
+        mutating func dropStateUpdate(of cursor: Int64, person: Bool) {
             guard let index = self.find(cursor), !self.entries[index].sent else { return }
-            self.entries[index].updatesState = false
+            if person { self.entries[index].updates.personState = false } else { self.entries[index].updates.state = false }
         }
 
         /// Counts the PUBACKs of `tokens`, then drops the delivered prefix, moving `state` over it;
         /// returns its length.
         mutating func acknowledge(_ tokens: [Int64], into state: inout ForwardState) -> Int {
             for token in tokens {
-                guard let index = self.find(token >> 1), self.entries[index].outstanding > 0 else { continue }
+                guard let index = self.find(DeliveryStateMachine.cursor(ofToken: token)), self.entries[index].outstanding > 0 else {
+                    continue
+                }
                 self.entries[index].outstanding -= 1
                 if self.entries[index].outstanding == 0 { self.handed -= 1 }
             }
@@ -181,7 +226,11 @@ struct DeliveryStateMachine: Sendable {
             {
                 let entry = self.entries[self.head + done]
                 state.cursor = entry.cursor
-                if entry.updatesState { state.newest[entry.meter] = max(state.newest[entry.meter] ?? .min, entry.millis) }
+                if entry.updates.level { state.newest[entry.meter] = max(state.newest[entry.meter] ?? .min, entry.millis) }
+                if entry.updates.personLevel, let person = entry.person {
+                    let key = DeliveryStateMachine.personKey(person)
+                    state.newest[key] = max(state.newest[key] ?? .min, entry.millis)
+                }
                 done += 1
             }
             guard done > 0 else { return 0 }
@@ -232,16 +281,28 @@ struct DeliveryStateMachine: Sendable {
     }
 
     let limits: Limits
-    /// What a save writes: the highest contiguously acknowledged cursor, and each meter's newest
-    /// measured time acknowledged on its state topic.
+    /// The topics and payloads (and the configuration they follow: discovery, thresholds).
+    let topics: ForwardTopics
+    /// What a save writes: the highest contiguously acknowledged cursor, and each meter's (and
+    /// person's, ``personKey(_:)``) newest glucose level acknowledged.
     private(set) var acknowledged: ForwardState
     private(set) var outbox = Outbox()
     private var link = Link.down
-    /// Each meter's newest measured time handed to its state topic or queued for it.
+    /// Each meter's (and person's) newest measured glucose level handed over or queued.
     private var newest: [String: Int64]
-    /// Each meter's queued state update.
+    /// Each meter's (and person's) queued state update.
     private var stateCursor: [String: Int64] = [:]
     private var meters: [String: Wire.MeterIdentity?] = [:]
+    /// People seen in readings (their discovery goes out on each connection).
+    private var people: Set<String> = []
+    /// Meters and people (``personKey(_:)``) whose first discovery config went out.
+    private var announced: Set<String> = []
+    /// Readings wait until then (monotonic milliseconds) after a first discovery config.
+    private var holdUntil: Int64 = .min
+    private var health: HealthPublisher
+    /// Each meter's and person's topics, made once (not per message).
+    private var meterTopics: [String: MeterTopics] = [:]
+    private var personTopics: [String: PersonTopics] = [:]
     /// Acknowledged readings not in a save yet.
     private var unsaved = 0
     private var save = Save.idle
@@ -251,12 +312,17 @@ struct DeliveryStateMachine: Sendable {
     private var stopped = false
 
     /// Starts from the state saved last time, at `now` (monotonic milliseconds).
-    init(saved: ForwardState, limits: Limits, now: Int64) {
+    init(saved: ForwardState, limits: Limits, topics: ForwardTopics, now: Int64) {
         self.limits = limits
+        self.topics = topics
         self.acknowledged = saved
         self.newest = saved.newest
         self.lastSave = now
+        self.health = HealthPublisher(topics: topics, overdueHours: topics.config.syncOverdueHours)
     }
+
+    /// A person's key in ``ForwardState/newest`` (beside the meters' addresses).
+    static func personKey(_ person: String) -> String { "person/" + person }
 
     /// Readings held (received, not delivered).
     var held: Int { self.outbox.held }
@@ -272,27 +338,30 @@ struct DeliveryStateMachine: Sendable {
         if case .running(let count) = self.save { count } else { 0 }
     }
 
-    /// Takes `event` at `now` (monotonic milliseconds); returns what to do, in order.
-    mutating func handle(_ event: Event, at now: Int64) -> [Action] {
+    private var discoveryEnabled: Bool { self.topics.config.homeAssistantDiscovery }
+
+    /// Takes `event` at `now` (monotonic milliseconds; `wallClock`: epoch milliseconds, for the
+    /// health entities' times); returns what to do, in order.
+    mutating func handle(_ event: Event, at now: Int64, wallClock: Int64) -> [Action] {
         guard !self.stopped else { return [] }
         var actions: [Action] = []
         switch event {
         case .readings(let list):
-            for (cursor, reading) in list { self.queue(cursor, reading) }
-            self.handOver(&actions)
+            for (cursor, reading) in list { self.queue(cursor, reading, now, &actions) }
+            self.handOver(now, &actions)
         case .meters(let known):
             for (meter, identity) in known where self.meters[meter] != identity {
                 let isNew = self.meters[meter] == nil
                 self.meters.updateValue(identity, forKey: meter)
                 if case .up(let session) = self.link, isNew || identity != nil {
-                    self.discovery(meter, session, &actions)
+                    self.discovery(meter, session, now, &actions)
                 }
             }
         case .connected(let session):
             self.link = .up(session: session)
             actions.append(.publish(.online, session: session))
-            for meter in self.meters.keys.sorted() { self.discovery(meter, session, &actions) }
-            self.handOver(&actions)
+            self.announce(session, now, wallClock, &actions)
+            self.handOver(now, &actions)
         case .disconnected:
             self.link = .down
             self.outbox.rewind()
@@ -305,23 +374,33 @@ struct DeliveryStateMachine: Sendable {
                 actions.append(.delivered(count: done, cursor: self.acknowledged.cursor, pending: self.outbox.held))
                 self.startSave(force: false, now, &actions)
             }
-            self.handOver(&actions)
+            self.handOver(now, &actions)
         case .homeAssistantOnline:
             guard case .up(let session) = self.link else { break }
-            for meter in self.meters.keys.sorted() { self.discovery(meter, session, &actions) }
+            self.announce(session, now, wallClock, &actions)
+        case .health(let health):
+            self.publishHealth(self.health.update(health, now: wallClock), &actions)
+        case .tick:
+            self.publishHealth(self.health.tick(now: wallClock), &actions)
         case .timerFired:
             self.timerArmed = false
             self.startSave(force: true, now, &actions)
+        case .settled:
+            if now < self.holdUntil {
+                actions.append(.startSettleTimer(millis: self.holdUntil - now))
+            } else {
+                self.handOver(now, &actions)
+            }
         case .saveCompleted:
             self.save = .idle
             self.startSave(force: false, now, &actions)
-            self.handOver(&actions)
+            self.handOver(now, &actions)
         case .saveFailed:
             // Tried again after a pause (the readings wait for it), not at once.
             self.unsaved += self.saving
             self.save = .idle
             self.armTimer(self.limits.saveRetryMillis, &actions)
-            self.handOver(&actions)
+            self.handOver(now, &actions)
         case .stop:
             self.stopped = true
             actions.append(.finish(save: self.unsavedCount > 0 ? self.acknowledged : nil))
@@ -329,35 +408,107 @@ struct DeliveryStateMachine: Sendable {
         return actions
     }
 
-    private mutating func queue(_ cursor: Int64, _ reading: ForwardedReading) {
+    /// Decides what the reading updates (once: only the state updates may later be dropped for a
+    /// newer one) and queues it.
+    private mutating func queue(_ cursor: Int64, _ reading: ForwardedReading, _ now: Int64, _ actions: inout [Action]) {
         let meter = reading.meter
         let millis = reading.epochMillis
-        let updatesState = millis > (self.newest[meter] ?? .min)
-        if updatesState {
-            self.newest[meter] = millis
+        // Only what says where the person's glucose is (a value, LO, HI) moves the newest; only a
+        // glucose value becomes the glucose sensor's state, so a control test or a ketone record
+        // never does.
+        let level = reading.kind.isGlucoseLevel && millis > (self.newest[meter] ?? .min)
+        var updates = ReadingUpdates(state: level && reading.kind == .glucose, level: level)
+        if level { self.newest[meter] = millis }
+        if updates.state {
             // The retained state only needs the newest: an older state update still waiting to
-            // be sent is dropped.
-            if let previous = self.stateCursor[meter] { self.outbox.dropStateUpdate(of: previous) }
+            // be sent is dropped ("Glucose low"/"Glucose high" still follow every reading in order).
+            if let previous = self.stateCursor[meter] { self.outbox.dropStateUpdate(of: previous, person: false) }
             self.stateCursor[meter] = cursor
         }
-        self.outbox.append(Entry(cursor: cursor, meter: meter, millis: millis, payload: reading.payload, updatesState: updatesState))
+        // The person's entities follow the newest of all their meters the same way.
+        if let person = reading.person, self.discoveryEnabled {
+            let key = Self.personKey(person)
+            if self.people.insert(person).inserted, case .up(let session) = self.link {
+                self.personDiscovery(person, session, now, &actions)
+            }
+            updates.personLevel = reading.kind.isGlucoseLevel && millis > (self.newest[key] ?? .min)
+            updates.personState = updates.personLevel && reading.kind == .glucose
+            if updates.personLevel { self.newest[key] = millis }
+            if updates.personState {
+                if let previous = self.stateCursor[key] { self.outbox.dropStateUpdate(of: previous, person: true) }
+                self.stateCursor[key] = cursor
+            }
+        }
+        self.outbox.append(
+            Entry(
+                cursor: cursor, meter: meter, millis: millis, payload: reading.payload, kind: reading.kind, mgdL: reading.mgdL,
+                person: reading.person, updates: updates))
     }
 
-    /// Hands readings over while connected and within the bound of readings not saved.
-    private mutating func handOver(_ actions: inout [Action]) {
-        guard case .up(let session) = self.link else { return }
+    /// Hands readings over while connected, not settling, and within the bound of readings not
+    /// saved.
+    private mutating func handOver(_ now: Int64, _ actions: inout [Action]) {
+        guard case .up(let session) = self.link, now >= self.holdUntil else { return }
         let bound = self.limits.maxInFlight + self.limits.maxUnsaved
-        while self.outbox.handed + self.unsaved + self.saving < bound, let entry = self.outbox.handOver() {
-            actions.append(.publish(.reading(cursor: entry.cursor, meter: entry.meter, payload: entry.payload), session: session))
-            if entry.updatesState {
-                actions.append(.publish(.state(cursor: entry.cursor, meter: entry.meter, payload: entry.payload), session: session))
+        while self.outbox.handed + self.unsaved + self.saving < bound, let entry = self.outbox.nextEntry {
+            let messages = self.topics.messages(
+                self.topics(meter: entry.meter), person: self.topics(person: entry.person), payload: entry.payload, kind: entry.kind,
+                mgdL: entry.mgdL, updates: entry.updates)
+            assert(messages.count <= 1 << Self.tokenShift, "a reading's messages outgrow its tokens")
+            for (index, message) in messages.enumerated() {
+                actions.append(.publish(.reading(cursor: entry.cursor, index: index, message), session: session))
             }
+            self.outbox.handOver(messages: messages.count)
         }
     }
 
-    private func discovery(_ meter: String, _ session: Int, _ actions: inout [Action]) {
-        guard self.limits.discovery else { return }
+    private mutating func topics(meter: String) -> MeterTopics {
+        if let known = self.meterTopics[meter] { return known }
+        let made = self.topics.meterTopics(meter)
+        self.meterTopics[meter] = made
+        return made
+    }
+
+    private mutating func topics(person: String?) -> PersonTopics? {
+        guard let person, self.discoveryEnabled else { return nil }
+        if let known = self.personTopics[person] { return known }
+        let made = self.topics.personTopics(person)
+        self.personTopics[person] = made
+        return made
+    }
+
+    /// Everything Home Assistant needs on a new connection or when it comes online: the
+    /// discovery configs of the gateway, the meters and the people, and every health value.
+    private mutating func announce(_ session: Int, _ now: Int64, _ wallClock: Int64, _ actions: inout [Action]) {
+        guard self.discoveryEnabled else { return }
+        actions.append(.publish(.gatewayDiscovery, session: session))
+        for meter in self.meters.keys.sorted() { self.discovery(meter, session, now, &actions) }
+        for person in self.people.sorted() { self.personDiscovery(person, session, now, &actions) }
+        self.publishHealth(self.health.all(now: wallClock), &actions)
+    }
+
+    private mutating func discovery(_ meter: String, _ session: Int, _ now: Int64, _ actions: inout [Action]) {
+        guard self.discoveryEnabled else { return }
         actions.append(.publish(.discovery(meter: meter, identity: self.meters[meter] ?? nil), session: session))
+        if self.announced.insert(meter).inserted { self.hold(now, &actions) }
+    }
+
+    private mutating func personDiscovery(_ person: String, _ session: Int, _ now: Int64, _ actions: inout [Action]) {
+        actions.append(.publish(.personDiscovery(person: person), session: session))
+        if self.announced.insert(Self.personKey(person)).inserted { self.hold(now, &actions) }
+    }
+
+    /// Readings wait ``Limits/settleMillis`` from now.
+    private mutating func hold(_ now: Int64, _ actions: inout [Action]) {
+        guard self.limits.settleMillis > 0 else { return }
+        self.holdUntil = now + self.limits.settleMillis
+        actions.append(.startSettleTimer(millis: self.limits.settleMillis))
+    }
+
+    /// Health values go out while connected (all of them again on the next connection).
+    private func publishHealth(_ messages: [MQTTMessage], _ actions: inout [Action]) {
+        guard case .up(let session) = self.link else { return }
+        for message in messages { actions.append(.publish(.health(message), session: session)) }
     }
 
     /// Starts a save of what is acknowledged when one is due (`force`: the delay is over); else

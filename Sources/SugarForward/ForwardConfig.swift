@@ -25,6 +25,12 @@ public struct ForwardConfig: Equatable, Sendable {
     public var homeAssistantDiscovery = true
     public var homeAssistantPrefix = "homeassistant"
     public var unit: Unit = .mgdl
+    /// Home Assistant's "Glucose low" is on for a LO or a glucose value below this (mg/dL).
+    public var glucoseLowMgdL: Double = 70
+    /// "Glucose high" is on for a HI or a glucose value above this (mg/dL).
+    public var glucoseHighMgdL: Double = 250
+    /// "Sync overdue" is on when a meter has not synced for this long (hours).
+    public var syncOverdueHours: Double = 24
     public var logLevel: LogLevel = .info
     /// sugard's socket.
     public var socketPath: String
@@ -58,13 +64,16 @@ public struct ForwardConfig: Equatable, Sendable {
         ("homeassistant_discovery", "publish Home Assistant discovery configs (default true)"),
         ("homeassistant_prefix", "Home Assistant's discovery prefix (default homeassistant)"),
         ("unit", "the Home Assistant entity's unit: mgdl (default) or mmol"),
+        ("glucose_low_mgdl", "Home Assistant's \"Glucose low\" turns on for a LO or a glucose value below this, in mg/dL (default 70)"),
+        ("glucose_high_mgdl", "\"Glucose high\" turns on for a HI or a glucose value above this, in mg/dL (default 250)"),
+        ("sync_overdue_hours", "\"Sync overdue\" turns on when a meter has not synced for this many hours (default 24)"),
         ("log_level", "error, warning, notice, info (default) or debug"),
         ("socket", "sugard's socket (like sugarctl: $SUGARD_SOCKET, the system socket, the demo's)"),
         ("state_dir", "directory for the delivery cursors and the status socket"),
         ("nightscout_url", "a Nightscout site, https://... (a sink: these keys before any section, or in a [nightscout NAME] section)"),
         ("nightscout_api_secret_file", "file holding the site's API_SECRET, sent as the api-secret header (its SHA-1 hex digest)"),
         ("nightscout_token", "or an access token, sent as ?token="),
-        ("nightscout_treatments", "true also posts a BG Check treatment per reading (default false)"),
+        ("nightscout_treatments", "true also posts a BG Check treatment per glucose value (default false; LO and HI always go as Note treatments)"),
         ("nightscout_units", "the unit of those treatments: mgdl (default) or mmol"),
         ("nightscout_ca_file", "PEM CA certificates for a site behind a private CA (certificates are always verified)"),
         ("nightscout_person", "only readings of meters assigned to this person (without it: every reading, unassigned meters too)"),
@@ -127,6 +136,16 @@ public struct ForwardConfig: Equatable, Sendable {
             case "mmol", "mmol/l", "mmoll": self.unit = .mmol
             default: throw ConfigError("unit must be mgdl or mmol, not \"\(value)\"")
             }
+        case "glucose_low_mgdl", "glucose_high_mgdl":
+            guard let number = Double(value), number.isFinite, number > 0, number < 1000 else {
+                throw ConfigError("\(key) must be a number of mg/dL between 0 and 1000, not \"\(value)\"")
+            }
+            if key == "glucose_low_mgdl" { self.glucoseLowMgdL = number } else { self.glucoseHighMgdL = number }
+        case "sync_overdue_hours":
+            guard let number = Double(value), number.isFinite, number > 0, number <= 24 * 365 else {
+                throw ConfigError("sync_overdue_hours must be a number of hours above 0, not \"\(value)\"")
+            }
+            self.syncOverdueHours = number
         case "log_level":
             guard let level = LogLevel(name: value) else {
                 throw ConfigError("log_level must be error, warning, notice, info or debug, not \"\(value)\"")
@@ -153,12 +172,22 @@ public struct ForwardConfig: Equatable, Sendable {
         if self.nightscout.contains(where: { $0.name == "mqtt" }) {
             throw ConfigError(file: file, "a Nightscout sink cannot be named mqtt (the MQTT sink's name)")
         }
+        if self.glucoseLowMgdL >= self.glucoseHighMgdL {
+            throw ConfigError(
+                file: file,
+                "glucose_low_mgdl (\(Self.number(self.glucoseLowMgdL))) must be below glucose_high_mgdl (\(Self.number(self.glucoseHighMgdL)))")
+        }
         if self.mqttTLS, self.mqttCAFile == nil {
             throw ConfigError(file: file, "mqtts:// needs mqtt_ca_file (the CA that signed the broker's certificate)")
         }
         if !self.mqttTLS, self.mqttCAFile != nil {
             throw ConfigError(file: file, "mqtt_ca_file is set but mqtt_url is not mqtts://")
         }
+    }
+
+    /// `70`, `70.5`: a threshold as it was written.
+    static func number(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
     }
 
     /// The broker password (first line of `mqtt_password_file`), nil when none is configured.
@@ -198,11 +227,13 @@ public enum ForwardCommandLine {
     static let summary = "every stored reading to an MQTT 5 broker, Home Assistant and Nightscout"
     static let description = """
         Follows sugard's readings in commit order (FollowReadings) and publishes each one once \
-        (QoS 1) to <topic_prefix>/<gateway_id>/<meter>/reading, keeps the retained state topic and \
-        Home Assistant discovery up to date, and resumes after the last reading the broker \
+        (QoS 1) to <topic_prefix>/<gateway_id>/<meter>/reading (with its kind: glucose, lo, hi, \
+        controlSolution, ketone or noValue), keeps the retained state topic (glucose values only) and \
+        Home Assistant's entities up to date (Glucose, Glucose low, Glucose high, a Reading event, Last \
+        synced, Sync overdue, Bluetooth adapter), and resumes after the last reading the broker \
         acknowledged when restarted. Nightscout sinks (the nightscout_* keys before any section form \
         the sink "nightscout"; each [nightscout NAME] section another) post the readings as entries \
-        (and BG Check treatments) to a Nightscout site, each from its own feed and cursor \
+        (and BG Check treatments; LO and HI as Note treatments) to a Nightscout site, each from its own feed and cursor \
         (nightscout-NAME.cursor in the state directory), so a slow or failing site holds back no other \
         sink; with nightscout_person a sink gets only that person's readings, and readings of an \
         unassigned meter go only to sinks without a person. SIGHUP retries refused and paused \

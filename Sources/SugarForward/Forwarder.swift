@@ -43,10 +43,21 @@ struct ForwardedReading: FeedReading {
     var meter: String
     var epochMillis: Int64
     var payload: [UInt8]
+    /// What it means and its mg/dL: what Home Assistant's entities follow.
+    var kind: Wire.ReadingKind
+    var mgdL: Double?
+    /// The person the meter is assigned to (their Home Assistant entities).
+    var person: String?
 
     static func readings(_ reader: inout JSONReader) throws(WireError) -> [(cursor: Int64, reading: Self)] {
         try Wire.CompactFollowReply.texts(&reader).map { cursor, text in
-            (cursor, ForwardedReading(meter: text.meter, epochMillis: text.epochMillis, payload: ForwardTopics.payload(text, from: reader)))
+            (cursor, ForwardedReading(
+                meter: text.meter, epochMillis: text.epochMillis, payload: ForwardTopics.payload(text, from: reader), kind: text.kind,
+                mgdL: ForwardTopics.values(text, from: reader).mgdL,
+                person: text.person.flatMap { (range: Range<Int>) -> String? in
+                    var at = reader.reading(range)
+                    return try? at.readString()
+                }))
         }
     }
 }
@@ -65,6 +76,12 @@ public final class Forwarder: Sendable {
         case mqtt(MQTTEvent)
         case feed(Feed<ForwardedReading>.Event)
         case flush
+        /// sugard's health changed (``HealthFollower``).
+        case health(GatewayHealth)
+        /// The wait after a first discovery config ended.
+        case released
+        /// Once a minute (sooner for a short `sync_overdue_hours`): "Sync overdue" is looked at again.
+        case tick
         /// A save on the saver's thread ended (`error`: it failed).
         case saved(error: String?)
         case stop
@@ -136,17 +153,33 @@ public final class Forwarder: Sendable {
         }
         let feed = Feed<ForwardedReading>(socketPath: self.config.socketPath, window: self.window) { continuation.yield(.feed($0)) }
         let feedTask = Task { await feed.run(after: saved.cursor) }
-        var driver = Driver(forwarder: self, client: client, saver: CursorSaver(file: file), feedTask: feedTask)
+        // Home Assistant's health entities: sugard's adapter and sync times, and now and then a
+        // look at which meters are overdue.
+        var healthTasks: [Task<Void, Never>] = []
+        if self.config.homeAssistantDiscovery {
+            let follower = HealthFollower(socketPath: self.config.socketPath) { continuation.yield(.health($0)) }
+            // A tenth of the overdue time, at most a minute: a meter turns overdue at most that late.
+            let tick = Duration.milliseconds(max(250, min(60_000, Int64(self.config.syncOverdueHours * 360_000))))
+            healthTasks = [
+                Task { await follower.run() },
+                Task {
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: tick)
+                        continuation.yield(.tick)
+                    }
+                },
+            ]
+        }
+        var driver = Driver(
+            forwarder: self, client: client, saver: CursorSaver(file: file), tasks: [feedTask] + healthTasks)
         defer { driver.cancelTasks() }
 
         var machine = DeliveryStateMachine(
-            saved: saved,
-            limits: DeliveryStateMachine.Limits(
-                maxInFlight: self.maxInFlight, maxUnsaved: self.maxUnsaved, discovery: self.config.homeAssistantDiscovery),
-            now: monotonicMillis())
+            saved: saved, limits: DeliveryStateMachine.Limits(maxInFlight: self.maxInFlight, maxUnsaved: self.maxUnsaved),
+            topics: self.topics, now: monotonicMillis())
         for await event in self.events {
             guard let event = self.translate(event, connected: machine.isConnected, driver: &driver) else { continue }
-            driver.perform(machine.handle(event, at: monotonicMillis()))
+            driver.perform(machine.handle(event, at: monotonicMillis(), wallClock: wallClockMilliseconds()))
             if case .readings(let list) = event {
                 self.status.withLock {
                     $0.pending = machine.held
@@ -155,7 +188,7 @@ public final class Forwarder: Sendable {
             }
             if driver.finished { break }
         }
-        if !driver.finished { driver.perform(machine.handle(.stop, at: monotonicMillis())) }
+        if !driver.finished { driver.perform(machine.handle(.stop, at: monotonicMillis(), wallClock: wallClockMilliseconds())) }
         self.logger.notice("stopped after cursor \(machine.acknowledged.cursor)")
     }
 
@@ -169,6 +202,13 @@ public final class Forwarder: Sendable {
         case .flush:
             driver.timer = nil
             return .timerFired
+        case .released:
+            driver.settleTimer = nil
+            return .settled
+        case .health(let health):
+            return .health(health)
+        case .tick:
+            return .tick
         case .saved(let error):
             guard let error else { return .saveCompleted }
             self.logger.error("cannot save the delivery cursor: \(error)")
@@ -238,24 +278,27 @@ public final class Forwarder: Sendable {
         let forwarder: Forwarder
         let client: MQTTClient
         let saver: CursorSaver
-        let feedTask: Task<Void, Never>
-        /// The machine's timer, while armed.
+        /// The feed's and the health follower's tasks.
+        let tasks: [Task<Void, Never>]
+        /// The machine's timers, while armed.
         var timer: Task<Void, Never>?
-        /// Each meter's reading and state topics, made once (not per message).
-        var meterTopics: [String: (reading: String, state: String)] = [:]
+        var settleTimer: Task<Void, Never>?
         /// The machine stopped and its last actions are done.
         var finished = false
 
         mutating func cancelTasks() {
-            self.feedTask.cancel()
+            for task in self.tasks { task.cancel() }
             self.timer?.cancel()
+            self.settleTimer?.cancel()
         }
 
         mutating func perform(_ actions: [DeliveryStateMachine.Action]) {
             for action in actions {
                 switch action {
                 case .publish(let message, let session):
-                    self.client.publish(self.mqttMessage(message), token: message.token, session: session)
+                    for mqttMessage in self.mqttMessages(message) {
+                        self.client.publish(mqttMessage, token: message.token, session: session)
+                    }
                 case .releaseFeed(let count):
                     self.forwarder.window.release(count)
                 case .delivered(let count, let cursor, let pending):
@@ -273,6 +316,13 @@ public final class Forwarder: Sendable {
                     self.timer = Task {
                         try? await Task.sleep(for: .milliseconds(millis))
                         continuation.yield(.flush)
+                    }
+                case .startSettleTimer(let millis):
+                    let continuation = self.forwarder.continuation
+                    self.settleTimer?.cancel()
+                    self.settleTimer = Task {
+                        try? await Task.sleep(for: .milliseconds(millis))
+                        if !Task.isCancelled { continuation.yield(.released) }
                     }
                 case .finish(let state):
                     self.cancelTasks()
@@ -302,26 +352,24 @@ public final class Forwarder: Sendable {
             if startDetachedThread(save) != 0 { save() }
         }
 
-        private mutating func mqttMessage(_ message: DeliveryStateMachine.Message) -> MQTTMessage {
+        /// The MQTT messages of `message` (a discovery is a config per entity).
+        private func mqttMessages(_ message: DeliveryStateMachine.Message) -> [MQTTMessage] {
             let topics = self.forwarder.topics
-            switch message {
-            case .reading(_, let meter, let payload):
-                return MQTTMessage(topic: self.topics(meter).reading, payload: payload, qos: 1, retain: false)
-            case .state(_, let meter, let payload):
-                return MQTTMessage(topic: self.topics(meter).state, payload: payload, qos: 1, retain: true)
-            case .online:
-                return MQTTMessage(topic: topics.status, payload: Array("online".utf8), qos: 1, retain: true)
-            case .discovery(let meter, let identity):
-                let config = topics.discoveryConfig(meter: meter, identity: identity)
-                return MQTTMessage(topic: topics.discovery(meter), payload: Array(config.serialized().utf8), qos: 1, retain: true)
+            func retained(_ configs: [(topic: String, config: JSONValue)]) -> [MQTTMessage] {
+                configs.map { MQTTMessage(topic: $0.topic, payload: Array($0.config.serialized().utf8), qos: 1, retain: true) }
             }
-        }
-
-        private mutating func topics(_ meter: String) -> (reading: String, state: String) {
-            if let known = self.meterTopics[meter] { return known }
-            let made = (self.forwarder.topics.reading(meter), self.forwarder.topics.state(meter))
-            self.meterTopics[meter] = made
-            return made
+            switch message {
+            case .reading(_, _, let message), .health(let message):
+                return [message]
+            case .online:
+                return [MQTTMessage(topic: topics.status, payload: Array("online".utf8), qos: 1, retain: true)]
+            case .gatewayDiscovery:
+                return retained(topics.gatewayDiscovery())
+            case .discovery(let meter, let identity):
+                return retained(topics.meterDiscovery(meter: meter, identity: identity))
+            case .personDiscovery(let person):
+                return retained(topics.personDiscovery(person: person))
+            }
         }
     }
 }

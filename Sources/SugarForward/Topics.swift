@@ -55,10 +55,13 @@ public struct ForwardTopics: Sendable {
         text(t.iso)
         out.append(contentsOf: #","epochMillis":"#.utf8)
         JSONValue.int(t.epochMillis).write(into: &out)
+        // What people read: mg/dL as an integer, mmol/L with one decimal (the exact values stay
+        // in CSV, JSON and FHIR exports).
+        let (mgdL, mmolL) = Self.values(t, from: reader)
         out.append(contentsOf: #","mgdL":"#.utf8)
-        text(t.mgdL)
+        Self.write(mgdL, digits: 0, into: &out)
         out.append(contentsOf: #","mmolL":"#.utf8)
-        text(t.mmolL)
+        Self.write(mmolL, digits: 1, into: &out)
         out.append(contentsOf: #","flags":"#.utf8)
         text(t.flags)
         out.append(contentsOf: #","sampleType":"#.utf8)
@@ -70,11 +73,40 @@ public struct ForwardTopics: Sendable {
         out.append(contentsOf: t.controlSolution ? #","controlSolution":true"#.utf8 : #","controlSolution":false"#.utf8)
         out.append(contentsOf: #","person":"#.utf8)
         text(t.person)
+        out.append(contentsOf: #","kind":""#.utf8)
+        out.append(contentsOf: t.kind.rawValue.utf8)
+        // The time as the meter showed it: ISO 8601 with the reading's own UTC offset.
+        out.append(contentsOf: #"","measuredAt":"#.utf8)
+        text(t.local)
         out.append(UInt8(ascii: "}"))
         return out
     }
 
-    /// The Home Assistant discovery config of one meter's glucose sensor. `identity` is the
+    /// The reading's mg/dL and mmol/L (nil for null), read from `reader`'s bytes.
+    static func values(_ t: Wire.CompactReading.Text, from reader: JSONReader) -> (mgdL: Double?, mmolL: Double?) {
+        func number(_ range: Range<Int>?) -> Double? {
+            guard let range else { return nil }
+            var at = reader.reading(range)
+            // ``Wire/CompactReading/Text`` already checked the number.
+            return try? at.readDouble()
+        }
+        return (number(t.mgdL), number(t.mmolL))
+    }
+
+    /// A value rounded to `digits` decimals as a JSON number (`null` for nil): `88` for mg/dL,
+    /// `4.9` for mmol/L.
+    static func write(_ value: Double?, digits: Int, into out: inout [UInt8]) {
+        guard let value, value.isFinite else { return out.append(contentsOf: "null".utf8) }
+        if digits == 0 {
+            JSONValue.int(Int64(value.rounded())).write(into: &out)
+        } else {
+            out.append(contentsOf: ReadingExport.formatted(value, digits: digits).utf8)
+        }
+    }
+
+    /// The Home Assistant discovery config of one meter's glucose sensor: its state comes only
+    /// from `glucose` readings (the state topic carries no other kind); its attributes are the
+    /// reading's `measured_at`, `kind`, `meal` and `id`. `identity` is the
     /// `MeterIdentity` object of `ListMeters` (or nil when sugard did not know it yet).
     public func discoveryConfig(meter: String, identity: Wire.MeterIdentity?) -> JSONValue {
         let level = Self.meterLevel(meter)
@@ -87,6 +119,7 @@ public struct ForwardTopics: Sendable {
             if let text, !text.isEmpty { device[key] = .string(text) }
         }
         if let firmware = identity?.firmware, !firmware.isEmpty { device["sw_version"] = .string(firmware) }
+        device["via_device"] = .string("sugard_\(self.config.gatewayID)")
         let object: JSONObject = [
             "name": "Glucose",
             "device_class": "blood_glucose_concentration",
@@ -94,7 +127,10 @@ public struct ForwardTopics: Sendable {
             "unit_of_measurement": .string(mmol ? "mmol/L" : "mg/dL"),
             "state_topic": .string(self.state(meter)),
             "value_template": .string(mmol ? "{{ value_json.mmolL }}" : "{{ value_json.mgdL }}"),
+            "suggested_display_precision": .int(mmol ? 1 : 0),
             "json_attributes_topic": .string(self.state(meter)),
+            "json_attributes_template": .string(
+                "{{ {'measured_at': value_json.measuredAt, 'kind': value_json.kind, 'meal': value_json.meal, 'id': value_json.id} | tojson }}"),
             "unique_id": .string("sugard_\(self.config.gatewayID)_\(level)_glucose"),
             "availability_topic": .string(self.status),
             "payload_available": "online",

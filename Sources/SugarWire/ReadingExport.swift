@@ -71,7 +71,8 @@ public enum ReadingExport {
 
     /// A Nightscout "BG Check" treatment for one reading (the same readings as entries):
     /// `{"eventType": "BG Check", "glucose": <value>, "glucoseType": "Finger", "units": "mg/dl" or
-    /// "mmol", "created_at": <ISO 8601 with the reading's offset>, "enteredBy": "sugard"}`.
+    /// "mmol", "created_at": <ISO 8601 with the reading's offset>, "enteredBy": "sugard",
+    /// "identifier": <UUID>}`: mg/dL as an integer, mmol/L with one decimal.
     public static func nightscoutTreatment(_ r: Wire.CompactReading, unit: Wire.Unit) -> JSONValue? {
         guard let mgdL = self.nightscoutGlucose(r) else { return nil }
         let mmolL = r.mmolL ?? mgdL / glucoseMolarMass
@@ -82,14 +83,44 @@ public enum ReadingExport {
             "units": unit == .mgdl ? "mg/dl" : "mmol",
             "created_at": .string(r.time.local),
             "enteredBy": "sugard",
+            "identifier": .string(self.nightscoutIdentifier(r)),
         ]
         return .object(treatment)
     }
 
-    /// The mg/dL of a reading that can be a Nightscout entry: a glucose value, not a control
-    /// solution test, not a ketone record.
+    /// The Nightscout treatment of a LO or HI (``Wire/ReadingKind/lo``, ``Wire/ReadingKind/hi``),
+    /// which has no number to be an entry: a `Note` the care portal shows, never with an invented
+    /// glucose value: `{"eventType": "Note", "notes": "LO: glucose below the meter's range (meter
+    /// <address>)", "created_at": <ISO 8601 with the reading's offset>, "enteredBy": "sugard",
+    /// "identifier": <UUID>}`. nil for any other reading.
+    public static func nightscoutRangeNote(_ r: Wire.CompactReading) -> JSONValue? {
+        let notes: String
+        switch r.kind {
+        case .lo: notes = "LO: glucose below the meter's range (meter \(r.meter))"
+        case .hi: notes = "HI: glucose above the meter's range (meter \(r.meter))"
+        case .glucose, .controlSolution, .ketone, .noValue: return nil
+        }
+        let treatment: JSONObject = [
+            "eventType": "Note",
+            "notes": .string(notes),
+            "created_at": .string(r.time.local),
+            "enteredBy": "sugard",
+            "identifier": .string(self.nightscoutIdentifier(r)),
+        ]
+        return .object(treatment)
+    }
+
+    /// A treatment's `identifier`: the version-5 UUID of the reading's identifier (the one its FHIR
+    /// export names it by), so the same reading always upserts the same treatment and two meters'
+    /// treatments in the same second stay two.
+    public static func nightscoutIdentifier(_ r: Wire.CompactReading) -> String {
+        NameUUID(namespace: self.uuidNamespace, name: "reading/" + self.identifier(r)).description
+    }
+
+    /// The mg/dL of a reading that can be a Nightscout entry: a glucose value (not a control
+    /// solution test, a ketone record, LO, HI or a reading without a value).
     private static func nightscoutGlucose(_ r: Wire.CompactReading) -> Double? {
-        guard let mgdL = r.mgdL, !r.flags.contains("controlSolution"), !r.flags.contains("ketone") else { return nil }
+        guard r.kind == .glucose, let mgdL = r.mgdL else { return nil }
         return mgdL
     }
 

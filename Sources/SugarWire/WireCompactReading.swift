@@ -210,6 +210,8 @@ extension Wire {
             public var flags: Range<Int>
             /// `flags` holds `controlSolution`.
             public var controlSolution: Bool
+            /// What the reading means, from its flags and whether `mgdL` is a number.
+            public var kind: Wire.ReadingKind
             /// `type`, `sampleLocation` and the context's `meal`: each code and its `name` (a JSON
             /// string); nil for null.
             public var type: (code: Int64, name: Range<Int>)?
@@ -223,7 +225,7 @@ extension Wire {
             public init(reading reader: inout JSONReader) throws(WireError) {
                 var id: Int64?, meter: String?, epoch: Int64?, sequenceNumber: Int64?
                 var time: (iso: Range<Int>, millis: Int64, local: Range<Int>, offset: Int64)?
-                var flags: (Range<Int>, Bool)?, mgdL: Range<Int>?, mmolL: Range<Int>?, person: Range<Int>?
+                var flags: (Range<Int>, Wire.ReadingKind.Facts)?, mgdL: Range<Int>?, mmolL: Range<Int>?, person: Range<Int>?
                 var type: (code: Int64, name: Range<Int>)?, sampleLocation: (code: Int64, name: Range<Int>)?, meal: (code: Int64, name: Range<Int>)?
                 try WireByteFields.object(&reader, Key.self) { (member: Key, r: inout JSONReader) throws(WireError) in
                     let key = member.rawValue
@@ -248,7 +250,10 @@ extension Wire {
                 self.sequenceNumber = try WireByteFields.present(sequenceNumber, "sequenceNumber")
                 let t = try WireByteFields.present(time, "time")
                 (self.iso, self.epochMillis, self.local, self.utcOffsetMinutes) = (t.iso, t.millis, t.local, t.offset)
-                (self.flags, self.controlSolution) = try WireByteFields.present(flags, "flags")
+                let facts: Wire.ReadingKind.Facts
+                (self.flags, facts) = try WireByteFields.present(flags, "flags")
+                self.controlSolution = facts.controlSolution
+                self.kind = Wire.ReadingKind(facts, hasValue: mgdL != nil)
                 self.mgdL = mgdL
                 self.mmolL = mmolL
                 self.type = type
@@ -273,15 +278,14 @@ extension Wire {
                     try WireByteFields.present(local, "local"), try WireByteFields.present(offset, "utcOffsetMinutes"))
             }
 
-            private static func flags(_ reader: inout JSONReader) throws(JSONParseError) -> (Range<Int>, Bool) {
+            private static func flags(_ reader: inout JSONReader) throws(JSONParseError) -> (Range<Int>, Wire.ReadingKind.Facts) {
                 let start = reader.offset
-                var controlSolution = false
+                var facts = Wire.ReadingKind.Facts()
                 try reader.beginArray()
-                while try reader.nextElement() {
-                    let name = try reader.readStringText()
-                    if reader.text(name, is: #""controlSolution""#) { controlSolution = true }
-                }
-                return (start..<reader.offset, controlSolution)
+                // Flag names are short (small strings, no allocation): each is noted by the one
+                // place that knows which flags decide a kind.
+                while try reader.nextElement() { facts.note(try reader.readString()) }
+                return (start..<reader.offset, facts)
             }
 
             private static func coded(_ reader: inout JSONReader) throws(WireError) -> (code: Int64, name: Range<Int>) {

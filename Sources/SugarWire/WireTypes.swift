@@ -1,4 +1,5 @@
 public import JSON
+import GlucoseProfile
 
 /// The value types of `io.sugard.HealthDataSync` (io.sugard.HealthDataSync.varlink), one Swift type
 /// per `type` declaration, with the JSON form the daemon sends. WireTypeTests checks them against the
@@ -14,6 +15,11 @@ extension Wire {
         public init(iso: String, epochMillis: Int64) {
             self.iso = iso
             self.epochMillis = epochMillis
+        }
+
+        /// The instant `epochMillis` after the epoch, its `iso` in UTC as the daemon writes it.
+        public init(epochMillis: Int64) {
+            self.init(iso: CivilCalendar.isoUTC(epochMillis: epochMillis), epochMillis: epochMillis)
         }
 
         public init(json: JSONValue) throws(WireError) {

@@ -69,13 +69,16 @@ import Testing
             let payload = try JSONValue(parsing: ForwardTopics.payload(text, from: reader))
             let expected: JSONObject = [
                 "id": .string(ReadingExport.identifier(r)), "meter": .string(r.meter), "sequenceNumber": .int(r.sequenceNumber),
-                "time": .string(r.time.iso), "epochMillis": .int(r.time.epochMillis), "mgdL": .from(r.mgdL), "mmolL": .from(r.mmolL),
+                "time": .string(r.time.iso), "epochMillis": .int(r.time.epochMillis),
+                // What people read: mg/dL an integer, mmol/L one decimal.
+                "mgdL": r.mgdL.map { .int(Int64($0.rounded())) } ?? .null, "mmolL": r.mmolL.map { .double(($0 * 10).rounded() / 10) } ?? .null,
                 "flags": .array(r.flags.map { .string($0) }), "sampleType": .from(r.type?.name),
                 "sampleLocation": .from(r.sampleLocation?.name), "meal": .from(r.meal?.name),
                 "controlSolution": .bool(r.flags.contains("controlSolution")), "person": .from(r.person),
+                "kind": .string(r.kind.rawValue), "measuredAt": .string(r.time.local),
             ]
-            // As text: the same keys in the same order, each value written as the typed value
-            // writes (95, not 95.0, as sugard writes it).
+            // As text: the same keys in the same order (kind and measuredAt last), each value
+            // written as the typed value writes (95, not 95.0).
             #expect(payload.serialized() == JSONValue.object(expected).serialized(), "reading \(stored.id)")
             #expect(text.meter == r.meter && text.epochMillis == r.time.epochMillis)
         }

@@ -41,7 +41,7 @@ import Varlink
             #expect(
                 Set(first.objectValue?.keys ?? []) == [
                     "id", "meter", "sequenceNumber", "time", "epochMillis", "mgdL", "mmolL", "flags", "sampleType",
-                    "sampleLocation", "meal", "controlSolution", "person",
+                    "sampleLocation", "meal", "controlSolution", "person", "kind", "measuredAt",
                 ])
             #expect(first["person"] == .null, "no meter is assigned to a person")
             #expect(first["mgdL"]?.doubleValue != nil && first["mmolL"]?.doubleValue != nil)

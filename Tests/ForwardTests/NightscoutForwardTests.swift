@@ -169,6 +169,58 @@ final class NightscoutSite: Sendable {
         try await self.status(rig).first { $0["name"]?.stringValue == name }
     }
 
+    /// The fixture meters (a LO, a 105 mg/dL control test, a ketone record): LO reaches Nightscout
+    /// as a Note saying so, never as a number; control and ketone readings stay out; every
+    /// treatment has its reading's identifier, and re-posting changes nothing.
+    @Test func loIsANoteControlAndKetoneStayOutAndEveryTreatmentHasAnIdentifier() async throws {
+        let fixtures = HomeAssistantEntityTests.fixtures + "/"
+        let rig = try ForwardRig(
+            seconds: 0, replays: ["accu-chek-guide-mgdl-mtu23", "contour-mmol-large-mtu", "isens-month13"].map { fixtures + $0 + ".btsnoop" })
+        var failed = true
+        defer { rig.cleanUp(keep: failed || environmentValue("FORWARD_TESTS_KEEP") != nil) }
+        let site = try await NightscoutSite(rig, name: "care")
+        try rig.writeForwardConfig(site.section("care", extra: "nightscout_treatments = true\nnightscout_units = mmol"), mqtt: false)
+        try await rig.startSugard()
+        let stored = await eventually(within: 30) { ((try? await rig.storedReadings()) ?? []).count >= 14 }
+        try #require(stored)
+        try rig.startForwarder()
+        // 11 glucose values are entries and BG Checks; the LO is a Note.
+        let arrived = await eventually(within: 30) {
+            let entries = await site.entries.count
+            let treatments = await site.treatments.count
+            return entries >= 11 && treatments >= 12
+        }
+        let (entryCount, treatmentCount) = (await site.entries.count, await site.treatments.count)
+        #expect(arrived, "entries \(entryCount), treatments \(treatmentCount):\n\(readFile(rig.forwarderLog).suffix(2000))")
+        let entries = await site.entries
+        #expect(entries.count == 11)
+        #expect(!entries.contains { $0["mbg"] == 105 }, "the control test is not an entry")
+        let treatments = await site.treatments
+        #expect(treatments.count == 12)
+        let notes = treatments.filter { $0["eventType"] == "Note" }
+        #expect(notes.count == 1)
+        let note = try #require(notes.first)
+        #expect(note["notes"]?.stringValue?.hasPrefix("LO") == true && note["glucose"] == nil, "\(note.serialized())")
+        #expect(note["created_at"]?.stringValue?.hasPrefix("2025-11-23T10:01") == true)
+        let checks = treatments.filter { $0["eventType"] == "BG Check" }
+        #expect(checks.count == 11)
+        // mmol treatments: one decimal.
+        #expect(checks.allSatisfy { ($0["glucose"]?.doubleValue).map { ($0 * 10).rounded() / 10 == $0 } == true })
+        let identifiers = treatments.compactMap { $0["identifier"]?.stringValue }
+        #expect(identifiers.count == 12 && Set(identifiers).count == 12, "every treatment its own identifier")
+        // The same readings again (a new cursor): the site still holds each treatment once.
+        _ = await rig.forwarder?.terminate(graceSeconds: 5)
+        unlink(rig.forwardState + "/nightscout-care.cursor")
+        try rig.startForwarder()
+        let reposted = await eventually(within: 30) {
+            await site.log.filter { $0["path"] == "/api/v1/treatments" && $0["status"] == 200 }.map { $0["count"]?.intValue ?? 0 }.reduce(0, +) >= 24
+        }
+        #expect(reposted)
+        let afterRepost = await site.treatments.count
+        #expect(afterRepost == 12, "identifiers make the re-post an update")
+        failed = false
+    }
+
     @Test func entriesAndTreatmentsArriveWithTheReadingsOwnOffsetAndOnlyNightscoutRuns() async throws {
         // 70 readings per meter before the forwarder starts: more than one batch of 100.
         try await withRig(meters: 1, backlog: 130, seconds: 2, timezone: "Europe/Berlin") { rig in

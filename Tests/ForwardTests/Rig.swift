@@ -45,7 +45,8 @@ final class ForwardRig: @unchecked Sendable {
 
     /// `backlog` readings per meter are on the simulated meters at start; they take one a second
     /// until `seconds` from now.
-    init(meters: Int = 2, backlog: Int = 20, seconds: Int = 6, timezone: String = "UTC") throws {
+    /// With `replays` (capture files), sugard plays those meters instead of simulated ones.
+    init(meters: Int = 2, backlog: Int = 20, seconds: Int = 6, timezone: String = "UTC", replays: [String] = []) throws {
         var template = Array("/tmp/sfw.XXXXXX".utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         guard made != nil else { throw RigError("mkdtemp failed") }
@@ -54,13 +55,14 @@ final class ForwardRig: @unchecked Sendable {
         let now = Int64(Date().timeIntervalSince1970)
         self.start = now - Int64(backlog)
         self.stop = now + Int64(seconds)
+        let meterLines =
+            replays.isEmpty
+            ? "simulate_meters = \(meters)\nsimulate_start = \(self.start)\nsimulate_stop = \(self.stop)\ndemo_interval = 1"
+            : replays.map { "replay = \($0)" }.joined(separator: "\n")
         try """
         state_dir = \(self.dir)/state
         socket = \(self.socket)
-        simulate_meters = \(meters)
-        simulate_start = \(self.start)
-        simulate_stop = \(self.stop)
-        demo_interval = 1
+        \(meterLines)
         cooldown_seconds = 1
         timezone = \(timezone)
 

@@ -148,11 +148,15 @@ struct ListReadingsSource: NightscoutReadingSource {
             try await Self.running([sink], f) {
                 #expect(await eventually(timeout: .seconds(20)) { sink.status.cursor == last }, "\(sink.status)")
             }
-            // 127 readings: the control-solution test and the HI reading are no entries.
+            // 127 readings: the control-solution test and the HI reading are no entries; the HI
+            // is a Note treatment (the control test is nothing).
             let entries = await site.entries
             #expect(entries.count == 125)
-            #expect(await site.treatments.count == 125)
-            #expect(sink.status.delivered == 250)
+            let treatments = await site.treatments
+            #expect(treatments.count == 126)
+            #expect(treatments.filter { $0["eventType"] == "Note" }.count == 1)
+            #expect(treatments.allSatisfy { $0["identifier"]?.stringValue != nil })
+            #expect(sink.status.delivered == 251)
             #expect(sink.status.state == .idle)
             let log = await site.log
             #expect(log.allSatisfy { $0["status"] == 200 && $0["secret"] == true })
@@ -215,7 +219,9 @@ struct ListReadingsSource: NightscoutReadingSource {
             try await Self.running([sink], f) {
                 #expect(await eventually(timeout: .seconds(20)) { sink.status.cursor == last })
             }
-            #expect(await site.log.map { $0["status"]?.intValue ?? 0 } == [500, 500, 500, 200])
+            #expect(await site.log.filter { $0["path"] == "/api/v1/entries" }.map { $0["status"]?.intValue ?? 0 } == [500, 500, 500, 200])
+            // The HI reading's Note goes after the batch's entries.
+            #expect(await site.log.filter { $0["path"] == "/api/v1/treatments" }.map { $0["status"]?.intValue ?? 0 } == [200])
             #expect(await site.entries.count == 5)
         }
     }

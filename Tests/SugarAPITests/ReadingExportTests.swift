@@ -62,10 +62,14 @@ import Testing
         func compact(seq: Int, mgdL: Double?, flags: [String] = []) throws -> Wire.CompactReading {
             Wire.CompactReading(try self.reading(seq: seq, mgdL: mgdL, flags: flags))
         }
-        let mg = ReadingExport.nightscoutTreatment(try compact(seq: 1, mgdL: 88.4), unit: .mgdl)
+        let full = try self.reading(seq: 1, mgdL: 88.4)
+        let reading = Wire.CompactReading(full)
+        let mg = ReadingExport.nightscoutTreatment(reading, unit: .mgdl)
         #expect(mg == [
             "eventType": "BG Check", "glucose": 88, "glucoseType": "Finger", "units": "mg/dl",
             "created_at": "2024-03-31T03:30:00+02:00", "enteredBy": "sugard",
+            // The reading's FHIR UUID: stable, one per reading.
+            "identifier": .string(String(ReadingExport.fhirURN(reading: full).dropFirst("urn:uuid:".count))),
         ])
         let mmol = ReadingExport.nightscoutTreatment(try compact(seq: 1, mgdL: 88.4), unit: .mmol)
         #expect(mmol?["glucose"] == .double(4.9))

@@ -3,8 +3,8 @@
 
 What it does as Nightscout does: POST /api/v1/entries and /api/v1/treatments take a JSON array
 (or one object), need the `api-secret` header (the SHA-1 hex digest of API_SECRET) or `?token=`,
-answer 401 otherwise, and deduplicate entries on `date` + `type` (treatments on `created_at` +
-`eventType`). GET /api/v1/entries.json and /api/v1/treatments.json list what is stored.
+answer 401 otherwise, and deduplicate entries on `date` + `type` (treatments on `identifier`, or
+without one on `created_at` + `eventType`, replacing the stored one). GET /api/v1/entries.json and /api/v1/treatments.json list what is stored.
 
 What tests steer through POST /control (JSON, no auth): `fail500` (answer the next N writes with
 500), `refuse` (answer every write with 401 as if the secret were wrong), `reject` (answer every
@@ -97,8 +97,16 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 answer = []
                 for treatment in documents:
-                    key = (treatment.get("created_at"), treatment.get("eventType"))
-                    if not any((t.get("created_at"), t.get("eventType")) == key for t in state["treatments"]):
+                    # As Nightscout 15: an identifier is the upsert key; without one, created_at + eventType.
+                    if treatment.get("identifier") is not None:
+                        same = [i for i, t in enumerate(state["treatments"]) if t.get("identifier") == treatment["identifier"]]
+                    else:
+                        key = (treatment.get("created_at"), treatment.get("eventType"))
+                        same = [i for i, t in enumerate(state["treatments"])
+                                if t.get("identifier") is None and (t.get("created_at"), t.get("eventType")) == key]
+                    if same:
+                        state["treatments"][same[0]] = treatment
+                    else:
                         state["treatments"].append(treatment)
                     answer.append(treatment)
             state["log"].append({
