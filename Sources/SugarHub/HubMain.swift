@@ -1,0 +1,170 @@
+import Glibc
+import HTTPServer
+import HealthDataSync
+import HubStore
+import Locking
+import MQTT
+import SugarAPI
+import SystemIO
+
+/// The MQTT side's database state: owned by the MQTT client's thread (the only caller of
+/// `receive`), behind a lock only to satisfy Sendable.
+final class Ingest: Sendable {
+    struct State {
+        var store: HubStore?
+        var failures = 0
+        var stored = 0
+        var duplicates = 0
+    }
+    let state: Lock<State>
+    let url: String
+    let prefix: String
+    let logger: Logger
+
+    init(store: sending HubStore, url: String, prefix: String, logger: Logger) {
+        self.state = Lock(State(store: store))
+        self.url = url
+        self.prefix = prefix
+        self.logger = logger
+    }
+
+    /// Called inside libmosquitto's message callback, before its PUBACK (see
+    /// `MQTTOptions.receive`): returns only after PostgreSQL committed the message, or false
+    /// (no PUBACK; the broker sends it again) when it could not.
+    func receive(topic: String, payload: [UInt8], retained: Bool) -> Bool {
+        let message = HubMessage.parse(topic: topic, payload: payload, prefix: self.prefix)
+        if case .ignored(let reason) = message {
+            self.logger.warning("ignored a message on \(topic) (\(payload.count) bytes): \(reason)")
+            return true
+        }
+        return self.state.withLock { s -> Bool in
+            do throws(PostgresError) {
+                if s.store == nil { s.store = try HubStore(url: self.url) }
+                guard let store = s.store else { return false }
+                if case .reading(let r) = message {
+                    if try store.store(r) { s.stored += 1 } else { s.duplicates += 1 }
+                    self.logger.debug("reading \(r.id) of \(r.gateway): \(r.mgdl.map { "\($0) mg/dL" } ?? "no value")")
+                } else {
+                    try message.apply(to: store)
+                }
+                if s.failures > 0 { self.logger.notice("PostgreSQL accepts writes again") }
+                s.failures = 0
+                return true
+            } catch {
+                // A lost connection is opened afresh next time; a refused statement is retried as is.
+                if error.sqlState == nil || error.sqlState?.hasPrefix("08") == true || error.sqlState?.hasPrefix("57") == true {
+                    s.store = nil
+                }
+                s.failures += 1
+                self.logger.warning("cannot store a message from \(topic) (not acknowledged; the broker sends it again): \(error)")
+                // Back off inside the callback (this thread has nothing else to do without the database).
+                let delay = min(0.1 * Double(1 << min(s.failures, 5)), 3.0)
+                var spec = timespec(tv_sec: Int(delay), tv_nsec: Int((delay - Double(Int(delay))) * 1e9))
+                var left = timespec()
+                while nanosleep(&spec, &left) != 0 && errno == EINTR { spec = left }
+                return false
+            }
+        }
+    }
+}
+
+/// The `sugard-hub` program. Returns the exit status.
+public enum HubMain {
+    public static func run(arguments: [String], environment: [String: String]) async -> Int32 {
+        let config: HubConfig
+        do {
+            switch try HubCommandLine.parse(arguments, environment: environment) {
+            case .help:
+                print(HubCommandLine.usage)
+                return 0
+            case .version:
+                print("sugard-hub \(sugarVersion)")
+                return 0
+            case .manPage:
+                print(HubCommandLine.manPage(), terminator: "")
+                return 0
+            case .run(let parsed): config = parsed
+            }
+        } catch {
+            Self.writeStderr("sugard-hub: \(error.description)\n")
+            return error.file == nil ? 64 : 78
+        }
+        let sink = StderrLogSink(environment: environment, level: config.logLevel)
+        let logger = sink.logger(label: "sugard-hub")
+        let password: String?
+        let token: String?
+        do {
+            password = try config.password()
+            token = try config.authToken()
+        } catch {
+            Self.writeStderr("sugard-hub: \(error.description)\n")
+            return 78
+        }
+        signal(SIGPIPE, SIG_IGN)
+        guard let url = config.databaseURL else { return 78 }
+        let ingestStore: HubStore
+        let httpStore: HubStore
+        do {
+            ingestStore = try HubStore(url: url)
+            let before = try HubSchema.migrate(ingestStore.db)
+            if before != HubSchema.currentVersion {
+                logger.notice("PostgreSQL schema migrated from version \(before) to \(HubSchema.currentVersion)")
+            }
+            httpStore = try HubStore(url: url)
+        } catch {
+            logger.error("\(error)")
+            return 69
+        }
+        let service = HubService(
+            store: httpStore, databaseURL: url, token: token, offlineAfter: config.offlineAfter, log: { logger.warning($0) })
+        let server: HTTPServer
+        do {
+            server = try HTTPServer(host: config.listenHost, port: config.listenPort) { service.handle($0) }
+        } catch {
+            logger.error("\(error)")
+            return 71
+        }
+        let ingest = Ingest(store: ingestStore, url: url, prefix: config.topicPrefix, logger: logger)
+        var options = MQTTOptions(host: config.mqttHost, port: config.mqttPort, clientID: config.mqttClientID)
+        options.username = config.mqttUsername
+        options.password = password
+        options.caFile = config.mqttCAFile
+        options.subscriptions = config.subscriptions
+        // A persistent session: what the broker sent this instance and it did not acknowledge
+        // (it was killed before the commit) comes again when it reconnects with the same id.
+        options.cleanStart = false
+        options.sessionExpirySeconds = 7 * 86_400
+        options.receive = { topic, payload, retained in ingest.receive(topic: topic, payload: payload, retained: retained) }
+        let client = MQTTClient(options: options) { event in
+            switch event {
+            case .connected:
+                logger.notice("connected to \(config.mqttURL) as \(config.mqttClientID), sharing readings in group \(config.shareGroup)")
+            case .disconnected(let reason, _, let retryIn):
+                logger.warning("MQTT: \(reason); again in \(retryIn) s")
+            default: break
+            }
+        }
+        do {
+            try client.start()
+        } catch {
+            logger.error("\(error)")
+            server.stop()
+            return 1
+        }
+        logger.notice("serving the fleet page on http://\(config.listen)/\(token == nil ? " (loopback, no token)" : "")")
+        for await signal in unixSignals([.terminate, .interrupt]) {
+            logger.notice("\(signal.name): stopping")
+            break
+        }
+        client.stop()
+        server.stop()
+        let counts = ingest.state.withLock { ($0.stored, $0.duplicates) }
+        logger.notice("stopped: \(counts.0) readings stored, \(counts.1) already there")
+        return 0
+    }
+
+    static func writeStderr(_ text: String) {
+        var text = text
+        text.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+    }
+}
