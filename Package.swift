@@ -235,7 +235,7 @@ let package = Package(
         // The built sugard-hub against a throwaway PostgreSQL cluster and a real mosquitto broker.
         .testTarget(
             name: "HubTests",
-            dependencies: ["sugard-hub", "SugarHub", "HubStore", "MQTT", "JSON", "Locking", "TestSupport"],
+            dependencies: ["sugard-hub", "SugarHub", "SugarAPI", "HealthDataSync", "HubStore", "MQTT", "JSON", "Locking", "TestSupport"],
             swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
     ]

@@ -281,6 +281,13 @@ public enum HubCommandLine {
         }
         try config.validate(file: file)
         try ConfigFile.checkSecrets(fileText: text, file: file, serviceGroup: Self.serviceGroup)
+        // A password inside database_url makes the file itself a secret (the key has no secret suffix).
+        if let url = config.databaseURL, HubConfig.redacted(url) != url,
+            let finding = SecretFiles.examine(file, holds: "a password in database_url", serviceGroup: Self.serviceGroup),
+            finding.readableByOthers
+        {
+            throw ConfigError(file: file, "\(finding.problem); refusing to start, fix: \(finding.fix)")
+        }
         return .run(config)
     }
 }
