@@ -146,7 +146,7 @@ let package = Package(
             dependencies: ["Locking", 
                 "GlucoseProfile", "JSON", "CMallocCounter", "CBenchYardsticks", "PacketCapture", "GlucoseStore", "GlucoseStoreFixtures", "ViewModelBenchmarks",
                 "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport", "SugarDaemon", "SugarForward", "SugarWire", "MQTT",
-                "SystemIO",
+                "SystemIO", "HubStore",
             ],
             swiftSettings: strict),
         // Ingests into a DB file; the crash test SIGKILLs it at random points.
