@@ -31,6 +31,13 @@ public struct HubConfig: Equatable, Sendable {
     public init() {}
 
     public var mqttClientID: String { self.mqttClientIDSetting ?? "sugard-hub-\(hubHostName())" }
+
+    /// MQTT connections per instance (each its own persistent session and PostgreSQL connection).
+    /// Fixed: a session the hub stopped using would keep what the broker queued for it.
+    public static let lanes = 4
+
+    /// Lane 0 is `mqtt_client_id` itself; the others add `-1`, `-2`, ...
+    public func laneClientID(_ lane: Int) -> String { lane == 0 ? self.mqttClientID : "\(self.mqttClientID)-\(lane)" }
     public var listensOnLoopback: Bool { HTTPServer.isLoopback(self.listenHost) }
 
     /// The topics: readings and alerts shared by the instances of the group, the retained

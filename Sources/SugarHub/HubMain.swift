@@ -124,41 +124,60 @@ public enum HubMain {
             logger.error("\(error)")
             return 71
         }
-        let ingest = Ingest(store: ingestStore, url: url, prefix: config.topicPrefix, logger: logger)
-        var options = MQTTOptions(host: config.mqttHost, port: config.mqttPort, clientID: config.mqttClientID)
-        options.username = config.mqttUsername
-        options.password = password
-        options.caFile = config.mqttCAFile
-        options.subscriptions = config.subscriptions
-        // A persistent session: what the broker sent this instance and it did not acknowledge
-        // (it was killed before the commit) comes again when it reconnects with the same id.
-        options.cleanStart = false
-        options.sessionExpirySeconds = 7 * 86_400
-        options.receive = { topic, payload, retained in ingest.receive(topic: topic, payload: payload, retained: retained) }
-        let client = MQTTClient(options: options) { event in
-            switch event {
-            case .connected:
-                logger.notice("connected to \(config.mqttURL) as \(config.mqttClientID), sharing readings in group \(config.shareGroup)")
-            case .disconnected(let reason, _, let retryIn):
-                logger.warning("MQTT: \(reason); again in \(retryIn) s")
-            default: break
+        // ``HubConfig/lanes`` MQTT connections, each with its own PostgreSQL connection and
+        // persistent session, all in the shared group: commits of one instance run in parallel
+        // (PostgreSQL groups them), so one instance is not held to one commit at a time. Lane 0
+        // (the configured client id) also takes the retained status and health topics.
+        var ingests: [Ingest] = [Ingest(store: ingestStore, url: url, prefix: config.topicPrefix, logger: logger)]
+        for _ in 1..<HubConfig.lanes {
+            do {
+                ingests.append(Ingest(store: try HubStore(url: url), url: url, prefix: config.topicPrefix, logger: logger))
+            } catch {
+                logger.error("\(error)")
+                server.stop()
+                return 69
             }
         }
-        do {
-            try client.start()
-        } catch {
-            logger.error("\(error)")
-            server.stop()
-            return 1
+        var clients: [MQTTClient] = []
+        for (lane, ingest) in ingests.enumerated() {
+            var options = MQTTOptions(host: config.mqttHost, port: config.mqttPort, clientID: config.laneClientID(lane))
+            options.username = config.mqttUsername
+            options.password = password
+            options.caFile = config.mqttCAFile
+            options.subscriptions = lane == 0 ? config.subscriptions : Array(config.subscriptions.prefix(2))
+            // A persistent session: what the broker sent this connection and it did not acknowledge
+            // (killed before the commit) comes again when it reconnects with the same id.
+            options.cleanStart = false
+            options.sessionExpirySeconds = 7 * 86_400
+            options.receive = { topic, payload, retained in ingest.receive(topic: topic, payload: payload, retained: retained) }
+            let id = config.laneClientID(lane)
+            let client = MQTTClient(options: options) { event in
+                switch event {
+                case .connected:
+                    logger.notice("connected to \(config.mqttURL) as \(id), sharing readings in group \(config.shareGroup)")
+                case .disconnected(let reason, _, let retryIn):
+                    logger.warning("MQTT (\(id)): \(reason); again in \(retryIn) s")
+                default: break
+                }
+            }
+            do {
+                try client.start()
+            } catch {
+                logger.error("\(error)")
+                for c in clients { c.stop() }
+                server.stop()
+                return 1
+            }
+            clients.append(client)
         }
         logger.notice("serving the fleet page on http://\(config.listen)/\(token == nil ? " (loopback, no token)" : "")")
         for await signal in unixSignals([.terminate, .interrupt]) {
             logger.notice("\(signal.name): stopping")
             break
         }
-        client.stop()
+        for client in clients { client.stop() }
         server.stop()
-        let counts = ingest.state.withLock { ($0.stored, $0.duplicates) }
+        let counts = ingests.map { i in i.state.withLock { ($0.stored, $0.duplicates) } }.reduce((0, 0)) { ($0.0 + $1.0, $0.1 + $1.1) }
         logger.notice("stopped: \(counts.0) readings stored, \(counts.1) already there")
         return 0
     }
