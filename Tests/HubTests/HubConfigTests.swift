@@ -4,6 +4,7 @@ import HubStore
 import HealthDataSync
 import SugarAPI
 import SugarHub
+import TestSupport
 import Testing
 
 @Suite("sugard-hub config and messages")
@@ -95,5 +96,33 @@ struct HubConfigTests {
             return
         }
         #expect(h.meters.first?.overdue == true && h.meters.first?.lastSyncResult == "failed" && h.alerts.count == 1 && h.storage?.contains("disk full") == true)
+    }
+}
+
+@Suite("sugard-hub program")
+struct HubProgramTests {
+    @Test func helpVersionAndManPage() throws {
+        let help = try runBuilt("sugard-hub", ["--help"])
+        #expect(help.status == 0)
+        for key in ["mqtt_url", "mqtt_username", "mqtt_password_file", "mqtt_ca_file", "topic_prefix", "share_group", "database_url", "listen", "auth_token_file"] {
+            #expect(help.stdout.contains("  \(key) "), "--help lacks \(key)")
+        }
+        #expect(try runBuilt("sugard-hub", ["--version"]).stdout.hasPrefix("sugard-hub "))
+        let man = try runBuilt("sugard-hub", ["--generate-man"])
+        #expect(man.status == 0 && man.stdout.hasPrefix(".TH SUGARD-HUB 8") && man.stdout.contains("auth"))
+        let bad = try runBuilt("sugard-hub", ["--frobnicate"])
+        #expect(bad.status == 64 && bad.stderr.contains("unknown option"))
+        let missing = try runBuilt("sugard-hub", ["--config", "/nonexistent/hub.conf"])
+        #expect(missing.status == 78 && missing.stderr.contains("/nonexistent/hub.conf: no such file"))
+    }
+
+    /// PostgreSQL unreachable at start: a clear message and exit 69 (systemd restarts it).
+    @Test func unreachableDatabase() throws {
+        let path = NSTemporaryDirectory() + "hub-\(UInt64.random(in: 0...UInt64.max)).conf"
+        try "database_url = postgresql://nobody@127.0.0.1:1/none?connect_timeout=2\n".write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o600)
+        defer { unlink(path) }
+        let out = try runBuilt("sugard-hub", ["--config", path])
+        #expect(out.status == 69 && out.stderr.contains("cannot connect to PostgreSQL"), "\(out.status): \(out.stderr)")
     }
 }
