@@ -37,33 +37,42 @@ final class Ingest: Sendable {
             self.logger.warning("ignored a message on \(topic) (\(payload.count) bytes): \(reason)")
             return true
         }
-        return self.state.withLock { s -> Bool in
-            do throws(PostgresError) {
-                if s.store == nil { s.store = try HubStore(url: self.url) }
-                guard let store = s.store else { return false }
-                if case .reading(let r) = message {
-                    if try store.store(r) { s.stored += 1 } else { s.duplicates += 1 }
-                    self.logger.debug("reading \(r.id) of \(r.gateway): \(r.mgdl.map { "\($0) mg/dL" } ?? "no value")")
-                } else {
-                    try message.apply(to: store)
+        // Until PostgreSQL commits it, the message is not acknowledged: the callback waits here
+        // (retrying with backoff) rather than dropping the connection, so an outage shorter than
+        // the keep-alive costs no reconnect; a longer one ends the connection (no PING), and the
+        // broker sends the message again to the session when it is back. On SIGTERM the process
+        // ends with the callback still waiting (as a kill would: nothing acknowledged), not
+        // through the withheld-PUBACK path, which the outage test showed losing messages.
+        while true {
+            let (stored, delay) = self.state.withLock { s -> (Bool, Double) in
+                do throws(PostgresError) {
+                    if s.store == nil { s.store = try HubStore(url: self.url) }
+                    guard let store = s.store else { return (false, 1) }
+                    if case .reading(let r) = message {
+                        if try store.store(r) { s.stored += 1 } else { s.duplicates += 1 }
+                        self.logger.debug("reading \(r.id) of \(r.gateway): \(r.mgdl.map { "\($0) mg/dL" } ?? "no value")")
+                    } else {
+                        try message.apply(to: store)
+                    }
+                    if s.failures > 0 { self.logger.notice("PostgreSQL accepts writes again") }
+                    s.failures = 0
+                    return (true, 0)
+                } catch {
+                    // A lost connection is opened afresh next time; a refused statement is retried as is.
+                    if error.sqlState == nil || error.sqlState?.hasPrefix("08") == true || error.sqlState?.hasPrefix("57") == true {
+                        s.store = nil
+                    }
+                    s.failures += 1
+                    if s.failures == 1 || s.failures % 20 == 0 {
+                        self.logger.warning("cannot store a message from \(topic) (not acknowledged until it is stored; retrying): \(error)")
+                    }
+                    return (false, min(0.1 * Double(1 << min(s.failures, 5)), 3.0))
                 }
-                if s.failures > 0 { self.logger.notice("PostgreSQL accepts writes again") }
-                s.failures = 0
-                return true
-            } catch {
-                // A lost connection is opened afresh next time; a refused statement is retried as is.
-                if error.sqlState == nil || error.sqlState?.hasPrefix("08") == true || error.sqlState?.hasPrefix("57") == true {
-                    s.store = nil
-                }
-                s.failures += 1
-                self.logger.warning("cannot store a message from \(topic) (not acknowledged; the broker sends it again): \(error)")
-                // Back off inside the callback (this thread has nothing else to do without the database).
-                let delay = min(0.1 * Double(1 << min(s.failures, 5)), 3.0)
-                var spec = timespec(tv_sec: Int(delay), tv_nsec: Int((delay - Double(Int(delay))) * 1e9))
-                var left = timespec()
-                while nanosleep(&spec, &left) != 0 && errno == EINTR { spec = left }
-                return false
             }
+            if stored { return true }
+            var spec = timespec(tv_sec: Int(delay), tv_nsec: Int((delay - Double(Int(delay))) * 1e9))
+            var left = timespec()
+            while nanosleep(&spec, &left) != 0 && errno == EINTR { spec = left }
         }
     }
 }

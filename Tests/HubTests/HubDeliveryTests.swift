@@ -136,4 +136,65 @@ struct HubDeliveryTests {
         #expect(rig.hubLog("hub-b").contains("connected to"))
         return all && missing.isEmpty
     }
+
+    /// PostgreSQL stops (immediate shutdown) mid-stream and comes back: the hubs withhold the
+    /// PUBACKs of what they could not commit, the broker sends those again, and every reading is
+    /// stored once; the hubs keep running and say why in their logs.
+    @Test(.enabled(if: Tools.missing.isEmpty, "needs postgresql, mosquitto and setpriv (scripts/install-deps); see the printed SKIP"))
+    func databaseOutageLosesNothing() async throws {
+        let rig = try HubRig()
+        let ok: Bool
+        do {
+            ok = try await self.outage(rig)
+        } catch {
+            await rig.cleanUp(keep: true)
+            throw error
+        }
+        await rig.cleanUp(keep: !ok)
+    }
+
+    func outage(_ rig: HubRig) async throws -> Bool {
+        try await rig.startPostgres()
+        try await rig.startBroker()
+        for name in ["hub-a", "hub-b"] {
+            _ = try rig.writeHubConfig(name, httpPort: try freePort())
+            try rig.startHub(name)
+        }
+        let subscribed = await eventually(within: 30) {
+            rig.hubLog("hub-a").contains("connected to") && rig.hubLog("hub-b").contains("connected to")
+        }
+        try #require(subscribed, "\(rig.hubLog("hub-a"))\n\(rig.hubLog("hub-b"))")
+        try await Task.sleep(for: .milliseconds(300))
+        var messages: [MQTTMessage] = []
+        for sequence in 1...400 {
+            for g in 0..<3 {
+                let meter = "c026da02000\(g)"
+                messages.append(
+                    MQTTMessage(
+                        topic: "sugard/site\(g)/\(meter)/reading",
+                        payload: readingPayload(meter: meter, sequence: sequence, epochMillis: 1_796_000_000_000 + Int64(sequence) * 1000, mgdl: 100, person: nil)))
+            }
+        }
+        let publisher = try TestPublisher(port: rig.brokerPort, messages: messages)
+        defer { publisher.stop() }
+        var store = try rig.store()
+        let some = await eventually(within: 60) { ((try? store.query("SELECT count(*) FROM reading").scalar).flatMap { Int($0) } ?? 0) >= 100 }
+        try #require(some)
+        await rig.stopPostgres()
+        try await Task.sleep(for: .seconds(2))
+        try await rig.restartPostgres()
+        store = try rig.store()
+        let all = await eventually(within: 120) {
+            (try? store.query("SELECT count(*) FROM reading").scalar) == "1200" && publisher.unacknowledged == 0
+        }
+        let distinct = try store.query("SELECT count(DISTINCT (gateway, id)) FROM reading").scalar
+        let count = (try? store.query("SELECT count(*) FROM reading").scalar) ?? "?"
+        #expect(all, "stored \(count) of 1200")
+        #expect(distinct == "1200")
+        let running = rig.hubs.values.filter { $0.isRunning }.count
+        #expect(running == 2, "a hub exited")
+        let logs = rig.hubLog("hub-a") + rig.hubLog("hub-b")
+        #expect(logs.contains("not acknowledged until it is stored"), "no hub noticed the outage")
+        return all && distinct == "1200"
+    }
 }

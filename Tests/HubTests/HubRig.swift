@@ -98,6 +98,20 @@ final class HubRig: @unchecked Sendable {
         self.postgresStarted = true
     }
 
+    /// Starts the stopped cluster again (same data, same port).
+    func restartPostgres() async throws {
+        let data = self.dir + "/pg"
+        let started = try await self.pg(
+            "pg_ctl",
+            [
+                "-D", data, "-l", data + "/server.log", "-w", "-t", "60", "-o",
+                "-p \(self.postgresPort) -k \(data) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50",
+                "start",
+            ])
+        guard started.status == 0 else { throw RigError("pg_ctl start failed: \(started.stderr)") }
+        self.postgresStarted = true
+    }
+
     func stopPostgres() async {
         guard self.postgresStarted else { return }
         _ = try? await self.pg("pg_ctl", ["-D", self.dir + "/pg", "-m", "immediate", "-w", "stop"], seconds: 30)
