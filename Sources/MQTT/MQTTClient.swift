@@ -58,8 +58,11 @@ public struct MQTTOptions: Sendable {
     /// transaction) happened before the broker can learn the message arrived; a process killed
     /// inside `receive` never acknowledged it, and the broker sends it again to the persistent
     /// session (see ``cleanStart``). Returning false withholds the PUBACK: the client shuts the
-    /// socket down before libmosquitto can write it, reports `disconnected` and reconnects, and
-    /// the broker sends the message again. With `receive` set, `MQTTEvent.message` is not reported.
+    /// socket down before libmosquitto can write it, reports `disconnected` and reconnects. Caution:
+    /// with shared subscriptions on mosquitto 2.0.11, a test that withheld PUBACKs this way during a
+    /// PostgreSQL outage (repeated drops and reconnects) lost some of those messages, cause not yet
+    /// found; sugard-hub therefore never returns false for a message it must keep, it waits inside
+    /// `receive` instead. With `receive` set, `MQTTEvent.message` is not reported.
     public var receive: (@Sendable (_ topic: String, _ payload: [UInt8], _ retained: Bool) -> Bool)?
 
     public init(host: String, port: Int32, clientID: String) {
