@@ -33,6 +33,10 @@ let package = Package(
         .library(name: "MQTT", targets: ["MQTT"]),
         .library(name: "SugarForward", targets: ["SugarForward"]),
         .executable(name: "sugard-forward", targets: ["sugard-forward"]),
+        .library(name: "HubStore", targets: ["HubStore"]),
+        .library(name: "HTTPServer", targets: ["HTTPServer"]),
+        .library(name: "SugarHub", targets: ["SugarHub"]),
+        .executable(name: "sugard-hub", targets: ["sugard-hub"]),
     ],
     targets: [
         // C libraries, one importer each (see README "Architecture").
@@ -41,6 +45,8 @@ let package = Package(
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CLinuxIO"),  // epoll and eventfd headers (glibc, nothing to link)
         // Counts malloc calls for sugar-bench (interposes the allocator; linked into sugar-bench only).
         .target(name: "CMallocCounter"),
@@ -112,6 +118,17 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(name: "sugard-forward", dependencies: ["SugarForward", "SystemIO"], swiftSettings: strict),
 
+        // sugard-hub's PostgreSQL store through libpq: the only importer of CPostgres.
+        .target(name: "HubStore", dependencies: ["Locking", "CPostgres"], swiftSettings: strict),
+        // An HTTP server through libmicrohttpd: the only importer of CMicroHTTPD.
+        .target(name: "HTTPServer", dependencies: ["Locking", "CMicroHTTPD"], swiftSettings: strict),
+        // sugard-hub: the gateways' MQTT streams into PostgreSQL, the fleet page and its JSON API.
+        .target(
+            name: "SugarHub",
+            dependencies: ["Locking", "MQTT", "JSON", "HubStore", "HTTPServer", "HealthDataSync", "SugarAPI", "GlucoseReport", "GlucoseProfile", "SystemIO"],
+            swiftSettings: strict),
+        .executableTarget(name: "sugard-hub", dependencies: ["SugarHub", "SystemIO"], swiftSettings: strict),
+
         // Benchmark bodies (Glibc for VmHWM only), run by sugar-bench.
         .target(name: "ViewModelBenchmarks", dependencies: ["Locking", "GlucoseStoreFixtures", "HealthDataSync", "GlucoseProfile", "JSON"], swiftSettings: strict),
 
@@ -129,7 +146,7 @@ let package = Package(
             dependencies: ["Locking", 
                 "GlucoseProfile", "JSON", "CMallocCounter", "CBenchYardsticks", "PacketCapture", "GlucoseStore", "GlucoseStoreFixtures", "ViewModelBenchmarks",
                 "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport", "SugarDaemon", "SugarForward", "SugarWire", "MQTT",
-                "SystemIO",
+                "SystemIO", "HubStore",
             ],
             swiftSettings: strict),
         // Ingests into a DB file; the crash test SIGKILLs it at random points.
@@ -214,6 +231,11 @@ let package = Package(
                 "GlucoseStore", "HealthDataSync", "HTTPClient", "SugarAPI", "GlucoseProfile",
                 "SugarWire", "MQTT",
             ],
+            swiftSettings: strict),
+        // The built sugard-hub against a throwaway PostgreSQL cluster and a real mosquitto broker.
+        .testTarget(
+            name: "HubTests",
+            dependencies: ["sugard-hub", "SugarHub", "SugarAPI", "HealthDataSync", "HubStore", "MQTT", "JSON", "Locking", "TestSupport"],
             swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
     ]

@@ -44,6 +44,26 @@ public struct MQTTOptions: Sendable {
     /// (0: no limit). The rest wait in the client, in order, and go out from the client's own
     /// thread as PUBACKs come in, without a round trip through the owner.
     public var maxInFlight = 0
+    /// Clean start (the default): each connection begins a new session. False with a
+    /// `sessionExpirySeconds` above 0 keeps the session at the broker across connections and
+    /// crashes: its subscriptions, and the QoS 1 messages sent to it and not yet acknowledged,
+    /// which the broker sends again after the next connect with the same `clientID`.
+    public var cleanStart = true
+    /// MQTT 5 Session Expiry Interval sent with CONNECT (0: the session ends with the connection).
+    public var sessionExpirySeconds: UInt32 = 0
+    /// Receives each message inside libmosquitto's message callback, on the client's thread,
+    /// BEFORE libmosquitto acknowledges it: for a QoS 1 message libmosquitto's packet handler
+    /// (lib/handle_publish.c, `handle__publish`, case 1) calls the message callback and only then
+    /// `send__puback`. So whatever `receive` finished before returning true (a committed database
+    /// transaction) happened before the broker can learn the message arrived; a process killed
+    /// inside `receive` never acknowledged it, and the broker sends it again to the persistent
+    /// session (see ``cleanStart``). Returning false withholds the PUBACK: the client shuts the
+    /// socket down before libmosquitto can write it, reports `disconnected` and reconnects. Caution:
+    /// with shared subscriptions on mosquitto 2.0.11, a test that withheld PUBACKs this way during a
+    /// PostgreSQL outage (repeated drops and reconnects) lost some of those messages, cause not yet
+    /// found; sugard-hub therefore never returns false for a message it must keep, it waits inside
+    /// `receive` instead. With `receive` set, `MQTTEvent.message` is not reported.
+    public var receive: (@Sendable (_ topic: String, _ payload: [UInt8], _ retained: Bool) -> Bool)?
 
     public init(host: String, port: Int32, clientID: String) {
         self.host = host
@@ -359,7 +379,7 @@ private final class Core: @unchecked Sendable {
     private func connect() {
         let o = self.options
         let userdata = Unmanaged.passUnretained(self).toOpaque()
-        guard let mosq = mosquitto_new(o.clientID, true, userdata) else {
+        guard let mosq = mosquitto_new(o.clientID, o.cleanStart, userdata) else {
             self.failure = ("libmosquitto could not create a client (out of memory or a bad client id)", true)
             return
         }
@@ -389,7 +409,7 @@ private final class Core: @unchecked Sendable {
             let topic = m.topic.map { String(cString: $0) } ?? ""
             let payload: [UInt8] =
                 m.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(m.payloadlen))) } ?? []
-            Unmanaged<Core>.fromOpaque(obj).takeUnretainedValue().messages.append((topic, payload))
+            Unmanaged<Core>.fromOpaque(obj).takeUnretainedValue().onMessage(topic, payload, retained: m.retain)
         }
         var rc = MOSQ_ERR_SUCCESS.rawValue
         if let username = o.username {
@@ -414,7 +434,12 @@ private final class Core: @unchecked Sendable {
             return
         }
         // Blocking TCP connect (and TLS handshake); the socket is non-blocking afterwards.
-        rc = mosquitto_connect_bind_v5(mosq, o.host, o.port, o.keepAliveSeconds, nil, nil)
+        var properties: OpaquePointer?
+        if o.sessionExpirySeconds > 0 {
+            _ = mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), o.sessionExpirySeconds)
+        }
+        rc = mosquitto_connect_bind_v5(mosq, o.host, o.port, o.keepAliveSeconds, nil, properties)
+        mosquitto_property_free_all(&properties)
         if rc != MOSQ_ERR_SUCCESS.rawValue {
             let code = errno
             self.failure = self.classify(rc, errno: code, connecting: true)
@@ -485,6 +510,24 @@ private final class Core: @unchecked Sendable {
             _ = mosquitto_subscribe_v5(self.mosq, nil, topic, 1, 0, nil)
         }
         self.events(.connected(session: self.session))
+    }
+
+    func onMessage(_ topic: String, _ payload: [UInt8], retained: Bool) {
+        guard let receive = self.options.receive else {
+            self.messages.append((topic, payload))
+            return
+        }
+        guard self.failure == nil else { return }
+        if !receive(topic, payload, retained) {
+            // No PUBACK may leave: libmosquitto queues it right after this returns, so the socket
+            // is shut now and the write fails; the connection is torn down and the broker keeps
+            // the message for the session.
+            if let mosq = self.mosq {
+                let sock = mosquitto_socket(mosq)
+                if sock >= 0 { _ = Glibc.shutdown(sock, Int32(SHUT_RDWR)) }
+            }
+            self.failure = ("a received message could not be handled; not acknowledged, the broker sends it again", false)
+        }
     }
 
     func onDisconnect(_ rc: Int32) {

@@ -14,6 +14,7 @@
 //   sugar-bench e2e [--records N] [--watchers W] the real daemon in-process: bulk sync, latency, idle
 //   sugar-bench json [--keys N] [--rounds R]    the worst-case 1 MiB Varlink request through the JSON parser
 //   sugar-bench forward N [--samples S] [--rounds R]  sugard-forward vs a plain C libmosquitto publisher
+//   sugar-bench hub [--gateways G] [--records N] [--rate R]  sugard-hub: MQTT to PostgreSQL, one and two instances
 import HealthDataSync
 import JSON
 import ViewModelBenchmarks
@@ -41,6 +42,7 @@ let usage = """
            sugar-bench e2e [--records <n>] [--watchers <w>] [--samples <s>] [--idle-seconds <s>]
            sugar-bench json [--keys <n>] [--rounds <r>]
            sugar-bench forward <n> [--samples <s>] [--rounds <r>]
+           sugar-bench hub [--gateways <g>] [--records <n>] [--rate <r>]
 
     SUBCOMMANDS:
       parse          Decode every record of <file> as a Glucose Measurement; print one JSON object with
@@ -79,6 +81,11 @@ let usage = """
                      (firstReadingLatencyMillis p50/p99: report write to each watcher's reply); then
                      nothing happens for --idle-seconds (default 10): idleWakeupsPerSecond counts the
                      context switches of every thread of the process. Also peakRSSBytes.
+      hub            The built sugard-hub (next to sugar-bench) with a local mosquitto and a throwaway
+                     PostgreSQL cluster; a load generator publishes <n> readings (default 20000) in the
+                     forwarder's contract for <g> gateways (default 40): oneInstanceReadingsPerSecond,
+                     twoInstancesReadingsPerSecond, twoOverOne; then at <r> a second (default 1000) into two
+                     instances: p50/p99/maxPublishToCommittedMicros; each hub's peak RSS.
       json           Build the worst-case request of at most 1 MiB (<n> distinct keys in one object,
                      default 130000, a 60-deep nest, 1000 small arrays, a long escaped string) and parse it
                      <r> times (default 5) with no element bound; print bytes, parseMillisMedian/Max,
@@ -144,7 +151,7 @@ func runMain(_ arguments: [String]) async -> Int32 {
         case "--huge": flags.insert(argument)
         case "--with-json", "--large", "--raw", "--dense", "--inspect": flags.insert(argument)
         case "--seed", "--dir", "--batch", "--policy", "--seconds", "--records", "--watchers", "--samples", "--idle-seconds",
-            "--keys", "--rounds", "--meters", "--delay-us":
+            "--keys", "--rounds", "--meters", "--delay-us", "--gateways", "--rate":
             guard index < arguments.count else { usageError("Missing value for '--seed'") }
             options[argument] = arguments[index]
             index += 1
@@ -253,6 +260,12 @@ func runMain(_ arguments: [String]) async -> Int32 {
         return await E2EBenchmark.run(
             records: positive("--records", 100_000), watchers: positive("--watchers", 100),
             samples: positive("--samples", 50), idleSeconds: positive("--idle-seconds", 10))
+    case "hub":
+        guard positionals.isEmpty, flags.isEmpty else { usageError("hub takes only options") }
+        guard let gateways = Int(options["--gateways"] ?? "40"), gateways > 0, let records = Int(options["--records"] ?? "20000"),
+            records > 0, let rate = Int(options["--rate"] ?? "1000"), rate > 0
+        else { usageError("--gateways, --records and --rate must be positive integers") }
+        return await HubBenchmark.run(gateways: gateways, records: records, rate: rate)
     case "json":
         guard positionals.isEmpty, flags.isEmpty else { usageError("json takes only options") }
         guard let keys = Int(options["--keys"] ?? "130000"), keys > 0, let rounds = Int(options["--rounds"] ?? "5"), rounds > 0
