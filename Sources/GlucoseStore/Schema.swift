@@ -9,7 +9,7 @@ import HealthDataSync
 /// the migration tests (they open every earlier version and compare the result with a fresh DB).
 enum Schema {
     /// Every schema version this build knows, in order.
-    static let versions: [Int64] = [1, 2, 3]
+    static let versions: [Int64] = [1, 2, 3, 4]
 
     static var latestVersion: Int64 { Self.versions[Self.versions.count - 1] }
 
@@ -42,6 +42,7 @@ enum Schema {
         case 1: try db.execute(Self.v1, "Creating schema version 1 in \(db.path)")
         case 2: try db.execute(Self.v2, "Creating schema version 2 in \(db.path)")
         case 3: try Self.applyV3(on: db)
+        case 4: try Self.applyV4(on: db)
         default: fatalError("Internal inconsistency: no migration step for schema version \(version)")
         }
     }

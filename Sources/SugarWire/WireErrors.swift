@@ -14,6 +14,8 @@ extension Wire {
         case syncFailed(meter: String?, message: String?)
         case slowConsumer(message: String?)
         case shuttingDown(message: String?)
+        /// A file given to `Restore` is not a sound sugard database; nothing was changed.
+        case invalidDatabase(message: String)
 
         public static let interface = "io.sugard.HealthDataSync"
 
@@ -35,6 +37,7 @@ extension Wire {
             case "SyncFailed": self = .syncFailed(meter: try f.optional("meter"), message: message)
             case "SlowConsumer": self = .slowConsumer(message: message)
             case "ShuttingDown": self = .shuttingDown(message: message)
+            case "InvalidDatabase": self = .invalidDatabase(message: message ?? "")
             default: return nil
             }
         }
@@ -52,6 +55,7 @@ extension Wire {
             case .syncFailed: return "SyncFailed"
             case .slowConsumer: return "SlowConsumer"
             case .shuttingDown: return "ShuttingDown"
+            case .invalidDatabase: return "InvalidDatabase"
             }
         }
 
@@ -62,6 +66,8 @@ extension Wire {
                 .syncInProgress(_, let message), .storageError(_, let message), .invalidParameter(_, let message),
                 .pairingFailed(_, let message), .syncFailed(_, let message), .slowConsumer(let message),
                 .shuttingDown(let message):
+                return message
+            case .invalidDatabase(let message):
                 return message
             }
         }
@@ -79,6 +85,8 @@ extension Wire {
             case .storageError(let code, let message): pairs = [("code", .from(code)), ("message", .from(message))]
             case .adapterUnavailable(let message), .slowConsumer(let message), .shuttingDown(let message):
                 pairs = [("message", .from(message))]
+            case .invalidDatabase(let message):
+                pairs = [("message", .string(message))]
             }
             return JSONObject(pairs)
         }
