@@ -27,13 +27,17 @@ public struct SinkStatus: Sendable, Equatable {
     /// Whether the reading feed from sugard is up, and why not.
     public var feedConnected = false
     public var feedReason: String? = "connecting"
+    /// The sugard database the cursor belongs to, and the last start-over.
+    public var databaseId: String?
+    public var databaseReset: ForwardState.DatabaseReset?
 
     /// `io.sugard.Forward`'s `Sink` for it.
     public var wire: Wire.ForwardSink {
         Wire.ForwardSink(
             name: self.name, kind: .mqtt, broker: self.broker, person: nil, state: self.state,
             reason: self.reason, pending: Int64(self.pending), lastDeliveryMillis: self.lastDeliveryMillis, cursor: self.cursor,
-            delivered: Int64(self.delivered), feedConnected: self.feedConnected, feedReason: self.feedReason)
+            delivered: Int64(self.delivered), feedConnected: self.feedConnected, feedReason: self.feedReason,
+            databaseId: self.databaseId, databaseReset: self.databaseReset?.wire)
     }
 }
 
@@ -44,10 +48,13 @@ struct ForwardedReading: FeedReading {
     var epochMillis: Int64
     var payload: [UInt8]
 
-    static func readings(_ reader: inout JSONReader) throws(WireError) -> [(cursor: Int64, reading: Self)] {
-        try Wire.CompactFollowReply.texts(&reader).map { cursor, text in
-            (cursor, ForwardedReading(meter: text.meter, epochMillis: text.epochMillis, payload: ForwardTopics.payload(text, from: reader)))
-        }
+    static func readings(_ reader: inout JSONReader) throws(WireError) -> FeedReply<Self> {
+        let reply = try Wire.CompactFollowReply.textReply(&reader)
+        return FeedReply(
+            databaseId: reply.databaseId,
+            readings: reply.readings.map { cursor, text in
+                (cursor, ForwardedReading(meter: text.meter, epochMillis: text.epochMillis, payload: ForwardTopics.payload(text, from: reader)))
+            })
     }
 }
 
@@ -125,7 +132,11 @@ public final class Forwarder: Sendable {
         let file = CursorFile(directory: self.config.stateDirectory)
         var saved = try file.load()
         var newest = saved.newest
-        self.status.withLock { $0.cursor = saved.cursor }
+        self.status.withLock {
+            $0.cursor = saved.cursor
+            $0.databaseId = saved.databaseId
+            $0.databaseReset = saved.databaseReset
+        }
         self.logger.notice(
             "forwarding to \(self.config.mqttURL) as \(self.config.mqttClientID), resuming after cursor \(saved.cursor)")
 
@@ -145,7 +156,8 @@ public final class Forwarder: Sendable {
         }
         let feed = Feed<ForwardedReading>(socketPath: self.config.socketPath, window: self.window) { continuation.yield(.feed($0)) }
         let start = saved.cursor
-        let feedTask = Task { await feed.run(after: start) }
+        let startDatabase = saved.databaseId
+        let feedTask = Task { await feed.run(after: start, databaseId: startDatabase) }
         var flushTask: Task<Void, Never>?
         defer {
             feedTask.cancel()
@@ -324,6 +336,24 @@ public final class Forwarder: Sendable {
                     return s.feedConnected || s.feedReason != reason
                 }
                 if changed { self.logger.warning("sugard's readings are not reachable (retrying): \(reason)") }
+            case .feed(.database(let id, let previous)):
+                saved.databaseId = id
+                if let previous {
+                    saved.cursor = 0
+                    saved.databaseReset = ForwardState.DatabaseReset(
+                        atMillis: wallClockMilliseconds(), previousDatabaseId: previous, databaseId: id)
+                    self.logger.warning(
+                        "sugard's database changed from \(previous) to \(id) (recreated or restored): delivering its readings "
+                            + "from the beginning (receivers drop those they have by reading id)")
+                } else {
+                    self.logger.info("sugard's database is \(id)")
+                }
+                self.status.withLock {
+                    $0.cursor = saved.cursor
+                    $0.databaseId = saved.databaseId
+                    $0.databaseReset = saved.databaseReset
+                }
+                do { try saver.save(saved) } catch { self.logger.error("cannot save the delivery cursor: \(error)") }
             case .feed(.meters(let known)):
                 for (meter, identity) in known where meters[meter] != identity {
                     let isNew = meters[meter] == nil
