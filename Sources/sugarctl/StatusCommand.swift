@@ -89,7 +89,11 @@ enum StatusCommand {
         }
         out += table(
             ["Last reading", last],
-            [["Readings", "\(state.readingCount) stored"], ["Adapter", adapterText], ["Sync", syncText]])
+            [
+                ["Readings", "\(state.readingCount) stored"],
+                ["Database", "\(daemon.storage.databaseId ?? "none open") (\(daemon.storage.path))"],
+                ["Adapter", adapterText], ["Sync", syncText],
+            ])
 
         out += "\nMeters\n"
         if state.meters.isEmpty { out += "  none known yet: switch a paired meter on near the adapter (see `sugarctl pair`)\n" }
@@ -155,6 +159,10 @@ enum StatusCommand {
             line += ", last delivery " + (sink.lastDeliveryMillis.map { ageText(epochMillis: $0) } ?? "never")
             if !sink.feedConnected, let reason = sink.feedReason {
                 line += "\n    sugard's readings not reachable: \(reason)"
+            }
+            if let reset = sink.databaseReset {
+                line += "\n    started over \(ageText(epochMillis: reset.atMillis)): sugard's database changed from "
+                    + "\(reset.previousDatabaseId) to \(reset.databaseId) (every reading of the new one is delivered)"
             }
             out += line + "\n"
         }
