@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import HealthDataSync
 
 /// The SQLite implementation of ``ReadingStore``: one database file in WAL mode with
@@ -143,7 +146,16 @@ public actor SQLiteReadingStore: ReadingStore {
     /// path cannot be opened (tried again by the next operation).
     private func replaceMovedDatabase() throws(StoreError) -> Connection {
         let previous = self.databaseId
-        self.connection?.close()
+        if let connection = self.connection {
+            // What the WAL holds goes into the moved file (through the open descriptor), so that
+            // file is whole wherever it went; the WAL and shared-memory files left at the path
+            // belong to it and must never be applied to the file now at the path (SQLite would
+            // replay them into it).
+            _ = try? connection.textColumn("PRAGMA wal_checkpoint(TRUNCATE)", "Checkpointing the moved \(self.path)")
+            connection.close()
+            unlink(self.path + "-wal")
+            unlink(self.path + "-shm")
+        }
         self.connection = nil
         self.databaseId = nil
         let what = "The database file \(self.path) (database \(previous ?? "without an identity")) was deleted, renamed or replaced while sugard had it open"

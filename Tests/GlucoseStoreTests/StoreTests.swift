@@ -218,6 +218,11 @@ import Testing
         1: { (db) throws(StoreError) in try V1Fixture.write(db) },  // what the first release stored
         // Version 2 (the base-time index the TaiDoc lookup uses) holding readings; version 3 adds people.
         2: { (db) throws(StoreError) in try V1Fixture.write(db) },  // v2 only added an index: the same rows
+        // Version 3 (people) with an assigned meter; version 4 adds the database identity.
+        3: { (db) throws(StoreError) in
+            try V1Fixture.write(db)
+            try db.execute("UPDATE meter SET person = 'Mia' WHERE id = 1", "assigning a person")
+        },
     ]
 
     static func schema(_ path: String) throws -> [String] {
