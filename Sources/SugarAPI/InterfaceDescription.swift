@@ -339,5 +339,6 @@ extension HealthDataSyncService {
 
         # The daemon is shutting down.
         error ShuttingDown (message: ?string)
+
         """#
 }

@@ -37,7 +37,7 @@ extension Wire {
             case "SyncFailed": self = .syncFailed(meter: try f.optional("meter"), message: message)
             case "SlowConsumer": self = .slowConsumer(message: message)
             case "ShuttingDown": self = .shuttingDown(message: message)
-            case "InvalidDatabase": self = .invalidDatabase(message: message ?? "")
+            case "InvalidDatabase": self = .invalidDatabase(message: try f.required("message"))
             default: return nil
             }
         }

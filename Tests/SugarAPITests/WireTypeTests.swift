@@ -32,7 +32,8 @@ import Varlink
     static let replies: [(String, any WireValue.Type)] = [
         ("GetStatus", Wire.StatusReply.self), ("Watch", Wire.WatchReply.self), ("ListReadings", Wire.ReadingsReply.self),
         ("FollowReadings", Wire.FollowReply.self), ("ListMeters", Wire.MetersReply.self), ("Sync", Wire.SyncReply.self),
-        ("Pair", Wire.PairReply.self), ("ListSyncSessions", Wire.SessionsReply.self),
+        ("Pair", Wire.PairReply.self), ("ListSyncSessions", Wire.SessionsReply.self), ("Backup", Wire.BackupReply.self),
+        ("RestoreUpload", Wire.RestoreUploadReply.self), ("Restore", Wire.RestoreReply.self),
     ]
 
     @Test func everyTypeAndMethodOfTheInterfaceHasAWireType() {
@@ -74,7 +75,12 @@ import Varlink
     /// sugard-forward's `io.sugard.Forward` (sugarctl status and doctor read its sinks).
     @Test func forwardSinksAgreeWithTheForwardInterface() throws {
         let forward = try VarlinkInterfaceDefinition(description: ForwardStatusService.interfaceDescription)
-        #expect(Set(forward.types.keys) == ["Sink"])
+        #expect(Set(forward.types.keys) == ["Sink", "DatabaseReset"])
+        if case .structure(let reset) = forward.types["DatabaseReset"] {
+            try self.checkFields(reset, of: Wire.DatabaseReset.self, what: "DatabaseReset", omitsAbsent: false, in: forward)
+        } else {
+            Issue.record("io.sugard.Forward has no DatabaseReset struct")
+        }
         guard case .structure(let sink) = forward.types["Sink"] else {
             Issue.record("io.sugard.Forward has no Sink struct")
             return
