@@ -171,6 +171,7 @@ public actor SQLiteReadingStore: ReadingStore {
             self.needsReopen = false
             self.databaseId = id
             self.replacements += 1
+            self.replacedAt = ContinuousClock.now
             self.healthState = StorageHealth(
                 status: .degraded, path: self.path,
                 error: StoreError(
@@ -189,6 +190,13 @@ public actor SQLiteReadingStore: ReadingStore {
 
     /// How often the open file was found moved and replaced (``checkFile()``, or before an operation).
     public private(set) var replacements = 0
+    private var replacedAt: ContinuousClock.Instant?
+
+    /// Whether health still shows the last replacement (``StoreOptions/replacedNotice``).
+    private var showsReplacement: Bool {
+        guard let at = self.replacedAt, self.healthState.error?.code == .replaced else { return false }
+        return ContinuousClock.now - at < self.options.replacedNotice
+    }
 
     /// Checks that the path still names the open file (one `stat`); when it does not, replaces the
     /// connection as every operation would (see ``replaceMovedDatabase()``). Returns the health
@@ -215,7 +223,9 @@ public actor SQLiteReadingStore: ReadingStore {
             let db = try self.usableConnection()
             do throws(StoreError) {
                 let result = try body(db)
-                if writing { self.healthState = StorageHealth(status: .ok, path: self.path, databaseId: self.databaseId) }
+                if writing, !self.showsReplacement {
+                    self.healthState = StorageHealth(status: .ok, path: self.path, databaseId: self.databaseId)
+                }
                 return result
             } catch {
                 // The file went away between the check and the commit (the transaction checks
