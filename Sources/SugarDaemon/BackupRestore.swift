@@ -137,6 +137,23 @@ extension DaemonBackend {
             schemaVersion: outcome.restored.schemaVersion, migratedFrom: prepared.migratedFrom, keptAs: outcome.keptAs)
     }
 
+    /// Removes what an interrupted backup or restore left next to the database (a backup copy
+    /// not yet unlinked, a staging file of an upload that never finished).
+    static func removeLeftovers(databasePath: String, logger: Logger) {
+        let directory = Self.directory(of: databasePath)
+        let name = String(databasePath[databasePath.index(after: databasePath.lastIndex(of: "/") ?? databasePath.startIndex)...])
+        let base = databasePath.contains("/") ? name : databasePath
+        guard let dir = opendir(directory) else { return }
+        defer { closedir(dir) }
+        while let entry = readdir(dir) {
+            let file = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard file.hasPrefix(".sugard-backup-") || file.hasPrefix(base + ".restore-") else { continue }
+            if unlink(directory + "/" + file) == 0 { logger.notice("removed \(directory)/\(file), left by an interrupted backup or restore") }
+        }
+    }
+
     static func directory(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         return slash == path.startIndex ? "/" : String(path[..<slash])

@@ -107,6 +107,7 @@ public final class Daemon: Sendable {
         if !socketDirectory.isEmpty { try Self.makeDirectory(socketDirectory) }
 
         // Store first: everything else reports into or reads from it.
+        DaemonBackend.removeLeftovers(databasePath: config.databasePath, logger: logger)
         let store = SQLiteReadingStore(retryingOpenAt: config.databasePath)
         let health = await store.health()
         if health.status != .ok {
