@@ -109,6 +109,45 @@ import Varlink
         }
     }
 
+    /// The same for a Nightscout sink (its own cursor file and feed): every entry of the new
+    /// database reaches the site, the sink's cursor restarts, its status shows the start-over.
+    @Test func aNightscoutSinkStartsOverOnARecreatedDatabase() async throws {
+        try await withRig(seconds: 3) { rig in
+            let site = try await NightscoutSite(rig, name: "home")
+            try rig.writeForwardConfig(site.section("home"), mqtt: false)
+            try await rig.startSugard()
+            try rig.startForwarder()
+            _ = try await rig.waitForAllStored()
+            let first = NightscoutForwardTests.keys(NightscoutForwardTests.entryReadings(try await rig.storedReadings()))
+            let caughtUp = await eventually(within: 20) { first.isSubset(of: await site.posted) }
+            #expect(caughtUp)
+            let oldID = try #require(try await self.storage(rig)["databaseId"]?.stringValue)
+
+            #expect(await rig.sugard?.terminate(graceSeconds: 10) == 0)
+            unlink(rig.socket)
+            for suffix in ["", "-wal", "-shm"] { _ = rename(self.database(rig) + suffix, self.database(rig) + ".old" + suffix) }
+            let stop = try self.reconfigure(rig, meters: 1, seconds: 5)
+            try await rig.startSugard()
+            let newID = try #require(try await self.storage(rig)["databaseId"]?.stringValue)
+            _ = try await self.settle(rig, after: stop)
+            let second = NightscoutForwardTests.keys(NightscoutForwardTests.entryReadings(try await rig.storedReadings()))
+            #expect(!second.subtracting(first).isEmpty, "readings taken after the restart")
+            var missing = Set<String>()
+            let delivered = await eventually(within: 20) {
+                missing = second.subtracting(await site.posted)
+                return missing.isEmpty
+            }
+            #expect(delivered, "\(missing.count) entries of the new database never reached the site; log:\n\(readFile(rig.forwarderLog).suffix(2000))")
+            #expect(readFile(rig.forwarderLog).contains("Nightscout sink home: sugard's database changed from \(oldID) to \(newID)"))
+            #expect(readFile(rig.forwardState + "/nightscout-home.database").contains(newID))
+            let client = try VarlinkClient(socketPath: rig.statusSocket)
+            defer { client.close() }
+            let sink = try await client.call("io.sugard.Forward.GetStatus")["sinks"]?.arrayValue?.first
+            #expect(sink?["databaseId"]?.stringValue == newID)
+            #expect(sink?["databaseReset"]?["previousDatabaseId"]?.stringValue == oldID)
+        }
+    }
+
     /// A cursor file from before identities (no databaseId) adopts the first id without starting over.
     @Test func aCursorFileWithoutAnIdentityAdoptsTheFirstOne() async throws {
         try await withRig(seconds: 3) { rig in

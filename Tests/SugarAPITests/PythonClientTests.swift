@@ -60,8 +60,8 @@ import Varlink
             #expect(lines.first == "READY")
             let json = try JSONValue(parsing: String(try #require(lines.last)))
             #expect(json["methods"] == [
-                "AssignMeter", "FollowReadings", "Forget", "GetStatus", "ListMeters", "ListReadings", "ListSyncSessions", "Pair", "SubmitPasskey",
-                "Sync",
+                "AssignMeter", "Backup", "FollowReadings", "Forget", "GetStatus", "ListMeters", "ListReadings", "ListSyncSessions", "Pair",
+                "Restore", "RestoreUpload", "SubmitPasskey", "Sync",
                 "Watch",
             ])
             #expect(json["readingCount"] == 7)
