@@ -148,6 +148,31 @@ import Varlink
         }
     }
 
+    /// A restore while sugard-forward follows: its stream moves to the restored database (a new
+    /// identity) without a reconnect, and it delivers that database from the beginning again.
+    @Test func aRestoreUnderARunningForwarderStartsItOver() async throws {
+        try await withRig(seconds: 3) { rig in
+            try await rig.startAll()
+            let stored = try await rig.waitForAllStored()
+            await rig.expectDelivered(stored)
+            let oldID = try #require(try await self.storage(rig)["databaseId"]?.stringValue)
+            let backup = rig.dir + "/backup.sqlite"
+            #expect(try await self.sugarctl(rig, ["backup", backup]).status == 0)
+            let before = rig.receivedReadings().count
+            let restored = try await self.sugarctl(rig, ["restore", backup])
+            #expect(restored.status == 0, "\(restored.stderr)")
+            let newID = try #require(try await self.storage(rig)["databaseId"]?.stringValue)
+            #expect(newID != oldID)
+            // Every reading of the restored database arrives once more.
+            let again = await eventually(within: 20) { rig.receivedReadings().count >= before + stored.count }
+            #expect(again, "\(rig.receivedReadings().count - before) of \(stored.count) re-sent; log:\n\(readFile(rig.forwarderLog).suffix(2000))")
+            let log = readFile(rig.forwarderLog)
+            #expect(log.contains("sugard's database changed from \(oldID) to \(newID)"))
+            #expect(!log.contains("sugard's readings are not reachable"), "the stream moved without a reconnect")
+            await rig.expectDelivered(try await rig.storedIDs())
+        }
+    }
+
     /// A cursor file from before identities (no databaseId) adopts the first id without starting over.
     @Test func aCursorFileWithoutAnIdentityAdoptsTheFirstOne() async throws {
         try await withRig(seconds: 3) { rig in
