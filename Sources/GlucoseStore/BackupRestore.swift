@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import HealthDataSync
+import SystemIO
 
 /// What a backup or a restore found in a database file (for `sugarctl backup` and `restore`).
 public struct DatabaseFacts: Hashable, Sendable {

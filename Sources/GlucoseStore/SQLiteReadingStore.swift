@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import HealthDataSync
+import SystemIO
 
 /// The SQLite implementation of ``ReadingStore``: one database file in WAL mode with
 /// `synchronous=FULL`, foreign keys on and a busy timeout.

@@ -114,12 +114,7 @@ public struct CursorFile: Sendable {
         guard rename(temporary, path) == 0 else {
             throw ForwardFileError("cannot replace \(path): \(String(cString: strerror(errno)))")
         }
-        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
-        let dfd = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dfd >= 0 {
-            _ = fsync(dfd)
-            close(dfd)
-        }
+        syncDirectory(containing: path)
     }
 }
 

@@ -107,7 +107,7 @@ enum BackupCommand {
                 throw CommandFailure(ExitCode.failure, "Error: cannot rename \(temporary) to \(file): \(String(cString: strerror(errno)))")
             }
             done = true
-            syncParentDirectory(of: file)
+            syncDirectory(containing: file)
             if parsed.flags.contains("json") {
                 let object: JSONValue = [
                     "path": .string(file), "size": .int(written), "readings": .int(summary.readings),
@@ -184,14 +184,5 @@ enum BackupCommand {
             writeStdout(text)
             return ExitCode.success
         }
-    }
-
-    /// fsync of the directory holding `path`, so the rename survives a power loss (best effort).
-    static func syncParentDirectory(of path: String) {
-        let directory = path.lastIndex(of: "/").map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
-        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        _ = fsync(fd)
-        close(fd)
     }
 }
