@@ -145,7 +145,11 @@ final class CursorSaver: Sendable {
 
     func save(_ state: ForwardState) throws(ForwardFileError) {
         try self.written.withLock { (last: inout ForwardState?) throws(ForwardFileError) in
-            if let last, state.order <= last.order, state.databaseId == last.databaseId || state.databaseId == nil { return }
+            // Older than what was written (a save from before a start-over lands late): dropped.
+            // The same place: dropped, unless it adopts an identity the file does not have yet.
+            if let last, state.order < last.order || (state.order == last.order && (last.databaseId != nil || state.databaseId == nil)) {
+                return
+            }
             try self.file.save(state)
             last = state
         }
