@@ -132,7 +132,8 @@ extension SQLiteReadingStore {
         self.needsReopen = true
         var kept: String?
         if fileExists(self.path) {
-            let stamp = now.isoString.filter { $0 != "-" && $0 != ":" }
+            // 2026-03-31T06:15:00.254Z -> 20260331T061500Z (whole seconds, no separators).
+            let stamp = String(now.isoString.filter { $0 != "-" && $0 != ":" }.prefix { $0 != "." && $0 != "Z" }) + "Z"
             var candidate = "\(self.path).before-restore-\(stamp)"
             var n = 1
             while fileExists(candidate) {

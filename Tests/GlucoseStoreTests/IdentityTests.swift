@@ -173,7 +173,7 @@ import Testing
         let prepared = try SQLiteReadingStore.prepareRestore(staged)
         #expect(prepared.readings == 10)
         #expect(prepared.databaseId != original)
-        let outcome = try await store.restore(from: staged, at: Instant(epochSeconds: 1_760_000_000))
+        let outcome = try await store.restore(from: staged, at: Instant(epochMillis: 1_760_000_000_254))
         #expect(outcome.previousDatabaseId == original)
         #expect(outcome.restored.databaseId == prepared.databaseId)
         #expect(outcome.keptAs == dir.database + ".before-restore-20251009T085320Z")
