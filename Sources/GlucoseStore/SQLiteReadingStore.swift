@@ -173,6 +173,7 @@ public actor SQLiteReadingStore: ReadingStore {
             self.databaseId = id
             self.replacements += 1
             self.replacedAt = ContinuousClock.now
+            self.replacedAtWall = systemNow()
             self.healthState = StorageHealth(
                 status: .degraded, path: self.path,
                 error: StoreError(
@@ -192,6 +193,8 @@ public actor SQLiteReadingStore: ReadingStore {
     /// How often the open file was found moved and replaced (``checkFile()``, or before an operation).
     public private(set) var replacements = 0
     private var replacedAt: ContinuousClock.Instant?
+    /// When the last replacement was noticed (wall clock, as sync sessions' start times are).
+    private var replacedAtWall: Instant?
 
     /// Whether health still shows the last replacement (``StoreOptions/replacedNotice``).
     private var showsReplacement: Bool {
@@ -372,11 +375,17 @@ public actor SQLiteReadingStore: ReadingStore {
     ///
     /// The session is stored with the store's counts: `stored` and `duplicates` as found here,
     /// `received` = max(session.received, readings in the batch).
+    ///
+    /// A sync that started before the database file was replaced (see ``checkFile()``) stores its
+    /// readings in the new file without its high-water mark: the records before the mark are only
+    /// in the file that went away, so the meter's next sync reads it from the start again.
     public func commit(_ batch: SyncBatch) throws(StoreError) -> CommitResult {
         let now = self.options.now()
         let failAfter = self.failAfterInsertsForTesting
         return try self.withDatabase(writing: true) { (db: Connection) throws(StoreError) -> CommitResult in
-            try db.transaction("Committing a sync batch for meter \(batch.meter.id)") {
+            var batch = batch
+            if let replaced = self.replacedAtWall, batch.session.started <= replaced { batch.newHighWater = nil }
+            return try db.transaction("Committing a sync batch for meter \(batch.meter.id)") {
                 () throws(StoreError) -> CommitResult in
                 var ingest = Ingest(db: db, now: now, failAfterInserts: failAfter)
                 return try ingest.commit(batch)

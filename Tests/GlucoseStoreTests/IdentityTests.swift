@@ -102,6 +102,25 @@ import Testing
         #expect(await moved.identity() == first)
     }
 
+    /// A sync that started before the file was replaced commits its readings into the new file
+    /// but not its high-water mark: the records before it are gone with the old file, so the next
+    /// sync must read the meter from the start. A sync started afterwards keeps its mark.
+    @Test func aSyncSpanningTheReplacementLeavesNoMark() async throws {
+        let dir = try TempDirectory()
+        let store = try SQLiteReadingStore(path: dir.database)
+        _ = try await store.commit(syncOf(1...10, started: systemNow()))
+        let started = systemNow()
+        try FileManager.default.removeItem(atPath: dir.database)
+        await store.checkFile()
+        _ = try await store.commit(syncOf(11...12, started: started))
+        #expect(try await store.meter(testMeter)?.highWater == nil, "the next sync reads everything again")
+        #expect(try await store.readingCount(meter: nil) == 2)
+        try await Task.sleep(for: .milliseconds(5))
+        _ = try await store.commit(syncOf(1...12, started: systemNow()))
+        #expect(try await store.meter(testMeter)?.highWater == 12)
+        #expect(try await store.readingCount(meter: nil) == 12)
+    }
+
     /// A file replaced by an older copy of the same database: it gets a new identity all the same
     /// (its positions may be behind a follower's cursor).
     @Test func aFileReplacedByACopyGetsANewIdentity() async throws {
