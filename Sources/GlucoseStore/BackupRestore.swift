@@ -159,6 +159,9 @@ extension SQLiteReadingStore {
             throw StoreError(.io, "Moving the restored database to \(self.path) failed: \(reason); the current database stays.")
         }
         syncDirectory(containing: self.path)
+        // A sync running now read the meter against the database that went away: its mark must
+        // not go into the restored one (see ``commit(_:)``).
+        self.replacedAtWall = systemNow()
         let db = try self.usableConnection()
         var facts = try Self.facts(of: db)
         facts.size = fileSize(self.path)

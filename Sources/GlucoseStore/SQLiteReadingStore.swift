@@ -194,7 +194,7 @@ public actor SQLiteReadingStore: ReadingStore {
     public private(set) var replacements = 0
     private var replacedAt: ContinuousClock.Instant?
     /// When the last replacement was noticed (wall clock, as sync sessions' start times are).
-    private var replacedAtWall: Instant?
+    var replacedAtWall: Instant?
 
     /// Whether health still shows the last replacement (``StoreOptions/replacedNotice``).
     private var showsReplacement: Bool {

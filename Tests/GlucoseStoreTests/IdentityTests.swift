@@ -204,9 +204,11 @@ import Testing
         let kept = try openStore(outcome.keptAs!)
         #expect(try await kept.readingCount(meter: nil) == 20)
         #expect(await kept.identity() == original)
-        // The store goes on: the next commit goes into the restored database.
+        // The store goes on: the next commit goes into the restored database; a sync that began
+        // before the restore leaves no mark there (the fixed clock of openStore is in the past).
         _ = try await store.commit(syncOf(11...12))
         #expect(try await store.readingCount(meter: nil) == 12)
+        #expect(try await store.meter(testMeter)?.highWater == 10, "the restored mark, not the spanning sync's")
         #expect(await store.checkFile().status == .ok, "a restore is not a replacement")
     }
 
