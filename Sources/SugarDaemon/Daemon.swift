@@ -277,11 +277,12 @@ public final class Daemon: Sendable {
             if Task.isCancelled { return }
             let health = await store.checkFile()
             let replacements = await store.replacements
-            if replacements != seen {
-                seen = replacements
-                logger.error("storage: \(health.error?.message ?? "the database file was replaced")")
-                await Self.restore(models: models, from: store, logger: logger)
-            }
+            // Only a replacement is this task's to show: other changes of health are the
+            // supervisor's (superviseStorage) and the sync's to report.
+            guard replacements != seen else { continue }
+            seen = replacements
+            logger.error("storage: \(health.error?.message ?? "the database file was replaced")")
+            await Self.restore(models: models, from: store, logger: logger)
             let current = await store.health()
             if models.viewModel.state.daemon.storage != current {
                 models.viewModel.update { $0.daemon.storage = current }
