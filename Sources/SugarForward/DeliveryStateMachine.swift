@@ -31,10 +31,12 @@ import SugarWire
 /// - ``Event/stop`` ends the machine: ``Action/finish(save:)`` carries the state to save before
 ///   the process exits when anything acknowledged is not saved yet (or a save is running).
 ///
+/// - The cursor is (database id, position): the machine's cursor is the position, an `Int64`
+///   that only grows; the database identity is checked outside it (``Forwarder``'s driver). When
+///   the identity changes, the driver records and saves the start-over and goes on with
+///   ``startingOver(from:now:)`` from position 0 of the new database.
+///
 /// Later work fits in as follows:
-/// - A cursor that is (database id, position): the machine's cursor is the position, an `Int64`
-///   that only grows; the database identity is checked outside it. When the identity changes,
-///   the driver saves what the old machine finished and starts a new one from the new position.
 /// - Alert messages as a second stream through the same outbox: an ``Entry`` gets a kind, the
 ///   ``Message`` a case, and the token's low bits (today reading `0`, state `1`) name the
 ///   message; alerts then share the window, the ordering and the reconnect with readings. Their
@@ -256,6 +258,26 @@ struct DeliveryStateMachine: Sendable {
         self.acknowledged = saved
         self.newest = saved.newest
         self.lastSave = now
+    }
+
+    /// The saved position is in sugard's database `id`, reported for the first time (a position
+    /// saved before identities adopts it; nothing starts over). The driver checks identities.
+    mutating func adopt(databaseId id: String) { self.acknowledged.databaseId = id }
+
+    /// The machine for the next database, made by the driver when sugard's database changed
+    /// (recreated, restored) after the feed saw everything of the old one delivered: it starts from
+    /// `state` (a position in the new database) with nothing held, keeping the connection, the
+    /// meters known, the running save and the armed timer (their events still come), so nothing is
+    /// published again and one save at a time still holds.
+    func startingOver(from state: ForwardState, now: Int64) -> DeliveryStateMachine {
+        var next = DeliveryStateMachine(saved: state, limits: self.limits, now: now)
+        next.link = self.link
+        next.meters = self.meters
+        next.save = self.save
+        next.lastSave = self.lastSave
+        next.timerArmed = self.timerArmed
+        next.stopped = self.stopped
+        return next
     }
 
     /// Readings held (received, not delivered).
