@@ -445,5 +445,6 @@ extension HealthDataSyncService {
 
         # The daemon is shutting down.
         error ShuttingDown (message: ?string)
+
         """#
 }

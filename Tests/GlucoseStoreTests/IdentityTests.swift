@@ -43,7 +43,7 @@ import Testing
             db.close()
         }
         let store = try openStore(dir.database)
-        #expect(try await store.textForTesting("PRAGMA user_version") == ["4"])
+        #expect(try await store.textForTesting("PRAGMA user_version") == ["\(Schema.latestVersion)"])
         let id = await store.identity()
         #expect(Self.isIdentity(id))
         #expect(try await store.readingCount(meter: nil) == V1Fixture.readings.count)
@@ -161,7 +161,7 @@ import Testing
             #expect(stat(path, &info) == 0)
             #expect(info.st_mode & 0o777 == 0o600)
             #expect(facts.databaseId == id)
-            #expect(facts.schemaVersion == 4)
+            #expect(facts.schemaVersion == Int(Schema.latestVersion))
             #expect(facts.size == Int64(info.st_size))
             let copy = try openStore(path)
             #expect(try await copy.integrityCheck() == ["ok"])
@@ -212,18 +212,23 @@ import Testing
         #expect(await store.checkFile().status == .ok, "a restore is not a replacement")
     }
 
-    @Test func olderSchemasAreMigratedOnRestore() async throws {
+    /// Every earlier version (1 to 4, before the people step) is accepted and migrated.
+    @Test(arguments: [Int64(1), 2, 3, 4])
+    func olderSchemasAreMigratedOnRestore(version: Int64) async throws {
         let dir = try TempDirectory()
-        let staged = dir.path + "/v2.sqlite"
+        let staged = dir.path + "/v\(version).sqlite"
+        var before: String?
         do {
             let db = try Connection(path: staged)
-            try Schema.migrate(db, to: 2)
+            try Schema.migrate(db, to: version)
             try V1Fixture.write(db)
+            before = try Schema.identity(db)
             db.close()
         }
         let facts = try SQLiteReadingStore.prepareRestore(staged)
-        #expect(facts.migratedFrom == 2)
-        #expect(facts.schemaVersion == 4)
+        #expect(facts.migratedFrom == Int(version))
+        #expect(facts.databaseId != before, "a restore gives a new identity")
+        #expect(facts.schemaVersion == Int(Schema.latestVersion))
         #expect(Self.isIdentity(facts.databaseId))
         #expect(facts.readings == V1Fixture.readings.count)
     }

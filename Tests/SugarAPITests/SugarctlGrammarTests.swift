@@ -30,8 +30,10 @@ import Testing
             ("watch", Row(arguments: ["watch", "--json", "--field", "readingCount", "--count", "1"]) { $0["fields"] != nil }),
             ("readings", Row(arguments: ["readings", "--json"]) { $0.arrayValue?.count == 7 }),
             ("meters", Row(arguments: ["meters", "--json"]) { $0["meters"]?.arrayValue?.count == 2 }),
-            ("meters", Row(arguments: ["meters", "assign", b, "Mia", "--json"]) { $0 == ["meter": .string(b), "person": "Mia"] }),
-            ("meters", Row(arguments: ["meters", "unassign", b, "--json"]) { $0 == ["meter": .string(b), "person": .null] }),
+            // AssignMeter's reply (people, issue 34): readings moved, unchanged, and whether the person was added.
+            ("meters", Row(arguments: ["meters", "assign", b, "Mia", "--json"]) { $0["addedPerson"] == true && $0["moved"] != nil }),
+            ("people", Row(arguments: ["people", "--json"]) { $0["people"]?.arrayValue?.map { $0["name"] } == ["Mia"] }),
+            ("meters", Row(arguments: ["meters", "unassign", b, "--json"]) { $0["addedPerson"] == false && $0["unchanged"] != nil }),
             ("sync", Row(arguments: ["sync", b, "--force", "--json"]) { $0["sessions"]?.arrayValue?.count == 1 }),
             ("pair", Row(arguments: ["pair", a, "--pin", "123456", "--json"]) { $0["meter"] == .string(a) && $0["paired"] == true }),
             ("sessions", Row(arguments: ["sessions", "--json"]) { ($0["sessions"]?.arrayValue?.count ?? 0) >= 3 }),
