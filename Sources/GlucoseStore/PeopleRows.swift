@@ -1,6 +1,6 @@
 import HealthDataSync
 
-// People, assignment periods and attributions (schema v6, SchemaV6.swift). All functions run on
+// People, assignment periods and attributions (schema v5, SchemaV5.swift). All functions run on
 // the caller's connection inside the caller's transaction.
 
 /// A `meter_assignment` row.

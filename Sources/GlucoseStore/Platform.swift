@@ -12,24 +12,6 @@ import SystemIO
 /// Whether a file exists at `path`.
 func fileExists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
-/// Flushes the directory holding `path`, so a newly created database file's directory entry
-/// survives power loss (SQLite syncs the directory for its journal and WAL, not for the main file
-/// it creates). Best effort: some file systems refuse fsync on directories.
-///
-/// The corresponding C functions are `open(O_RDONLY | O_DIRECTORY)` and `fsync`.
-func syncDirectory(containing path: String) {
-    let directory: String
-    if let slash = path.lastIndex(of: "/") {
-        directory = slash == path.startIndex ? "/" : String(path[..<slash])
-    } else {
-        directory = "."
-    }
-    let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-    guard fd >= 0 else { return }
-    _ = fsync(fd)
-    _ = Glibc.close(fd)
-}
-
 /// Creates an empty file readable and writable by its owner only (SQLite treats an empty file as a
 /// new database). Best effort: when it fails, SQLite reports the problem on open.
 ///

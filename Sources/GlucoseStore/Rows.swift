@@ -341,7 +341,7 @@ package enum ReadingRows {
     }
 
     static func query(afterCursor cursor: Int64, limit: Int, _ db: Connection) throws(StoreError) -> [StoredReading] {
-        // The feed (schema v6): a reading once when stored, again whenever its person changed, each
+        // The feed (schema v5): a reading once when stored, again whenever its person changed, each
         // time with the person it got then. An entry a later one of the same reading superseded is
         // left out: a follower that had not read it yet gets the reading once, with its person now,
         // at the later position (a follower that read it gets the change there too).

@@ -34,10 +34,10 @@ package final class Connection {
     /// Opens (and, unless `readOnly`, creates) the database file.
     ///
     /// The corresponding C function is `sqlite3_open_v2`.
-    init(path: String, readOnly: Bool = false, busyTimeoutMilliseconds: Int = 5000) throws(StoreError) {
+    init(path: String, readOnly: Bool = false, create: Bool = true, busyTimeoutMilliseconds: Int = 5000) throws(StoreError) {
         self.path = path
         var db: OpaquePointer?
-        let access = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+        let access = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0))
         let code = sqlite3_open_v2(path, &db, access | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, nil)
         guard code == SQLITE_OK, let db else {
             // > Whether or not an error occurs when it is opened, resources associated with the
@@ -151,6 +151,9 @@ package final class Connection {
         try self.execute("BEGIN IMMEDIATE", "\(operation) (begin)")
         do throws(StoreError) {
             let result = try body()
+            // Nothing is committed to a file the path no longer names (deleted, renamed, replaced):
+            // it would be gone at the next open.
+            if self.hasMoved { throw self.movedError(operation) }
             try self.execute("COMMIT", "\(operation) (commit)")
             return result
         } catch {
@@ -163,6 +166,46 @@ package final class Connection {
     func rollbackIfActive() {
         guard let handle = self.handle, sqlite3_get_autocommit(handle) == 0 else { return }
         _ = sqlite3_exec(handle, "ROLLBACK", nil, nil, nil)
+    }
+
+    /// Whether the path no longer names the file this connection has open (it was deleted,
+    /// renamed or replaced by another file): SQLite compares the path's inode with the one it
+    /// opened. False when the connection is closed.
+    ///
+    /// The corresponding C function is `sqlite3_file_control(SQLITE_FCNTL_HAS_MOVED)`.
+    var hasMoved: Bool {
+        guard let handle = self.handle else { return false }
+        var moved: CInt = 0
+        guard sqlite3_file_control(handle, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK else { return false }
+        return moved != 0
+    }
+
+    func movedError(_ operation: String) -> StoreError {
+        StoreError(
+            .replaced,
+            "\(operation) stopped: the database file \(self.path) was deleted, renamed or replaced while sugard had it open."
+        )
+    }
+
+    /// Copies the whole database into `destination` (an open connection to another file) through
+    /// SQLite's online backup API, in one step: one read transaction, so the copy is the database
+    /// as of one commit, and writers (WAL) go on meanwhile.
+    ///
+    /// The corresponding C functions are `sqlite3_backup_init`, `_step` and `_finish`.
+    func backup(into destination: Connection) throws(StoreError) {
+        let source = try self.requireHandle("Backing up")
+        let target = try destination.requireHandle("Backing up")
+        guard let backup = sqlite3_backup_init(target, "main", source, "main") else {
+            throw destination.error(sqlite3_errcode(target), "Starting the backup of \(self.path)")
+        }
+        var code = sqlite3_backup_step(backup, -1)
+        while code == SQLITE_BUSY || code == SQLITE_LOCKED {
+            usleep(20_000)
+            code = sqlite3_backup_step(backup, -1)
+        }
+        let finish = sqlite3_backup_finish(backup)
+        guard code == SQLITE_DONE else { throw destination.error(code, "Backing up \(self.path)") }
+        try destination.check(finish, "Finishing the backup of \(self.path)")
     }
 
     var lastInsertRowID: Int64 {

@@ -1,6 +1,6 @@
 import HealthDataSync
 
-/// People, assignments with time and attributions (schema v6).
+/// People, assignments with time and attributions (schema v5).
 ///
 /// Each operation is one transaction. A reading's person is kept in `reading.person_id`: set
 /// from the period covering its measured time when it is stored, changed by an assignment change

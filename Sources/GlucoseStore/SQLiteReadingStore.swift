@@ -1,4 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import HealthDataSync
+import SystemIO
 
 /// The SQLite implementation of ``ReadingStore``: one database file in WAL mode with
 /// `synchronous=FULL`, foreign keys on and a busy timeout.
@@ -15,10 +19,12 @@ public actor SQLiteReadingStore: ReadingStore {
     /// The database file.
     public nonisolated let path: String
     let options: StoreOptions
-    private var connection: Connection?
-    private var needsReopen = false
+    var connection: Connection?
+    var needsReopen = false
     private var closed = false
-    private var healthState: StorageHealth
+    var healthState: StorageHealth
+    /// The open database's identity (``StorageHealth/databaseId``).
+    var databaseId: String?
 
     // Test hooks (internal; reached with `@testable import`).
     /// Open every (re)opened connection read-only, as if the file were not writable.
@@ -35,6 +41,7 @@ public actor SQLiteReadingStore: ReadingStore {
         let (connection, health) = try Self.open(path: path, options: options, readOnly: false)
         self.connection = connection
         self.healthState = health
+        self.databaseId = health.databaseId
     }
 
     /// Like ``init(path:options:)`` but never throws: when the database cannot be opened now, the
@@ -47,6 +54,7 @@ public actor SQLiteReadingStore: ReadingStore {
             let (connection, health) = try Self.open(path: path, options: options, readOnly: false)
             self.connection = connection
             self.healthState = health
+            self.databaseId = health.databaseId
         } catch {
             self.connection = nil
             self.healthState = StorageHealth(status: .failed, path: path, error: error)
@@ -99,23 +107,27 @@ public actor SQLiteReadingStore: ReadingStore {
                 )
             }
             let error = StoreError(.readOnly, "The database \(path) is read-only: readings can be listed but not stored.")
-            return (db, StorageHealth(status: .degraded, path: path, error: error))
+            return (db, StorageHealth(status: .degraded, path: path, error: error, databaseId: try Schema.identity(db)))
         }
         try Schema.migrate(db)
         if isNew { syncDirectory(containing: path) }
-        return (db, StorageHealth(status: .ok, path: path))
+        return (db, StorageHealth(status: .ok, path: path, databaseId: try Schema.identity(db)))
     }
 
     /// The open connection, reopening it first when an earlier failure asked for that.
-    private func usableConnection() throws(StoreError) -> Connection {
+    func usableConnection() throws(StoreError) -> Connection {
         if self.closed { throw StoreError(.cannotOpen, "The store for \(self.path) is closed.") }
-        if let connection = self.connection, !self.needsReopen { return connection }
+        if let connection = self.connection, !self.needsReopen {
+            if !connection.hasMoved { return connection }
+            return try self.replaceMovedDatabase()
+        }
         self.connection?.close()
         self.connection = nil
         do throws(StoreError) {
             let (db, health) = try Self.open(path: self.path, options: self.options, readOnly: self.forceReadOnlyOpenForTesting)
             self.connection = db
             self.needsReopen = false
+            self.databaseId = health.databaseId
             if health.status != .ok {
                 self.healthState = health
             } else if self.healthState.status == .failed {
@@ -128,29 +140,117 @@ public actor SQLiteReadingStore: ReadingStore {
         }
     }
 
+    /// The path no longer names the open file (deleted, renamed, replaced): closes it and opens
+    /// (or creates) the file at the path under a NEW identity, even when that file is an older
+    /// copy of a database (its positions would mislead a follower). Health turns `degraded` with a
+    /// `replaced` error saying what happened, until the next successful write; `failed` when the
+    /// path cannot be opened (tried again by the next operation).
+    private func replaceMovedDatabase() throws(StoreError) -> Connection {
+        let previous = self.databaseId
+        if let connection = self.connection {
+            // What the WAL holds goes into the moved file (through the open descriptor), so that
+            // file is whole wherever it went; the WAL and shared-memory files left at the path
+            // belong to it and must never be applied to the file now at the path (SQLite would
+            // replay them into it).
+            _ = try? connection.textColumn("PRAGMA wal_checkpoint(TRUNCATE)", "Checkpointing the moved \(self.path)")
+            connection.close()
+            unlink(self.path + "-wal")
+            unlink(self.path + "-shm")
+        }
+        self.connection = nil
+        self.databaseId = nil
+        let what = "The database file \(self.path) (database \(previous ?? "without an identity")) was deleted, renamed or replaced while sugard had it open"
+        do throws(StoreError) {
+            let (db, _) = try Self.open(path: self.path, options: self.options, readOnly: self.forceReadOnlyOpenForTesting)
+            if !db.isReadOnly {
+                try db.transaction("Giving \(self.path) a new identity") { () throws(StoreError) in
+                    try Schema.setIdentity(DatabaseIdentity.random(), on: db)
+                }
+            }
+            let id = try Schema.identity(db)
+            self.connection = db
+            self.needsReopen = false
+            self.databaseId = id
+            self.replacements += 1
+            self.replacedAt = ContinuousClock.now
+            self.replacedAtWall = systemNow()
+            self.healthState = StorageHealth(
+                status: .degraded, path: self.path,
+                error: StoreError(
+                    .replaced,
+                    "\(what); sugard now stores into \(self.path) as database \(id ?? "?"). Readings stored before are only in the "
+                        + "file that was moved away (if it still exists); meters sync their records again."),
+                databaseId: id)
+            return db
+        } catch {
+            self.needsReopen = true
+            self.healthState = StorageHealth(
+                status: .failed, path: self.path, error: StoreError(.replaced, "\(what); reopening it failed: \(error.message)"))
+            throw error
+        }
+    }
+
+    /// How often the open file was found moved and replaced (``checkFile()``, or before an operation).
+    public private(set) var replacements = 0
+    private var replacedAt: ContinuousClock.Instant?
+    /// When the last replacement was noticed (wall clock, as sync sessions' start times are).
+    var replacedAtWall: Instant?
+
+    /// Whether health still shows the last replacement (``StoreOptions/replacedNotice``).
+    private var showsReplacement: Bool {
+        guard let at = self.replacedAt, self.healthState.error?.code == .replaced else { return false }
+        return ContinuousClock.now - at < self.options.replacedNotice
+    }
+
+    /// Checks that the path still names the open file (one `stat`); when it does not, replaces the
+    /// connection as every operation would (see ``replaceMovedDatabase()``). Returns the health
+    /// afterwards. The daemon calls it every few seconds, so a deleted file is noticed even
+    /// while nothing is read or written.
+    @discardableResult
+    public func checkFile() -> StorageHealth {
+        if !self.closed, !self.needsReopen, let connection = self.connection, connection.hasMoved {
+            _ = try? self.replaceMovedDatabase()
+        }
+        return self.healthState
+    }
+
+    /// The open database's identity.
+    public func identity() -> String? { self.databaseId }
+
     /// Runs `body` on the connection and keeps ``health()`` in step with the outcome.
     func withDatabase<T>(
         writing: Bool, _ body: (Connection) throws(StoreError) -> T
     ) throws(StoreError) -> T {
-        let db = try self.usableConnection()
-        do throws(StoreError) {
-            let result = try body(db)
-            if writing { self.healthState = StorageHealth(status: .ok, path: self.path) }
-            return result
-        } catch {
-            switch error.code {
-            case .readOnly, .io, .corrupt, .cannotOpen: self.needsReopen = true
-            case .diskFull, .busy, .constraint, .other: break
+        var attempts = 0
+        while true {
+            attempts += 1
+            let db = try self.usableConnection()
+            do throws(StoreError) {
+                let result = try body(db)
+                if writing, !self.showsReplacement {
+                    self.healthState = StorageHealth(status: .ok, path: self.path, databaseId: self.databaseId)
+                }
+                return result
+            } catch {
+                // The file went away between the check and the commit (the transaction checks
+                // again before COMMIT and rolled back): once more, into the replacement.
+                if error.code == .replaced, attempts == 1 { continue }
+                switch error.code {
+                case .readOnly, .io, .corrupt, .cannotOpen, .replaced: self.needsReopen = true
+                case .diskFull, .busy, .constraint, .other: break
+                }
+                switch error.code {
+                case .corrupt, .cannotOpen, .replaced:
+                    self.healthState = StorageHealth(status: .failed, path: self.path, error: error, databaseId: self.databaseId)
+                case .constraint:
+                    break  // the caller's batch was malformed; storage itself is fine
+                case .diskFull, .readOnly, .busy, .io, .other:
+                    if writing {
+                        self.healthState = StorageHealth(status: .degraded, path: self.path, error: error, databaseId: self.databaseId)
+                    }
+                }
+                throw error
             }
-            switch error.code {
-            case .corrupt, .cannotOpen:
-                self.healthState = StorageHealth(status: .failed, path: self.path, error: error)
-            case .constraint:
-                break  // the caller's batch was malformed; storage itself is fine
-            case .diskFull, .readOnly, .busy, .io, .other:
-                if writing { self.healthState = StorageHealth(status: .degraded, path: self.path, error: error) }
-            }
-            throw error
         }
     }
 
@@ -309,11 +409,17 @@ public actor SQLiteReadingStore: ReadingStore {
     ///
     /// The session is stored with the store's counts: `stored` and `duplicates` as found here,
     /// `received` = max(session.received, readings in the batch).
+    ///
+    /// A sync that started before the database file was replaced (see ``checkFile()``) stores its
+    /// readings in the new file without its high-water mark: the records before the mark are only
+    /// in the file that went away, so the meter's next sync reads it from the start again.
     public func commit(_ batch: SyncBatch) throws(StoreError) -> CommitResult {
         let now = self.options.now()
         let failAfter = self.failAfterInsertsForTesting
         return try self.withDatabase(writing: true) { (db: Connection) throws(StoreError) -> CommitResult in
-            try db.transaction("Committing a sync batch for meter \(batch.meter.id)") {
+            var batch = batch
+            if let replaced = self.replacedAtWall, batch.session.started <= replaced { batch.newHighWater = nil }
+            return try db.transaction("Committing a sync batch for meter \(batch.meter.id)") {
                 () throws(StoreError) -> CommitResult in
                 var ingest = Ingest(db: db, now: now, failAfterInserts: failAfter)
                 return try ingest.commit(batch)
@@ -329,7 +435,7 @@ public actor SQLiteReadingStore: ReadingStore {
         }
     }
 
-    /// Readings after `cursor` in commit order: the `feed` row id (schema v6), an `INTEGER PRIMARY
+    /// Readings after `cursor` in commit order: the `feed` row id (schema v5), an `INTEGER PRIMARY
     /// KEY` assigned as max + 1 by the single writer and never reused. A reading is in the feed
     /// once when stored and once more each time its person changes (an attribution, an assignment
     /// changed in the past), carrying the person it got then; ``StoredReading/position`` holds
@@ -337,6 +443,12 @@ public actor SQLiteReadingStore: ReadingStore {
     public func readings(afterCursor cursor: Int64, limit: Int) throws(StoreError) -> [StoredReading] {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [StoredReading] in
             try ReadingRows.query(afterCursor: cursor, limit: limit, db)
+        }
+    }
+
+    public func page(afterCursor cursor: Int64, limit: Int) throws(StoreError) -> ReadingPage {
+        try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> ReadingPage in
+            ReadingPage(databaseId: self.databaseId, readings: try ReadingRows.query(afterCursor: cursor, limit: limit, db))
         }
     }
 

@@ -8,9 +8,8 @@ import HealthDataSync
 /// `2` to ``versions``, add its case to ``apply(version:on:)``, and add a fixture writer for v1 in
 /// the migration tests (they open every earlier version and compare the result with a fresh DB).
 enum Schema {
-    /// Every schema version this build knows, in order. 4 and 5 are taken by work done in parallel
-    /// (database identity, chunked commits); the people step (6) is self-contained and can be renumbered.
-    static let versions: [Int64] = [1, 2, 3, 6]
+    /// Every schema version this build knows, in order.
+    static let versions: [Int64] = [1, 2, 3, 4, 5]
 
     static var latestVersion: Int64 { Self.versions[Self.versions.count - 1] }
 
@@ -43,7 +42,8 @@ enum Schema {
         case 1: try db.execute(Self.v1, "Creating schema version 1 in \(db.path)")
         case 2: try db.execute(Self.v2, "Creating schema version 2 in \(db.path)")
         case 3: try Self.applyV3(on: db)
-        case 6: try Self.applyV6(on: db)
+        case 4: try Self.applyV4(on: db)
+        case 5: try Self.applyV5(on: db)
         default: fatalError("Internal inconsistency: no migration step for schema version \(version)")
         }
     }

@@ -89,13 +89,18 @@ public struct StoreOptions: Sendable {
     public var quickCheckOnOpen: Bool
     /// The clock for `storedAt`, session commit times and reset events.
     public var now: WallClock
+    /// How long health keeps saying the database file was replaced (status `degraded`, error
+    /// `replaced`) after sugard recreated it, however many writes succeed meanwhile: long enough
+    /// for a person or a monitor to see it. The first successful write after that clears it.
+    public var replacedNotice: Duration
 
     public init(
         busyTimeoutMilliseconds: Int = 5000, quickCheckOnOpen: Bool = true,
-        now: @escaping WallClock = systemNow
+        now: @escaping WallClock = systemNow, replacedNotice: Duration = .seconds(60)
     ) {
         self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
         self.quickCheckOnOpen = quickCheckOnOpen
         self.now = now
+        self.replacedNotice = replacedNotice
     }
 }

@@ -9,6 +9,8 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         case io
         case constraint
         case other
+        /// The database file was deleted, renamed or replaced while the store had it open.
+        case replaced
     }
 
     public var code: Code
@@ -276,11 +278,15 @@ public struct StorageHealth: Hashable, Sendable {
     public var path: String
     /// The last error, when status is not ok.
     public var error: StoreError?
+    /// The open database's identity (a random UUID made when it was created, kept by migrations
+    /// and backups, new after a restore or a recreate); nil while no database is open.
+    public var databaseId: String?
 
-    public init(status: Status, path: String, error: StoreError? = nil) {
+    public init(status: Status, path: String, error: StoreError? = nil, databaseId: String? = nil) {
         self.status = status
         self.path = path
         self.error = error
+        self.databaseId = databaseId
     }
 }
 
@@ -307,6 +313,9 @@ public protocol ReadingStore: Sendable {
     /// that resumes after the last position it saw misses nothing and sees nothing twice. A reading
     /// whose person changed comes again at a later position (see ``StoredReading/position``).
     func readings(afterCursor cursor: Int64, limit: Int) async throws(StoreError) -> [StoredReading]
+    /// ``readings(afterCursor:limit:)`` together with the identity of the database they were read
+    /// from (one read: a cursor is a position in that database only).
+    func page(afterCursor cursor: Int64, limit: Int) async throws(StoreError) -> ReadingPage
     func readingCount(meter: MeterID?) async throws(StoreError) -> Int
     /// Sync sessions, newest first.
     func sessions(meter: MeterID?, limit: Int) async throws(StoreError) -> [SyncSessionRecord]
@@ -360,7 +369,24 @@ public struct ReadingContent: Hashable, Sendable {
     }
 }
 
+/// Readings in commit order and the database they come from (``StorageHealth/databaseId``).
+public struct ReadingPage: Sendable {
+    public var databaseId: String?
+    public var readings: [StoredReading]
+
+    public init(databaseId: String?, readings: [StoredReading]) {
+        self.databaseId = databaseId
+        self.readings = readings
+    }
+}
+
 extension ReadingStore {
+    /// For stores without an identity of their own: the readings and the health's identity.
+    public func page(afterCursor cursor: Int64, limit: Int) async throws(StoreError) -> ReadingPage {
+        let readings = try await self.readings(afterCursor: cursor, limit: limit)
+        return ReadingPage(databaseId: await self.health().databaseId, readings: readings)
+    }
+
     // Defaults for stores without indexed lookups (they read the meter's readings); the SQLite
     // store answers each with an indexed query.
     public func storedMeasurement(meter: MeterID, sequenceNumber: UInt16) async throws(StoreError) -> [UInt8]? {

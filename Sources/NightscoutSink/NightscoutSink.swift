@@ -103,6 +103,17 @@ public final class NightscoutSink: Sendable {
 
     public var status: NightscoutStatus { self.state.withLock { $0 } }
 
+    /// Moves the delivered cursor back to 0, durably: sugard's database changed (recreated,
+    /// restored) and its readings are delivered from the beginning (the site deduplicates).
+    public func restartFromBeginning() {
+        do throws(NightscoutConfigError) {
+            try self.cursorFile.save(0)
+        } catch {
+            self.update(.retrying, error.message)
+        }
+        self.state.withLock { $0.cursor = 0 }
+    }
+
     /// Ends a pause or a slow retry now (call it on reload).
     public func resume() { self.wake.withLock { $0 = true } }
 

@@ -50,7 +50,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     /// Methods that change something: root, the daemon's uid and the admin group only.
     public static let adminMethods: Set<String> = [
         "Sync", "Forget", "Pair", "SubmitPasskey", "AssignMeter", "ShareMeter", "AttributeReadings", "AddPerson", "EditPerson",
-        "RemovePerson",
+        "RemovePerson", "Backup", "RestoreUpload", "Restore",
     ]
 
     /// The parsed ``interfaceDescription``.
@@ -63,7 +63,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     }()
 
     public var definition: VarlinkInterfaceDefinition { Self.parsedDefinition }
-    public var methodsRequiringMore: Set<String> { ["Watch", "Pair", "FollowReadings"] }
+    public var methodsRequiringMore: Set<String> { ["Watch", "Pair", "FollowReadings", "Backup"] }
 
     public let backend: any SugarBackend
     public let access: AccessPolicy
@@ -141,6 +141,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         case .permissionDenied: return error(.permissionDenied(method: subject ?? "", message: message))
         case .pairingFailed: return error(.pairingFailed(meter: subject, message: message))
         case .syncFailed: return error(.syncFailed(meter: subject, message: message))
+        case .invalidDatabase: return error(.invalidDatabase(message: message))
         }
     }
 
@@ -192,6 +193,9 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         case "AssignMeter", "ShareMeter", "ListAssignments", "AttributeReadings", "ListPeople", "GetPerson", "AddPerson",
             "EditPerson", "RemovePerson", "GetPeopleStatus":
             try await self.handlePeople(method, p, replier: replier)
+        case "Backup": try await self.backup(replier)
+        case "RestoreUpload": try await self.restoreUpload(p, replier: replier)
+        case "Restore": try await self.restore(p, replier: replier)
         case "SubmitPasskey":
             let meter = try Self.meter(p["meter"])
             let text = p["passkey"]?.stringValue ?? ""
@@ -401,7 +405,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     /// Returns once the connection's unread output is below `bytes` (default
     /// ``Limits/backpressureBytes``), the connection closed, the task was cancelled, or
     /// `stillWanted` turned false.
-    private func waitForReader(_ replier: VarlinkReplier, below bytes: Int? = nil, stillWanted: () -> Bool) async {
+    func waitForReader(_ replier: VarlinkReplier, below bytes: Int? = nil, stillWanted: () -> Bool) async {
         let limit = bytes ?? self.limits.backpressureBytes
         while replier.pendingOutputBytes >= limit, !replier.isClosed, !Task.isCancelled,
             stillWanted()
@@ -489,13 +493,24 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             }
             batch = Int(n)
         }
+        // The database the cursor is a position in: when the daemon's is another (recreated,
+        // restored), the cursor means nothing here and the stream starts from its beginning.
+        var streamId: String?
+        if let value = p["databaseId"], !value.isNull {
+            guard let id = value.stringValue, !id.isEmpty else {
+                throw Self.invalid("databaseId", "databaseId must be the databaseId of the reply the cursor came with.")
+            }
+            streamId = id
+        }
         let compact = p["compact"]?.boolValue == true
         func form(_ stored: StoredReading) -> JSONValue { compact ? ReadingJSON.compact(stored) : ReadingJSON.object(stored) }
         // A backlog goes out in replies of tens of KiB: written whole, not in 4.5 KiB pieces.
         replier.widenSendBuffer()
         // Subscribed before the first read, so a commit between a read and the wait is not missed.
-        // Commits (readingCount) and person changes (the attribution bell) ring one signal.
-        let watcher = self.backend.models.viewModel.watch(fields: [.readingCount], policy: .coalesced)
+        // Commits (readingCount), person changes (the attribution bell) and storage health (the
+        // daemon field: a database swapped in by a restore or a recreate wakes the stream even when
+        // its reading count happens to be the same) ring one signal.
+        let watcher = self.backend.models.viewModel.watch(fields: [.readingCount, .daemon], policy: .coalesced)
         let signal = FeedSignal()
         let attributions = self.attributionBell
         let commits = Task {
@@ -517,14 +532,26 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         let pageSize = max(1, self.limits.followPageSize)
         // Half the output cap: a follower pausing on purpose is never over the server's soft cap.
         let pause = self.limits.backpressureBytes / 2
+        var first = true
         while true {
             let page: [StoredReading]
+            let databaseId: String?
             let seen = signal.generation
             do throws(StoreError) {
-                page = try await self.backend.store.readings(afterCursor: cursor, limit: pageSize)
+                var read = try await self.backend.store.page(afterCursor: cursor, limit: pageSize)
+                if read.databaseId != streamId, streamId != nil || !first, cursor > 0 {
+                    // Another database than the cursor's: from its beginning, nothing skipped.
+                    cursor = 0
+                    read = try await self.backend.store.page(afterCursor: 0, limit: pageSize)
+                }
+                page = read.readings
+                databaseId = read.databaseId
             } catch {
                 throw Self.error(for: error)
             }
+            first = false
+            streamId = databaseId
+            let idJSON: JSONValue = databaseId.map { .string($0) } ?? .null
             if let batch {
                 var start = page.startIndex
                 while start < page.endIndex {
@@ -536,14 +563,16 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                         let part = page[start..<end]
                         let sent = replier.reply(continues: true) { out in
                             out.reserveCapacity(out.count + 400 * part.count)
-                            Wire.CompactFollowReply.write(cursors: part.map(\.cursor), into: &out) { index, out in
+                            Wire.CompactFollowReply.write(cursors: part.map(\.cursor), databaseId: databaseId, into: &out) { index, out in
                                 Wire.CompactReading(part[part.startIndex + index]).write(into: &out)
                             }
                         }
                         guard sent else { return }
                     } else {
                         let readings: [JSONValue] = page[start..<end].map { ["cursor": .int($0.cursor), "reading": form($0)] }
-                        guard replier.reply(["cursor": .int(page[end - 1].cursor), "readings": .array(readings)], continues: true)
+                        guard
+                            replier.reply(
+                                ["cursor": .int(page[end - 1].cursor), "readings": .array(readings), "databaseId": idJSON], continues: true)
                         else { return }
                     }
                     cursor = page[end - 1].cursor
@@ -553,7 +582,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                 for stored in page {
                     await self.waitForReader(replier, below: pause) { true }
                     if replier.isClosed || Task.isCancelled { return }
-                    guard replier.reply(["cursor": .int(stored.cursor), "reading": form(stored)], continues: true)
+                    guard replier.reply(["cursor": .int(stored.cursor), "reading": form(stored), "databaseId": idJSON], continues: true)
                     else { return }
                     cursor = stored.cursor
                 }

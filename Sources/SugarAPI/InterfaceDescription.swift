@@ -17,8 +17,9 @@ extension HealthDataSyncService {
         # Access: read methods (GetStatus, Watch, ListReadings, ListMeters, ListSyncSessions,
         # FollowReadings, ListPeople, GetPerson, ListAssignments, GetPeopleStatus) are open to root, the
         # daemon's own user and members of the socket group. Mutating methods (Sync, Forget, Pair,
-        # SubmitPasskey, AssignMeter, ShareMeter, AttributeReadings, AddPerson, EditPerson, RemovePerson)
-        # are open to root, the daemon's own user and members of the admin group.
+        # SubmitPasskey, AssignMeter, ShareMeter, AttributeReadings, AddPerson, EditPerson, RemovePerson,
+        # Backup, RestoreUpload, Restore) are open to root, the daemon's own user and members of the admin
+        # group.
         # Anyone else gets PermissionDenied.
         interface io.sugard.HealthDataSync
 
@@ -37,8 +38,11 @@ extension HealthDataSyncService {
         # Why storage does not work fully.
         type StoreFailure (code: string, message: string)
 
-        # Whether the database works: ok, degraded (reads work, the last write failed) or failed.
-        type Storage (status: (ok, degraded, failed), path: string, error: ?StoreFailure)
+        # Whether the database works: ok, degraded (reads work, the last write failed, or the file was
+        # replaced and recreated: error code replaced) or failed. databaseId is the open database's
+        # identity: a random UUID made when it was created, kept by migrations and backups, new after a
+        # restore or after the file was deleted or replaced under the daemon.
+        type Storage (status: (ok, degraded, failed), path: string, error: ?StoreFailure, databaseId: ?string)
 
         # The daemon itself. Uptime is now minus startedAt.
         type Daemon (version: string, startedAt: Instant, storage: Storage)
@@ -267,7 +271,17 @@ extension HealthDataSyncService {
         # the full shape: id, meter, epoch, sequenceNumber, mgdL, mmolL, flags, person, time (iso,
         # epochMillis, local, utcOffsetMinutes), type and sampleLocation (code, name; null without
         # the field) and context (meal with code and name; null when no context carried a meal).
-        method FollowReadings(after: ?int, batch: ?int, compact: ?bool) -> (cursor: int, reading: ?object, readings: ?[]FollowedReading)
+        # Cursors are positions in one database: every reply carries databaseId, the identity of the
+        # database its readings come from. Pass the databaseId the cursor after came with: when the
+        # daemon's database is another one (recreated, restored), after is ignored and the stream starts
+        # from the beginning of the current database. When the database changes during the stream, it
+        # goes on from the beginning of the new one (replies then carry the new databaseId).
+        method FollowReadings(after: ?int, databaseId: ?string, batch: ?int, compact: ?bool) -> (
+          cursor: int,
+          reading: ?object,
+          readings: ?[]FollowedReading,
+          databaseId: ?string
+        )
 
         # Every meter the daemon or its database knows, sorted by id.
         method ListMeters() -> (meters: []MeterEntry)
@@ -362,6 +376,35 @@ extension HealthDataSyncService {
         # Admin only.
         method SubmitPasskey(meter: string, passkey: string) -> ()
 
+        # A consistent copy of the database (SQLite's online backup API, made at any time, also during a
+        # sync; it keeps the database's identity); needs 'more'. The daemon writes the copy to a file in
+        # its own directory, checks it (integrity_check), unlinks it and streams its bytes: every reply
+        # carries the copy's size, readings, databaseId and schemaVersion, and one part of its bytes
+        # (data, base64, at offset); the last reply has the last part. Admin only.
+        method Backup() -> (size: int, readings: int, databaseId: ?string, schemaVersion: int, offset: int, data: string)
+
+        # Sends one part of a database file to restore (data: base64, at most 32 KiB before encoding)
+        # into a staging file next to the database; upload names the upload (8 to 64 letters, digits,
+        # '-' or '_'), offset must be the size received so far (0 starts a new upload and drops any
+        # other). size is the size received. Admin only.
+        method RestoreUpload(upload: string, offset: int, data: string) -> (size: int)
+
+        # Restores the uploaded database: checks it (integrity_check; a sugard database with a schema
+        # version up to the daemon's, migrated when older), gives it a new databaseId (followers start
+        # over instead of skipping), keeps the current database as <database>.before-restore-<time> next
+        # to it and swaps the new one in (rename); the daemon goes on serving from it. A file that is not
+        # a sound sugard database gets InvalidDatabase and changes nothing. Admin only.
+        method Restore(upload: string) -> (
+          path: string,
+          size: int,
+          readings: int,
+          databaseId: ?string,
+          previousDatabaseId: ?string,
+          schemaVersion: int,
+          migratedFrom: ?int,
+          keptAs: ?string
+        )
+
         # Recorded sync sessions, newest first; limit defaults to 50 (at most 10000).
         method ListSyncSessions(meter: ?string, limit: ?int) -> (sessions: []Session)
 
@@ -383,6 +426,10 @@ extension HealthDataSyncService {
 
         # The database could not be read or written.
         error StorageError (code: ?string, message: ?string)
+
+        # A file given to Restore is not a sound sugard database (not SQLite, damaged, another schema, or
+        # a schema newer than the daemon's); nothing was changed.
+        error InvalidDatabase (message: string)
 
         # A parameter has the right type but a value the method cannot use.
         error InvalidParameter (parameter: string, message: ?string)

@@ -19,6 +19,8 @@ public struct SugarAPIError: Error, Hashable, Sendable, CustomStringConvertible 
         case pairingFailed
         /// `io.sugard.HealthDataSync.SyncFailed`
         case syncFailed
+        /// `io.sugard.HealthDataSync.InvalidDatabase`
+        case invalidDatabase
     }
 
     public var code: Code
@@ -58,9 +60,73 @@ public protocol SugarBackend: Sendable {
     /// that is live but not stored yet is stored first. Throws `meterNotFound` for a meter neither
     /// live nor stored, `invalidParameter` for a change the store refuses (with its reason).
     func setAssignment(meter: MeterID, holder: MeterHolder?, from: Instant) async throws(SugarAPIError) -> AttributionResult
+    /// Makes a consistent copy of the database (see ``BackupCopy``).
+    func backup() async throws(SugarAPIError) -> BackupCopy
+    /// Appends `bytes` at `offset` to the upload `upload` (offset 0 starts it, dropping any other
+    /// upload); returns the size received.
+    func restoreUpload(_ upload: String, offset: Int64, bytes: [UInt8]) async throws(SugarAPIError) -> Int64
+    /// Checks the upload and swaps it in as the database (``RestoreReport``). A file that is not a
+    /// sound sugard database throws `invalidDatabase` and changes nothing.
+    func restore(_ upload: String) async throws(SugarAPIError) -> RestoreReport
 }
 
 extension SugarBackend {
     /// People, assignments and attributions, when the store keeps them (the SQLite store does).
     public var people: (any PeopleStore)? { self.store as? any PeopleStore }
+
+    public func backup() async throws(SugarAPIError) -> BackupCopy {
+        throw SugarAPIError(.storageError, "this daemon cannot make backups")
+    }
+
+    public func restoreUpload(_ upload: String, offset: Int64, bytes: [UInt8]) async throws(SugarAPIError) -> Int64 {
+        throw SugarAPIError(.storageError, "this daemon cannot restore backups")
+    }
+
+    public func restore(_ upload: String) async throws(SugarAPIError) -> RestoreReport {
+        throw SugarAPIError(.storageError, "this daemon cannot restore backups")
+    }
+}
+
+/// A backup the daemon made: an open, already unlinked file (its descriptor, owned by the
+/// receiver, who closes it) and what it holds.
+public struct BackupCopy: Sendable {
+    public var fileDescriptor: Int32
+    public var size: Int64
+    public var readings: Int
+    public var databaseId: String?
+    public var schemaVersion: Int
+
+    public init(fileDescriptor: Int32, size: Int64, readings: Int, databaseId: String?, schemaVersion: Int) {
+        self.fileDescriptor = fileDescriptor
+        self.size = size
+        self.readings = readings
+        self.databaseId = databaseId
+        self.schemaVersion = schemaVersion
+    }
+}
+
+/// What a restore did.
+public struct RestoreReport: Sendable, Hashable {
+    public var path: String
+    public var size: Int64
+    public var readings: Int
+    public var databaseId: String?
+    public var previousDatabaseId: String?
+    public var schemaVersion: Int
+    public var migratedFrom: Int?
+    public var keptAs: String?
+
+    public init(
+        path: String, size: Int64, readings: Int, databaseId: String?, previousDatabaseId: String?, schemaVersion: Int,
+        migratedFrom: Int?, keptAs: String?
+    ) {
+        self.path = path
+        self.size = size
+        self.readings = readings
+        self.databaseId = databaseId
+        self.previousDatabaseId = previousDatabaseId
+        self.schemaVersion = schemaVersion
+        self.migratedFrom = migratedFrom
+        self.keptAs = keptAs
+    }
 }

@@ -45,7 +45,7 @@ extension Wire.Daemon {
         let error = health.error.map { Wire.StoreFailure(code: $0.code.rawValue, message: $0.message) }
         self.init(
             version: info.version, startedAt: Wire.Instant(info.startedAt),
-            storage: Wire.Storage(status: status, path: health.path, error: error))
+            storage: Wire.Storage(status: status, path: health.path, error: error, databaseId: health.databaseId))
     }
 }
 

@@ -108,6 +108,7 @@ public final class Daemon: Sendable {
         if !socketDirectory.isEmpty { try Self.makeDirectory(socketDirectory) }
 
         // Store first: everything else reports into or reads from it.
+        DaemonBackend.removeLeftovers(databasePath: config.databasePath, logger: logger)
         let store = SQLiteReadingStore(retryingOpenAt: config.databasePath)
         let health = await store.health()
         if health.status != .ok {
@@ -126,7 +127,7 @@ public final class Daemon: Sendable {
         let engine = SyncEngine(
             transport: parts.transport, store: store, zone: zone, cooldownSeconds: Double(config.cooldownSeconds),
             observer: bridge, logger: logger.named("sync"), now: { systemNow() })
-        let backend = DaemonBackend(models: models, store: store, engine: engine)
+        let backend = DaemonBackend(models: models, store: store, engine: engine, logger: logger.named("storage"))
         let server = try serverFactory(config, backend, logger.named("socket"))
 
         // Take over the signals before READY=1: a supervisor may send SIGHUP or SIGTERM the moment
@@ -159,6 +160,7 @@ public final class Daemon: Sendable {
             }
             group.addTask { await self.followState(viewModel: viewModel, store: store) }
             group.addTask { await Self.superviseStorage(models: models, store: store, logger: logger) }
+            group.addTask { await Self.watchDatabaseFile(models: models, store: store, logger: logger) }
             if let interval = self.notifier.watchdogInterval {
                 // A quarter of the interval: a late ping (a busy machine) still lands well inside it.
                 group.addTask { await self.watchdog(every: interval / 4) }
@@ -260,6 +262,31 @@ public final class Daemon: Sendable {
             if health != before {
                 viewModel.update { $0.daemon.storage = health }
                 if health.status == .ok { logger.notice("storage: \(health.path) works again") }
+            }
+        }
+    }
+
+    /// Every 2 s: does the configured path still name the open database file? When it was
+    /// deleted, renamed or replaced, the store reopens (or recreates) the file at the path under a
+    /// new identity (it also checks before every operation, so nothing is committed to the old
+    /// file meanwhile); here the change is logged and shown in the view model (`storage`: degraded,
+    /// error `replaced`), and the counts and meters are read from the new file.
+    static func watchDatabaseFile(models: ModelStore, store: SQLiteReadingStore, logger: Logger) async {
+        var seen = await store.replacements
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(2))
+            if Task.isCancelled { return }
+            let health = await store.checkFile()
+            let replacements = await store.replacements
+            // Only a replacement is this task's to show: other changes of health are the
+            // supervisor's (superviseStorage) and the sync's to report.
+            guard replacements != seen else { continue }
+            seen = replacements
+            logger.error("storage: \(health.error?.message ?? "the database file was replaced")")
+            await Self.restore(models: models, from: store, logger: logger)
+            let current = await store.health()
+            if models.viewModel.state.daemon.storage != current {
+                models.viewModel.update { $0.daemon.storage = current }
             }
         }
     }

@@ -8,11 +8,17 @@ public struct DaemonBackend: SugarBackend {
     public let models: ModelStore
     public let store: any ReadingStore
     let engine: SyncEngine
+    /// The SQLite store behind ``store`` when there is one: backups and restores need it.
+    let database: SQLiteReadingStore?
+    let uploads = RestoreUploads()
+    let logger: Logger?
 
-    public init(models: ModelStore, store: any ReadingStore, engine: SyncEngine) {
+    public init(models: ModelStore, store: any ReadingStore, engine: SyncEngine, logger: Logger? = nil) {
         self.models = models
         self.store = store
         self.engine = engine
+        self.database = store as? SQLiteReadingStore
+        self.logger = logger
     }
 
     public func sync(meter: MeterID?, force: Bool) async throws(SugarAPIError) -> [SyncSessionRecord] {

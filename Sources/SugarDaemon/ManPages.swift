@@ -31,7 +31,14 @@ public enum ManPages {
         page.section("Files")
         page.item("/etc/sugard/sugard.conf", "The configuration file, see sugard.conf(5).")
         page.item("/etc/sugard/sugard.conf.d/*.conf", "Drop-ins, read after the main file in lexical order.")
-        page.item("/var/lib/sugard/sugard.sqlite", "The database of readings.")
+        page.item(
+            "/var/lib/sugard/sugard.sqlite",
+            "The database of readings, with a random identity (databaseId) of its own. sugard checks every 2 s and before "
+                + "every write that the path still names the file it has open; when it was deleted, renamed or replaced, "
+                + "sugard continues in a new file at the path under a new identity and says so in its status and log.")
+        page.item(
+            "/var/lib/sugard/sugard.sqlite.before-restore-TIME",
+            "The database as it was before `sugarctl restore` replaced it (TIME in UTC, e.g. 20260331T061500Z).")
         page.item("/run/sugard/" + DefaultPaths.socketName, "The Varlink socket.")
         page.section("See also")
         page.paragraph("sugarctl(1), sugard.conf(5), systemd.exec(5)")

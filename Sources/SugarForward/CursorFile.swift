@@ -1,24 +1,63 @@
 import Glibc
 import JSON
 import Locking
+import SugarWire
 import SystemIO
 
 /// What the forwarder keeps across restarts, in `<state-dir>/cursor.json`: the highest cursor the
-/// broker acknowledged contiguously, and each meter's newest measured time published to its
-/// retained state topic. Written atomically and durably: a temporary file, fsync, rename, fsync
-/// of the directory; a crash leaves the old or the new file, never a torn one.
+/// broker acknowledged contiguously and the database it is a position in (`databaseId`, sugard's
+/// database identity), each meter's newest measured time published to its retained state topic,
+/// and the last time the database changed and delivery started over (`databaseReset`). Written
+/// atomically and durably: a temporary file, fsync, rename, fsync of the directory; a crash leaves
+/// the old or the new file, never a torn one. A file from before identities has no `databaseId`:
+/// its cursor adopts the first identity sugard reports (no start-over).
 public struct ForwardState: Equatable, Sendable {
     public var cursor: Int64 = 0
+    public var databaseId: String?
     public var newest: [String: Int64] = [:]
+    public var databaseReset: DatabaseReset?
 
-    public init(cursor: Int64 = 0, newest: [String: Int64] = [:]) {
-        self.cursor = cursor
-        self.newest = newest
+    /// Delivery started over because sugard's database changed (recreated, restored).
+    public struct DatabaseReset: Equatable, Sendable {
+        /// When the forwarder noticed it (epoch ms).
+        public var atMillis: Int64
+        public var previousDatabaseId: String
+        public var databaseId: String
+
+        public init(atMillis: Int64, previousDatabaseId: String, databaseId: String) {
+            self.atMillis = atMillis
+            self.previousDatabaseId = previousDatabaseId
+            self.databaseId = databaseId
+        }
+
+        public var wire: Wire.DatabaseReset {
+            Wire.DatabaseReset(atMillis: self.atMillis, previousDatabaseId: self.previousDatabaseId, databaseId: self.databaseId)
+        }
     }
+
+    public init(cursor: Int64 = 0, databaseId: String? = nil, newest: [String: Int64] = [:], databaseReset: DatabaseReset? = nil) {
+        self.cursor = cursor
+        self.databaseId = databaseId
+        self.newest = newest
+        self.databaseReset = databaseReset
+    }
+
+    /// The state's place in time: a save of a state that sorts below the last one written is
+    /// stale (a start-over moves the cursor back, but its reset time forward).
+    var order: (Int64, Int64) { (self.databaseReset?.atMillis ?? 0, self.cursor) }
 
     var json: JSONValue {
         let newest = JSONObject(self.newest.sorted { $0.key < $1.key }.map { ($0.key, JSONValue.int($0.value)) })
-        return ["cursor": .int(self.cursor), "newest": .object(newest)]
+        var object: JSONObject = ["cursor": .int(self.cursor)]
+        if let id = self.databaseId { object["databaseId"] = .string(id) }
+        object["newest"] = .object(newest)
+        if let reset = self.databaseReset {
+            object["databaseReset"] = [
+                "atMillis": .int(reset.atMillis), "previousDatabaseId": .string(reset.previousDatabaseId),
+                "databaseId": .string(reset.databaseId),
+            ]
+        }
+        return .object(object)
     }
 }
 
@@ -39,7 +78,12 @@ public struct CursorFile: Sendable {
         guard case .object(let object)? = try? JSONValue(parsing: bytes), let cursor = object["cursor"]?.intValue else {
             throw ForwardFileError("\(self.path) is damaged (not the forwarder's state); move it away to start over")
         }
-        var state = ForwardState(cursor: cursor)
+        var state = ForwardState(cursor: cursor, databaseId: object["databaseId"]?.stringValue)
+        if case .object(let reset)? = object["databaseReset"], let at = reset["atMillis"]?.intValue,
+            let previous = reset["previousDatabaseId"]?.stringValue, let id = reset["databaseId"]?.stringValue
+        {
+            state.databaseReset = ForwardState.DatabaseReset(atMillis: at, previousDatabaseId: previous, databaseId: id)
+        }
         if case .object(let newest)? = object["newest"] {
             for entry in newest.entries { if let millis = entry.value.intValue { state.newest[entry.key] = millis } }
         }
@@ -48,10 +92,14 @@ public struct CursorFile: Sendable {
 
     /// Replaces the file with `state`, durably.
     public func save(_ state: ForwardState) throws(ForwardFileError) {
-        let temporary = self.path + ".tmp"
+        try Self.replace(self.path, with: Array((state.json.serialized() + "\n").utf8))
+    }
+
+    /// Replaces the file at `path` with `bytes`: a temporary file, fsync, rename, fsync of the directory.
+    static func replace(_ path: String, with bytes: [UInt8]) throws(ForwardFileError) {
+        let temporary = path + ".tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw ForwardFileError("cannot write \(temporary): \(String(cString: strerror(errno)))") }
-        let bytes = Array((state.json.serialized() + "\n").utf8)
         let code = writeAll(fd, bytes)
         if code != 0 {
             close(fd)
@@ -63,31 +111,47 @@ public struct CursorFile: Sendable {
             throw ForwardFileError("cannot sync \(temporary): \(message)")
         }
         close(fd)
-        guard rename(temporary, self.path) == 0 else {
-            throw ForwardFileError("cannot replace \(self.path): \(String(cString: strerror(errno)))")
+        guard rename(temporary, path) == 0 else {
+            throw ForwardFileError("cannot replace \(path): \(String(cString: strerror(errno)))")
         }
-        let directory = String(self.path[..<(self.path.lastIndex(of: "/") ?? self.path.startIndex)])
-        let dfd = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dfd >= 0 {
-            _ = fsync(dfd)
-            close(dfd)
-        }
+        syncDirectory(containing: path)
     }
+}
+
+/// The sugard database a Nightscout sink's cursor (`nightscout-<name>.cursor`) is a position in:
+/// `nightscout-<name>.database`, the identity alone. Missing: a cursor from before identities,
+/// which adopts the first identity sugard reports.
+struct DatabaseIdFile: Sendable {
+    let path: String
+
+    init(directory: String, sink: String) { self.path = directory + "/nightscout-" + sink + ".database" }
+
+    func load() -> String? {
+        guard let bytes = try? readWholeFile(self.path) else { return nil }
+        let text = String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace }
+        return text.isEmpty ? nil : text
+    }
+
+    func save(_ id: String) throws(ForwardFileError) { try CursorFile.replace(self.path, with: Array((id + "\n").utf8)) }
 }
 
 /// Writes the cursor file from any thread (the forwarder saves on a thread of its own, so its event
 /// loop goes on while the disk syncs): one write at a time, never an older cursor over a newer one.
 final class CursorSaver: Sendable {
     let file: CursorFile
-    private let written = Lock<Int64?>(nil)
+    private let written = Lock<ForwardState?>(nil)
 
     init(file: CursorFile) { self.file = file }
 
     func save(_ state: ForwardState) throws(ForwardFileError) {
-        try self.written.withLock { (last: inout Int64?) throws(ForwardFileError) in
-            if let last, state.cursor <= last { return }
+        try self.written.withLock { (last: inout ForwardState?) throws(ForwardFileError) in
+            // Older than what was written (a save from before a start-over lands late): dropped.
+            // The same place: dropped, unless it adopts an identity the file does not have yet.
+            if let last, state.order < last.order || (state.order == last.order && (last.databaseId != nil || state.databaseId == nil)) {
+                return
+            }
             try self.file.save(state)
-            last = state.cursor
+            last = state
         }
     }
 }

@@ -41,10 +41,12 @@ import SugarWire
 /// - ``Event/stop`` ends the machine: ``Action/finish(save:)`` carries the state to save before
 ///   the process exits when anything acknowledged is not saved yet (or a save is running).
 ///
+/// - The cursor is (database id, position): the machine's cursor is the position, an `Int64`
+///   that only grows; the database identity is checked outside it (``Forwarder``'s driver). When
+///   the identity changes, the driver records and saves the start-over and goes on with
+///   ``startingOver(from:now:)`` from position 0 of the new database.
+///
 /// Later work fits in as follows:
-/// - A cursor that is (database id, position): the machine's cursor is the position, an `Int64`
-///   that only grows; the database identity is checked outside it. When the identity changes,
-///   the driver saves what the old machine finished and starts a new one from the new position.
 /// - Alert messages as a second stream through the same outbox: an ``Entry`` gets a kind, the
 ///   ``Message`` a case, and the token's low bits (today the index of the reading's message,
 ///   ``token(cursor:index:)``) name the message; alerts then share the window, the ordering and
@@ -323,6 +325,33 @@ struct DeliveryStateMachine: Sendable {
 
     /// A person's key in ``ForwardState/newest`` (beside the meters' addresses).
     static func personKey(_ person: String) -> String { "person/" + person }
+
+    /// The saved position is in sugard's database `id`, reported for the first time (a position
+    /// saved before identities adopts it; nothing starts over). The driver checks identities.
+    mutating func adopt(databaseId id: String) { self.acknowledged.databaseId = id }
+
+    /// The machine for the next database, made by the driver when sugard's database changed
+    /// (recreated, restored) after the feed saw everything of the old one delivered: it starts from
+    /// `state` (a position in the new database) with nothing held, keeping the connection, the
+    /// meters and people known and announced (with their topics and the
+    /// health entities), the running save and the armed timer (their events still come), so nothing is
+    /// published again and one save at a time still holds.
+    func startingOver(from state: ForwardState, now: Int64) -> DeliveryStateMachine {
+        var next = DeliveryStateMachine(saved: state, limits: self.limits, topics: self.topics, now: now)
+        next.link = self.link
+        next.meters = self.meters
+        next.people = self.people
+        next.announced = self.announced
+        next.holdUntil = self.holdUntil
+        next.health = self.health
+        next.meterTopics = self.meterTopics
+        next.personTopics = self.personTopics
+        next.save = self.save
+        next.lastSave = self.lastSave
+        next.timerArmed = self.timerArmed
+        next.stopped = self.stopped
+        return next
+    }
 
     /// Readings held (received, not delivered).
     var held: Int { self.outbox.held }

@@ -92,6 +92,9 @@ final class Window: Sendable {
         waiter?.resume()
     }
 
+    /// Whether every reading taken was released (delivered).
+    var isEmpty: Bool { self.state.withLock { $0.used == 0 } }
+
     /// Returns once at most half the slots are used (or the task is cancelled).
     func waitForRoom() async {
         await self.state.wait { $0.used <= self.limit / 2 }
@@ -103,13 +106,45 @@ final class Window: Sendable {
 /// ``ForwardedReading`` (the MQTT sink: its payload made there from the text sugard wrote).
 protocol FeedReading: Sendable {
     var meter: String { get }
-    /// The readings of one reply, each with its cursor, from its parameters at the reader.
-    static func readings(_ reader: inout JSONReader) throws(WireError) -> [(cursor: Int64, reading: Self)]
+    /// The readings of one reply, each with its cursor, and the reply's `databaseId` (the
+    /// database the cursors are positions in), from its parameters at the reader.
+    static func readings(_ reader: inout JSONReader) throws(WireError) -> FeedReply<Self>
+}
+
+/// One `FollowReadings` reply as a feed reads it.
+struct FeedReply<Reading: Sendable>: Sendable {
+    var databaseId: String?
+    var readings: [(cursor: Int64, reading: Reading)]
 }
 
 extension Wire.CompactReading: FeedReading {
-    static func readings(_ reader: inout JSONReader) throws(WireError) -> [(cursor: Int64, reading: Self)] {
-        try Wire.CompactFollowReply(reading: &reader).readings
+    static func readings(_ reader: inout JSONReader) throws(WireError) -> FeedReply<Self> {
+        let reply = try Wire.CompactFollowReply(reading: &reader)
+        return FeedReply(databaseId: reply.databaseId, readings: reply.readings)
+    }
+}
+
+/// A follower's place in sugard's readings: a position in the commit order of one database
+/// (`FollowReadings`' `databaseId`). A cursor from another database means nothing: when sugard's
+/// database is another one (recreated, restored), the follower starts over from its beginning
+/// (receivers dedup on the reading's id, so a re-send is harmless and nothing is skipped).
+struct FeedPosition: Sendable, Equatable {
+    var databaseId: String?
+    var cursor: Int64
+
+    /// What a reply from `databaseId` does to the position: nothing (the same database), adopt it
+    /// (a position saved before identities: its cursor is taken as one in this database), or
+    /// start over from the beginning of the new database.
+    enum Change: Equatable {
+        case same
+        case adopt(String)
+        case startOver(from: String, to: String)
+    }
+
+    func change(for databaseId: String?) -> Change {
+        guard let databaseId, databaseId != self.databaseId else { return .same }
+        guard let current = self.databaseId else { return .adopt(databaseId) }
+        return .startOver(from: current, to: databaseId)
     }
 }
 
@@ -120,6 +155,11 @@ struct Feed<Reading: FeedReading>: Sendable {
     enum Event: Sendable {
         case connected
         case disconnected(String)
+        /// The readings that follow come from database `id`. `previous` nil: a position saved
+        /// before identities adopts it. Otherwise the database changed (recreated, restored): the
+        /// readings start over from its beginning; every reading of the previous database held
+        /// before was delivered first (the feed waits for that), so cursors never mix.
+        case database(id: String, previous: String?)
         /// Each meter's identity (nil: sugard does not know the meter, or not yet its identity).
         case meters([String: Wire.MeterIdentity?])
         /// Readings in commit order (those of one `FollowReadings` reply).
@@ -132,8 +172,8 @@ struct Feed<Reading: FeedReading>: Sendable {
     let window: Window
     let emit: @Sendable (Event) -> Void
 
-    func run(after start: Int64) async {
-        var cursor = start
+    func run(after start: Int64, databaseId: String? = nil) async {
+        var position = FeedPosition(databaseId: databaseId, cursor: start)
         var delay = 0.1
         while !Task.isCancelled {
             await self.window.waitForRoom()
@@ -146,18 +186,34 @@ struct Feed<Reading: FeedReading>: Sendable {
                 self.emit(.meters(known))
                 self.emit(.connected)
                 delay = 0.1
-                let parameters: JSONObject = ["after": .int(cursor), "batch": .int(Int64(Self.batch)), "compact": true]
+                var parameters: JSONObject = ["after": .int(position.cursor), "batch": .int(Int64(Self.batch)), "compact": true]
+                if let id = position.databaseId { parameters["databaseId"] = .string(id) }
                 // Each reply is read straight from its bytes into typed readings, on the client's
                 // thread, which waits there while the window is full (sugard then waits for it).
                 let window = self.window
                 let connection = window.beginConnection()
                 defer { window.endConnection() }
                 let replies = client.callMore(Self.interface + ".FollowReadings", parameters) { reader in
-                    let readings = try Reading.readings(&reader)
-                    window.admit(readings.count, connection: connection)
-                    return readings
+                    let reply = try Reading.readings(&reader)
+                    window.admit(reply.readings.count, connection: connection)
+                    return reply
                 }
-                for try await readings in replies {
+                for try await reply in replies {
+                    let readings = reply.readings
+                    switch position.change(for: reply.databaseId) {
+                    case .same:
+                        break
+                    case .adopt(let id):
+                        position.databaseId = id
+                        self.emit(.database(id: id, previous: nil))
+                    case .startOver(let old, let new):
+                        // What was taken from the old database goes out (and is acknowledged)
+                        // before anything of the new one, so a saved position never mixes them.
+                        while !window.isEmpty, !Task.isCancelled { try? await Task.sleep(for: .milliseconds(20)) }
+                        if Task.isCancelled { return }
+                        position = FeedPosition(databaseId: new, cursor: 0)
+                        self.emit(.database(id: new, previous: old))
+                    }
                     var pending: [(cursor: Int64, reading: Reading)] = []
                     var arrived = readings.count
                     func flush() {
@@ -167,7 +223,7 @@ struct Feed<Reading: FeedReading>: Sendable {
                         if !pending.isEmpty { self.emit(.readings(pending)) }
                         pending.removeAll(keepingCapacity: true)
                     }
-                    for (next, reading) in readings where next > cursor {
+                    for (next, reading) in readings where next > position.cursor {
                         // A meter not seen yet, or one whose Device Information sugard had not read at
                         // the last look (at most one look per meter every 10 s). Its identity goes out
                         // before its reading.
@@ -184,7 +240,7 @@ struct Feed<Reading: FeedReading>: Sendable {
                             self.emit(.meters(known))
                         }
                         pending.append((next, reading))
-                        cursor = next
+                        position.cursor = next
                     }
                     flush()
                 }

@@ -27,13 +27,17 @@ public struct SinkStatus: Sendable, Equatable {
     /// Whether the reading feed from sugard is up, and why not.
     public var feedConnected = false
     public var feedReason: String? = "connecting"
+    /// The sugard database the cursor belongs to, and the last start-over.
+    public var databaseId: String?
+    public var databaseReset: ForwardState.DatabaseReset?
 
     /// `io.sugard.Forward`'s `Sink` for it.
     public var wire: Wire.ForwardSink {
         Wire.ForwardSink(
             name: self.name, kind: .mqtt, broker: self.broker, person: nil, state: self.state,
             reason: self.reason, pending: Int64(self.pending), lastDeliveryMillis: self.lastDeliveryMillis, cursor: self.cursor,
-            delivered: Int64(self.delivered), feedConnected: self.feedConnected, feedReason: self.feedReason)
+            delivered: Int64(self.delivered), feedConnected: self.feedConnected, feedReason: self.feedReason,
+            databaseId: self.databaseId, databaseReset: self.databaseReset?.wire)
     }
 }
 
@@ -49,16 +53,19 @@ struct ForwardedReading: FeedReading {
     /// The person the meter is assigned to (their Home Assistant entities).
     var person: String?
 
-    static func readings(_ reader: inout JSONReader) throws(WireError) -> [(cursor: Int64, reading: Self)] {
-        try Wire.CompactFollowReply.texts(&reader).map { cursor, text in
-            (cursor, ForwardedReading(
-                meter: text.meter, epochMillis: text.epochMillis, payload: ForwardTopics.payload(text, from: reader), kind: text.kind,
-                mgdL: ForwardTopics.values(text, from: reader).mgdL,
-                person: text.person.flatMap { (range: Range<Int>) -> String? in
-                    var at = reader.reading(range)
-                    return try? at.readString()
-                }))
-        }
+    static func readings(_ reader: inout JSONReader) throws(WireError) -> FeedReply<Self> {
+        let reply = try Wire.CompactFollowReply.textReply(&reader)
+        return FeedReply(
+            databaseId: reply.databaseId,
+            readings: reply.readings.map { cursor, text in
+                (cursor, ForwardedReading(
+                    meter: text.meter, epochMillis: text.epochMillis, payload: ForwardTopics.payload(text, from: reader), kind: text.kind,
+                    mgdL: ForwardTopics.values(text, from: reader).mgdL,
+                    person: text.person.flatMap { (range: Range<Int>) -> String? in
+                        var at = reader.reading(range)
+                        return try? at.readString()
+                    }))
+            })
     }
 }
 
@@ -133,7 +140,11 @@ public final class Forwarder: Sendable {
     public func run() async throws(ForwardFileError) {
         let file = CursorFile(directory: self.config.stateDirectory)
         let saved = try file.load()
-        self.status.withLock { $0.cursor = saved.cursor }
+        self.status.withLock {
+            $0.cursor = saved.cursor
+            $0.databaseId = saved.databaseId
+            $0.databaseReset = saved.databaseReset
+        }
         self.logger.notice(
             "forwarding to \(self.config.mqttURL) as \(self.config.mqttClientID), resuming after cursor \(saved.cursor)")
 
@@ -152,7 +163,9 @@ public final class Forwarder: Sendable {
             throw ForwardFileError("\(error)")
         }
         let feed = Feed<ForwardedReading>(socketPath: self.config.socketPath, window: self.window) { continuation.yield(.feed($0)) }
-        let feedTask = Task { await feed.run(after: saved.cursor) }
+        let start = saved.cursor
+        let startDatabase = saved.databaseId
+        let feedTask = Task { await feed.run(after: start, databaseId: startDatabase) }
         // Home Assistant's health entities: sugard's adapter and sync times, and now and then a
         // look at which meters are overdue.
         var healthTasks: [Task<Void, Never>] = []
@@ -178,6 +191,10 @@ public final class Forwarder: Sendable {
             saved: saved, limits: DeliveryStateMachine.Limits(maxInFlight: self.maxInFlight, maxUnsaved: self.maxUnsaved),
             topics: self.topics, now: monotonicMillis())
         for await event in self.events {
+            if case .feed(.database(let id, let previous)) = event {
+                machine = self.changeDatabase(to: id, from: previous, machine: machine, saver: driver.saver)
+                continue
+            }
             guard let event = self.translate(event, connected: machine.isConnected, driver: &driver) else { continue }
             driver.perform(machine.handle(event, at: monotonicMillis(), wallClock: wallClockMilliseconds()))
             if case .readings(let list) = event {
@@ -190,6 +207,40 @@ public final class Forwarder: Sendable {
         }
         if !driver.finished { driver.perform(machine.handle(.stop, at: monotonicMillis(), wallClock: wallClockMilliseconds())) }
         self.logger.notice("stopped after cursor \(machine.acknowledged.cursor)")
+    }
+
+    /// The feed's readings come from sugard's database `id` (the identity is checked here, outside
+    /// the machine, whose cursor is a position only). `previous` nil: the saved position adopts it.
+    /// Otherwise the database changed (recreated, restored) and the feed delivered everything of the
+    /// old one first: a fresh machine from position 0 of the new one, the start-over recorded
+    /// (`databaseReset`) and saved at once.
+    private func changeDatabase(
+        to id: String, from previous: String?, machine: DeliveryStateMachine, saver: CursorSaver
+    ) -> DeliveryStateMachine {
+        var next = machine
+        if let previous {
+            var state = machine.acknowledged
+            state.databaseId = id
+            state.cursor = 0
+            state.databaseReset = ForwardState.DatabaseReset(
+                atMillis: wallClockMilliseconds(), previousDatabaseId: previous, databaseId: id)
+            next = machine.startingOver(from: state, now: monotonicMillis())
+            self.logger.warning(
+                "sugard's database changed from \(previous) to \(id) (recreated or restored): delivering its readings "
+                    + "from the beginning (receivers drop those they have by reading id)")
+        } else {
+            next.adopt(databaseId: id)
+            self.logger.info("sugard's database is \(id)")
+        }
+        let state = next.acknowledged
+        self.status.withLock {
+            $0.cursor = state.cursor
+            $0.databaseId = state.databaseId
+            $0.databaseReset = state.databaseReset
+            $0.pending = next.held
+        }
+        do { try saver.save(state) } catch { self.logger.error("cannot save the delivery cursor: \(error)") }
+        return next
     }
 
     private var offline: MQTTMessage { MQTTMessage(topic: self.topics.status, payload: Array("offline".utf8), qos: 1, retain: true) }
@@ -230,6 +281,8 @@ public final class Forwarder: Sendable {
             }
             if changed { self.logger.warning("sugard's readings are not reachable (retrying): \(reason)") }
             return nil
+        case .feed(.database):
+            return nil  // run() hands it to changeDatabase (a new machine on a start-over)
         case .feed(.meters(let known)):
             return .meters(known)
         case .feed(.readings(let list)):

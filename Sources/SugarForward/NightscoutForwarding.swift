@@ -3,6 +3,7 @@ import JSON
 import Locking
 import NightscoutSink
 import SugarWire
+import SystemIO
 
 /// One Nightscout sink's readings: its own ``Feed`` (its own `FollowReadings` call, from the sink's
 /// saved cursor) fills a buffer of at most `window.limit` readings; the sink takes them in batches,
@@ -18,24 +19,59 @@ final class FeedReadingSource: NightscoutReadingSource {
         var waiter: CheckedContinuation<Void, Never>?
         var feedConnected = false
         var feedReason: String? = "connecting"
+        /// sugard's database changed and the readings start over from its beginning: the sink's
+        /// next (or waiting) ask counts from 0, not from its old database's cursor.
+        var startedOver = false
+        var databaseId: String?
+        var databaseReset: Wire.DatabaseReset?
     }
 
     let window: Window
     let name: String
     let logger: Logger
+    let databaseFile: DatabaseIdFile
+    /// Moves the sink's cursor back to 0 (its database changed).
+    let restart: @Sendable () -> Void
     private let state = Lock(State())
 
-    init(window: Window, name: String, logger: Logger) {
+    init(window: Window, name: String, logger: Logger, databaseFile: DatabaseIdFile, restart: @escaping @Sendable () -> Void) {
         self.window = window
         self.name = name
         self.logger = logger
+        self.databaseFile = databaseFile
+        self.restart = restart
+        let id = databaseFile.load()
+        self.state.withLock { $0.databaseId = id }
     }
+
+    var databaseId: String? { self.state.withLock { $0.databaseId } }
 
     /// Takes the feed's events (called from the feed's task).
     func handle(_ event: Feed<Wire.CompactReading>.Event) {
         if case .disconnected(let reason) = event {
             let changed = self.state.withLock { s -> Bool in s.feedConnected || s.feedReason != reason }
             if changed { self.logger.warning("Nightscout sink \(self.name): sugard's readings are not reachable (retrying): \(reason)") }
+        }
+        if case .database(let id, let previous) = event {
+            // Every reading of the previous database was delivered (the feed waited for that).
+            if let previous {
+                self.logger.warning(
+                    "Nightscout sink \(self.name): sugard's database changed from \(previous) to \(id) (recreated or restored): "
+                        + "delivering its readings from the beginning")
+                self.restart()
+            }
+            do {
+                try self.databaseFile.save(id)
+            } catch {
+                self.logger.error("Nightscout sink \(self.name): \(error)")
+            }
+            self.state.withLock { s in
+                s.databaseId = id
+                if let previous {
+                    s.startedOver = true
+                    s.databaseReset = Wire.DatabaseReset(atMillis: wallClockMilliseconds(), previousDatabaseId: previous, databaseId: id)
+                }
+            }
         }
         let waiter = self.state.withLock { s -> CheckedContinuation<Void, Never>? in
             switch event {
@@ -49,7 +85,7 @@ final class FeedReadingSource: NightscoutReadingSource {
                 s.feedConnected = false
                 s.feedReason = reason
                 return nil
-            case .meters:
+            case .meters, .database:
                 return nil
             }
             defer { s.waiter = nil }
@@ -59,9 +95,14 @@ final class FeedReadingSource: NightscoutReadingSource {
     }
 
     func readings(after cursor: Int64, limit: Int) async throws -> [SinkReading] {
+        var cursor = cursor
         while true {
             try Task.checkCancellation()
             let (batch, done) = self.state.withLock { s -> ([SinkReading], Int) in
+                if s.startedOver {
+                    s.startedOver = false
+                    cursor = 0
+                }
                 let done = s.buffer.prefix { $0.cursor <= cursor }.count
                 s.buffer.removeFirst(done)
                 return (Array(s.buffer.prefix(max(1, limit))), done)
@@ -78,9 +119,14 @@ final class FeedReadingSource: NightscoutReadingSource {
     }
 
     /// Readings held above `cursor` that `accepts` takes, and the feed's state.
-    func held(after cursor: Int64, accepts: (Wire.CompactReading) -> Bool) -> (pending: Int, connected: Bool, reason: String?) {
+    func held(
+        after cursor: Int64, accepts: (Wire.CompactReading) -> Bool
+    ) -> (pending: Int, connected: Bool, reason: String?, databaseId: String?, databaseReset: Wire.DatabaseReset?) {
         self.state.withLock { s in
-            (s.buffer.filter { $0.cursor > cursor && accepts($0.reading) }.count, s.feedConnected, s.feedReason)
+            (
+                s.buffer.filter { $0.cursor > cursor && accepts($0.reading) }.count, s.feedConnected, s.feedReason, s.databaseId,
+                s.databaseReset
+            )
         }
     }
 }
@@ -108,7 +154,11 @@ public final class NightscoutForwarding: Sendable {
             do {
                 let running = try NightscoutSink(config: sink, stateDirectory: config.stateDirectory, timing: timing)
                 let window = Window(limit: max(held, 2 * NightscoutSink.batchLimit))
-                sinks.append(Running(sink: running, source: FeedReadingSource(window: window, name: sink.name, logger: logger)))
+                let source = FeedReadingSource(
+                    window: window, name: sink.name, logger: logger,
+                    databaseFile: DatabaseIdFile(directory: config.stateDirectory, sink: sink.name),
+                    restart: { running.restartFromBeginning() })
+                sinks.append(Running(sink: running, source: source))
             } catch {
                 throw NightscoutConfigError("Nightscout sink \(sink.name): \(error.message)")
             }
@@ -128,10 +178,11 @@ public final class NightscoutForwarding: Sendable {
                 let source = running.source
                 let feed = Feed<Wire.CompactReading>(socketPath: self.socketPath, window: source.window) { source.handle($0) }
                 let start = running.sink.status.cursor
+                let database = source.databaseId
                 let config = running.sink.config
                 self.logger.notice(
                     "Nightscout sink \(config.name): \(config.url)\(config.person.map { " for \($0)" } ?? ""), resuming after cursor \(start)")
-                group.addTask { await feed.run(after: start) }
+                group.addTask { await feed.run(after: start, databaseId: database) }
                 group.addTask { await running.sink.run(source: source) }
             }
             group.addTask { await self.logChanges() }
@@ -154,7 +205,8 @@ public final class NightscoutForwarding: Sendable {
             name: status.name, kind: .nightscout, url: status.url, person: status.person, state: Self.state(status.state),
             nightscoutState: status.state, reason: status.reason,
             pending: Int64(max(held.pending, status.pending)), lastDeliveryMillis: status.lastDeliveryMillis,
-            cursor: status.cursor, delivered: Int64(status.delivered), feedConnected: held.connected, feedReason: held.reason)
+            cursor: status.cursor, delivered: Int64(status.delivered), feedConnected: held.connected, feedReason: held.reason,
+            databaseId: held.databaseId, databaseReset: held.databaseReset)
     }
 
     /// The forwarder's common states: a refused secret and a paused sink are failing (they wait

@@ -24,6 +24,8 @@ public enum ForwardStatusService {
         # (idle, delivering, retrying, refused, paused). pending: readings held and not yet
         # acknowledged by the broker or the site. lastDeliveryMillis: when the last acknowledgement
         # moved the saved cursor. feedConnected, feedReason: the sink's feed of sugard's readings.
+        # databaseId: the sugard database the cursor is a position in; databaseReset: the last time
+        # that database changed (recreated or restored) and the sink started over from its beginning.
         type Sink (
           name: string,
           kind: (mqtt, nightscout),
@@ -38,8 +40,15 @@ public enum ForwardStatusService {
           cursor: int,
           delivered: int,
           feedConnected: bool,
-          feedReason: ?string
+          feedReason: ?string,
+          databaseId: ?string,
+          databaseReset: ?DatabaseReset
         )
+
+        # sugard's database changed: at (epoch ms) the sink noticed that its cursor belonged to
+        # previousDatabaseId and started over from the beginning of databaseId (receivers drop
+        # readings they have by their id, so nothing is lost and nothing is skipped).
+        type DatabaseReset (atMillis: int, previousDatabaseId: string, databaseId: string)
 
         # The forwarder's sinks and their delivery state: the MQTT sink first (when it runs), then
         # the Nightscout sinks in the order of the config file.

@@ -337,31 +337,44 @@ extension Wire {
     public struct CompactFollowReply: Sendable {
         public var cursor: Int64
         public var readings: [(cursor: Int64, reading: CompactReading)]
+        /// The database the cursors are positions in (absent from a daemon before identities).
+        public var databaseId: String?
 
-        public init(cursor: Int64, readings: [(cursor: Int64, reading: CompactReading)]) {
+        public init(cursor: Int64, readings: [(cursor: Int64, reading: CompactReading)], databaseId: String? = nil) {
             self.cursor = cursor
             self.readings = readings
+            self.databaseId = databaseId
         }
 
         /// Reads the reply's parameters object at the reader's position (see ``CompactReading/init(reading:)``
         /// for what is rejected). A reply with neither `reading` nor `readings` is an error.
         public init(reading reader: inout JSONReader) throws(WireError) {
-            (self.cursor, self.readings) = try Self.read(&reader) { (r: inout JSONReader) throws(WireError) in try CompactReading(reading: &r) }
+            (self.cursor, self.readings, self.databaseId) = try Self.read(&reader) { (r: inout JSONReader) throws(WireError) in
+                try CompactReading(reading: &r)
+            }
         }
 
         /// Reads a reply's parameters object at the reader's position as ``init(reading:)`` does,
         /// each reading as text (``CompactReading/Text``, for a sink that passes the text on):
         /// every reading with its cursor, in commit order.
         public static func texts(_ reader: inout JSONReader) throws(WireError) -> [(cursor: Int64, reading: CompactReading.Text)] {
-            try Self.read(&reader) { (r: inout JSONReader) throws(WireError) in try CompactReading.Text(reading: &r) }.readings
+            try Self.textReply(&reader).readings
+        }
+
+        /// ``texts(_:)`` and the reply's `databaseId`.
+        public static func textReply(
+            _ reader: inout JSONReader
+        ) throws(WireError) -> (databaseId: String?, readings: [(cursor: Int64, reading: CompactReading.Text)]) {
+            let reply = try Self.read(&reader) { (r: inout JSONReader) throws(WireError) in try CompactReading.Text(reading: &r) }
+            return (reply.databaseId, reply.readings)
         }
 
         /// The reply's cursor and its readings, each read by `item` (specialized here for the
         /// two public readers).
         private static func read<Item>(
             _ reader: inout JSONReader, _ item: (inout JSONReader) throws(WireError) -> Item
-        ) throws(WireError) -> (cursor: Int64, readings: [(cursor: Int64, reading: Item)]) {
-            var cursor: Int64?, single: Item?, list: [(cursor: Int64, reading: Item)]?
+        ) throws(WireError) -> (cursor: Int64, readings: [(cursor: Int64, reading: Item)], databaseId: String?) {
+            var cursor: Int64?, single: Item?, list: [(cursor: Int64, reading: Item)]?, databaseId: String?
             try WireByteFields.object(&reader, Key.self) { (member: Key, r: inout JSONReader) throws(WireError) in
                 let key = member.rawValue
                 switch member {
@@ -369,11 +382,15 @@ extension Wire {
                 case .reading: single = try WireByteFields.optionalNested(key, &r, item)
                 case .readings:
                     list = try WireByteFields.optionalNested(key, &r) { (r: inout JSONReader) throws(WireError) in try Self.followed(&r, item) }
+                case .databaseId:
+                    databaseId = try WireByteFields.optional(key, &r) { (r: inout JSONReader) throws(JSONParseError) -> String in
+                        try r.readRepeatedString()
+                    }
                 }
             }
             let last = try WireByteFields.present(cursor, "cursor")
-            if let list { return (last, list) }
-            if let single { return (last, [(last, single)]) }
+            if let list { return (last, list, databaseId) }
+            if let single { return (last, [(last, single)], databaseId) }
             throw WireError(path: [], reason: "a FollowReadings reply without reading or readings")
         }
 
@@ -409,7 +426,7 @@ extension Wire {
         /// for readings already written by ``CompactReading/write(into:)``: `write(i, &out)` writes the
         /// `i`-th reading.
         public static func write(
-            cursors: [Int64], into out: inout [UInt8], reading write: (Int, inout [UInt8]) -> Void
+            cursors: [Int64], databaseId: String? = nil, into out: inout [UInt8], reading write: (Int, inout [UInt8]) -> Void
         ) {
             out.append(contentsOf: #"{"cursor":"#.utf8)
             JSONValue.int(cursors.last ?? 0).write(into: &out)
@@ -421,11 +438,16 @@ extension Wire {
                 write(index, &out)
                 out.append(UInt8(ascii: "}"))
             }
-            out.append(contentsOf: "]}".utf8)
+            out.append(UInt8(ascii: "]"))
+            if let databaseId {
+                out.append(contentsOf: #","databaseId":"#.utf8)
+                JSONValue.string(databaseId).write(into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
         }
 
         private enum Key: String, WireKeys {
-            case cursor, reading, readings
+            case cursor, reading, readings, databaseId
             static let table = WireKeyTable(Self.self)
         }
 

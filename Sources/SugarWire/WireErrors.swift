@@ -15,6 +15,8 @@ extension Wire {
         case syncFailed(meter: String?, message: String?)
         case slowConsumer(message: String?)
         case shuttingDown(message: String?)
+        /// A file given to `Restore` is not a sound sugard database; nothing was changed.
+        case invalidDatabase(message: String)
 
         public static let interface = "io.sugard.HealthDataSync"
 
@@ -37,6 +39,7 @@ extension Wire {
             case "SyncFailed": self = .syncFailed(meter: try f.optional("meter"), message: message)
             case "SlowConsumer": self = .slowConsumer(message: message)
             case "ShuttingDown": self = .shuttingDown(message: message)
+            case "InvalidDatabase": self = .invalidDatabase(message: try f.required("message"))
             default: return nil
             }
         }
@@ -55,6 +58,7 @@ extension Wire {
             case .syncFailed: return "SyncFailed"
             case .slowConsumer: return "SlowConsumer"
             case .shuttingDown: return "ShuttingDown"
+            case .invalidDatabase: return "InvalidDatabase"
             }
         }
 
@@ -65,6 +69,8 @@ extension Wire {
                 .syncInProgress(_, let message), .storageError(_, let message), .invalidParameter(_, let message),
                 .pairingFailed(_, let message), .syncFailed(_, let message), .slowConsumer(let message),
                 .shuttingDown(let message):
+                return message
+            case .invalidDatabase(let message):
                 return message
             }
         }
@@ -83,6 +89,8 @@ extension Wire {
             case .storageError(let code, let message): pairs = [("code", .from(code)), ("message", .from(message))]
             case .adapterUnavailable(let message), .slowConsumer(let message), .shuttingDown(let message):
                 pairs = [("message", .from(message))]
+            case .invalidDatabase(let message):
+                pairs = [("message", .string(message))]
             }
             return JSONObject(pairs)
         }

@@ -32,12 +32,18 @@ extension Wire {
         public var delivered: Int64
         public var feedConnected: Bool
         public var feedReason: String?
+        /// The sugard database the sink's cursor is a position in.
+        public var databaseId: String? = nil
+        /// The last time sugard's database changed and the sink started over from its beginning.
+        public var databaseReset: DatabaseReset? = nil
 
         public init(
             name: String, kind: Kind, broker: String? = nil, url: String? = nil, person: String?, state: State,
             nightscoutState: NightscoutState? = nil, reason: String?, pending: Int64, lastDeliveryMillis: Int64?, cursor: Int64,
-            delivered: Int64, feedConnected: Bool, feedReason: String?
+            delivered: Int64, feedConnected: Bool, feedReason: String?, databaseId: String? = nil, databaseReset: DatabaseReset? = nil
         ) {
+            self.databaseId = databaseId
+            self.databaseReset = databaseReset
             self.name = name
             self.kind = kind
             self.broker = broker
@@ -70,6 +76,8 @@ extension Wire {
             self.delivered = try f.required("delivered")
             self.feedConnected = try f.required("feedConnected")
             self.feedReason = try f.optional("feedReason")
+            self.databaseId = try f.optional("databaseId")
+            self.databaseReset = try f.optional("databaseReset")
         }
 
         public var json: JSONValue {
@@ -78,7 +86,34 @@ extension Wire {
                 "person": .from(self.person), "state": self.state.json, "nightscoutState": .wire(self.nightscoutState),
                 "reason": .from(self.reason), "pending": .int(self.pending), "lastDeliveryMillis": .from(self.lastDeliveryMillis),
                 "cursor": .int(self.cursor), "delivered": .int(self.delivered), "feedConnected": .bool(self.feedConnected),
-                "feedReason": .from(self.feedReason),
+                "feedReason": .from(self.feedReason), "databaseId": .from(self.databaseId), "databaseReset": .wire(self.databaseReset),
+            ]
+        }
+    }
+
+    /// `type DatabaseReset (atMillis: int, previousDatabaseId: string, databaseId: string)`
+    public struct DatabaseReset: WireValue, Hashable {
+        public var atMillis: Int64
+        public var previousDatabaseId: String
+        public var databaseId: String
+
+        public init(atMillis: Int64, previousDatabaseId: String, databaseId: String) {
+            self.atMillis = atMillis
+            self.previousDatabaseId = previousDatabaseId
+            self.databaseId = databaseId
+        }
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.atMillis = try f.required("atMillis")
+            self.previousDatabaseId = try f.required("previousDatabaseId")
+            self.databaseId = try f.required("databaseId")
+        }
+
+        public var json: JSONValue {
+            [
+                "atMillis": .int(self.atMillis), "previousDatabaseId": .string(self.previousDatabaseId),
+                "databaseId": .string(self.databaseId),
             ]
         }
     }

@@ -125,22 +125,97 @@ extension Wire {
         public var cursor: Int64
         public var reading: JSONObject?
         public var readings: [FollowedReading]?
+        /// The database the cursor is a position in.
+        public var databaseId: String?
 
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.cursor = try f.required("cursor")
             self.reading = try f.optional("reading")
             self.readings = try f.optionalArray("readings")
+            self.databaseId = try f.optional("databaseId")
         }
 
         public var json: JSONValue {
-            .parameters([("cursor", .int(self.cursor)), ("reading", .wire(self.reading)), ("readings", self.readings.map { .wire($0) } ?? .null)])
+            .parameters([
+                ("cursor", .int(self.cursor)), ("reading", .wire(self.reading)), ("readings", self.readings.map { .wire($0) } ?? .null),
+                ("databaseId", .from(self.databaseId)),
+            ])
         }
 
         /// Every reading of the reply with its cursor, in commit order.
         public var followed: [FollowedReading] {
             if let readings = self.readings { return readings }
             return self.reading.map { [FollowedReading(cursor: self.cursor, reading: $0)] } ?? []
+        }
+    }
+
+    /// `Backup() -> (size, readings, databaseId, schemaVersion, offset, data)`: one part of the copy.
+    public struct BackupReply: WireValue {
+        public var size: Int64
+        public var readings: Int64
+        public var databaseId: String?
+        public var schemaVersion: Int64
+        public var offset: Int64
+        /// Base64 of the part's bytes.
+        public var data: String
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.size = try f.required("size")
+            self.readings = try f.required("readings")
+            self.databaseId = try f.optional("databaseId")
+            self.schemaVersion = try f.required("schemaVersion")
+            self.offset = try f.required("offset")
+            self.data = try f.required("data")
+        }
+
+        public var json: JSONValue {
+            .parameters([
+                ("size", .int(self.size)), ("readings", .int(self.readings)), ("databaseId", .from(self.databaseId)),
+                ("schemaVersion", .int(self.schemaVersion)), ("offset", .int(self.offset)), ("data", .string(self.data)),
+            ])
+        }
+    }
+
+    /// `RestoreUpload(upload, offset, data) -> (size)`
+    public struct RestoreUploadReply: WireValue {
+        public var size: Int64
+
+        public init(json: JSONValue) throws(WireError) { self.size = try WireFields(json).required("size") }
+
+        public var json: JSONValue { .parameters([("size", .int(self.size))]) }
+    }
+
+    /// `Restore(upload) -> (path, size, readings, databaseId, previousDatabaseId, schemaVersion, migratedFrom, keptAs)`
+    public struct RestoreReply: WireValue {
+        public var path: String
+        public var size: Int64
+        public var readings: Int64
+        public var databaseId: String?
+        public var previousDatabaseId: String?
+        public var schemaVersion: Int64
+        public var migratedFrom: Int64?
+        public var keptAs: String?
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.path = try f.required("path")
+            self.size = try f.required("size")
+            self.readings = try f.required("readings")
+            self.databaseId = try f.optional("databaseId")
+            self.previousDatabaseId = try f.optional("previousDatabaseId")
+            self.schemaVersion = try f.required("schemaVersion")
+            self.migratedFrom = try f.optional("migratedFrom")
+            self.keptAs = try f.optional("keptAs")
+        }
+
+        public var json: JSONValue {
+            .parameters([
+                ("path", .string(self.path)), ("size", .int(self.size)), ("readings", .int(self.readings)),
+                ("databaseId", .from(self.databaseId)), ("previousDatabaseId", .from(self.previousDatabaseId)),
+                ("schemaVersion", .int(self.schemaVersion)), ("migratedFrom", .from(self.migratedFrom)), ("keptAs", .from(self.keptAs)),
+            ])
         }
     }
 

@@ -88,18 +88,21 @@ extension Wire {
         public var json: JSONValue { ["code": .string(self.code), "message": .string(self.message)] }
     }
 
-    /// `type Storage (status: (ok, degraded, failed), path: string, error: ?StoreFailure)`
+    /// `type Storage (status: (ok, degraded, failed), path: string, error: ?StoreFailure, databaseId: ?string)`
     public struct Storage: WireValue, Hashable {
         public enum Status: String, WireEnum { case ok, degraded, failed }
 
         public var status: Status
         public var path: String
         public var error: StoreFailure?
+        /// The open database's identity (a random UUID, lowercase); absent while none is open.
+        public var databaseId: String?
 
-        public init(status: Status, path: String, error: StoreFailure?) {
+        public init(status: Status, path: String, error: StoreFailure?, databaseId: String? = nil) {
             self.status = status
             self.path = path
             self.error = error
+            self.databaseId = databaseId
         }
 
         public init(json: JSONValue) throws(WireError) {
@@ -107,9 +110,15 @@ extension Wire {
             self.status = try f.required("status")
             self.path = try f.required("path")
             self.error = try f.optional("error")
+            self.databaseId = try f.optional("databaseId")
         }
 
-        public var json: JSONValue { ["status": self.status.json, "path": .string(self.path), "error": .wire(self.error)] }
+        public var json: JSONValue {
+            [
+                "status": self.status.json, "path": .string(self.path), "error": .wire(self.error),
+                "databaseId": self.databaseId.map { .string($0) } ?? .null,
+            ]
+        }
     }
 
     /// `type Daemon (version: string, startedAt: Instant, storage: Storage)`

@@ -39,6 +39,24 @@ public func writeAll(_ fd: Int32, _ bytes: some Collection<UInt8>) -> Int32 {
     return Array(bytes).withUnsafeBytes { writeAll(fd, $0) }
 }
 
+/// Flushes the directory holding `path`, so a file created or renamed there survives power loss
+/// (fsync of a file does not make its directory entry durable). Best effort: some file systems
+/// refuse fsync on directories.
+///
+/// The corresponding C functions are `open(O_RDONLY | O_DIRECTORY)` and `fsync`.
+public func syncDirectory(containing path: String) {
+    let directory: String
+    if let slash = path.lastIndex(of: "/") {
+        directory = slash == path.startIndex ? "/" : String(path[..<slash])
+    } else {
+        directory = "."
+    }
+    let fd = retryingInterrupted { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+    guard fd >= 0 else { return }
+    _ = fsync(fd)
+    _ = close(fd)
+}
+
 /// Why ``readWholeFile(_:limit:)`` failed: the `errno` of `open` or `read`, or `EFBIG` when the file
 /// holds more than the limit.
 public struct FileReadError: Error, Hashable, Sendable, CustomStringConvertible {

@@ -292,6 +292,8 @@ struct Daemon {
             return CommandFailure(ExitCode.failure, "Error: this client fell too far behind and was dropped; run the command again.")
         case .shuttingDown:
             return CommandFailure(ExitCode.unavailable, "Error: sugard is shutting down.")
+        case .invalidDatabase(let message):
+            return CommandFailure(ExitCode.dataError, "Error: not a usable sugard database: \(message)\nNothing was changed.")
         }
     }
 }

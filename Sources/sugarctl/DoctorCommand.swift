@@ -339,11 +339,15 @@ enum DoctorCommand {
         }
         let storage = state.daemon.storage
         let storageStatus = storage.status
+        let identity = "database \(storage.databaseId ?? "without an identity")"
+        let replaced = storage.error?.code == "replaced"
         checks.append(Check(
             name: "storage", status: storageStatus == .ok ? .ok : (storageStatus == .degraded ? .warning : .fail),
-            message: storageStatus == .ok ? "database ok (\(storage.path))"
-                : "database \(storageStatus.rawValue): \(storage.error?.message ?? "unknown error")",
-            fix: storageStatus == .ok ? nil : "check free space and permissions of \(storage.path); `journalctl -u sugard`"))
+            message: storageStatus == .ok ? "\(identity) ok (\(storage.path))"
+                : "\(identity) \(storageStatus.rawValue): \(storage.error?.message ?? "unknown error")",
+            fix: storageStatus == .ok ? nil
+                : replaced ? "put the moved file back with `sugarctl restore FILE` if it still exists; `journalctl -u sugard`"
+                : "check free space and permissions of \(storage.path); `journalctl -u sugard`"))
         let adapter = state.adapter
         if !adapter.present {
             checks.append(Check(name: "bluetoothd adapter", status: .fail, message: "sugard sees no adapter through bluetoothd",

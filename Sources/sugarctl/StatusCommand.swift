@@ -99,7 +99,11 @@ enum StatusCommand {
         }
         out += table(
             ["Last reading", last],
-            [["Readings", readingsText], ["Adapter", adapterText], ["Sync", syncText]])
+            [
+                ["Readings", readingsText],
+                ["Database", "\(daemon.storage.databaseId ?? "none open") (\(daemon.storage.path))"],
+                ["Adapter", adapterText], ["Sync", syncText],
+            ])
 
         out += "\nMeters\n"
         if state.meters.isEmpty { out += "  none known yet: switch a paired meter on near the adapter (see `sugarctl pair`)\n" }
@@ -193,6 +197,10 @@ enum StatusCommand {
             line += ", last delivery " + (sink.lastDeliveryMillis.map { ageText(epochMillis: $0) } ?? "never")
             if !sink.feedConnected, let reason = sink.feedReason {
                 line += "\n    sugard's readings not reachable: \(reason)"
+            }
+            if let reset = sink.databaseReset {
+                line += "\n    started over \(ageText(epochMillis: reset.atMillis)): sugard's database changed from "
+                    + "\(reset.previousDatabaseId) to \(reset.databaseId) (every reading of the new one is delivered)"
             }
             out += line + "\n"
         }

@@ -19,6 +19,8 @@ let subcommands: [Subcommand] = [
     DecodeCommand.subcommand,
     CaptureCommand.subcommand,
     DoctorCommand.subcommand,
+    BackupCommand.backup,
+    BackupCommand.restore,
     ReportCommand.subcommand,
 ]
 

@@ -200,6 +200,38 @@ extension DeliveryStateMachine {
         #expect(Self.saves(late).map(\.cursor) == [10])
     }
 
+    /// The identity is the driver's: adopting one only names the saved position's database; a
+    /// start-over is a machine from position 0 of the new database that keeps the connection
+    /// (nothing published again, no reconnect), the meters and the running save.
+    @Test func aStartOverGoesOnFromPositionZeroOnTheSameConnection() {
+        var machine = Self.machine(inFlight: 8, discovery: true, saved: ForwardState(cursor: 0, newest: [:]))
+        _ = machine.handle(.meters([Self.meterA: nil]), at: 0)
+        _ = machine.handle(.connected(session: 3), at: 0)
+        machine.adopt(databaseId: "old")
+        _ = machine.handle(Self.readings(41...42), at: 1)
+        let acknowledged = machine.handle(.acknowledged(tokens: [82, 84, 85], session: 3), at: 100)
+        #expect(Self.saves(acknowledged).map(\.cursor) == [42])
+        #expect(Self.saves(acknowledged).first?.databaseId == "old")
+        #expect(machine.held == 0)
+
+        var state = machine.acknowledged
+        state.databaseId = "new"
+        state.cursor = 0
+        var next = machine.startingOver(from: state, now: 101)
+        #expect(next.isConnected && next.held == 0 && next.acknowledged.cursor == 0)
+        // The new database's readings go out at once on session 3; no online or discovery again.
+        let actions = next.handle(Self.readings(1...2), at: 102)
+        #expect(actions.allSatisfy { if case .publish(.reading, 3) = $0 { true } else { false } })
+        #expect(Self.published(actions) == [1, 2])
+        #expect(Self.stateUpdates(actions).isEmpty, "older than the newest already on the state topic")
+        // The old machine's save still runs: the new one waits for it before saving.
+        let ack = next.handle(.acknowledged(tokens: [2, 4], session: 3), at: 300)
+        #expect(Self.saves(ack).isEmpty)
+        let saved = Self.saves(next.handle(.saveCompleted, at: 301))
+        #expect(saved.map(\.cursor) == [2] && saved.first?.databaseId == "new")
+        #expect(saved.first?.newest == [Self.meterA: 42_000])
+    }
+
     @Test func aFailedSaveIsTriedAgainAfterAPauseWithTheNewerState() {
         var machine = Self.machine(inFlight: 2, unsaved: 8)
         _ = machine.handle(.connected(session: 1), at: 0)

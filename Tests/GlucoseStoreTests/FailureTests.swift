@@ -88,7 +88,7 @@ import Testing
         try await store.executeForTesting("PRAGMA max_page_count = 1000000")
         let result = try await store.commit(Self.bigBatch())
         #expect(result.inserted.count == 390)
-        #expect(await store.health() == StorageHealth(status: .ok, path: dir.database))
+        #expect(await store.health() == StorageHealth(status: .ok, path: dir.database, databaseId: await store.identity()))
         #expect(try await store.integrityCheck() == ["ok"])
     }
 

@@ -38,11 +38,12 @@ enum V1Fixture {
 }
 
 @Suite struct PeopleMigrationTests {
-    /// A file of every earlier schema version (1, 2, 3), with v3's meter-level person set where the
+    /// A file of every earlier schema version (1, 2, 3, 4), with v3's meter-level person set where the
     /// version has it, opened by this build: at the latest version, every earlier row as it was
     /// (same columns, same values), every reading readable, the meter-level person become an
-    /// assignment from the meter's first reading, and the feed starting with each reading at its own id.
-    @Test(arguments: [Int64(1), 2, 3])
+    /// assignment from the meter's first reading, the feed starting with each reading at its own id,
+    /// and v4's database identity kept (an earlier file gets one).
+    @Test(arguments: [Int64(1), 2, 3, 4])
     func earlierDatabaseUpgradesWithNothingLost(version: Int64) async throws {
         let dir = try TempDirectory()
         do {
@@ -54,7 +55,17 @@ enum V1Fixture {
         }
         let before = try Self.dump(dir.database)
         let columns = try Self.columns(dir.database)
+        let identityBefore: String?
+        do {
+            let db = try Connection(path: dir.database)
+            identityBefore = try Schema.identity(db)
+            db.close()
+        }
+        #expect((identityBefore != nil) == (version >= 4))
         let store = try openStore(dir.database)
+        let identityAfter = await store.identity()
+        #expect(identityAfter != nil)
+        if version >= 4 { #expect(identityAfter == identityBefore, "a migration keeps the database's identity") }
         #expect(try await store.textForTesting("PRAGMA user_version") == ["\(Schema.latestVersion)"])
         #expect(try await store.integrityCheck() == ["ok"])
         #expect(try await store.textForTesting("PRAGMA foreign_key_check").isEmpty)

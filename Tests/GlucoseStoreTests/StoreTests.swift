@@ -218,8 +218,13 @@ import Testing
         1: { (db) throws(StoreError) in try V1Fixture.write(db) },  // what the first release stored
         // Version 2 (the base-time index the TaiDoc lookup uses) holding readings; version 3 adds people.
         2: { (db) throws(StoreError) in try V1Fixture.write(db) },  // v2 only added an index: the same rows
-        // Version 3 (a meter-level person): v6 turns it into an assignment period.
+        // Version 3 (a meter-level person): v5 turns it into an assignment period.
         3: { (db) throws(StoreError) in
+            try V1Fixture.write(db)
+            try db.execute("UPDATE meter SET person = 'Mia' WHERE id = 1", "v3 person")
+        },
+        // Version 4 (the database identity, made by the step) with v3's meter-level person.
+        4: { (db) throws(StoreError) in
             try V1Fixture.write(db)
             try db.execute("UPDATE meter SET person = 'Mia' WHERE id = 1", "v3 person")
         },

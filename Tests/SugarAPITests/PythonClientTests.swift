@@ -60,9 +60,9 @@ import Varlink
             #expect(lines.first == "READY")
             let json = try JSONValue(parsing: String(try #require(lines.last)))
             #expect(json["methods"] == [
-                "AddPerson", "AssignMeter", "AttributeReadings", "EditPerson", "FollowReadings", "Forget", "GetPeopleStatus", "GetPerson",
-                "GetStatus", "ListAssignments", "ListMeters", "ListPeople", "ListReadings", "ListSyncSessions", "Pair", "RemovePerson",
-                "ShareMeter", "SubmitPasskey", "Sync", "Watch",
+                "AddPerson", "AssignMeter", "AttributeReadings", "Backup", "EditPerson", "FollowReadings", "Forget", "GetPeopleStatus",
+                "GetPerson", "GetStatus", "ListAssignments", "ListMeters", "ListPeople", "ListReadings", "ListSyncSessions", "Pair",
+                "RemovePerson", "Restore", "RestoreUpload", "ShareMeter", "SubmitPasskey", "Sync", "Watch",
             ])
             #expect(json["readingCount"] == 7)
             #expect(json["meters"] == [.string(meterA.id.rawValue), .string(meterB.id.rawValue)])

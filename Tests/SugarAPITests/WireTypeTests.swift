@@ -38,7 +38,8 @@ import Varlink
         ("AttributeReadings", Wire.AttributionReply.self), ("ListAssignments", Wire.AssignmentsReply.self),
         ("ListPeople", Wire.PeopleReply.self), ("GetPerson", Wire.PersonHistoryReply.self), ("AddPerson", Wire.PersonReply.self),
         ("EditPerson", Wire.PersonReply.self), ("RemovePerson", Wire.RemovePersonReply.self),
-        ("GetPeopleStatus", Wire.PeopleStatusReply.self),
+        ("GetPeopleStatus", Wire.PeopleStatusReply.self), ("Backup", Wire.BackupReply.self),
+        ("RestoreUpload", Wire.RestoreUploadReply.self), ("Restore", Wire.RestoreReply.self),
     ]
 
     @Test func everyTypeAndMethodOfTheInterfaceHasAWireType() {
@@ -80,7 +81,12 @@ import Varlink
     /// sugard-forward's `io.sugard.Forward` (sugarctl status and doctor read its sinks).
     @Test func forwardSinksAgreeWithTheForwardInterface() throws {
         let forward = try VarlinkInterfaceDefinition(description: ForwardStatusService.interfaceDescription)
-        #expect(Set(forward.types.keys) == ["Sink"])
+        #expect(Set(forward.types.keys) == ["Sink", "DatabaseReset"])
+        if case .structure(let reset) = forward.types["DatabaseReset"] {
+            try self.checkFields(reset, of: Wire.DatabaseReset.self, what: "DatabaseReset", omitsAbsent: false, in: forward)
+        } else {
+            Issue.record("io.sugard.Forward has no DatabaseReset struct")
+        }
         guard case .structure(let sink) = forward.types["Sink"] else {
             Issue.record("io.sugard.Forward has no Sink struct")
             return

@@ -1,7 +1,7 @@
 import HealthDataSync
 
 extension Schema {
-    /// Version 6: people as records, meter assignments with time, attributions, the follow feed
+    /// Version 5: people as records, meter assignments with time, attributions, the follow feed
     /// and the gateway's identity. Self-contained: it needs only the v1 tables and v3's
     /// `meter.person`, so it can be renumbered.
     ///
@@ -16,12 +16,12 @@ extension Schema {
     /// - `feed`: the commit order followers read (`FollowReadings`). One row per stored reading
     ///   (the trigger adds it) and one more each time a reading's person changes, with the person
     ///   it then got; `feed.id` is the follow position. Existing readings get the row whose id is
-    ///   their own, so a cursor saved before v6 (a reading id) keeps its meaning. A follower reads
+    ///   their own, so a cursor saved before v5 (a reading id) keeps its meaning. A follower reads
     ///   only entries no later entry of the same reading superseded (`feed_by_reading`).
     /// - `gateway_identity`: one row, a random UUID made when the step runs (FHIR identifiers).
     /// - v3's `meter.person` becomes an assignment from the meter's first reading (or first sighting,
     ///   if earlier) and is then cleared: `meter_assignment` is the one home of assignments.
-    static let v6 = """
+    static let v5 = """
         CREATE TABLE person (
             id INTEGER PRIMARY KEY,
             name TEXT NOT NULL UNIQUE CHECK (length(name) BETWEEN 1 AND \(Self.maxPersonLength)),
@@ -96,7 +96,7 @@ extension Schema {
         END;
         """
 
-    static func applyV6(on db: Connection) throws(StoreError) {
-        try db.execute(Self.v6, "Adding people records and assignments (schema version 6) to \(db.path)")
+    static func applyV5(on db: Connection) throws(StoreError) {
+        try db.execute(Self.v5, "Adding people records and assignments (schema version 5) to \(db.path)")
     }
 }
