@@ -204,12 +204,13 @@ extension DeliveryStateMachine {
     /// start-over is a machine from position 0 of the new database that keeps the connection
     /// (nothing published again, no reconnect), the meters and the running save.
     @Test func aStartOverGoesOnFromPositionZeroOnTheSameConnection() {
-        var machine = Self.machine(inFlight: 8, discovery: true, saved: ForwardState(cursor: 0, newest: [:]))
+        var machine = Self.machine(inFlight: 8, discovery: true, settleMillis: 0, saved: ForwardState(cursor: 0, newest: [:]))
         _ = machine.handle(.meters([Self.meterA: nil]), at: 0)
         _ = machine.handle(.connected(session: 3), at: 0)
         machine.adopt(databaseId: "old")
-        _ = machine.handle(Self.readings(41...42), at: 1)
-        let acknowledged = machine.handle(.acknowledged(tokens: [82, 84, 85], session: 3), at: 100)
+        let sent = machine.handle(Self.readings(41...42), at: 1)
+        #expect(Self.published(sent) == [41, 42])
+        let acknowledged = machine.handle(.acknowledged(tokens: Self.tokens(sent), session: 3), at: 100)
         #expect(Self.saves(acknowledged).map(\.cursor) == [42])
         #expect(Self.saves(acknowledged).first?.databaseId == "old")
         #expect(machine.held == 0)
@@ -225,7 +226,7 @@ extension DeliveryStateMachine {
         #expect(Self.published(actions) == [1, 2])
         #expect(Self.stateUpdates(actions).isEmpty, "older than the newest already on the state topic")
         // The old machine's save still runs: the new one waits for it before saving.
-        let ack = next.handle(.acknowledged(tokens: [2, 4], session: 3), at: 300)
+        let ack = next.handle(.acknowledged(tokens: Self.tokens(actions), session: 3), at: 300)
         #expect(Self.saves(ack).isEmpty)
         let saved = Self.saves(next.handle(.saveCompleted, at: 301))
         #expect(saved.map(\.cursor) == [2] && saved.first?.databaseId == "new")

@@ -121,7 +121,9 @@ import Varlink
             try #require(stored)
             let client = try VarlinkClient(socketPath: rig.socket)
             for meter in ["60:77:71:8A:0B:14", "C0:26:DA:11:22:33"] {
-                _ = try await client.call("io.sugard.HealthDataSync.AssignMeter", ["meter": .string(meter), "person": "Mia"])
+                // From before the replayed readings: an assignment covers the readings measured in its period.
+                _ = try await client.call(
+                    "io.sugard.HealthDataSync.AssignMeter", ["meter": .string(meter), "person": "Mia", "from": "2000-01-01T00:00:00Z"])
             }
             client.close()
             try rig.startForwarder()
