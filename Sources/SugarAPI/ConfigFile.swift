@@ -122,3 +122,50 @@ extension StringProtocol {
         return String(s)
     }
 }
+
+// MARK: Values every MQTT client's configuration shares (sugard-forward, sugard-hub)
+
+extension ConfigFile {
+    /// A broker as `mqtt_url` names it: `mqtt://HOST[:PORT]` (port 1883) or `mqtts://HOST[:PORT]`
+    /// (port 8883); an IPv6 host in brackets.
+    public struct BrokerURL: Equatable, Sendable {
+        public var host: String
+        public var port: Int32
+        public var tls: Bool
+    }
+
+    /// Parses the value of `key` (`mqtt_url`) as a broker URL.
+    public static func brokerURL(_ key: String, _ value: String) throws(ConfigError) -> BrokerURL {
+        let (tls, rest): (Bool, Substring)
+        if value.hasPrefix("mqtt://") {
+            (tls, rest) = (false, value.dropFirst(7))
+        } else if value.hasPrefix("mqtts://") {
+            (tls, rest) = (true, value.dropFirst(8))
+        } else {
+            throw ConfigError("\(key) must be mqtt://HOST[:PORT] or mqtts://HOST[:PORT], not \"\(value)\"")
+        }
+        var hostPart = rest.hasSuffix("/") ? rest.dropLast() : rest
+        var port: Int32 = tls ? 8883 : 1883
+        if let colon = hostPart.lastIndex(of: ":"), !hostPart.hasSuffix("]") {
+            guard let p = Int32(hostPart[hostPart.index(after: colon)...]), (1...65535).contains(p) else {
+                throw ConfigError("\(key) has a bad port: \"\(value)\"")
+            }
+            port = p
+            hostPart = hostPart[..<colon]
+        }
+        if hostPart.hasPrefix("["), hostPart.hasSuffix("]") { hostPart = hostPart.dropFirst().dropLast() }
+        guard !hostPart.isEmpty, !hostPart.contains("/"), !hostPart.contains("@") else {
+            throw ConfigError("\(key) must be mqtt://HOST[:PORT] or mqtts://HOST[:PORT], not \"\(value)\"")
+        }
+        return BrokerURL(host: String(hostPart), port: port, tls: tls)
+    }
+
+    /// An MQTT topic level (or, with `allowSlash`, a prefix of levels): no wildcards, no NUL.
+    public static func topicLevel(_ key: String, _ value: String, allowSlash: Bool = false) throws(ConfigError) -> String {
+        guard !value.isEmpty else { throw ConfigError("\(key) needs a value") }
+        guard !value.contains(where: { $0 == "+" || $0 == "#" || $0 == "\0" || (!allowSlash && $0 == "/") }) else {
+            throw ConfigError("\(key) must not contain \(allowSlash ? "" : "'/', ")'+', '#' or NUL, not \"\(value)\"")
+        }
+        return value
+    }
+}

@@ -79,57 +79,28 @@ public struct ForwardConfig: Equatable, Sendable {
         ("nightscout_person", "only readings of meters assigned to this person (without it: every reading, unassigned meters too)"),
     ]
 
-    /// A topic level: no wildcards, separators or NUL.
-    static func topicLevel(_ key: String, _ value: String, allowSlash: Bool = false) throws(ConfigError) -> String {
-        guard !value.isEmpty else { throw ConfigError("\(key) needs a value") }
-        guard !value.contains(where: { $0 == "+" || $0 == "#" || $0 == "\0" || (!allowSlash && $0 == "/") }) else {
-            throw ConfigError("\(key) must not contain \(allowSlash ? "" : "'/', ")'+', '#' or NUL, not \"\(value)\"")
-        }
-        return value
-    }
-
     public mutating func apply(key: String, value: String) throws(ConfigError) {
         switch key {
         case "mqtt_url":
-            let (tls, rest): (Bool, Substring)
-            if value.hasPrefix("mqtt://") {
-                (tls, rest) = (false, value.dropFirst(7))
-            } else if value.hasPrefix("mqtts://") {
-                (tls, rest) = (true, value.dropFirst(8))
-            } else {
-                throw ConfigError("mqtt_url must be mqtt://HOST[:PORT] or mqtts://HOST[:PORT], not \"\(value)\"")
-            }
-            var hostPart = rest.hasSuffix("/") ? rest.dropLast() : rest
-            var port: Int32 = tls ? 8883 : 1883
-            if let colon = hostPart.lastIndex(of: ":"), !hostPart.hasSuffix("]") {
-                guard let p = Int32(hostPart[hostPart.index(after: colon)...]), (1...65535).contains(p) else {
-                    throw ConfigError("mqtt_url has a bad port: \"\(value)\"")
-                }
-                port = p
-                hostPart = hostPart[..<colon]
-            }
-            if hostPart.hasPrefix("["), hostPart.hasSuffix("]") { hostPart = hostPart.dropFirst().dropLast() }
-            guard !hostPart.isEmpty, !hostPart.contains("/"), !hostPart.contains("@") else {
-                throw ConfigError("mqtt_url must be mqtt://HOST[:PORT] or mqtts://HOST[:PORT], not \"\(value)\"")
-            }
+            let broker = try ConfigFile.brokerURL(key, value)
             self.mqttURL = value
             self.mqttURLSet = true
-            self.mqttHost = String(hostPart)
-            self.mqttPort = port
-            self.mqttTLS = tls
+            self.mqttHost = broker.host
+            self.mqttPort = broker.port
+            self.mqttTLS = broker.tls
         case "mqtt_ca_file": self.mqttCAFile = value.isEmpty ? nil : value
         case "mqtt_username": self.mqttUsername = value.isEmpty ? nil : value
         case "mqtt_password_file": self.mqttPasswordFile = value.isEmpty ? nil : value
         case "mqtt_client_id": self.mqttClientIDSetting = value.isEmpty ? nil : value
-        case "topic_prefix": self.topicPrefix = try Self.topicLevel(key, value, allowSlash: true)
-        case "gateway_id": self.gatewayID = try Self.topicLevel(key, value)
+        case "topic_prefix": self.topicPrefix = try ConfigFile.topicLevel(key, value, allowSlash: true)
+        case "gateway_id": self.gatewayID = try ConfigFile.topicLevel(key, value)
         case "homeassistant_discovery":
             switch value.lowercased() {
             case "true", "yes", "on", "1": self.homeAssistantDiscovery = true
             case "false", "no", "off", "0": self.homeAssistantDiscovery = false
             default: throw ConfigError("homeassistant_discovery must be true or false, not \"\(value)\"")
             }
-        case "homeassistant_prefix": self.homeAssistantPrefix = try Self.topicLevel(key, value, allowSlash: true)
+        case "homeassistant_prefix": self.homeAssistantPrefix = try ConfigFile.topicLevel(key, value, allowSlash: true)
         case "unit":
             switch value.lowercased() {
             case "mgdl", "mg/dl": self.unit = .mgdl

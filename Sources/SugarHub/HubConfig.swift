@@ -66,47 +66,19 @@ public struct HubConfig: Equatable, Sendable {
         ("log_level", "error, warning, notice, info (default) or debug"),
     ]
 
-    static func topicLevel(_ key: String, _ value: String, allowSlash: Bool) throws(ConfigError) -> String {
-        guard !value.isEmpty else { throw ConfigError("\(key) needs a value") }
-        guard !value.contains(where: { $0 == "+" || $0 == "#" || $0 == "\0" || (!allowSlash && $0 == "/") }) else {
-            throw ConfigError("\(key) must not contain \(allowSlash ? "" : "'/', ")'+', '#' or NUL, not \"\(value)\"")
-        }
-        return value
-    }
-
     public mutating func apply(key: String, value: String) throws(ConfigError) {
         switch key {
         case "mqtt_url":
-            let (tls, rest): (Bool, Substring)
-            if value.hasPrefix("mqtt://") {
-                (tls, rest) = (false, value.dropFirst(7))
-            } else if value.hasPrefix("mqtts://") {
-                (tls, rest) = (true, value.dropFirst(8))
-            } else {
-                throw ConfigError("mqtt_url must be mqtt://HOST[:PORT] or mqtts://HOST[:PORT], not \"\(value)\"")
-            }
-            var hostPart = rest.hasSuffix("/") ? rest.dropLast() : rest
-            var port: Int32 = tls ? 8883 : 1883
-            if let colon = hostPart.lastIndex(of: ":"), !hostPart.hasSuffix("]") {
-                guard let p = Int32(hostPart[hostPart.index(after: colon)...]), (1...65535).contains(p) else {
-                    throw ConfigError("mqtt_url has a bad port: \"\(value)\"")
-                }
-                port = p
-                hostPart = hostPart[..<colon]
-            }
-            if hostPart.hasPrefix("["), hostPart.hasSuffix("]") { hostPart = hostPart.dropFirst().dropLast() }
-            guard !hostPart.isEmpty, !hostPart.contains("/"), !hostPart.contains("@") else {
-                throw ConfigError("mqtt_url must be mqtt://HOST[:PORT] or mqtts://HOST[:PORT], not \"\(value)\"")
-            }
-            (self.mqttURL, self.mqttHost, self.mqttPort, self.mqttTLS) = (value, String(hostPart), port, tls)
+            let broker = try ConfigFile.brokerURL(key, value)
+            (self.mqttURL, self.mqttHost, self.mqttPort, self.mqttTLS) = (value, broker.host, broker.port, broker.tls)
         case "mqtt_ca_file": self.mqttCAFile = value.isEmpty ? nil : value
         case "mqtt_username": self.mqttUsername = value.isEmpty ? nil : value
         case "mqtt_password_file": self.mqttPasswordFile = value.isEmpty ? nil : value
         case "mqtt_client_id":
             guard !value.isEmpty, value.utf8.count <= 128 else { throw ConfigError("mqtt_client_id needs 1 to 128 bytes") }
             self.mqttClientIDSetting = value
-        case "topic_prefix": self.topicPrefix = try Self.topicLevel(key, value, allowSlash: true)
-        case "share_group": self.shareGroup = try Self.topicLevel(key, value, allowSlash: false)
+        case "topic_prefix": self.topicPrefix = try ConfigFile.topicLevel(key, value, allowSlash: true)
+        case "share_group": self.shareGroup = try ConfigFile.topicLevel(key, value, allowSlash: false)
         case "database_url":
             guard value.hasPrefix("postgresql://") || value.hasPrefix("postgres://") else {
                 throw ConfigError("database_url must be a libpq connection URI, postgresql://..., not \"\(Self.redacted(value))\"")

@@ -189,6 +189,10 @@ import Varlink
                 (try? JSONValue(parsing: readFile(rig.forwardState + "/cursor.json")))?["databaseId"]?.stringValue == id
             }
             #expect(adopted, "\(readFile(rig.forwardState + "/cursor.json"))")
+            // Readings wait a moment after a meter's first Home Assistant config; then only those after the cursor come.
+            _ = await eventually(within: 20) {
+                Set(rig.receivedReadings().compactMap { $0.payload["id"]?.stringValue }).count >= stored.count - Int(half)
+            }
             try await Task.sleep(for: .milliseconds(1000))
             let got = Set(rig.receivedReadings().compactMap { $0.payload["id"]?.stringValue })
             #expect(got.count == stored.count - Int(half), "resumed after the cursor, not from the start")
