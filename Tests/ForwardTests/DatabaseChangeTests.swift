@@ -247,7 +247,9 @@ import Varlink
     /// keeps the current file, gives a new identity and serves the restored readings; bad files
     /// get exit 65 and change nothing.
     @Test func backupDuringSyncsAndRestore() async throws {
-        try await withRig(seconds: 12) { rig in
+        // The meters take a reading a second for 90 s: still running when the restore is done, also
+        // under a sanitizer (the test takes 15 s plain, 40 s under ThreadSanitizer).
+        try await withRig(seconds: 90) { rig in
             try await rig.startSugard()
             let filled = await eventually(within: 20) { ((try? await rig.storedIDs()) ?? []).count >= 40 }
             try #require(filled)
@@ -321,7 +323,7 @@ import Varlink
             await old.close()
             // The daemon goes on: syncs commit into the restored database.
             let grew = await eventually(within: 20) { ((try? await rig.storedIDs()) ?? []).count > served.count }
-            #expect(grew)
+            #expect(grew || Int64(Date().timeIntervalSince1970) >= rig.stop, "the meters still take readings and nothing new was stored")
         }
     }
 
