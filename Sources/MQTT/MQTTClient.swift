@@ -52,17 +52,17 @@ public struct MQTTOptions: Sendable {
     /// MQTT 5 Session Expiry Interval sent with CONNECT (0: the session ends with the connection).
     public var sessionExpirySeconds: UInt32 = 0
     /// Receives each message inside libmosquitto's message callback, on the client's thread,
-    /// BEFORE libmosquitto acknowledges it: for a QoS 1 message libmosquitto's packet handler
-    /// (lib/handle_publish.c, `handle__publish`, case 1) calls the message callback and only then
-    /// `send__puback`. So whatever `receive` finished before returning true (a committed database
-    /// transaction) happened before the broker can learn the message arrived; a process killed
-    /// inside `receive` never acknowledged it, and the broker sends it again to the persistent
-    /// session (see ``cleanStart``). Returning false withholds the PUBACK: the client shuts the
-    /// socket down before libmosquitto can write it, reports `disconnected` and reconnects. Caution:
-    /// with shared subscriptions on mosquitto 2.0.11, a test that withheld PUBACKs this way during a
-    /// PostgreSQL outage (repeated drops and reconnects) lost some of those messages, cause not yet
-    /// found; sugard-hub therefore never returns false for a message it must keep, it waits inside
-    /// `receive` instead. With `receive` set, `MQTTEvent.message` is not reported.
+    /// BEFORE the broker can learn it arrived. libmosquitto 2.0.11 (Debian 12's) queues the PUBACK
+    /// of a QoS 1 message before it calls the message callback (lib/handle_publish.c,
+    /// `handle__publish`, case 1); the client runs libmosquitto in its threaded mode, so a queued
+    /// packet is written only by the client's own `mosquitto_loop_write`, after the callback
+    /// returned. So whatever `receive` finished before returning true (a committed database
+    /// transaction) happened before the PUBACK left; a process killed inside `receive` never
+    /// acknowledged it, and the broker sends it again to the persistent session (see
+    /// ``cleanStart``). Returning false withholds the PUBACK: the client shuts the socket down
+    /// before the queued PUBACK is written, reports `disconnected` and reconnects; the broker sends
+    /// the message again (MQTTClientTests `aMessageNotReceivedIsSentAgain`). With `receive` set,
+    /// `MQTTEvent.message` is not reported.
     public var receive: (@Sendable (_ topic: String, _ payload: [UInt8], _ retained: Bool) -> Bool)?
 
     public init(host: String, port: Int32, clientID: String) {
@@ -384,6 +384,12 @@ private final class Core: @unchecked Sendable {
             return
         }
         self.mosq = mosq
+        // Packets libmosquitto queues are written only by this thread's `mosquitto_loop_write`,
+        // never from inside `packet__queue`. libmosquitto 2.0.11 queues a QoS 1 PUBACK before it
+        // calls the message callback and, in its unthreaded mode, writes it at once: the broker
+        // would learn the message arrived before `receive` committed it. Queued, the PUBACK
+        // leaves after `receive` returned true, or never (refused, killed): see `receive`.
+        _ = mosquitto_threaded_set(mosq, true)
         self.connected = false
         self.tokens = [:]
         self.connectStarted = monotonicSeconds()

@@ -41,8 +41,7 @@ final class Ingest: Sendable {
         // (retrying with backoff) rather than dropping the connection, so an outage shorter than
         // the keep-alive costs no reconnect; a longer one ends the connection (no PING), and the
         // broker sends the message again to the session when it is back. On SIGTERM the process
-        // ends with the callback still waiting (as a kill would: nothing acknowledged), not
-        // through the withheld-PUBACK path, which the outage test showed losing messages.
+        // ends with the callback still waiting (as a kill would: nothing acknowledged).
         while true {
             let (stored, delay) = self.state.withLock { s -> (Bool, Double) in
                 do throws(PostgresError) {

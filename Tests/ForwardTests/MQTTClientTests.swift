@@ -65,6 +65,54 @@ import Testing
         failed = false
     }
 
+    /// A message `receive` did not finish is not acknowledged: it comes again. libmosquitto 2.0.11
+    /// queues the PUBACK of a QoS 1 message BEFORE it calls the message callback (lib/handle_publish.c);
+    /// unless the client holds its writes back until `receive` returned, a receiver that fails or
+    /// is killed inside `receive` (a hub mid-commit) loses the message. Here the first delivery of
+    /// "m2" is refused: the broker must send it again to the persistent session.
+    @Test func aMessageNotReceivedIsSentAgain() async throws {
+        let rig = try ForwardRig()
+        var failed = true
+        defer { rig.cleanUp(keep: failed) }
+        try await rig.startBroker()
+        let seen = Lock<[String]>([])
+        let refused = Lock(false)
+        let connects = Lock(0)
+        var options = MQTTOptions(host: "127.0.0.1", port: Int32(rig.port), clientID: "receive-once")
+        options.subscriptions = ["again/test"]
+        options.cleanStart = false
+        options.sessionExpirySeconds = 600
+        options.retryMinimum = 0.1
+        options.receive = { _, payload, _ in
+            let text = String(decoding: payload, as: UTF8.self)
+            seen.withLock { $0.append(text) }
+            if text == "m2", !refused.withLock({ r in defer { r = true }; return r }) { return false }
+            return true
+        }
+        let subscriber = MQTTClient(options: options) { event in
+            if case .connected = event { connects.withLock { $0 += 1 } }
+        }
+        try subscriber.start()
+        defer { subscriber.stop() }
+        #expect(await eventually(within: 10) { connects.withLock { $0 } >= 1 })
+        try await Task.sleep(for: .milliseconds(300))  // SUBACK
+
+        let session = Lock<Int?>(nil)
+        let publisher = MQTTClient(options: MQTTOptions(host: "127.0.0.1", port: Int32(rig.port), clientID: "again-publisher")) { event in
+            if case .connected(let s) = event { session.withLock { $0 = s } }
+        }
+        try publisher.start()
+        defer { publisher.stop() }
+        #expect(await eventually(within: 10) { session.withLock { $0 } != nil })
+        let s = try #require(session.withLock { $0 })
+        for i in 1...4 { publisher.publish(MQTTMessage(topic: "again/test", payload: Array("m\(i)".utf8)), token: Int64(i), session: s) }
+
+        #expect(await eventually(within: 20) { seen.withLock { $0.filter { $0 == "m2" }.count } >= 2 }, "m2 was not sent again: \(seen.withLock { $0 })")
+        #expect(await eventually(within: 10) { Set(seen.withLock { $0 }) == ["m1", "m2", "m3", "m4"] })
+        #expect(connects.withLock { $0 } >= 2, "the refusal did not end the connection")
+        failed = false
+    }
+
     /// Waiting between connect attempts sleeps in poll for the whole delay, also for delays under a
     /// second: a broker that is down costs no CPU between attempts (never a tight loop). Nothing
     /// listens on the rig's port here.
