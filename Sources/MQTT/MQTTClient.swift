@@ -455,13 +455,13 @@ private final class Core: @unchecked Sendable {
     private static func text(_ rc: Int32) -> String { String(cString: mosquitto_strerror(rc)) }
 
     private func classify(_ rc: Int32, errno code: Int32, connecting: Bool) -> (String, Bool) {
-        let where_ = "\(self.options.host):\(self.options.port)"
+        let endpoint = "\(self.options.host):\(self.options.port)"
         switch rc {
         case MOSQ_ERR_EAI.rawValue: return ("unknown host \(self.options.host) (name lookup failed)", true)
-        case MOSQ_ERR_TLS.rawValue: return ("TLS failure with \(where_) (certificate not trusted by the CA file, or no TLS there)", true)
+        case MOSQ_ERR_TLS.rawValue: return ("TLS failure with \(endpoint) (certificate not trusted by the CA file, or no TLS there)", true)
         case MOSQ_ERR_ERRNO.rawValue:
-            return ("\(connecting ? "cannot connect to" : "connection to") \(where_): \(String(cString: strerror(code)))", false)
-        default: return ("\(connecting ? "cannot connect to" : "connection to") \(where_): \(Self.text(rc))", false)
+            return ("\(connecting ? "cannot connect to" : "connection to") \(endpoint): \(String(cString: strerror(code)))", false)
+        default: return ("\(connecting ? "cannot connect to" : "connection to") \(endpoint): \(Self.text(rc))", false)
         }
     }
 

@@ -1,5 +1,4 @@
 import JSON
-import Locking
 import SugarWire
 import Varlink
 

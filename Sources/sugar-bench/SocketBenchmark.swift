@@ -1,7 +1,6 @@
 import GlucoseProfile
 import HealthDataSync
 import JSON
-import Locking
 import ReplayTransport
 import SugarAPI
 import SugarDaemon

@@ -1,7 +1,6 @@
 // sugard-forward: every reading sugard stores, to an MQTT 5 broker and Home Assistant. Parses the
 // environment and runs SugarForward; everything worth testing lives there.
 import Glibc
-import SugarAPI
 import SugarForward
 import SystemIO
 
