@@ -1,6 +1,5 @@
 import GlucoseProfile
 import HealthDataSync
-import JSON
 import PacketCapture
 import Varlink
 

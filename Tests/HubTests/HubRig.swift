@@ -1,7 +1,6 @@
 import Foundation
 import Glibc
 import HubStore
-import Locking
 import MQTT
 import TestSupport
 

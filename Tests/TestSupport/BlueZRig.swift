@@ -2,7 +2,6 @@ import DBus
 import Foundation
 import Glibc
 import JSON
-import Locking
 import Varlink
 
 /// The whole daemon against the BlueZ stand-in: a private system-like dbus-daemon, the stand-in
