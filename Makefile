@@ -49,6 +49,7 @@ install: build
 	install -D -m 0644 udev/70-sugard.rules $(DESTDIR)$(UDEVDIR)/70-sugard.rules
 	install -D -m 0644 config/sugard.conf.example $(DESTDIR)$(CONFDIR)/sugard.conf.example
 	install -D -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	for doc in docs/*.md docs/*.png docs/module-map.txt; do install -D -m 0644 "$$doc" "$(DESTDIR)$(DOCDIR)/$$doc"; done
 	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASHCOMPDIR)
 	.build/release/sugard --generate-man sugard > $(DESTDIR)$(MANDIR)/man8/sugard.8
 	.build/release/sugard --generate-man sugard.conf > $(DESTDIR)$(MANDIR)/man5/sugard.conf.5
