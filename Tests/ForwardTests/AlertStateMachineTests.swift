@@ -304,3 +304,41 @@ import Testing
         #expect(gotify.headers.contains { $0.name == "X-Gotify-Key" && $0.value == "AbC" })
     }
 }
+
+/// Alert events through ``DeliveryStateMachine``: held until the broker acknowledged them, sent
+/// again (first) after a reconnect, the acknowledged prefix reported for the alerter to save.
+@Suite struct AlertDeliveryTests {
+    typealias Machine = DeliveryStateMachine
+
+    static func alert(_ seq: Int64) -> (seq: Int64, message: MQTTMessage) {
+        (seq, MQTTMessage(topic: "sugard/gw/alert", payload: Array("{\"seq\":\(seq)}".utf8), qos: 1, retain: false))
+    }
+
+    static func alertTokens(_ actions: [Machine.Action]) -> [Int64] {
+        actions.compactMap {
+            if case .publish(.alert(let seq, _), _) = $0 { seq } else { nil }
+        }
+    }
+
+    @Test func alertsWaitForTheBrokerAreResentAfterAReconnectAndTheirPrefixIsReported() {
+        var config = ForwardConfig(gatewayID: "gw", socketPath: "/tmp/s", stateDirectory: "/tmp")
+        config.homeAssistantDiscovery = false
+        var machine = Machine(saved: ForwardState(), limits: Machine.Limits(maxInFlight: 4), topics: ForwardTopics(config: config), now: 0)
+        #expect(machine.handle(.alerts([Self.alert(3), Self.alert(4)]), at: 1, wallClock: 1).isEmpty, "nothing before a connection")
+        let connected = machine.handle(.connected(session: 1), at: 2, wallClock: 2)
+        #expect(Self.alertTokens(connected) == [3, 4])
+        #expect(connected.contains { if case .publish(.alert(3, let m), 1) = $0 { m.topic == "sugard/gw/alert" && m.qos == 1 && !m.retain } else { false } })
+        // One already held is not taken twice; a new one goes out at once.
+        #expect(Self.alertTokens(machine.handle(.alerts([Self.alert(4), Self.alert(5)]), at: 3, wallClock: 3)) == [5])
+        // 4 acknowledged before 3: nothing is delivered until 3 is.
+        let token = { (seq: Int64) in Machine.alertTokenBit | seq }
+        #expect(machine.handle(.acknowledged(tokens: [token(4)], session: 1), at: 4, wallClock: 4).isEmpty)
+        #expect(machine.handle(.acknowledged(tokens: [token(3)], session: 1), at: 5, wallClock: 5) == [.alertsDelivered(upTo: 4)])
+        // The connection drops before 5 is acknowledged: it goes out again on the next one.
+        _ = machine.handle(.disconnected, at: 6, wallClock: 6)
+        #expect(Self.alertTokens(machine.handle(.connected(session: 2), at: 7, wallClock: 7)) == [5])
+        // An acknowledgement from the old connection counts for nothing.
+        #expect(machine.handle(.acknowledged(tokens: [token(5)], session: 1), at: 8, wallClock: 8).isEmpty)
+        #expect(machine.handle(.acknowledged(tokens: [token(5)], session: 2), at: 9, wallClock: 9) == [.alertsDelivered(upTo: 5)])
+    }
+}
