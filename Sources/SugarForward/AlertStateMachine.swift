@@ -115,6 +115,9 @@ struct AlertStateMachine: Sendable {
         var recent = 100
         /// The least time between two saves that only move the cursor.
         var cursorSaveMillis: Int64 = 1000
+        /// The most events the log holds for a sink that does not take them (a webhook down for
+        /// weeks): beyond it the oldest go, and that sink skips them.
+        var maxLog = 10_000
     }
 
     enum Event: Sendable {
@@ -210,8 +213,14 @@ struct AlertStateMachine: Sendable {
         return actions
     }
 
-    /// Drops log entries every sink has and that are not among the recent ones.
+    /// Drops log entries every sink has and that are not among the recent ones, and the oldest
+    /// beyond ``Settings/maxLog`` (a sink that had not taken them skips them).
     private mutating func prune() {
+        if self.state.log.count > self.settings.maxLog {
+            self.state.log.removeFirst(self.state.log.count - self.settings.maxLog)
+            let first = self.state.log.first?.seq ?? self.state.nextSeq
+            for (sink, done) in self.state.delivered where done < first - 1 { self.state.delivered[sink] = first - 1 }
+        }
         let needed = self.state.delivered.values.min().map { $0 + 1 } ?? self.state.nextSeq
         let keepRecent = self.state.nextSeq - Int64(self.settings.recent)
         let first = min(needed, keepRecent)

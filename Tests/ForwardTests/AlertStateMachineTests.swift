@@ -133,6 +133,15 @@ import Testing
         #expect(next.state.delivered["webhook new"] == 2 && next.state.delivered["webhook pager"] == nil)
     }
 
+    @Test func aSinkThatNeverTakesAnythingHoldsAtMostMaxLogEvents() {
+        var settings = Machine.Settings(config: AlertConfig(), gateway: "gw", sinks: ["mqtt", "webhook dead"])
+        settings.maxLog = 4
+        var m = Machine(saved: AlertState(), settings: settings)
+        for n in Int64(1)...5 { _ = m.handle(.readings([Self.reading(2 * n, nil, kind: .lo), Self.reading(2 * n + 1, 100)]), now: 0) }
+        #expect(m.state.log.map(\.seq) == [7, 8, 9, 10] && m.state.delivered["webhook dead"] == 6)
+        #expect(m.state.pending(for: "webhook dead").count == 4)
+    }
+
     @Test func cursorOnlyMovesAreSavedAtMostOnceASecondAndOnStop() {
         var m = Self.machine()
         #expect(m.handle(.readings([Self.reading(1, 100)]), now: 10_000).count == 1)
