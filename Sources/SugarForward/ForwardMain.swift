@@ -78,11 +78,17 @@ public enum ForwardMain {
         let signals = unixSignals([.terminate, .interrupt, .hangup])
         let serverTask = Task { try? await server?.run() }
         let nightscoutTask = Task { await nightscout.run() }
-        let alerterTask = Task {
+        // An unusable alerts.json stops the forwarder (exit 1), as an unusable cursor file does:
+        // alerts must not go silent while the process looks healthy.
+        let alerterTask = Task { () -> Bool in
             do {
                 try await alerter.run()
+                return true
             } catch {
-                logger.error("alerts stopped: \(error)")
+                logger.error("\(error)")
+                forwarder?.stop()
+                nightscoutTask.cancel()
+                return false
             }
         }
         let signalTask = Task {
@@ -119,10 +125,11 @@ public enum ForwardMain {
         }
         // Without an MQTT sink this waits for SIGTERM/SIGINT.
         _ = await nightscoutTask.value
-        _ = await alerterTask.value
+        alerter.stop()
+        let alertsRan = await alerterTask.value
         serverTask.cancel()
         _ = await serverTask.value
-        return 0
+        return alertsRan ? 0 : 1
     }
 
     static func writeStderr(_ text: String) {

@@ -133,6 +133,21 @@ final class WebhookReceiver: Sendable {
         failed = false
     }
 
+    @Test func aDamagedAlertStateStopsTheForwarderWithItsPath() async throws {
+        let rig = try ForwardRig(seconds: 0, replays: [Self.capture])
+        defer { rig.cleanUp(keep: false) }
+        mkdir(rig.forwardState, 0o750)
+        try "{not json".write(toFile: rig.forwardState + "/alerts.json", atomically: true, encoding: .utf8)
+        let result = try await runToEnd(
+            try builtProduct("sugard-forward"),
+            ["--config", rig.dir + "/forward.conf", "--socket", rig.socket, "--state-dir", rig.forwardState],
+            environment: ["PATH": "/usr/bin:/bin"], dir: rig.dir, seconds: 30)
+        #expect(result.status == 1, "\(result.status): \(result.stderr)")
+        #expect(result.stderr.contains(rig.forwardState + "/alerts.json is damaged"), "\(result.stderr)")
+        // Nothing replaced it: what was there is still there for a person to look at.
+        #expect(readFile(rig.forwardState + "/alerts.json") == "{not json")
+    }
+
     @Test func aFiringAlertShowsInSugarctlAndSurvivesARestartWithoutFiringAgain() async throws {
         let rig = try ForwardRig(seconds: 0, replays: [Self.capture])
         var failed = true
