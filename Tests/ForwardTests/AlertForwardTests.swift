@@ -133,6 +133,20 @@ final class WebhookReceiver: Sendable {
         failed = false
     }
 
+    @Test func aMeterNotSyncedForItsLimitFiresSyncOverdueFromSugardsHealth() async throws {
+        let rig = try ForwardRig(seconds: 0, replays: [Self.capture])
+        var failed = true
+        defer { rig.cleanUp(keep: failed || environmentValue("FORWARD_TESTS_KEEP") != nil) }
+        try rig.writeForwardConfig("alert_sync_overdue = 3s\n")
+        try await rig.startAll()
+        let overdue = await eventually(within: 30) { Self.alerts(rig).contains { $0["rule"] == "sync_overdue" } }
+        try #require(overdue, "alerts: \(Self.summary(Self.alerts(rig))); forwarder log:\n\(readFile(rig.forwarderLog).suffix(3000))")
+        let alert = Self.alerts(rig).first { $0["rule"] == "sync_overdue" }
+        let meter = try await rig.storedReadings().first?["meter"]?.stringValue
+        #expect(alert?["state"] == "firing" && alert?["meter"]?.stringValue == meter && alert?["reading"] == .null, "\(String(describing: alert))")
+        failed = false
+    }
+
     @Test func aDamagedAlertStateStopsTheForwarderWithItsPath() async throws {
         let rig = try ForwardRig(seconds: 0, replays: [Self.capture])
         defer { rig.cleanUp(keep: false) }
