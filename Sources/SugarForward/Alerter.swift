@@ -175,7 +175,8 @@ public final class Alerter: Sendable {
                 },
                 delivered: { seq in
                     continuation.yield(.delivered(sink: webhook.config.sinkName, seq: seq))
-                    await queue.wait { $0.saved >= seq }
+                    // The waiter is also woken by new events: wait again until the progress is saved.
+                    while !Task.isCancelled, queue.withLock({ $0.saved < seq }) { await queue.wait { $0.saved >= seq } }
                 })
             tasks.append(Task { await worker.run(after: done) })
         }
@@ -215,8 +216,9 @@ public final class Alerter: Sendable {
         }
     }
 
-    /// Saves, then hands new events to MQTT and the webhooks; a failed save hands nothing on (the
-    /// events come again from the readings after the saved cursor once a save works).
+    /// Saves, then hands new events to MQTT and the webhooks. A failed save (a full disk) is logged
+    /// and the events still go out: an alert matters more than its durability; the state is saved
+    /// with the next save that works.
     private func perform(_ actions: [AlertStateMachine.Action], file: AlertFile) {
         for action in actions {
             switch action {
@@ -224,8 +226,7 @@ public final class Alerter: Sendable {
                 do {
                     try file.save(state)
                 } catch {
-                    self.logger.error("cannot save the alert state: \(error)")
-                    return
+                    self.logger.error("cannot save the alert state (alerts still go out): \(error)")
                 }
                 self.show(state)
                 for (index, webhook) in self.webhooks.enumerated() {
