@@ -18,6 +18,7 @@ public struct AlertSettings: Sendable, Equatable {
     public var high: Setting?
     public var syncOverdue: Setting?
     public var gatewayFailed: Setting?
+    public var maxAge: Setting?
 
     public init() {}
 
@@ -29,6 +30,7 @@ public struct AlertSettings: Sendable, Equatable {
         ("alert_high", "high fires for a HI or a glucose value above this (default: glucose_high_mgdl, 250 mg/dL; or off)"),
         ("alert_sync_overdue", "sync_overdue fires when a meter has not synced for this long: 24h (default), 90m, 2d, or off"),
         ("alert_gateway_failed", "gateway_failed fires when the Bluetooth adapter or sugard's storage has failed this long (default 10m; or off)"),
+        ("alert_max_age", "a reading measured longer ago than this fires no glucose alert (it may still resolve one): a meter synced late, or the history at the first start (default 24h; off: any age)"),
     ]
 
     static let keyNames: Set<String> = Set(Self.keys.map(\.key))
@@ -47,6 +49,7 @@ public struct AlertSettings: Sendable, Equatable {
         case "alert_high": self.high = try Self.glucose(key, value)
         case "alert_sync_overdue": self.syncOverdue = try Self.duration(key, value)
         case "alert_gateway_failed": self.gatewayFailed = try Self.duration(key, value)
+        case "alert_max_age": self.maxAge = try Self.duration(key, value)
         default: throw ConfigError("unknown alert key \"\(key)\"")
         }
     }
@@ -82,6 +85,7 @@ struct AlertLimits: Sendable, Equatable {
     var high: Double?
     var syncOverdueMillis: Int64?
     var gatewayFailedMillis: Int64?
+    var maxAgeMillis: Int64?
 }
 
 /// Every alert setting of forward.conf: the top level, `[person NAME]` and `[meter ADDRESS]`
@@ -124,7 +128,8 @@ public struct AlertConfig: Sendable, Equatable {
             urgentLow: pick(\.urgentLow, sugard: nil, fallback: 54),
             high: pick(\.high, sugard: personThresholds?.high, fallback: defaultHigh),
             syncOverdueMillis: pick(\.syncOverdue, sugard: nil, fallback: 24 * 3_600_000).map { Int64($0) },
-            gatewayFailedMillis: pick(\.gatewayFailed, sugard: nil, fallback: 10 * 60_000).map { Int64($0) })
+            gatewayFailedMillis: pick(\.gatewayFailed, sugard: nil, fallback: 10 * 60_000).map { Int64($0) },
+            maxAgeMillis: pick(\.maxAge, sugard: nil, fallback: 24 * 3_600_000).map { Int64($0) })
     }
 
     /// The section kinds this configuration owns (besides `[nightscout NAME]` and `[webhook NAME]`).

@@ -174,7 +174,7 @@ struct AlertStateMachine: Sendable {
         switch event {
         case .readings(let list):
             for (cursor, reading) in list {
-                self.evaluate(reading, &emitted)
+                self.evaluate(reading, now, &emitted)
                 self.state.cursor = cursor
             }
             self.dirty = true
@@ -239,7 +239,7 @@ struct AlertStateMachine: Sendable {
             defaultLow: self.settings.defaultLow, defaultHigh: self.settings.defaultHigh)
     }
 
-    private mutating func evaluate(_ reading: AlertReading, _ emitted: inout [LoggedAlert]) {
+    private mutating func evaluate(_ reading: AlertReading, _ now: Int64, _ emitted: inout [LoggedAlert]) {
         if let person = reading.person {
             self.state.meterPerson[reading.meter] = person
         } else if reading.kind.isGlucoseLevel {
@@ -249,7 +249,14 @@ struct AlertStateMachine: Sendable {
         let subject = Self.subject(meter: reading.meter, person: reading.person)
         guard reading.measuredMillis > (self.state.newest[subject] ?? .min) else { return }
         self.state.newest[subject] = reading.measuredMillis
-        let limits = self.limits(meter: reading.meter, person: reading.person)
+        var limits = self.limits(meter: reading.meter, person: reading.person)
+        // Too old to be news (a meter synced after days away, the history at the first start): it
+        // fires nothing, but still ends an episode it shows is over.
+        if let maxAge = limits.maxAgeMillis, now - reading.measuredMillis > maxAge {
+            self.resolveOnly(reading, subject, limits, &emitted)
+            return
+        }
+        limits.maxAgeMillis = nil
         let value = reading.mgdL
         let isLO = reading.kind == .lo
         let isHI = reading.kind == .hi
@@ -278,6 +285,19 @@ struct AlertStateMachine: Sendable {
             }
             if !isLO { self.resolve(.high, subject, reading, &emitted) }
         }
+    }
+
+    /// A reading that may only end episodes: a value not below the low limit ends `low` and
+    /// `urgent_low`, one not above the high limit ends `high` (a LO or HI ends the other side).
+    private mutating func resolveOnly(_ reading: AlertReading, _ subject: String, _ limits: AlertLimits, _ emitted: inout [LoggedAlert]) {
+        let value = reading.mgdL
+        let notLow = reading.kind == .hi || (reading.kind == .glucose && (value ?? 0) >= (limits.low ?? limits.urgentLow ?? 0))
+        let notHigh = reading.kind == .lo || (reading.kind == .glucose && (value ?? .infinity) <= (limits.high ?? .infinity))
+        if notLow {
+            self.resolve(.urgentLow, subject, reading, &emitted)
+            self.resolve(.low, subject, reading, &emitted)
+        }
+        if notHigh { self.resolve(.high, subject, reading, &emitted) }
     }
 
     private mutating func fire(

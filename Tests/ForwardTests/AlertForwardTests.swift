@@ -47,7 +47,7 @@ final class WebhookReceiver: Sendable {
 }
 
 /// The alert rules end to end: the built sugard replaying a real meter's capture (88 mg/dL, a LO,
-/// a 105 mg/dL control test, 142, 97 mg/dL), the built sugard-forward, a real mosquitto with
+/// a 105 mg/dL control test, 142, 97 mg/dL, measured in 2025: `alert_max_age = off` lets them fire), the built sugard-forward, a real mosquitto with
 /// mosquitto_sub, a webhook receiver on loopback, and sugarctl reading `io.sugard.Forward`.
 @Suite(.serialized) struct AlertForwardTests {
     static let root = #filePath.split(separator: "/", omittingEmptySubsequences: false).dropLast(3).joined(separator: "/")
@@ -77,7 +77,7 @@ final class WebhookReceiver: Sendable {
         let secret = rig.dir + "/webhook.secret"
         try "a shared secret\n".write(toFile: secret, atomically: true, encoding: .utf8)
         chmod(secret, 0o600)
-        try rig.writeForwardConfig("[webhook pager]\nurl = \(hook.url)/hook\nsecret_file = \(secret)\n")
+        try rig.writeForwardConfig("alert_max_age = off\n[webhook pager]\nurl = \(hook.url)/hook\nsecret_file = \(secret)\n")
         try await rig.startAll()
 
         // MQTT: urgent low fires for the LO and the 142 mg/dL after it resolves it (the control
@@ -144,6 +144,8 @@ final class WebhookReceiver: Sendable {
         let alert = Self.alerts(rig).first { $0["rule"] == "sync_overdue" }
         let meter = try await rig.storedReadings().first?["meter"]?.stringValue
         #expect(alert?["state"] == "firing" && alert?["meter"]?.stringValue == meter && alert?["reading"] == .null, "\(String(describing: alert))")
+        // The capture's readings are from 2025: older than alert_max_age (24 h), its LO paged no one.
+        #expect(Self.summary(Self.alerts(rig)) == ["sync_overdue firing"])
         failed = false
     }
 
@@ -167,7 +169,7 @@ final class WebhookReceiver: Sendable {
         var failed = true
         defer { rig.cleanUp(keep: failed || environmentValue("FORWARD_TESTS_KEEP") != nil) }
         // A high limit of 90: the 142 ends the urgent low and starts a high the 97 keeps firing.
-        try rig.writeForwardConfig("alert_high = 5 mmol/L\n")
+        try rig.writeForwardConfig("alert_high = 5 mmol/L\nalert_max_age = off\n")
         try await rig.startAll()
         let three = await eventually(within: 30) { Self.alerts(rig).count >= 3 }
         try #require(three, "alerts: \(Self.alerts(rig)); forwarder log:\n\(readFile(rig.forwarderLog).suffix(3000))")

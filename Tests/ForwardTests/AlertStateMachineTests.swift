@@ -92,6 +92,27 @@ import Testing
         #expect(m.state.cursor == 11)
     }
 
+    @Test func readingsOlderThanTheMaxAgeFireNothingButStillResolve() {
+        var m = Self.machine()
+        let day: Int64 = 86_400_000
+        // The history at a first start, or a meter synced after a week away: a LO of three days ago fires nothing.
+        #expect(Self.events(m.handle(.readings([Self.reading(1, nil, kind: .lo)]), now: 1_000_000 + 3 * day)).isEmpty)
+        // A fresh one does.
+        let now: Int64 = 100 * day
+        var fresh = Self.reading(2, 60)
+        fresh.reading.measuredMillis = now - 60_000
+        #expect(Self.summary(Self.events(m.handle(.readings([fresh]), now: now))) == ["low firing"])
+        // A newer reading that is still older than the limit (the clock jumped) ends the episode, fires no high.
+        var late = Self.reading(3, 300)
+        late.reading.measuredMillis = now
+        #expect(Self.summary(Self.events(m.handle(.readings([late]), now: now + 2 * day))) == ["low resolved"])
+        // With alert_max_age = off any age fires.
+        var config = AlertConfig()
+        try? config.top.apply(key: "alert_max_age", value: "off")
+        var ageless = Self.machine(config)
+        #expect(Self.summary(Self.events(ageless.handle(.readings([Self.reading(1, nil, kind: .lo)]), now: 1_000_000 + 300 * day))) == ["urgent_low firing"])
+    }
+
     @Test func subjectsAreThePersonElseTheMeter() {
         var m = Self.machine()
         let a = Self.events(m.handle(.readings([Self.reading(1, 60, meter: Self.meter, person: "anna"), Self.reading(2, 60, meter: Self.other)]), now: 0))
@@ -249,7 +270,9 @@ import Testing
         #expect(limits.syncOverdueMillis == 36 * 3_600_000 && limits.gatewayFailedMillis == 300_000)
         // The defaults, and glucose_low_mgdl/glucose_high_mgdl as the default low and high.
         let defaults = try Self.config("glucose_low_mgdl = 75").alerts.limits(meter: nil, person: nil, defaultLow: 75)
-        #expect(defaults == AlertLimits(low: 75, urgentLow: 54, high: 250, syncOverdueMillis: 86_400_000, gatewayFailedMillis: 600_000))
+        #expect(
+            defaults
+                == AlertLimits(low: 75, urgentLow: 54, high: 250, syncOverdueMillis: 86_400_000, gatewayFailedMillis: 600_000, maxAgeMillis: 86_400_000))
         for (line, message) in [
             ("alert_low = 3.9", "mmol/L with its unit"), ("alert_low = lots", "must be a glucose value"),
             ("alert_sync_overdue = 24", "a time with its unit"), ("alerts = maybe", "on or off"),
