@@ -39,6 +39,8 @@ private struct WebhookQueue: HasWaiter {
     var events: [LoggedAlert] = []
     /// The webhook's delivery progress as saved last.
     var saved: Int64 = 0
+    /// Counts the times its retry pause was ended early (SIGHUP) or ran out.
+    var wakes = 0
     var waiter: CheckedContinuation<Void, Never>?
 }
 
@@ -113,6 +115,20 @@ public final class Alerter: Sendable {
 
     public func stop() { self.continuation.yield(.stop) }
 
+    /// Webhooks waiting to retry try again now (SIGHUP).
+    public func retryNow() {
+        for queue in self.queues { Self.wake(queue) }
+    }
+
+    private static func wake(_ queue: Lock<WebhookQueue>) {
+        let waiter = queue.withLock { q -> CheckedContinuation<Void, Never>? in
+            q.wakes += 1
+            defer { q.waiter = nil }
+            return q.waiter
+        }
+        waiter?.resume()
+    }
+
     /// `GetStatus`' `alerts`.
     public var summary: Wire.ForwardAlertsSummary {
         Wire.ForwardAlertsSummary(enabled: self.config.alerts.enabled, active: self.view.withLock { $0.active })
@@ -172,6 +188,15 @@ public final class Alerter: Sendable {
                         q.events.removeAll { $0.seq <= after }
                         return q.events
                     }
+                },
+                pause: { wait in
+                    let before = queue.withLock { $0.wakes }
+                    let timer = Task {
+                        try? await Task.sleep(for: wait)
+                        if !Task.isCancelled { Self.wake(queue) }
+                    }
+                    defer { timer.cancel() }
+                    while !Task.isCancelled, queue.withLock({ $0.wakes == before }) { await queue.wait { $0.wakes != before } }
                 },
                 delivered: { seq in
                     continuation.yield(.delivered(sink: webhook.config.sinkName, seq: seq))

@@ -215,7 +215,7 @@ public enum ForwardCommandLine {
         (nightscout-NAME.cursor in the state directory), so a slow or failing site holds back no other \
         sink; with nightscout_person a sink gets only that person's readings, and readings of an \
         unassigned meter go only to sinks without a person. SIGHUP retries refused and paused \
-        Nightscout sinks now. \
+        Nightscout sinks and retrying webhooks now. \
         Alerts: the rules low (below alert_low, default 70 mg/dL), urgent_low (a LO or below alert_urgent_low, \
         54), high (a HI or above alert_high, 250), sync_overdue (a meter not synced for alert_sync_overdue, 24h) \
         and gateway_failed (the Bluetooth adapter or the storage failed for alert_gateway_failed, 10m) fire once \

@@ -94,8 +94,9 @@ public enum ForwardMain {
         let signalTask = Task {
             for await signal in signals {
                 if signal == .hangup {
-                    logger.notice("SIGHUP: refused and paused Nightscout sinks try again now")
+                    logger.notice("SIGHUP: refused and paused Nightscout sinks and retrying webhooks try again now")
                     nightscout.resume()
+                    alerter.retryNow()
                     continue
                 }
                 logger.notice("\(signal.name): stopping")

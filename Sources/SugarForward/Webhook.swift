@@ -141,6 +141,8 @@ struct WebhookWorker: Sendable {
     var retryMax: Duration = .seconds(120)
     /// The events after `seq` (waits until there are some).
     let next: @Sendable (_ after: Int64) async -> [LoggedAlert]
+    /// Waits before the next attempt: `wait`, or less when told to try now (SIGHUP).
+    let pause: @Sendable (_ wait: Duration) async -> Void
     /// The receiver has every event up to `seq` (returns once that is saved).
     let delivered: @Sendable (_ seq: Int64) async -> Void
 
@@ -174,7 +176,7 @@ struct WebhookWorker: Sendable {
                 if changed || failures == 1 {
                     self.logger.warning("webhook \(self.config.name): \(failure); retrying (\(event.alert.rule.rawValue) \(event.alert.state.rawValue) waits)")
                 }
-                try? await Task.sleep(for: wait)
+                await self.pause(wait)
                 continue
             }
             if failures > 0 { self.logger.notice("webhook \(self.config.name): delivering again") }

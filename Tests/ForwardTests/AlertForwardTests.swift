@@ -133,6 +133,32 @@ final class WebhookReceiver: Sendable {
         failed = false
     }
 
+    @Test func sighupMakesAWebhookWaitingToRetryTryAgainNow() async throws {
+        let rig = try ForwardRig(seconds: 0, replays: [Self.capture])
+        var failed = true
+        defer { rig.cleanUp(keep: failed || environmentValue("FORWARD_TESTS_KEEP") != nil) }
+        let hook = try await WebhookReceiver(rig)
+        try await hook.control(["down": true])
+        try rig.writeForwardConfig("alert_max_age = off\n[webhook pager]\nurl = \(hook.url)/hook\nformat = ntfy\n")
+        try await rig.startAll()
+        // Four failures: the next try is 8 s away (1, 2, 4, 8 s).
+        let waiting = await eventually(within: 30) { await hook.log.count >= 4 }
+        try #require(waiting, "the webhook was not retried")
+        try await hook.control(["down": false])
+        let started = ContinuousClock.now
+        let pid = try #require(rig.forwarder?.pid)
+        kill(pid, SIGHUP)
+        let delivered = await eventually(within: 20) { await hook.accepted.count >= 2 }
+        let took = ContinuousClock.now - started
+        let log = await hook.log
+        try #require(delivered, "\(log)")
+        #expect(took < .seconds(4), "delivered \(took) after SIGHUP: it waited for its backoff")
+        let first = await hook.accepted.first
+        #expect(first?["body"]?.stringValue?.hasPrefix("Urgent low glucose: LO") == true)
+        #expect(first?["headers"]?["Title"] == "Urgent low glucose" && first?["headers"]?["Priority"] == "5", "\(String(describing: first))")
+        failed = false
+    }
+
     @Test func aMeterNotSyncedForItsLimitFiresSyncOverdueFromSugardsHealth() async throws {
         let rig = try ForwardRig(seconds: 0, replays: [Self.capture])
         var failed = true
