@@ -11,33 +11,47 @@ import TestSupport
 final class WebhookReceiver: Sendable {
     let port: Int
 
-    init(_ rig: ForwardRig) async throws {
-        let portFile = rig.dir + "/webhook.port"
+    let tls: Bool
+    /// The rig's CA (``ForwardRig/makeCertificates()``) for a TLS receiver.
+    let caFile: String?
+
+    init(_ rig: ForwardRig, name: String = "webhook", tls: Bool = false) async throws {
+        self.tls = tls
+        self.caFile = tls ? rig.dir + "/ca.pem" : nil
+        let portFile = rig.dir + "/\(name).port"
         let out = open(portFile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         defer { close(out) }
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Support/webhook-receiver/webhook.py").path
-        rig.others.append(try Child(try which("python3"), [script], environment: ["PATH": "/usr/bin:/bin"], stdout: out, stderr: try rig.log("webhook.log")))
+        let arguments = [script] + (tls ? ["--tls", rig.dir + "/server.pem", rig.dir + "/server.key"] : [])
+        rig.others.append(try Child(try which("python3"), arguments, environment: ["PATH": "/usr/bin:/bin"], stdout: out, stderr: try rig.log("\(name).log")))
         var port: Int?
         _ = await eventually(within: 10) {
             let text = readFile(portFile)
             port = text.hasSuffix("\n") ? Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) : nil
             return port != nil
         }
-        guard let port else { throw RigError("the webhook receiver did not start:\n\(readFile(rig.dir + "/webhook.log"))") }
+        guard let port else { throw RigError("the webhook receiver did not start:\n\(readFile(rig.dir + "/\(name).log"))") }
         self.port = port
     }
 
-    var url: String { "http://127.0.0.1:\(self.port)" }
+    /// The address forward.conf names (https://localhost with the rig's CA for a TLS receiver).
+    var url: String { self.tls ? "https://localhost:\(self.port)" : "http://127.0.0.1:\(self.port)" }
+
+    /// The receiver's own pages, read by the test.
+    private func local(_ path: String, body: [UInt8]? = nil) async throws -> HTTPResponse {
+        var request = HTTPRequest(method: body == nil ? "GET" : "POST", url: self.url + path, body: body ?? [])
+        if self.tls { request.caFile = self.caFile }
+        return try await HTTPClient.send(request)
+    }
 
     func control(_ settings: JSONObject) async throws {
-        let response = try await HTTPClient.send(
-            HTTPRequest(method: "POST", url: self.url + "/control", body: Array(JSONValue.object(settings).serialized().utf8)))
+        let response = try await self.local("/control", body: Array(JSONValue.object(settings).serialized().utf8))
         try #require(response.status == 200)
     }
 
     var log: [JSONValue] {
-        get async { (try? JSONValue(parsing: try await HTTPClient.send(HTTPRequest(url: self.url + "/log")).text).arrayValue) ?? [] }
+        get async { (try? JSONValue(parsing: try await self.local("/log").text).arrayValue) ?? [] }
     }
 
     /// The bodies it accepted (answered 200), in order.
@@ -130,6 +144,39 @@ final class WebhookReceiver: Sendable {
         #expect(webhook?["name"] == "pager" && webhook?["pending"] == 0 && webhook?["state"] == "idle", "\(alerts.stdout)")
         let status = try await self.sugarctl(rig, ["status"])
         #expect(status.stdout.contains("Alerts: none"), "\(status.stdout)")
+        failed = false
+    }
+
+    @Test func aWebhookOverTLSIsVerifiedAgainstItsCAFile() async throws {
+        let rig = try ForwardRig(seconds: 0, replays: [Self.capture])
+        var failed = true
+        defer { rig.cleanUp(keep: failed || environmentValue("FORWARD_TESTS_KEEP") != nil) }
+        try await rig.makeCertificates()
+        let good = try await WebhookReceiver(rig, name: "good", tls: true)
+        let wrong = try await WebhookReceiver(rig, name: "wrong", tls: true)
+        try rig.writeForwardConfig(
+            """
+            alert_max_age = off
+            [webhook good]
+            url = \(good.url)/hook
+            ca_file = \(rig.dir)/ca.pem
+            [webhook wrong]
+            url = \(wrong.url)/hook
+            ca_file = \(rig.dir)/other.pem
+            """)
+        try await rig.startAll()
+        let delivered = await eventually(within: 30) { await good.accepted.count >= 2 }
+        try #require(delivered, "\(readFile(rig.forwarderLog).suffix(3000))")
+        // The receiver whose certificate the CA file does not vouch for never got a request; the
+        // webhook shows why it is retrying, and holds both events.
+        let refused = try await eventually(within: 20) {
+            let reply = try JSONValue(parsing: try await self.sugarctl(rig, ["alerts", "--json"]).stdout)
+            let hook = reply["webhooks"]?.arrayValue?.first { $0["name"] == "wrong" }
+            return hook?["state"] == "retrying" && hook?["pending"] == 2 && hook?["reason"]?.stringValue?.isEmpty == false
+        }
+        let shown = try await self.sugarctl(rig, ["alerts", "--json"]).stdout
+        #expect(refused, "\(shown)")
+        #expect(await wrong.log.isEmpty)
         failed = false
     }
 

@@ -7,10 +7,12 @@ X-Gotify-Key) and the body as text. It answers 200, unless told otherwise throug
 (JSON): `fail500` (answer the next N requests with 500), `down` (true: answer every request with
 503 until set to false). GET /log lists the requests in the order they came.
 
-Usage: webhook.py; prints the port on stdout.
+Usage: webhook.py [--tls CERT KEY]; prints the port on stdout.
 """
 import json
 import os
+import ssl
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -71,6 +73,10 @@ def follow_parent(parent):
 
 
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+if len(sys.argv) == 4 and sys.argv[1] == "--tls":
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(sys.argv[2], sys.argv[3])
+    server.socket = context.wrap_socket(server.socket, server_side=True)
 threading.Thread(target=follow_parent, args=(os.getppid(),), daemon=True).start()
 print(server.server_address[1], flush=True)
 server.serve_forever()
