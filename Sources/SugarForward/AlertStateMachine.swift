@@ -276,14 +276,11 @@ struct AlertStateMachine: Sendable {
             self.resolve(.high, subject, reading, &emitted)
             if !urgentActive && !lowActive { self.fire(.low, subject, reading, &emitted) }
         } else {
-            // In range (or no rule applies any more): every glucose alert of the subject ends. A
-            // value between urgent low and low (the low rule off) still keeps an urgent low firing.
-            let belowUrgent = !isHI && limits.low == nil && limits.urgentLow.map { (value ?? .infinity) < $0 } == true
-            if !belowUrgent {
-                self.resolve(.urgentLow, subject, reading, &emitted)
-                self.resolve(.low, subject, reading, &emitted)
-            }
-            if !isLO { self.resolve(.high, subject, reading, &emitted) }
+            // Not below the low limit (the urgent one with the low rule off) and not above the high
+            // one, or no rule applies any more: every glucose alert of the subject ends.
+            self.resolve(.urgentLow, subject, reading, &emitted)
+            self.resolve(.low, subject, reading, &emitted)
+            self.resolve(.high, subject, reading, &emitted)
         }
     }
 

@@ -78,6 +78,16 @@ import Testing
         #expect(Self.summary(Self.events(m.handle(.readings([Self.reading(6, nil, kind: .lo)]), now: 0))) == ["high resolved", "urgent_low firing"])
     }
 
+    @Test func withTheLowRuleOffAnUrgentLowEndsAtItsOwnLimit() throws {
+        var config = AlertConfig()
+        try config.top.apply(key: "alert_low", value: "off")
+        var m = Self.machine(config)
+        #expect(Self.summary(Self.events(m.handle(.readings([Self.reading(1, 50)]), now: 0))) == ["urgent_low firing"])
+        #expect(Self.events(m.handle(.readings([Self.reading(2, 53)]), now: 0)).isEmpty)
+        #expect(Self.summary(Self.events(m.handle(.readings([Self.reading(3, 54)]), now: 0))) == ["urgent_low resolved"])
+        #expect(Self.events(m.handle(.readings([Self.reading(4, 60)]), now: 0)).isEmpty, "no low rule")
+    }
+
     @Test func controlTestsKetonesAndOlderReadingsFireNothing() {
         var m = Self.machine()
         let list = [
