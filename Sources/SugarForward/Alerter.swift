@@ -219,7 +219,7 @@ public final class Alerter: Sendable {
             let machineEvent: AlertStateMachine.Event
             switch event {
             case .stop:
-                self.perform(machine.handle(.stop, now: wallClockMilliseconds()), file: file)
+                await self.perform(machine.handle(.stop, now: wallClockMilliseconds()), file: file)
                 return
             case .feed(.readings(let list)):
                 machineEvent = .readings(list.map { (cursor, r) in (cursor, Self.reading(r)) })
@@ -236,7 +236,7 @@ public final class Alerter: Sendable {
             case .delivered(let sink, let seq):
                 machineEvent = .delivered(sink: sink, seq: seq)
             }
-            self.perform(machine.handle(machineEvent, now: wallClockMilliseconds()), file: file)
+            await self.perform(machine.handle(machineEvent, now: wallClockMilliseconds()), file: file)
             if case .readings(let list) = machineEvent { self.window.release(list.count) }
         }
     }
@@ -244,13 +244,11 @@ public final class Alerter: Sendable {
     /// Saves, then hands new events to MQTT and the webhooks. A failed save (a full disk) is logged
     /// and the events still go out: an alert matters more than its durability; the state is saved
     /// with the next save that works.
-    private func perform(_ actions: [AlertStateMachine.Action], file: AlertFile) {
+    private func perform(_ actions: [AlertStateMachine.Action], file: AlertFile) async {
         for action in actions {
             switch action {
             case .save(let state):
-                do {
-                    try file.save(state)
-                } catch {
+                if let error = await Self.save(state, to: file) {
                     self.logger.error("cannot save the alert state (alerts still go out): \(error)")
                 }
                 self.show(state)
@@ -279,6 +277,22 @@ public final class Alerter: Sendable {
                 }
                 if let send = self.mqtt.withLock({ $0 }) { send(events) }
             }
+        }
+    }
+
+    /// Writes `state` on a thread of its own (the fsyncs take milliseconds; the cooperative pool
+    /// is not blocked meanwhile) and returns once it is on disk, or why not.
+    private static func save(_ state: AlertState, to file: AlertFile) async -> ForwardFileError? {
+        await withCheckedContinuation { (done: CheckedContinuation<ForwardFileError?, Never>) in
+            let save: @Sendable () -> Void = {
+                do throws(ForwardFileError) {
+                    try file.save(state)
+                    done.resume(returning: nil)
+                } catch {
+                    done.resume(returning: error)
+                }
+            }
+            if startDetachedThread(save) != 0 { save() }
         }
     }
 
