@@ -215,6 +215,7 @@ public final class Alerter: Sendable {
                 ? "alerts: \(machine.state.active.count) firing, webhooks: \(self.webhooks.isEmpty ? "none" : self.webhooks.map(\.config.name).joined(separator: ", "))"
                 : "alerts = off: no alert rule fires")
 
+        var warnedPeople = Set<String>()
         for await event in self.events {
             let machineEvent: AlertStateMachine.Event
             switch event {
@@ -230,6 +231,12 @@ public final class Alerter: Sendable {
             case .health(let health):
                 machineEvent = .health(health)
             case .people(let people):
+                let unknown = self.config.alerts.people.keys.filter { people[$0] == nil && !warnedPeople.contains($0) }.sorted()
+                if !unknown.isEmpty {
+                    warnedPeople.formUnion(unknown)
+                    self.logger.warning(
+                        "alerts: sugard has no person \(unknown.joined(separator: ", ")) (a [person NAME] section names a person as sugarctl people lists them)")
+                }
                 machineEvent = .people(people)
             case .tick:
                 machineEvent = .tick

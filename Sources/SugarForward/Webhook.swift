@@ -1,4 +1,3 @@
-import Glibc
 import HTTPClient
 import HealthDataSync
 import JSON
