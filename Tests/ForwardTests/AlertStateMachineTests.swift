@@ -1,3 +1,4 @@
+import Foundation
 import HTTPClient
 import JSON
 import MQTT
@@ -298,6 +299,19 @@ import Testing
                 #expect(error.message.contains(message), "\(line): \(error.message)")
             }
         }
+    }
+
+    /// The forward.conf examples of docs/alerts.md (its ```ini blocks) are what the forwarder takes.
+    @Test func theGuidesExamplesParse() throws {
+        let path = #filePath.split(separator: "/", omittingEmptySubsequences: false).dropLast(3).joined(separator: "/") + "/docs/alerts.md"
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        let blocks = text.components(separatedBy: "```ini\n").dropFirst().map { $0.components(separatedBy: "```").first ?? "" }
+        #expect(blocks.count == 2)
+        for block in blocks {
+            #expect(throws: Never.self, "\(block)") { try Self.config(block) }
+        }
+        let webhooks = try Self.config(blocks.last ?? "").webhooks
+        #expect(webhooks.map(\.format) == [.ntfy, .gotify, .json] && webhooks.last?.secretFile != nil)
     }
 
     @Test func webhooksAndNightscoutSinksShareTheFile() throws {
