@@ -135,7 +135,12 @@ extension Wire {
             self.alerts = try f.optional("alerts")
         }
 
-        public var json: JSONValue { ["sinks": .wire(self.sinks), "alerts": .wire(self.alerts)] }
+        /// `alerts` is left out when nil (a reply's absent optional field).
+        public var json: JSONValue {
+            var object: JSONObject = ["sinks": .wire(self.sinks)]
+            if let alerts = self.alerts { object["alerts"] = alerts.json }
+            return .object(object)
+        }
     }
 
     /// `io.sugard.Forward`'s `type Alert`: one alert event (an alert firing, or resolved). The
