@@ -28,7 +28,7 @@ public struct AlertSettings: Sendable, Equatable {
         ("alert_low", "low fires for a glucose value below this: 70 (mg/dL), \"3.9 mmol/L\", or off (default: glucose_low_mgdl, 70)"),
         ("alert_urgent_low", "urgent_low fires for a LO or a glucose value below this (default 54 mg/dL; off turns it off)"),
         ("alert_high", "high fires for a HI or a glucose value above this (default: glucose_high_mgdl, 250 mg/dL; or off)"),
-        ("alert_sync_overdue", "sync_overdue fires when a meter has not synced for this long: 24h (default), 90m, 2d, or off"),
+        ("alert_sync_overdue", "sync_overdue fires when a meter has not synced for this long: 90m, 2d, or off (default: sync_overdue_hours, 24h)"),
         ("alert_gateway_failed", "gateway_failed fires when the Bluetooth adapter or sugard's storage has failed this long (default 10m; or off)"),
         ("alert_max_age", "a reading measured longer ago than this fires no glucose alert (it may still resolve one): a meter synced late, or the history at the first start (default 24h; off: any age)"),
     ]
@@ -92,7 +92,7 @@ struct AlertLimits: Sendable, Equatable {
 /// sections. What applies to a reading: its meter's section, else its person's section, else the
 /// person's own thresholds in sugard (`sugarctl people edit NAME --low/--high`, low and high only),
 /// else the top level, else the defaults (low: `glucose_low_mgdl`, high: `glucose_high_mgdl`,
-/// urgent low 54 mg/dL, sync overdue 24 h, gateway failed 10 min).
+/// urgent low 54 mg/dL, sync overdue: `sync_overdue_hours`, gateway failed 10 min, max age 24 h).
 public struct AlertConfig: Sendable, Equatable {
     public var top = AlertSettings()
     /// By the person's name as sugard names it.
@@ -109,7 +109,7 @@ public struct AlertConfig: Sendable, Equatable {
     /// (`personThresholds`, mg/dL) and the forwarder's `glucose_low_mgdl`/`glucose_high_mgdl`.
     func limits(
         meter: String?, person: String?, personThresholds: (low: Double?, high: Double?)? = nil, defaultLow: Double = 70,
-        defaultHigh: Double = 250
+        defaultHigh: Double = 250, defaultSyncOverdueMillis: Double = 24 * 3_600_000
     ) -> AlertLimits {
         let meterLevel = meter.flatMap { self.meters[$0.uppercased()] }
         let personLevel = person.flatMap { self.people[$0] }
@@ -127,7 +127,7 @@ public struct AlertConfig: Sendable, Equatable {
             low: pick(\.low, sugard: personThresholds?.low, fallback: defaultLow),
             urgentLow: pick(\.urgentLow, sugard: nil, fallback: 54),
             high: pick(\.high, sugard: personThresholds?.high, fallback: defaultHigh),
-            syncOverdueMillis: pick(\.syncOverdue, sugard: nil, fallback: 24 * 3_600_000).map { Int64($0) },
+            syncOverdueMillis: pick(\.syncOverdue, sugard: nil, fallback: defaultSyncOverdueMillis).map { Int64($0) },
             gatewayFailedMillis: pick(\.gatewayFailed, sugard: nil, fallback: 10 * 60_000).map { Int64($0) },
             maxAgeMillis: pick(\.maxAge, sugard: nil, fallback: 24 * 3_600_000).map { Int64($0) })
     }

@@ -109,6 +109,8 @@ struct AlertStateMachine: Sendable {
         /// `glucose_low_mgdl` and `glucose_high_mgdl`: the default low and high limits.
         var defaultLow: Double = 70
         var defaultHigh: Double = 250
+        /// `sync_overdue_hours`: the default `sync_overdue` limit, in milliseconds.
+        var defaultSyncOverdueMillis: Double = 24 * 3_600_000
         /// The sinks that deliver alert events (`mqtt`, `webhook NAME`).
         var sinks: [String] = []
         /// Recent events kept for `sugarctl alerts` beyond those some sink still needs.
@@ -236,7 +238,8 @@ struct AlertStateMachine: Sendable {
     private func limits(meter: String?, person: String?) -> AlertLimits {
         self.settings.config.limits(
             meter: meter, person: person, personThresholds: person.flatMap { self.people[$0] }.map { ($0.low, $0.high) },
-            defaultLow: self.settings.defaultLow, defaultHigh: self.settings.defaultHigh)
+            defaultLow: self.settings.defaultLow, defaultHigh: self.settings.defaultHigh,
+            defaultSyncOverdueMillis: self.settings.defaultSyncOverdueMillis)
     }
 
     private mutating func evaluate(_ reading: AlertReading, _ now: Int64, _ emitted: inout [LoggedAlert]) {

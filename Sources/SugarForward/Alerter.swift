@@ -94,9 +94,10 @@ public final class Alerter: Sendable {
         self.queues = webhooks.map { _ in Lock(WebhookQueue()) }
         self.settings = AlertStateMachine.Settings(
             config: config.alerts, gateway: config.gatewayID, unit: config.unit, defaultLow: config.glucoseLowMgdL,
-            defaultHigh: config.glucoseHighMgdL, sinks: (mqtt ? ["mqtt"] : []) + config.webhooks.map(\.sinkName))
+            defaultHigh: config.glucoseHighMgdL, defaultSyncOverdueMillis: config.syncOverdueHours * 3_600_000,
+            sinks: (mqtt ? ["mqtt"] : []) + config.webhooks.map(\.sinkName))
         // A tenth of the shortest time limit, between 250 ms and 30 s.
-        let shortest = ([config.alerts.top.syncOverdue, config.alerts.top.gatewayFailed]
+        let shortest = ([config.alerts.top.syncOverdue ?? .value(config.syncOverdueHours * 3_600_000), config.alerts.top.gatewayFailed]
             + config.alerts.people.values.flatMap { [$0.syncOverdue, $0.gatewayFailed] }
             + config.alerts.meters.values.flatMap { [$0.syncOverdue, $0.gatewayFailed] })
             .compactMap { $0?.number }.min() ?? 600_000

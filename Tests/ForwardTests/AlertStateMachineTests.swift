@@ -201,6 +201,16 @@ import Testing
         #expect(Self.summary(resolved) == ["sync_overdue resolved"] && resolved.first?.id == fired.first?.id)
     }
 
+    @Test func syncOverdueHoursIsTheDefaultLimit() {
+        var settings = Machine.Settings(config: AlertConfig(), gateway: "gw", sinks: [])
+        settings.defaultSyncOverdueMillis = 2 * 3_600_000
+        var m = Machine(saved: AlertState(), settings: settings)
+        var health = GatewayHealth(adapterWorking: true)
+        health.lastSync = [Self.meter: 0]
+        #expect(Self.events(m.handle(.health(health), now: 2 * 3_600_000)).isEmpty)
+        #expect(Self.summary(Self.events(m.handle(.tick, now: 2 * 3_600_000 + 1))) == ["sync_overdue firing"])
+    }
+
     @Test func gatewayFailedWaitsItsTimeAndTheAdapterBackResolvesIt() {
         var m = Self.machine()
         let t0: Int64 = 5_000_000
