@@ -147,6 +147,29 @@ final class WebhookReceiver: Sendable {
         failed = false
     }
 
+    @Test func alertsMadeWhileTheBrokerIsDownArriveOnceItIsBack() async throws {
+        let rig = try ForwardRig(seconds: 0, replays: [Self.capture])
+        var failed = true
+        defer { rig.cleanUp(keep: failed || environmentValue("FORWARD_TESTS_KEEP") != nil) }
+        try rig.writeForwardConfig("alert_max_age = off\n")
+        // The subscriber's persistent session exists before the broker goes down.
+        try await rig.startBroker()
+        try await rig.startSubscriber()
+        rig.killBroker()
+        try await rig.startSugard()
+        try rig.startForwarder()
+        let made = await eventually(within: 30) { readFile(rig.forwarderLog).contains("alert urgent_low resolved") }
+        try #require(made, "\(readFile(rig.forwarderLog).suffix(3000))")
+        #expect(Self.alerts(rig).isEmpty)
+        try await rig.startBroker()
+        if rig.subscriber?.isRunning != true { try await rig.startSubscriber() }
+        let arrived = await eventually(within: 30) { Self.alerts(rig).count >= 2 }
+        #expect(arrived, "\(readFile(rig.forwarderLog).suffix(3000))")
+        try await Task.sleep(for: .milliseconds(1000))
+        #expect(Self.summary(Self.alerts(rig)) == ["urgent_low firing", "urgent_low resolved"])
+        failed = false
+    }
+
     @Test func aWebhookOverTLSIsVerifiedAgainstItsCAFile() async throws {
         let rig = try ForwardRig(seconds: 0, replays: [Self.capture])
         var failed = true
