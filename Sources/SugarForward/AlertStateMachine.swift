@@ -252,14 +252,13 @@ struct AlertStateMachine: Sendable {
         let subject = Self.subject(meter: reading.meter, person: reading.person)
         guard reading.measuredMillis > (self.state.newest[subject] ?? .min) else { return }
         self.state.newest[subject] = reading.measuredMillis
-        var limits = self.limits(meter: reading.meter, person: reading.person)
+        let limits = self.limits(meter: reading.meter, person: reading.person)
         // Too old to be news (a meter synced after days away, the history at the first start): it
         // fires nothing, but still ends an episode it shows is over.
         if let maxAge = limits.maxAgeMillis, now - reading.measuredMillis > maxAge {
             self.resolveOnly(reading, subject, limits, &emitted)
             return
         }
-        limits.maxAgeMillis = nil
         let value = reading.mgdL
         let isLO = reading.kind == .lo
         let isHI = reading.kind == .hi
