@@ -114,7 +114,7 @@ let package = Package(
         .target(name: "MQTT", dependencies: ["Locking", "CMosquitto"], swiftSettings: strict),
         // sugard-forward: every stored reading (FollowReadings) to an MQTT broker and Home Assistant.
         .target(
-            name: "SugarForward", dependencies: ["Locking", "MQTT", "JSON", "Varlink", "SugarAPI", "SugarWire", "HealthDataSync", "NightscoutSink", "SystemIO"],
+            name: "SugarForward", dependencies: ["Locking", "MQTT", "JSON", "Varlink", "SugarAPI", "SugarWire", "HealthDataSync", "NightscoutSink", "HTTPClient", "SystemIO"],
             swiftSettings: strict),
         .executableTarget(name: "sugard-forward", dependencies: ["SugarForward", "SystemIO"], swiftSettings: strict),
 

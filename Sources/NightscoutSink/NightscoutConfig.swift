@@ -104,13 +104,15 @@ public struct NightscoutSinkConfig: Sendable, Hashable {
     }
 
     /// ``parse(_:file:)`` with the errors as ``ConfigError`` (file and line), for a program's own
-    /// configuration parser.
-    public static func sinks(in text: String, file: String) throws(ConfigError) -> [NightscoutSinkConfig] {
+    /// configuration parser. Sections whose header starts with a word in `otherSections`
+    /// (`[webhook NAME]`) belong to that parser and are skipped.
+    public static func sinks(in text: String, file: String, otherSections: Set<String> = []) throws(ConfigError) -> [NightscoutSinkConfig] {
         var sinks: [NightscoutSinkConfig] = []
         for section in Self.sections(of: text) {
             var sink: NightscoutSinkConfig?
             if let header = section.header {
                 let words = header.text.dropFirst().dropLast().split(separator: " ").map(String.init)
+                if let kind = words.first, otherSections.contains(kind) { continue }
                 guard header.text.hasSuffix("]"), words.count == 2, words[0] == "nightscout",
                     words[1].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") })
                 else {

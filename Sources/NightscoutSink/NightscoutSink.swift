@@ -220,11 +220,7 @@ public final class NightscoutSink: Sendable {
         return text.isEmpty ? "no message" : String(text.prefix(200))
     }
 
-    func backoff(_ failures: Int) -> Duration {
-        var wait = self.timing.retryInitial
-        for _ in 1..<max(1, min(failures, 30)) where wait < self.timing.retryMax { wait = wait * 2 }
-        return min(wait, self.timing.retryMax)
-    }
+    func backoff(_ failures: Int) -> Duration { RetryBackoff.delay(failures: failures, initial: self.timing.retryInitial, max: self.timing.retryMax) }
 
     func update(_ state: NightscoutStatus.State, _ reason: String?) {
         self.state.withLock { s in
@@ -294,5 +290,15 @@ struct SinkCursorFile: Sendable {
 
     private func failure(_ what: String) -> NightscoutConfigError {
         NightscoutConfigError("cannot \(what): \(String(cString: strerror(errno)))")
+    }
+}
+
+/// The one doubling backoff of the HTTP sinks (Nightscout sites, the forwarder's webhooks):
+/// `initial` after the first failure, doubled after each further one, at most `max`.
+public enum RetryBackoff {
+    public static func delay(failures: Int, initial: Duration, max: Duration) -> Duration {
+        var wait = initial
+        for _ in 1..<Swift.max(1, Swift.min(failures, 30)) where wait < max { wait = wait * 2 }
+        return Swift.min(wait, max)
     }
 }

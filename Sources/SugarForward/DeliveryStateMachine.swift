@@ -46,12 +46,13 @@ import SugarWire
 ///   the identity changes, the driver records and saves the start-over and goes on with
 ///   ``startingOver(from:now:)`` from position 0 of the new database.
 ///
+/// - Alert events (``Event/alerts(_:)``, from the ``Alerter``, which saves them first) are a second
+///   stream: held until the broker acknowledged them (their tokens have ``alertTokenBit`` set and
+///   carry the event's `seq`), published as they come while connected and all again, before any
+///   reading, after a reconnect; ``Action/alertsDelivered(upTo:)`` reports the contiguous prefix
+///   acknowledged, which the alerter saves as the MQTT sink's progress.
+///
 /// Later work fits in as follows:
-/// - Alert messages as a second stream through the same outbox: an ``Entry`` gets a kind, the
-///   ``Message`` a case, and the token's low bits (today the index of the reading's message,
-///   ``token(cursor:index:)``) name the message; alerts then share the window, the ordering and
-///   the reconnect with readings. Their own cursor, when they need one, is saved in
-///   ``ForwardState`` beside the readings'.
 /// - A reading that comes again at a later cursor (its person changed): a new entry like any
 ///   other; its updates are decided against the newest as it stands then.
 /// - Per-sink cursors: one machine per sink, each with its own saved state and saver; a machine
@@ -89,6 +90,9 @@ struct DeliveryStateMachine: Sendable {
     /// The cursor of the reading a token belongs to.
     static func cursor(ofToken token: Int64) -> Int64 { token >> Self.tokenShift }
 
+    /// Set in an alert event's token (its `seq` in the low bits); a reading's cursor stays far below.
+    static let alertTokenBit: Int64 = 1 << 62
+
     enum Event: Sendable {
         /// Readings from the feed, in commit order (one `FollowReadings` reply).
         case readings([(cursor: Int64, reading: ForwardedReading)])
@@ -102,6 +106,8 @@ struct DeliveryStateMachine: Sendable {
         case acknowledged(tokens: [Int64], session: Int)
         /// Home Assistant's birth message arrived.
         case homeAssistantOnline
+        /// Alert events to publish (each saved by the alerter), by `seq`; ones held already are ignored.
+        case alerts([(seq: Int64, message: MQTTMessage)])
         /// sugard's health changed.
         case health(GatewayHealth)
         /// Time passed (about a minute, less for a short `sync_overdue_hours`): "Sync overdue" is
@@ -138,6 +144,8 @@ struct DeliveryStateMachine: Sendable {
         /// Stop: end the feed, save `save` (when not nil) before returning, publish `offline`
         /// and disconnect.
         case finish(save: ForwardState?)
+        /// The broker acknowledged every alert event up to `seq`.
+        case alertsDelivered(upTo: Int64)
     }
 
     enum Message: Sendable, Equatable {
@@ -153,11 +161,14 @@ struct DeliveryStateMachine: Sendable {
         case personDiscovery(person: String)
         /// A health entity's value (retained).
         case health(MQTTMessage)
+        /// The alert event `seq` (QoS 1, not retained).
+        case alert(seq: Int64, MQTTMessage)
 
         /// What its PUBACK reports (-1: none is waited for).
         var token: Int64 {
             switch self {
             case .reading(let cursor, let index, _): DeliveryStateMachine.token(cursor: cursor, index: index)
+            case .alert(let seq, _): DeliveryStateMachine.alertTokenBit | seq
             case .online, .gatewayDiscovery, .discovery, .personDiscovery, .health: -1
             }
         }
@@ -312,6 +323,11 @@ struct DeliveryStateMachine: Sendable {
     private var lastSave: Int64
     private var timerArmed = false
     private var stopped = false
+    /// Alert events not acknowledged yet, by `seq` (the value: handed over on this connection).
+    private var alerts: [(seq: Int64, message: MQTTMessage, sent: Bool)] = []
+    /// The highest alert `seq` taken, and the highest acknowledged with every one before it.
+    private var alertsTaken: Int64 = 0
+    private var alertsAcknowledged: Int64 = 0
 
     /// Starts from the state saved last time, at `now` (monotonic milliseconds).
     init(saved: ForwardState, limits: Limits, topics: ForwardTopics, now: Int64) {
@@ -350,6 +366,9 @@ struct DeliveryStateMachine: Sendable {
         next.lastSave = self.lastSave
         next.timerArmed = self.timerArmed
         next.stopped = self.stopped
+        next.alerts = self.alerts
+        next.alertsTaken = self.alertsTaken
+        next.alertsAcknowledged = self.alertsAcknowledged
         return next
     }
 
@@ -390,12 +409,22 @@ struct DeliveryStateMachine: Sendable {
             self.link = .up(session: session)
             actions.append(.publish(.online, session: session))
             self.announce(session, now, wallClock, &actions)
+            self.publishAlerts(&actions)
             self.handOver(now, &actions)
         case .disconnected:
             self.link = .down
             self.outbox.rewind()
-        case .acknowledged(let tokens, let session):
+            for index in self.alerts.indices { self.alerts[index].sent = false }
+        case .alerts(let list):
+            for (seq, message) in list where seq > self.alertsTaken {
+                self.alerts.append((seq, message, false))
+                self.alertsTaken = seq
+            }
+            if self.alertsAcknowledged == 0, let first = self.alerts.first { self.alertsAcknowledged = first.seq - 1 }
+            self.publishAlerts(&actions)
+        case .acknowledged(let allTokens, let session):
             guard case .up(let current) = self.link, current == session else { break }
+            let tokens = self.acknowledgeAlerts(allTokens, &actions)
             let done = self.outbox.acknowledge(tokens, into: &self.acknowledged)
             if done > 0 {
                 self.unsaved += done
@@ -532,6 +561,36 @@ struct DeliveryStateMachine: Sendable {
         guard self.limits.settleMillis > 0 else { return }
         self.holdUntil = now + self.limits.settleMillis
         actions.append(.startSettleTimer(millis: self.limits.settleMillis))
+    }
+
+    /// Alert events not handed over on this connection go out (while connected).
+    private mutating func publishAlerts(_ actions: inout [Action]) {
+        guard case .up(let session) = self.link else { return }
+        for index in self.alerts.indices where !self.alerts[index].sent {
+            self.alerts[index].sent = true
+            actions.append(.publish(.alert(seq: self.alerts[index].seq, self.alerts[index].message), session: session))
+        }
+    }
+
+    /// Takes the alert events' PUBACKs out of `tokens` (returns the readings'); reports the
+    /// acknowledged prefix when it grew.
+    private mutating func acknowledgeAlerts(_ tokens: [Int64], _ actions: inout [Action]) -> [Int64] {
+        guard tokens.contains(where: { $0 & Self.alertTokenBit != 0 }) else { return tokens }
+        var readings: [Int64] = []
+        for token in tokens {
+            guard token & Self.alertTokenBit != 0 else {
+                readings.append(token)
+                continue
+            }
+            let seq = token & ~Self.alertTokenBit
+            self.alerts.removeAll { $0.seq == seq }
+        }
+        let upTo = (self.alerts.first?.seq).map { $0 - 1 } ?? self.alertsTaken
+        if upTo > self.alertsAcknowledged {
+            self.alertsAcknowledged = upTo
+            actions.append(.alertsDelivered(upTo: upTo))
+        }
+        return readings
     }
 
     /// Health values go out while connected (all of them again on the next connection).

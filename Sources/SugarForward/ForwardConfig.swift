@@ -40,6 +40,10 @@ public struct ForwardConfig: Equatable, Sendable {
     /// The Nightscout sinks: the `nightscout_*` keys before any section (the sink `nightscout`) and
     /// each `[nightscout NAME]` section.
     public var nightscout: [NightscoutSinkConfig] = []
+    /// The alert rules (top-level `alert_*` keys, `[person NAME]` and `[meter ADDRESS]` sections).
+    public var alerts = AlertConfig()
+    /// The `[webhook NAME]` sections: where alert events are POSTed.
+    public var webhooks: [WebhookConfig] = []
 
     public var mqttClientID: String { self.mqttClientIDSetting ?? "sugard-\(self.gatewayID)" }
 
@@ -77,7 +81,7 @@ public struct ForwardConfig: Equatable, Sendable {
         ("nightscout_units", "the unit of those treatments: mgdl (default) or mmol"),
         ("nightscout_ca_file", "PEM CA certificates for a site behind a private CA (certificates are always verified)"),
         ("nightscout_person", "only readings of meters assigned to this person (without it: every reading, unassigned meters too)"),
-    ]
+    ] + AlertSettings.keys
 
     public mutating func apply(key: String, value: String) throws(ConfigError) {
         switch key {
@@ -128,6 +132,8 @@ public struct ForwardConfig: Equatable, Sendable {
         case "state_dir":
             guard !value.isEmpty else { throw ConfigError("state_dir needs a value") }
             self.stateDirectory = value
+        case _ where AlertSettings.keyNames.contains(key):
+            try self.alerts.top.apply(key: key, value: value)
         default:
             throw ConfigError("unknown key \"\(key)\" (known keys: \(Self.keys.map(\.key).joined(separator: ", ")))")
         }
@@ -148,6 +154,7 @@ public struct ForwardConfig: Equatable, Sendable {
                 file: file,
                 "glucose_low_mgdl (\(Self.number(self.glucoseLowMgdL))) must be below glucose_high_mgdl (\(Self.number(self.glucoseHighMgdL)))")
         }
+        try self.alerts.validate(file: file, defaultLow: self.glucoseLowMgdL, defaultHigh: self.glucoseHighMgdL)
         if self.mqttTLS, self.mqttCAFile == nil {
             throw ConfigError(file: file, "mqtts:// needs mqtt_ca_file (the CA that signed the broker's certificate)")
         }
@@ -208,7 +215,16 @@ public enum ForwardCommandLine {
         (nightscout-NAME.cursor in the state directory), so a slow or failing site holds back no other \
         sink; with nightscout_person a sink gets only that person's readings, and readings of an \
         unassigned meter go only to sinks without a person. SIGHUP retries refused and paused \
-        Nightscout sinks now.
+        Nightscout sinks and retrying webhooks now. \
+        Alerts: the rules low (below alert_low, default 70 mg/dL), urgent_low (a LO or below alert_urgent_low, \
+        54), high (a HI or above alert_high, 250), sync_overdue (a meter not synced for alert_sync_overdue, 24h) \
+        and gateway_failed (the Bluetooth adapter or the storage failed for alert_gateway_failed, 10m) fire once \
+        per episode and resolve once; the alert_* keys and alerts = off also go in [person NAME] and \
+        [meter ADDRESS] sections. Each alert event is published to <topic_prefix>/<gateway_id>/alert (QoS 1, \
+        JSON id, rule, state firing/resolved, person, meter, reading, time, value, message) and POSTed to each \
+        [webhook NAME] (url, format json/ntfy/gotify, secret_file for an X-Sugard-Signature HMAC, token_file, \
+        ca_file), in order and retried; the state lives in alerts.json in the state directory; sugarctl alerts \
+        shows it.
         """
     static let synopsis = "sugard-forward [--config FILE] [--socket PATH] [--state-dir DIR] [--log-level LEVEL]"
     static let exitStatus = "0 stopped by SIGTERM/SIGINT, 64 bad flags, 78 bad config file (also: a password, API secret or token that other users may read: the config file holding it inline, or a *_file it names, with mode o+r)."
@@ -233,8 +249,12 @@ public enum ForwardCommandLine {
         OPTIONS:
         \(options.map { "  \($0.flag.padding(19))\($0.help)" }.joined(separator: "\n"))
 
-        CONFIG KEYS (key = value; a [nightscout NAME] line starts a Nightscout sink's section):
+        CONFIG KEYS (key = value; a [nightscout NAME] line starts a Nightscout sink's section, [webhook NAME] a \
+        webhook's, [person NAME] and [meter ADDRESS] a section of alert_* keys for that person or meter):
         \(ForwardConfig.keys.map { "  \($0.key.padding(19))\($0.help)" }.joined(separator: "\n"))
+
+        WEBHOOK KEYS (in a [webhook NAME] section; alert events are POSTed there in order, retried until accepted):
+        \(WebhookConfig.keys.map { "  \($0.key.padding(19))\($0.help)" }.joined(separator: "\n"))
 
         Exit status: \(exitStatus)
         """
@@ -251,8 +271,11 @@ public enum ForwardCommandLine {
         page.section("Configuration")
         page.paragraph(
             "\(defaultConfigFile): one key = value per line, # comments; errors name the file and line. "
-                + "A [nightscout NAME] line starts a Nightscout sink's section (nightscout_* keys only) until the next one.")
+                + "A [nightscout NAME] line starts a Nightscout sink's section (nightscout_* keys only) until the next one; "
+                + "[webhook NAME] a webhook's (url, format, secret_file, token_file, ca_file); [person NAME] and "
+                + "[meter ADDRESS] the alert keys (alerts, alert_*) of that person or meter.")
         for key in ForwardConfig.keys { page.item(key.key, key.help) }
+        for key in WebhookConfig.keys { page.item(key.key, key.help) }
         page.section("Exit status")
         page.paragraph(exitStatus)
         page.section("See also")
@@ -311,14 +334,44 @@ public enum ForwardCommandLine {
 }
 
 extension ForwardConfig {
-    /// The file's keys: the forwarder's own (before any section) and its Nightscout sinks.
+    /// The file's keys: the forwarder's own (before any section), its Nightscout sinks, its
+    /// webhooks (`[webhook NAME]`) and the alert rules of people and meters (`[person NAME]`,
+    /// `[meter ADDRESS]`).
     public mutating func apply(fileText text: String, file: String) throws(ConfigError) {
-        let top = NightscoutSinkConfig.sections(of: text).first?.text ?? ""
+        let sections = NightscoutSinkConfig.sections(of: text)
+        let top = sections.first?.text ?? ""
         try ConfigFile.parse(top, file: file) { (key, value) throws(ConfigError) in
             if NightscoutSinkConfig.keys.contains(key) { return }
+            if WebhookConfig.keys.contains(where: { $0.key == key }) {
+                throw ConfigError("\(key) belongs in a [webhook NAME] section")
+            }
             try self.apply(key: key, value: value)
         }
-        self.nightscout = try NightscoutSinkConfig.sinks(in: text, file: file)
+        let others = AlertConfig.sectionKinds.union(["webhook"])
+        self.nightscout = try NightscoutSinkConfig.sinks(in: text, file: file, otherSections: others)
+        for section in sections.dropFirst() {
+            guard let header = section.header else { continue }
+            let inner = header.text.dropFirst().dropLast()
+            let space = inner.firstIndex(of: " ") ?? inner.endIndex
+            let kind = String(inner[..<space])
+            let name = space == inner.endIndex ? "" : inner[inner.index(after: space)...].trimmingSpaces()
+            guard header.text.hasSuffix("]"), others.contains(kind) else { continue }
+            guard !name.isEmpty else { throw ConfigError(file: file, line: header.line, "[\(kind)] needs a name: [\(kind) NAME]") }
+            if kind == "webhook" {
+                guard name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
+                    throw ConfigError(file: file, line: header.line, "a section is [webhook NAME] (NAME: letters, digits, - or _)")
+                }
+                guard !self.webhooks.contains(where: { $0.name == name }) else {
+                    throw ConfigError(file: file, line: header.line, "webhook \(name) is defined twice")
+                }
+                var webhook = WebhookConfig(name: name)
+                try ConfigFile.parse(section.text, file: file) { (key, value) throws(ConfigError) in try webhook.apply(key: key, value: value) }
+                guard !webhook.url.isEmpty else { throw ConfigError(file: file, line: header.line, "webhook \(name) needs url") }
+                self.webhooks.append(webhook)
+            } else {
+                try self.alerts.apply(section: kind, name: name, text: section.text, file: file, line: header.line)
+            }
+        }
     }
 }
 

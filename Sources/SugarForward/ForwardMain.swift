@@ -55,6 +55,14 @@ public enum ForwardMain {
         }
         let forwarder = config.mqttEnabled ? Forwarder(config: config, password: password, logger: logger) : nil
         if forwarder == nil { logger.notice("no mqtt_url: Nightscout sinks only") }
+        let alerter: Alerter
+        do {
+            alerter = try Alerter(config: config, logger: logger, mqtt: forwarder != nil)
+        } catch {
+            Self.writeStderr("sugard-forward: \(error.description)\n")
+            return 78
+        }
+        if let forwarder { alerter.attachMQTT(forwarder) }
         let runtime = environment["RUNTIME_DIRECTORY"].flatMap { $0.isEmpty ? nil : String($0.split(separator: ":").first ?? "") }
         let statusPath = (runtime ?? config.stateDirectory) + "/" + ForwardStatusService.socketName
         let server: VarlinkServer?
@@ -62,7 +70,7 @@ public enum ForwardMain {
             server = try ForwardStatusService.makeServer(
                 path: statusPath,
                 sinks: { (forwarder.map { [$0.status.withLock { $0.wire }] } ?? []) + nightscout.statusWire() },
-                version: sugardForwardVersion)
+                alerts: { alerter.reply }, version: sugardForwardVersion)
         } catch {
             logger.warning("no status socket at \(statusPath): \(error)")
             server = nil
@@ -70,15 +78,30 @@ public enum ForwardMain {
         let signals = unixSignals([.terminate, .interrupt, .hangup])
         let serverTask = Task { try? await server?.run() }
         let nightscoutTask = Task { await nightscout.run() }
+        // An unusable alerts.json stops the forwarder (exit 1), as an unusable cursor file does:
+        // alerts must not go silent while the process looks healthy.
+        let alerterTask = Task { () -> Bool in
+            do {
+                try await alerter.run()
+                return true
+            } catch {
+                logger.error("\(error)")
+                forwarder?.stop()
+                nightscoutTask.cancel()
+                return false
+            }
+        }
         let signalTask = Task {
             for await signal in signals {
                 if signal == .hangup {
-                    logger.notice("SIGHUP: refused and paused Nightscout sinks try again now")
+                    logger.notice("SIGHUP: refused and paused Nightscout sinks and retrying webhooks try again now")
                     nightscout.resume()
+                    alerter.retryNow()
                     continue
                 }
                 logger.notice("\(signal.name): stopping")
                 forwarder?.stop()
+                alerter.stop()
                 nightscoutTask.cancel()
                 break
             }
@@ -87,6 +110,7 @@ public enum ForwardMain {
             signalTask.cancel()
             serverTask.cancel()
             nightscoutTask.cancel()
+            alerterTask.cancel()
         }
         do {
             try await forwarder?.run()
@@ -94,15 +118,19 @@ public enum ForwardMain {
             logger.error("\(error)")
             nightscoutTask.cancel()
             serverTask.cancel()
+            alerter.stop()
+            _ = await alerterTask.value
             _ = await nightscoutTask.value
             _ = await serverTask.value
             return 1
         }
         // Without an MQTT sink this waits for SIGTERM/SIGINT.
         _ = await nightscoutTask.value
+        alerter.stop()
+        let alertsRan = await alerterTask.value
         serverTask.cancel()
         _ = await serverTask.value
-        return 0
+        return alertsRan ? 0 : 1
     }
 
     static func writeStderr(_ text: String) {

@@ -91,6 +91,8 @@ public final class Forwarder: Sendable {
         case tick
         /// A save on the saver's thread ended (`error`: it failed).
         case saved(error: String?)
+        /// Alert events from the ``Alerter`` (saved there) to publish on the alert topic.
+        case alerts([(seq: Int64, message: MQTTMessage)])
         case stop
     }
 
@@ -108,6 +110,8 @@ public final class Forwarder: Sendable {
     let window: Window
     private let events: AsyncStream<Event>
     private let continuation: AsyncStream<Event>.Continuation
+    /// Told when the broker acknowledged alert events (the ``Alerter`` saves the MQTT sink's progress).
+    let alertsDelivered = Lock<(@Sendable (Int64) -> Void)?>(nil)
 
     /// The defaults: 2048 publishes unacknowledged at the broker, 16 384 readings held. A backlog
     /// (after an outage, or a first start on a full database) then goes out with the MQTT thread
@@ -135,6 +139,17 @@ public final class Forwarder: Sendable {
 
     /// Ends ``run()``: publishes `offline`, saves the cursor, disconnects.
     public func stop() { self.continuation.yield(.stop) }
+
+    /// Publishes alert events on `<topic_prefix>/<gateway_id>/alert` (QoS 1), held until acknowledged.
+    func publishAlerts(_ events: [LoggedAlert]) {
+        let topic = self.topics.alert
+        let gateway = self.config.gatewayID
+        self.continuation.yield(
+            .alerts(
+                events.map {
+                    ($0.seq, MQTTMessage(topic: topic, payload: Array(WebhookConfig.payload($0.alert, gateway: gateway).serialized().utf8), qos: 1, retain: false))
+                }))
+    }
 
     /// Runs until ``stop()`` (or cancellation). Throws only when the state file is unusable.
     public func run() async throws(ForwardFileError) {
@@ -260,6 +275,8 @@ public final class Forwarder: Sendable {
             return .health(health)
         case .tick:
             return .tick
+        case .alerts(let list):
+            return .alerts(list)
         case .saved(let error):
             guard let error else { return .saveCompleted }
             self.logger.error("cannot save the delivery cursor: \(error)")
@@ -377,6 +394,8 @@ public final class Forwarder: Sendable {
                         try? await Task.sleep(for: .milliseconds(millis))
                         if !Task.isCancelled { continuation.yield(.released) }
                     }
+                case .alertsDelivered(let seq):
+                    self.forwarder.alertsDelivered.withLock { $0 }?(seq)
                 case .finish(let state):
                     self.cancelTasks()
                     if let state {
@@ -412,7 +431,7 @@ public final class Forwarder: Sendable {
                 configs.map { MQTTMessage(topic: $0.topic, payload: Array($0.config.serialized().utf8), qos: 1, retain: true) }
             }
             switch message {
-            case .reading(_, _, let message), .health(let message):
+            case .reading(_, _, let message), .health(let message), .alert(_, let message):
                 return [message]
             case .online:
                 return [MQTTMessage(topic: topics.status, payload: Array("online".utf8), qos: 1, retain: true)]

@@ -8,6 +8,8 @@ import Varlink
 struct GatewayHealth: Sendable, Equatable {
     /// The Bluetooth adapter is present and powered (nil: not known yet).
     var adapterWorking: Bool?
+    /// sugard's storage has failed (nil: not known yet); the alert rule `gateway_failed` reads it.
+    var storageFailed: Bool?
     /// Each meter's last sync that ended well (success or no new records), epoch milliseconds.
     var lastSync: [String: Int64] = [:]
 
@@ -28,6 +30,7 @@ struct GatewayHealth: Sendable, Equatable {
     mutating func take(_ field: Wire.WatchedField) {
         switch field {
         case .adapter(let adapter): self.adapterWorking = adapter.present && adapter.powered
+        case .daemon(let daemon): self.storageFailed = daemon.storage.status == .failed
         case .meters(let meters): for meter in meters { self.take(meter) }
         default: break
         }
@@ -65,7 +68,7 @@ struct HealthFollower: Sendable {
                 health.take(meters.meters)
                 self.emit(health)
                 delay = 0.2
-                for try await reply in client.callMore(Self.interface + ".Watch", ["fields": ["adapter", "meters"]]) {
+                for try await reply in client.callMore(Self.interface + ".Watch", ["fields": ["adapter", "meters", "daemon"]]) {
                     let before = health
                     for (_, field) in try Wire.WatchReply(json: .object(reply)).watchedFields() { health.take(field) }
                     if health != before { self.emit(health) }

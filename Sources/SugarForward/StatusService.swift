@@ -49,9 +49,45 @@ public enum ForwardStatusService {
         # readings they have by their id, so nothing is lost and nothing is skipped).
         type DatabaseReset (atMillis: int, previousDatabaseId: string, databaseId: string)
 
+        # One alert event, as on the MQTT alert topic: id names the episode (its firing and its
+        # resolved event share it); rule: low, urgent_low, high, sync_overdue, gateway_failed;
+        # reading: the reading's id (<meter>/<epoch>/<sequence>) or null; time: ISO 8601 UTC
+        # (timeMillis the same in epoch ms); value: the reading's mg/dL (null for LO, HI, the
+        # meter and gateway rules).
+        type Alert (
+          id: string,
+          rule: (low, urgent_low, high, sync_overdue, gateway_failed),
+          state: (firing, resolved),
+          person: ?string,
+          meter: ?string,
+          reading: ?string,
+          time: string,
+          timeMillis: int,
+          value: ?float,
+          message: string
+        )
+
+        # enabled: false with alerts = off; active: the firing alerts (each its firing event).
+        type AlertsSummary (enabled: bool, active: []Alert)
+
+        # One [webhook NAME]: idle (all delivered), delivering, or retrying (reason: the last failure);
+        # pending: alert events not delivered yet.
+        type Webhook (
+          name: string,
+          url: string,
+          format: string,
+          state: (idle, delivering, retrying),
+          reason: ?string,
+          pending: int,
+          lastDeliveryMillis: ?int
+        )
+
         # The forwarder's sinks and their delivery state: the MQTT sink first (when it runs), then
-        # the Nightscout sinks in the order of the config file.
-        method GetStatus() -> (sinks: []Sink)
+        # the Nightscout sinks in the order of the config file; and the alerts firing.
+        method GetStatus() -> (sinks: []Sink, alerts: ?AlertsSummary)
+
+        # The alerts firing, the recent alert events (oldest first) and the webhooks.
+        method GetAlerts() -> (enabled: bool, active: []Alert, recent: []Alert, webhooks: []Webhook)
         """
 
     static let definition: VarlinkInterfaceDefinition = {
@@ -62,9 +98,12 @@ public enum ForwardStatusService {
         }
     }()
 
-    /// A server answering `GetStatus` with `sinks()` (each a `Sink` object). The socket is 0660 for
-    /// the process's group.
-    public static func makeServer(path: String, sinks: @escaping @Sendable () -> [Wire.ForwardSink], version: String)
+    /// A server answering `GetStatus` with `sinks()` (each a `Sink` object) and the alerts'
+    /// summary, and `GetAlerts` with `alerts()`. The socket is 0660 for the process's group.
+    public static func makeServer(
+        path: String, sinks: @escaping @Sendable () -> [Wire.ForwardSink],
+        alerts: @escaping @Sendable () -> Wire.ForwardAlertsReply? = { nil }, version: String
+    )
         throws(VarlinkServerError)
         -> VarlinkServer
     {
@@ -77,8 +116,16 @@ public enum ForwardStatusService {
         configuration.maxConnections = 64
         configuration.maxConnectionsPerUID = 16
         let interface = VarlinkInterface(Self.definition) { call, replier throws(VarlinkError) in
-            guard call.methodName == "GetStatus" else { throw .methodNotImplemented(call.method) }
-            replier.reply(Wire.ForwardStatusReply(sinks: sinks()).json.objectValue ?? [:])
+            switch call.methodName {
+            case "GetStatus":
+                let summary = alerts().map { Wire.ForwardAlertsSummary(enabled: $0.enabled, active: $0.active) }
+                replier.reply(Wire.ForwardStatusReply(sinks: sinks(), alerts: summary).json.objectValue ?? [:])
+            case "GetAlerts":
+                let reply = alerts() ?? Wire.ForwardAlertsReply(enabled: false, active: [], recent: [], webhooks: [])
+                replier.reply(reply.json.objectValue ?? [:])
+            default:
+                throw .methodNotImplemented(call.method)
+            }
         }
         return try VarlinkServer(configuration: configuration, handlers: [interface])
     }

@@ -14,6 +14,8 @@ public struct ForwardTopics: Sendable {
 
     var base: String { "\(self.config.topicPrefix)/\(self.config.gatewayID)" }
     public var status: String { "\(self.base)/status" }
+    /// Alert events (QoS 1, not retained): `<topic_prefix>/<gateway_id>/alert`.
+    public var alert: String { "\(self.base)/alert" }
     public func reading(_ meter: String) -> String { "\(self.base)/\(Self.meterLevel(meter))/reading" }
     public func state(_ meter: String) -> String { "\(self.base)/\(Self.meterLevel(meter))/state" }
     public var homeAssistantStatus: String { "\(self.config.homeAssistantPrefix)/status" }

@@ -45,9 +45,13 @@ public enum HubMessage: Sendable, Equatable {
                 kind: object["kind"]?.stringValue, controlSolution: object["controlSolution"]?.boolValue ?? false,
                 payload: String(decoding: payload, as: UTF8.self))
             return .reading(reading)
-        case (3, "alert"):
+        case (3, "alert"), (2, "alert"):
+            // sugard-forward publishes <prefix>/<gateway>/alert (the meter in the payload); a
+            // meter's own level is taken too.
             guard let object = Self.object(payload) else { return .ignored(reason: "alert is not a JSON object") }
-            return .alert(Self.alert(object, gateway: levels[0], meterLevel: levels[1], payload: JSONValue.object(object).serialized()))
+            return .alert(
+                Self.alert(
+                    object, gateway: levels[0], meterLevel: levels.count == 3 ? levels[1] : nil, payload: JSONValue.object(object).serialized()))
         default:
             return .ignored(reason: "not a reading, alert, status or health topic")
         }
@@ -59,7 +63,7 @@ public enum HubMessage: Sendable, Equatable {
     }
 
     static func alert(_ o: JSONObject, gateway: String, meterLevel: String?, payload: String) -> HubAlert {
-        let kind = o["kind"]?.stringValue ?? o["type"]?.stringValue
+        let kind = o["rule"]?.stringValue ?? o["kind"]?.stringValue ?? o["type"]?.stringValue
         let meter = o["meter"]?.stringValue ?? meterLevel
         let id = o["id"]?.stringValue ?? [kind ?? "alert", meter ?? ""].joined(separator: "/")
         return HubAlert(

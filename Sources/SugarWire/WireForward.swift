@@ -118,14 +118,190 @@ extension Wire {
         }
     }
 
-    /// `io.sugard.Forward.GetStatus() -> (sinks: []Sink)`
+    /// `io.sugard.Forward.GetStatus() -> (sinks: []Sink, alerts: ?AlertsSummary)`
     public struct ForwardStatusReply: WireValue {
         public var sinks: [ForwardSink]
+        /// The alert rules' state (nil from a forwarder without alerts).
+        public var alerts: ForwardAlertsSummary?
 
-        public init(sinks: [ForwardSink]) { self.sinks = sinks }
+        public init(sinks: [ForwardSink], alerts: ForwardAlertsSummary? = nil) {
+            self.sinks = sinks
+            self.alerts = alerts
+        }
 
-        public init(json: JSONValue) throws(WireError) { self.sinks = try WireFields(json).array("sinks") }
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.sinks = try f.array("sinks")
+            self.alerts = try f.optional("alerts")
+        }
 
-        public var json: JSONValue { ["sinks": .wire(self.sinks)] }
+        /// `alerts` is left out when nil (a reply's absent optional field).
+        public var json: JSONValue {
+            var object: JSONObject = ["sinks": .wire(self.sinks)]
+            if let alerts = self.alerts { object["alerts"] = alerts.json }
+            return .object(object)
+        }
+    }
+
+    /// `io.sugard.Forward`'s `type Alert`: one alert event (an alert firing, or resolved). The
+    /// same keys as the MQTT `<topic_prefix>/<gateway_id>/alert` payload: `id` names the episode
+    /// (its firing and its resolved event share it), `reading` is the reading's id
+    /// (`<meter>/<epoch>/<sequence>`, as in the reading payload) or null, `time` ISO 8601 UTC,
+    /// `value` the reading's mg/dL (null for LO, HI and rules without a reading).
+    public struct ForwardAlert: WireValue, Hashable {
+        public enum Rule: String, WireEnum {
+            case low
+            case urgentLow = "urgent_low"
+            case high
+            case syncOverdue = "sync_overdue"
+            case gatewayFailed = "gateway_failed"
+        }
+
+        public enum State: String, WireEnum { case firing, resolved }
+
+        public var id: String
+        public var rule: Rule
+        public var state: State
+        public var person: String?
+        public var meter: String?
+        public var reading: String?
+        public var time: String
+        public var timeMillis: Int64
+        public var value: Double?
+        public var message: String
+
+        public init(
+            id: String, rule: Rule, state: State, person: String?, meter: String?, reading: String?, timeMillis: Int64,
+            value: Double?, message: String
+        ) {
+            self.id = id
+            self.rule = rule
+            self.state = state
+            self.person = person
+            self.meter = meter
+            self.reading = reading
+            self.time = Instant(epochMillis: timeMillis).iso
+            self.timeMillis = timeMillis
+            self.value = value
+            self.message = message
+        }
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.id = try f.required("id")
+            self.rule = try f.required("rule")
+            self.state = try f.required("state")
+            self.person = try f.optional("person")
+            self.meter = try f.optional("meter")
+            self.reading = try f.optional("reading")
+            self.time = try f.required("time")
+            self.timeMillis = try f.required("timeMillis")
+            self.value = try f.optional("value")
+            self.message = try f.required("message")
+        }
+
+        public var json: JSONValue {
+            [
+                "id": .string(self.id), "rule": self.rule.json, "state": self.state.json, "person": .from(self.person),
+                "meter": .from(self.meter), "reading": .from(self.reading), "time": .string(self.time),
+                "timeMillis": .int(self.timeMillis), "value": self.value.map { JSONValue.double($0) } ?? .null,
+                "message": .string(self.message),
+            ]
+        }
+
+        /// Who or what it is about: the person, else the meter, else "the gateway".
+        public var subject: String { self.person ?? self.meter ?? "the gateway" }
+    }
+
+    /// `type Webhook`: one `[webhook NAME]` sink. state: idle (everything delivered), delivering,
+    /// retrying (the last attempt failed: `reason`); pending: alert events not delivered yet.
+    public struct ForwardWebhook: WireValue, Hashable {
+        public enum State: String, WireEnum { case idle, delivering, retrying }
+
+        public var name: String
+        public var url: String
+        public var format: String
+        public var state: State
+        public var reason: String?
+        public var pending: Int64
+        public var lastDeliveryMillis: Int64?
+
+        public init(
+            name: String, url: String, format: String, state: State, reason: String?, pending: Int64, lastDeliveryMillis: Int64?
+        ) {
+            self.name = name
+            self.url = url
+            self.format = format
+            self.state = state
+            self.reason = reason
+            self.pending = pending
+            self.lastDeliveryMillis = lastDeliveryMillis
+        }
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.name = try f.required("name")
+            self.url = try f.required("url")
+            self.format = try f.required("format")
+            self.state = try f.required("state")
+            self.reason = try f.optional("reason")
+            self.pending = try f.required("pending")
+            self.lastDeliveryMillis = try f.optional("lastDeliveryMillis")
+        }
+
+        public var json: JSONValue {
+            [
+                "name": .string(self.name), "url": .string(self.url), "format": .string(self.format), "state": self.state.json,
+                "reason": .from(self.reason), "pending": .int(self.pending), "lastDeliveryMillis": .from(self.lastDeliveryMillis),
+            ]
+        }
+    }
+
+    /// `type AlertsSummary (enabled: bool, active: []Alert)`: GetStatus's view of the alerts: the
+    /// firing ones (each its firing event).
+    public struct ForwardAlertsSummary: WireValue, Hashable {
+        public var enabled: Bool
+        public var active: [ForwardAlert]
+
+        public init(enabled: Bool, active: [ForwardAlert]) {
+            self.enabled = enabled
+            self.active = active
+        }
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.enabled = try f.required("enabled")
+            self.active = try f.array("active")
+        }
+
+        public var json: JSONValue { ["enabled": .bool(self.enabled), "active": .wire(self.active)] }
+    }
+
+    /// `io.sugard.Forward.GetAlerts() -> (enabled: bool, active: []Alert, recent: []Alert, webhooks: []Webhook)`:
+    /// the firing alerts, the recent alert events (newest last) and the webhook sinks.
+    public struct ForwardAlertsReply: WireValue {
+        public var enabled: Bool
+        public var active: [ForwardAlert]
+        public var recent: [ForwardAlert]
+        public var webhooks: [ForwardWebhook]
+
+        public init(enabled: Bool, active: [ForwardAlert], recent: [ForwardAlert], webhooks: [ForwardWebhook]) {
+            self.enabled = enabled
+            self.active = active
+            self.recent = recent
+            self.webhooks = webhooks
+        }
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.enabled = try f.required("enabled")
+            self.active = try f.array("active")
+            self.recent = try f.array("recent")
+            self.webhooks = try f.array("webhooks")
+        }
+
+        public var json: JSONValue {
+            ["enabled": .bool(self.enabled), "active": .wire(self.active), "recent": .wire(self.recent), "webhooks": .wire(self.webhooks)]
+        }
     }
 }

@@ -1,3 +1,5 @@
+import GlucoseProfile
+
 extension Wire.Unit {
     /// The unit for people: "mg/dL" or "mmol/L".
     public var symbol: String { self == .mgdl ? "mg/dL" : "mmol/L" }
@@ -23,5 +25,35 @@ public enum Person {
             !trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
         else { return nil }
         return trimmed
+    }
+}
+
+extension Wire.Unit {
+    /// A glucose value as people write it in a configuration: `70`, `70 mg/dL`, `3.9 mmol/L` (also
+    /// `mgdl`, `mmol`, any case, with or without a space); a bare number is mg/dL. Returns mg/dL,
+    /// or nil when the text is not a positive value below 1000 mg/dL (55.5 mmol/L). A bare number
+    /// below 20 is refused (nil): it is almost certainly mmol/L written without its unit.
+    public static func parseGlucose(_ text: String) -> Double? {
+        var rest = Substring(text.lowercased())
+        while rest.first == " " { rest.removeFirst() }
+        while rest.last == " " { rest.removeLast() }
+        var unit: Wire.Unit?
+        for (suffix, meaning) in [("mg/dl", Wire.Unit.mgdl), ("mgdl", .mgdl), ("mmol/l", .mmol), ("mmol", .mmol)] where rest.hasSuffix(suffix) {
+            rest = rest.dropLast(suffix.count)
+            unit = meaning
+            break
+        }
+        while rest.last == " " { rest.removeLast() }
+        guard let number = Double(rest), number.isFinite, number > 0 else { return nil }
+        let mgdL = unit == .mmol ? number * glucoseMolarMass : number
+        if unit == nil, number < 20 { return nil }
+        return mgdL < 1000 ? mgdL : nil
+    }
+}
+
+extension Wire.Unit {
+    /// A mg/dL value as people read it in this unit, with the unit: "62 mg/dL", "3.4 mmol/L".
+    public func text(mgdL: Double) -> String {
+        self == .mgdl ? "\(ReadingExport.formatted(mgdL, digits: 0)) mg/dL" : "\(ReadingExport.formatted(mgdL / glucoseMolarMass, digits: 1)) mmol/L"
     }
 }

@@ -14,10 +14,11 @@ public enum SecretFiles {
         ["_password", "_secret", "_token"].contains { key.hasSuffix($0) }
     }
 
-    /// Whether `key` names a file holding a secret (`mqtt_password_file`, `nightscout_api_secret_file`;
-    /// any `*_password_file`, `*_secret_file`, `*_token_file`).
+    /// Whether `key` names a file holding a secret (`mqtt_password_file`, `nightscout_api_secret_file`,
+    /// `secret_file`, `token_file`; any `*_password_file`, `*_secret_file`, `*_token_file`).
     public static func isSecretFileKey(_ key: String) -> Bool {
-        key.hasSuffix("_file") && self.isInlineSecretKey(String(key.dropLast(5)))
+        // `secret_file` and `token_file`: a [webhook NAME] section's HMAC secret and access token.
+        key == "secret_file" || key == "token_file" || (key.hasSuffix("_file") && self.isInlineSecretKey(String(key.dropLast(5))))
     }
 
     /// One file that holds a secret, as found on disk.

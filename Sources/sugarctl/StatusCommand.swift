@@ -14,7 +14,8 @@ enum StatusCommand {
         usage: "status [--json] [--unit mgdl|mmol] [--socket <path>]",
         options: [("--json", "Print the GetStatus reply as JSON."), DaemonOptions.unitHelp] + DaemonOptions.help,
         discussion: """
-            With sugard-forward running, a Sinks block shows each sink (MQTT and every Nightscout site, with its \
+            With sugard-forward running, an Alerts line shows the alerts firing ("Alerts: none", \
+            "Alerts: 1 firing: low for anna since 08:12"; "alerts" in --json; details: sugarctl alerts) and a Sinks block shows each sink (MQTT and every Nightscout site, with its \
             person): connected, retrying or failing (with the reason), readings pending and the last delivery (its socket: $SUGARD_FORWARD_SOCKET, else \
             /run/sugard-forward/io.sugard.Forward; "sinks" in --json).
             Exit status: 0 ok, 1 failure, 64 usage, 69 sugard not reachable, 77 permission denied.
@@ -33,6 +34,7 @@ enum StatusCommand {
             let unattributed = (try? await daemon.call("GetPeopleStatus", as: Wire.PeopleStatusReply.self))?.unattributed
             if JSONOutput.wanted(parsed) {
                 if !sinks.json.isEmpty { reply["sinks"] = .array(sinks.json) }
+                if let alerts = sinks.alerts { reply["alerts"] = alerts.json }
                 writeStdout(JSONValue.object(reply).prettySerialized() + "\n")
                 return ExitCode.success
             }
@@ -161,6 +163,8 @@ enum StatusCommand {
         var json: [JSONValue] = []
         /// Why the forwarder's socket does not answer.
         var unreachable: String?
+        /// The alerts firing (nil: no forwarder, or one without alerts).
+        var alerts: Wire.ForwardAlertsSummary?
 
         /// The entry `--json` shows for a forwarder that does not answer.
         static let unreachableName = "mqtt"
@@ -173,7 +177,7 @@ enum StatusCommand {
             defer { client.close() }
             let reply = try await client.call("io.sugard.Forward.GetStatus")
             let status = try Wire.ForwardStatusReply(json: .object(reply))
-            return Forwarder(sinks: status.sinks, json: reply["sinks"]?.arrayValue ?? [])
+            return Forwarder(sinks: status.sinks, json: reply["sinks"]?.arrayValue ?? [], alerts: status.alerts)
         } catch {
             let reason = "sugard-forward at \(path): \(error)"
             return Forwarder(
@@ -185,8 +189,9 @@ enum StatusCommand {
     /// "Sinks" with one line per sink: state (and why), pending readings, last delivery.
     static func renderSinks(_ forwarder: Forwarder) -> String {
         if let reason = forwarder.unreachable { return "\nSinks\n  \(Forwarder.unreachableName): unreachable (\(reason))\n" }
-        guard !forwarder.sinks.isEmpty else { return "" }
-        var out = "\nSinks\n"
+        let alerts = forwarder.alerts.map { "\n" + AlertsCommand.statusLine($0) } ?? ""
+        guard !forwarder.sinks.isEmpty else { return alerts }
+        var out = alerts + "\nSinks\n"
         for sink in forwarder.sinks {
             var line = "  \(sink.name)"
             if let address = sink.broker ?? sink.url { line += " \(address)" }

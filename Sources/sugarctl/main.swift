@@ -22,6 +22,7 @@ let subcommands: [Subcommand] = [
     BackupCommand.backup,
     BackupCommand.restore,
     ReportCommand.subcommand,
+    AlertsCommand.subcommand,
 ]
 
 let rootHelp = CommandHelp(

@@ -385,7 +385,7 @@ extension DeliveryStateMachine {
                     for cursor in (cursor - Int64(count) + 1)...cursor {
                         #expect(acknowledgedTokens.contains(Self.r(cursor)))
                     }
-                case .releaseFeed, .finish, .startSettleTimer:
+                case .releaseFeed, .finish, .startSettleTimer, .alertsDelivered:
                     break
                 }
             }

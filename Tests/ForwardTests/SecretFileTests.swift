@@ -85,6 +85,26 @@ import TestSupport
         #expect(try await self.starts(folder))
     }
 
+    @Test func aWorldReadableWebhookSecretOrTokenFileStopsTheStart() async throws {
+        let folder = try Folder()
+        let secret = try folder.write("pager.secret", "hmac-key-1\n", mode: 0o644)
+        let token = try folder.write("ntfy.token", "tk_abc\n", mode: 0o600)
+        try folder.write(
+            "forward.conf",
+            "mqtt_url = mqtt://127.0.0.1:1\n[webhook pager]\nurl = http://127.0.0.1:1/x\nsecret_file = \(secret)\ntoken_file = \(token)\n",
+            mode: 0o640)
+        let result = try await self.refused(folder)
+        #expect(result.status == 78, "\(result.status): \(result.stderr)")
+        #expect(result.stderr.contains("\(secret): readable by every user (mode 0644") && result.stderr.contains("secret_file"), "\(result.stderr)")
+        #expect(!result.stderr.contains("hmac-key-1"))
+        chmod(secret, 0o640)
+        chmod(token, 0o604)
+        let again = try await self.refused(folder)
+        #expect(again.status == 78 && again.stderr.contains("\(token): readable by every user") && again.stderr.contains("token_file"), "\(again.stderr)")
+        chmod(token, 0o600)
+        #expect(try await self.starts(folder))
+    }
+
     @Test func anInlineTokenInAWorldReadableConfigStopsTheStart() async throws {
         let folder = try Folder()
         let config = try folder.write(

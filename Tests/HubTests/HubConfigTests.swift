@@ -96,6 +96,17 @@ struct HubConfigTests {
             return
         }
         #expect(h.meters.first?.overdue == true && h.meters.first?.lastSyncResult == "failed" && h.alerts.count == 1 && h.storage?.contains("disk full") == true)
+        // sugard-forward's alert topic, <prefix>/<gateway>/alert: `rule`, `state` firing/resolved.
+        for (state, active) in [("firing", true), ("resolved", false)] {
+            let alert = Array(
+                #"{"id":"ward-1/urgent_low/person/Anna/1700000000000","rule":"urgent_low","state":"\#(state)","person":"Anna","meter":"C0:26:DA:01:3A:7F","reading":"C0:26:DA:01:3A:7F/1/7","time":"2023-11-14T22:13:20.000Z","value":null,"message":"Urgent low glucose: LO"}"#.utf8)
+            guard case .alert(let a) = HubMessage.parse(topic: "sugard/ward-1/alert", payload: alert, prefix: "sugard") else {
+                Issue.record("the forwarder's alert topic was not parsed as an alert")
+                return
+            }
+            #expect(a.gateway == "ward-1" && a.id == "ward-1/urgent_low/person/Anna/1700000000000" && a.kind == "urgent_low")
+            #expect(a.meter == "C0:26:DA:01:3A:7F" && a.person == "Anna" && a.active == active && a.message == "Urgent low glucose: LO")
+        }
     }
 }
 

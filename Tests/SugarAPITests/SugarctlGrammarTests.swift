@@ -50,6 +50,8 @@ import Testing
             }),
             ("doctor", Row(arguments: ["doctor", "--json"], statuses: [0, 1]) { $0["checks"]?.arrayValue?.isEmpty == false }),
             ("report", Row(arguments: ["report", "--json", "--since", "2024-03-30", "--days", "3"]) { $0["readings"] != nil }),
+            // No sugard-forward here: 69 and the reply's shape with the reason (ForwardTests run it with one).
+            ("alerts", Row(arguments: ["alerts", "--json"], statuses: [0, 69]) { $0["active"]?.arrayValue != nil && $0["webhooks"] != nil }),
             // Last: the restore swaps the database the rows above read.
             ("backup", Row(arguments: ["backup", directory + "/backup.sqlite", "--json"]) {
                 $0["path"] == .string(directory + "/backup.sqlite") && ($0["size"]?.intValue ?? 0) > 0 && $0["databaseId"]?.stringValue != nil

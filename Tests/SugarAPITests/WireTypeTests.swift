@@ -81,7 +81,19 @@ import Varlink
     /// sugard-forward's `io.sugard.Forward` (sugarctl status and doctor read its sinks).
     @Test func forwardSinksAgreeWithTheForwardInterface() throws {
         let forward = try VarlinkInterfaceDefinition(description: ForwardStatusService.interfaceDescription)
-        #expect(Set(forward.types.keys) == ["Sink", "DatabaseReset"])
+        #expect(Set(forward.types.keys) == ["Sink", "DatabaseReset", "Alert", "AlertsSummary", "Webhook"])
+        let alertTypes: [(String, any WireValue.Type)] = [
+            ("Alert", Wire.ForwardAlert.self), ("AlertsSummary", Wire.ForwardAlertsSummary.self), ("Webhook", Wire.ForwardWebhook.self),
+        ]
+        for (name, type) in alertTypes {
+            guard case .structure(let fields) = forward.types[name] else {
+                Issue.record("io.sugard.Forward has no \(name) struct")
+                continue
+            }
+            try self.checkFields(fields, of: type, what: name, omitsAbsent: false, in: forward)
+        }
+        let alerts = try #require(forward.methods["GetAlerts"]?.output)
+        try self.checkFields(alerts, of: Wire.ForwardAlertsReply.self, what: "Forward.GetAlerts", omitsAbsent: true, in: forward)
         if case .structure(let reset) = forward.types["DatabaseReset"] {
             try self.checkFields(reset, of: Wire.DatabaseReset.self, what: "DatabaseReset", omitsAbsent: false, in: forward)
         } else {
