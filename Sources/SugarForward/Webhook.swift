@@ -42,7 +42,7 @@ public struct WebhookConfig: Sendable, Equatable {
         switch key {
         case "url":
             let lower = value.lowercased()
-            guard (lower.hasPrefix("https://") || lower.hasPrefix("http://")), value.count > 8, !value.contains(" ") else {
+            guard lower.hasPrefix("https://") || lower.hasPrefix("http://"), value.count > 8, !value.contains(" ") else {
                 throw ConfigError("url must be an http:// or https:// address, not \"\(value)\"")
             }
             self.url = value
