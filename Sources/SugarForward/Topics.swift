@@ -14,6 +14,8 @@ public struct ForwardTopics: Sendable {
 
     var base: String { "\(self.config.topicPrefix)/\(self.config.gatewayID)" }
     public var status: String { "\(self.base)/status" }
+    /// The gateway's health message (``GatewayHealthTopic``).
+    public var health: String { "\(self.base)/health" }
     public func reading(_ meter: String) -> String { "\(self.base)/\(Self.meterLevel(meter))/reading" }
     public func state(_ meter: String) -> String { "\(self.base)/\(Self.meterLevel(meter))/state" }
     public var homeAssistantStatus: String { "\(self.config.homeAssistantPrefix)/status" }
