@@ -49,8 +49,11 @@ struct GatewayHealth: Sendable, Equatable {
         return now - since > limitMillis
     }
 
-    /// Takes the stored meters of `ListMeters` (their last sync and count survive a restart of sugard).
+    /// Takes the meters of `ListMeters`, every meter sugard knows (their last sync and count
+    /// survive a restart of sugard); a meter it no longer lists (forgotten) is dropped.
     mutating func take(_ entries: [Wire.MeterEntry]) {
+        let listed = Set(entries.map(\.id))
+        self.meters = self.meters.filter { listed.contains($0.key) }
         for entry in entries {
             var m = self.meters[entry.id] ?? Meter()
             m.name = entry.identity.displayName

@@ -162,6 +162,9 @@ extension GatewayHealth {
         #expect(health.overdue("B", now: Self.t0, limitMillis: 24 * Self.hour) == true, "a failed sync does not count")
         #expect(health.overdue("C", now: Self.t0, limitMillis: 24 * Self.hour) == nil)
         #expect(health.lastSync.isEmpty)
+        // A meter sugard no longer lists (forgotten) leaves the health.
+        health.take([Self.entry("B", name: "B", person: nil, firstSeen: Self.t0, lastSync: nil, result: nil, count: 0)])
+        #expect(Array(health.meters.keys) == ["B"])
     }
 
     /// Through the delivery state machine: on each connection (before the readings), on a change
