@@ -235,7 +235,10 @@ let package = Package(
         // The built sugard-hub against a throwaway PostgreSQL cluster and a real mosquitto broker.
         .testTarget(
             name: "HubTests",
-            dependencies: ["sugard-hub", "SugarHub", "SugarAPI", "HealthDataSync", "HubStore", "MQTT", "JSON", "Locking", "TestSupport"],
+            dependencies: [
+                "sugard-hub", "SugarHub", "SugarAPI", "HealthDataSync", "HubStore", "MQTT", "JSON", "Locking", "TestSupport", "SugarForward",
+                "SugarWire",
+            ],
             swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
     ]

@@ -64,6 +64,8 @@ public final class Alerter: Sendable {
     private struct View: Sendable {
         var active: [Wire.ForwardAlert] = []
         var recent: [Wire.ForwardAlert] = []
+        /// The state was shown once (the first one goes to the health message even when empty).
+        var shown = false
     }
 
     public let config: ForwardConfig
@@ -73,6 +75,8 @@ public final class Alerter: Sendable {
     private let queues: [Lock<WebhookQueue>]
     private let view = Lock(View())
     private let mqtt = Lock<(@Sendable ([LoggedAlert]) -> Void)?>(nil)
+    /// Where the active alerts go when they change (the gateway's health message).
+    private let activeChanged = Lock<(@Sendable ([Wire.ForwardAlert]) -> Void)?>(nil)
     private let window = Window(limit: 1024)
     private let events: AsyncStream<Event>
     private let continuation: AsyncStream<Event>.Continuation
@@ -108,6 +112,12 @@ public final class Alerter: Sendable {
     /// Where new alert events go on MQTT (the forwarder's ``Forwarder/publishAlerts(_:)``); set before ``run()``.
     public func attachMQTT(_ forwarder: Forwarder) {
         self.mqtt.withLock { $0 = { [weak forwarder] in forwarder?.publishAlerts($0) } }
+        let gateway = self.config.gatewayID
+        self.activeChanged.withLock {
+            $0 = { [weak forwarder] active in
+                forwarder?.activeAlertsChanged(active.compactMap { WebhookConfig.payload($0, gateway: gateway).objectValue })
+            }
+        }
         forwarder.alertsDelivered.withLock { $0 = { [weak self] seq in self?.delivered(sink: "mqtt", seq: seq) } }
     }
 
@@ -307,10 +317,15 @@ public final class Alerter: Sendable {
     private func show(_ state: AlertState) {
         let active = state.active.values.sorted { ($0.timeMillis, $0.id) < ($1.timeMillis, $1.id) }
         let recent = state.log.suffix(50).map(\.alert)
-        self.view.withLock {
-            $0.active = active
-            $0.recent = recent
+        let changed = self.view.withLock { view -> Bool in
+            defer {
+                view.active = active
+                view.recent = recent
+                view.shown = true
+            }
+            return !view.shown || view.active != active
         }
+        if changed, let handOn = self.activeChanged.withLock({ $0 }) { handOn(active) }
     }
 
     static func reading(_ r: Wire.CompactReading) -> AlertReading {

@@ -1,3 +1,4 @@
+import JSON
 import MQTT
 import SugarWire
 
@@ -19,7 +20,10 @@ import SugarWire
 ///   ``Limits/settleMillis`` (``Action/startSettleTimer(millis:)``, ``Event/settled``) so Home
 ///   Assistant has subscribed to the new entities' topics before their first values.
 /// - sugard's health (``Event/health(_:)``, ``Event/tick``) goes to Home Assistant's health
-///   entities when a value changes, and all of it on each connection.
+///   entities when a value changes, and all of it on each connection. With the sinks' states
+///   (``Event/sinks(_:)``) and the active alerts (``Event/alerts(_:)``) it makes the gateway's
+///   health message (``GatewayHealthTopic``): on each connection, on a change, and at least every
+///   ``GatewayHealthTopic/refreshMillis`` (looked at on each tick).
 /// - At most `maxInFlight + maxUnsaved` readings are handed to the client and not saved durably
 ///   (unacknowledged, acknowledged and unsaved, or in the running save): the most that can arrive
 ///   twice after a crash. At that bound nothing more is handed over until PUBACKs and a save make
@@ -110,8 +114,12 @@ struct DeliveryStateMachine: Sendable {
         case alerts([(seq: Int64, message: MQTTMessage)])
         /// sugard's health changed.
         case health(GatewayHealth)
-        /// Time passed (about a minute, less for a short `sync_overdue_hours`): "Sync overdue" is
-        /// looked at again.
+        /// The forwarder's sinks and their states now (for the gateway's health message).
+        case sinks([HealthSink])
+        /// The active alerts now, each as its alert message's object (for the gateway's health message).
+        case activeAlerts([JSONObject])
+        /// Time passed (at most ``Forwarder/healthTickMillis``, less for a short
+        /// `sync_overdue_hours`): "Sync overdue" and the gateway's health message are looked at again.
         case tick
         /// The timer of ``Action/startTimer(millis:)`` fired.
         case timerFired
@@ -163,13 +171,15 @@ struct DeliveryStateMachine: Sendable {
         case health(MQTTMessage)
         /// The alert event `seq` (QoS 1, not retained).
         case alert(seq: Int64, MQTTMessage)
+        /// The gateway's health message (retained; sent again on each connection).
+        case gatewayHealth(MQTTMessage)
 
         /// What its PUBACK reports (-1: none is waited for).
         var token: Int64 {
             switch self {
             case .reading(let cursor, let index, _): DeliveryStateMachine.token(cursor: cursor, index: index)
             case .alert(let seq, _): DeliveryStateMachine.alertTokenBit | seq
-            case .online, .gatewayDiscovery, .discovery, .personDiscovery, .health: -1
+            case .online, .gatewayDiscovery, .discovery, .personDiscovery, .health, .gatewayHealth: -1
             }
         }
     }
@@ -313,6 +323,7 @@ struct DeliveryStateMachine: Sendable {
     /// Readings wait until then (monotonic milliseconds) after a first discovery config.
     private var holdUntil: Int64 = .min
     private var health: HealthPublisher
+    private var gatewayHealth: GatewayHealthTopic
     /// Each meter's and person's topics, made once (not per message).
     private var meterTopics: [String: MeterTopics] = [:]
     private var personTopics: [String: PersonTopics] = [:]
@@ -330,13 +341,15 @@ struct DeliveryStateMachine: Sendable {
     private var alertsAcknowledged: Int64 = 0
 
     /// Starts from the state saved last time, at `now` (monotonic milliseconds).
-    init(saved: ForwardState, limits: Limits, topics: ForwardTopics, now: Int64) {
+    /// `version`: the forwarder's, for the gateway's health message.
+    init(saved: ForwardState, limits: Limits, topics: ForwardTopics, now: Int64, version: String = sugardForwardVersion) {
         self.limits = limits
         self.topics = topics
         self.acknowledged = saved
         self.newest = saved.newest
         self.lastSave = now
         self.health = HealthPublisher(topics: topics, overdueHours: topics.config.syncOverdueHours)
+        self.gatewayHealth = GatewayHealthTopic(topics: topics, version: version)
     }
 
     /// A person's key in ``ForwardState/newest`` (beside the meters' addresses).
@@ -360,6 +373,7 @@ struct DeliveryStateMachine: Sendable {
         next.announced = self.announced
         next.holdUntil = self.holdUntil
         next.health = self.health
+        next.gatewayHealth = self.gatewayHealth
         next.meterTopics = self.meterTopics
         next.personTopics = self.personTopics
         next.save = self.save
@@ -408,6 +422,8 @@ struct DeliveryStateMachine: Sendable {
         case .connected(let session):
             self.link = .up(session: session)
             actions.append(.publish(.online, session: session))
+            self.gatewayHealth.reconnected()
+            self.publishGatewayHealth(now, wallClock, &actions)
             self.announce(session, now, wallClock, &actions)
             self.publishAlerts(&actions)
             self.handOver(now, &actions)
@@ -437,8 +453,17 @@ struct DeliveryStateMachine: Sendable {
             guard case .up(let session) = self.link else { break }
             self.announce(session, now, wallClock, &actions)
         case .health(let health):
+            self.gatewayHealth.health = health
+            self.publishGatewayHealth(now, wallClock, &actions)
             self.publishHealth(self.health.update(health, now: wallClock), &actions)
+        case .sinks(let sinks):
+            self.gatewayHealth.sinks = sinks
+            self.publishGatewayHealth(now, wallClock, &actions)
+        case .activeAlerts(let alerts):
+            self.gatewayHealth.alerts = alerts
+            self.publishGatewayHealth(now, wallClock, &actions)
         case .tick:
+            self.publishGatewayHealth(now, wallClock, &actions)
             self.publishHealth(self.health.tick(now: wallClock), &actions)
         case .timerFired:
             self.timerArmed = false
@@ -591,6 +616,14 @@ struct DeliveryStateMachine: Sendable {
             actions.append(.alertsDelivered(upTo: upTo))
         }
         return readings
+    }
+
+    /// The gateway's health message goes out while connected, when due.
+    private mutating func publishGatewayHealth(_ now: Int64, _ wallClock: Int64, _ actions: inout [Action]) {
+        guard case .up(let session) = self.link,
+            let message = self.gatewayHealth.next(now: now, wallClock: wallClock, databaseId: self.acknowledged.databaseId)
+        else { return }
+        actions.append(.publish(.gatewayHealth(message), session: session))
     }
 
     /// Health values go out while connected (all of them again on the next connection).

@@ -70,7 +70,7 @@ public struct ForwardConfig: Equatable, Sendable {
         ("unit", "the Home Assistant entity's unit: mgdl (default) or mmol"),
         ("glucose_low_mgdl", "Home Assistant's \"Glucose low\" turns on for a LO or a glucose value below this, in mg/dL (default 70)"),
         ("glucose_high_mgdl", "\"Glucose high\" turns on for a HI or a glucose value above this, in mg/dL (default 250)"),
-        ("sync_overdue_hours", "\"Sync overdue\" turns on when a meter has not synced for this many hours (default 24)"),
+        ("sync_overdue_hours", "\"Sync overdue\" (and a meter's overdue in the health topic) turns on when a meter has not synced for this many hours (default 24)"),
         ("log_level", "error, warning, notice, info (default) or debug"),
         ("socket", "sugard's socket (like sugarctl: $SUGARD_SOCKET, the system socket, the demo's)"),
         ("state_dir", "directory for the delivery cursors and the status socket"),
@@ -224,7 +224,10 @@ public enum ForwardCommandLine {
         JSON id, rule, state firing/resolved, person, meter, reading, time, value, message) and POSTed to each \
         [webhook NAME] (url, format json/ntfy/gotify, secret_file for an X-Sugard-Signature HMAC, token_file, \
         ca_file), in order and retried; the state lives in alerts.json in the state directory; sugarctl alerts \
-        shows it.
+        shows it. \
+        The gateway's health (adapter, storage, database, meters with their last sync and overdue \
+        flag, active alerts, sinks) goes to the retained <topic_prefix>/<gateway_id>/health topic \
+        on each change and at least every 5 minutes, for sugard-hub.
         """
     static let synopsis = "sugard-forward [--config FILE] [--socket PATH] [--state-dir DIR] [--log-level LEVEL]"
     static let exitStatus = "0 stopped by SIGTERM/SIGINT, 64 bad flags, 78 bad config file (also: a password, API secret or token that other users may read: the config file holding it inline, or a *_file it names, with mode o+r)."

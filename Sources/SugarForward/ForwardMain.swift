@@ -53,7 +53,8 @@ public enum ForwardMain {
             Self.writeStderr("sugard-forward: \(error.description)\n")
             return 78
         }
-        let forwarder = config.mqttEnabled ? Forwarder(config: config, password: password, logger: logger) : nil
+        let forwarder =
+            config.mqttEnabled ? Forwarder(config: config, password: password, logger: logger, otherSinks: { nightscout.statusWire() }) : nil
         if forwarder == nil { logger.notice("no mqtt_url: Nightscout sinks only") }
         let alerter: Alerter
         do {

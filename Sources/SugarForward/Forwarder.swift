@@ -87,8 +87,13 @@ public final class Forwarder: Sendable {
         case health(GatewayHealth)
         /// The wait after a first discovery config ended.
         case released
-        /// Once a minute (sooner for a short `sync_overdue_hours`): "Sync overdue" is looked at again.
+        /// Every ``healthTickMillis`` (sooner for a short `sync_overdue_hours`): "Sync overdue"
+        /// and the gateway's health message are looked at again.
         case tick
+        /// The sinks' states, sampled with each tick (for the gateway's health message).
+        case sinks([HealthSink])
+        /// The active alerts changed (``activeAlertsChanged(_:)``).
+        case activeAlerts([JSONObject])
         /// A save on the saver's thread ended (`error`: it failed).
         case saved(error: String?)
         /// Alert events from the ``Alerter`` (saved there) to publish on the alert topic.
@@ -108,6 +113,8 @@ public final class Forwarder: Sendable {
     /// more until PUBACKs and a save make room.
     let maxUnsaved: Int
     let window: Window
+    /// The other sinks' states (the Nightscout sinks'), for the gateway's health message.
+    let otherSinks: @Sendable () -> [Wire.ForwardSink]
     private let events: AsyncStream<Event>
     private let continuation: AsyncStream<Event>.Continuation
     /// Told when the broker acknowledged alert events (the ``Alerter`` saves the MQTT sink's progress).
@@ -122,10 +129,17 @@ public final class Forwarder: Sendable {
     public static let defaultMaxInFlight = 2048
     public static let defaultMaxHeld = 16_384
 
+    /// The longest time between two looks at the health (30 s): the gateway's health message goes
+    /// out at least every ``GatewayHealthTopic/refreshMillis`` plus this, within 5 minutes.
+    public static let healthTickMillis: Int64 = 30_000
+
+    /// `otherSinks`: the states of the forwarder's other sinks (Nightscout), for the gateway's
+    /// health message.
     public init(
         config: ForwardConfig, password: String?, logger: Logger, maxInFlight: Int = Forwarder.defaultMaxInFlight,
-        maxHeld: Int = Forwarder.defaultMaxHeld
+        maxHeld: Int = Forwarder.defaultMaxHeld, otherSinks: @escaping @Sendable () -> [Wire.ForwardSink] = { [] }
     ) {
+        self.otherSinks = otherSinks
         self.config = config
         self.topics = ForwardTopics(config: config)
         self.password = password
@@ -149,6 +163,16 @@ public final class Forwarder: Sendable {
                 events.map {
                     ($0.seq, MQTTMessage(topic: topic, payload: Array(WebhookConfig.payload($0.alert, gateway: gateway).serialized().utf8), qos: 1, retain: false))
                 }))
+    }
+
+    /// The active alerts are now `alerts` (each as its alert message's object: `id`, `kind`,
+    /// `meter`, `person`, `message`, ...): they go into the gateway's health message (`alerts`).
+    /// The one place the alert rules hand their active alerts to the health topic.
+    public func activeAlertsChanged(_ alerts: [JSONObject]) { self.continuation.yield(.activeAlerts(alerts)) }
+
+    /// Every sink's state now: this MQTT sink's, then the others'.
+    func healthSinks() -> [HealthSink] {
+        ([self.status.withLock { $0.wire }] + self.otherSinks()).map(HealthSink.init)
     }
 
     /// Runs until ``stop()`` (or cancellation). Throws only when the state file is unusable.
@@ -181,23 +205,22 @@ public final class Forwarder: Sendable {
         let start = saved.cursor
         let startDatabase = saved.databaseId
         let feedTask = Task { await feed.run(after: start, databaseId: startDatabase) }
-        // Home Assistant's health entities: sugard's adapter and sync times, and now and then a
-        // look at which meters are overdue.
-        var healthTasks: [Task<Void, Never>] = []
-        if self.config.homeAssistantDiscovery {
-            let follower = HealthFollower(socketPath: self.config.socketPath) { continuation.yield(.health($0)) }
-            // A tenth of the overdue time, at most a minute: a meter turns overdue at most that late.
-            let tick = Duration.milliseconds(max(250, min(60_000, Int64(self.config.syncOverdueHours * 360_000))))
-            healthTasks = [
-                Task { await follower.run() },
-                Task {
-                    while !Task.isCancelled {
-                        try? await Task.sleep(for: tick)
-                        continuation.yield(.tick)
-                    }
-                },
-            ]
-        }
+        // The gateway's health message and Home Assistant's health entities: sugard's adapter,
+        // storage and meters, the sinks' states, and now and then a look at which meters are
+        // overdue and whether the health message is due again.
+        let follower = HealthFollower(socketPath: self.config.socketPath) { continuation.yield(.health($0)) }
+        // A tenth of the overdue time, at most healthTickMillis: a meter turns overdue at most that late.
+        let tick = Duration.milliseconds(max(250, min(Self.healthTickMillis, Int64(self.config.syncOverdueHours * 360_000))))
+        let healthTasks = [
+            Task { await follower.run() },
+            Task { [self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: tick)
+                    continuation.yield(.sinks(self.healthSinks()))
+                    continuation.yield(.tick)
+                }
+            },
+        ]
         var driver = Driver(
             forwarder: self, client: client, saver: CursorSaver(file: file), tasks: [feedTask] + healthTasks)
         defer { driver.cancelTasks() }
@@ -211,6 +234,10 @@ public final class Forwarder: Sendable {
                 continue
             }
             guard let event = self.translate(event, connected: machine.isConnected, driver: &driver) else { continue }
+            if case .connected = event {
+                // The health message on the new connection names this sink connected.
+                driver.perform(machine.handle(.sinks(self.healthSinks()), at: monotonicMillis(), wallClock: wallClockMilliseconds()))
+            }
             driver.perform(machine.handle(event, at: monotonicMillis(), wallClock: wallClockMilliseconds()))
             if case .readings(let list) = event {
                 self.status.withLock {
@@ -277,6 +304,10 @@ public final class Forwarder: Sendable {
             return .tick
         case .alerts(let list):
             return .alerts(list)
+        case .sinks(let sinks):
+            return .sinks(sinks)
+        case .activeAlerts(let alerts):
+            return .activeAlerts(alerts)
         case .saved(let error):
             guard let error else { return .saveCompleted }
             self.logger.error("cannot save the delivery cursor: \(error)")
@@ -431,7 +462,7 @@ public final class Forwarder: Sendable {
                 configs.map { MQTTMessage(topic: $0.topic, payload: Array($0.config.serialized().utf8), qos: 1, retain: true) }
             }
             switch message {
-            case .reading(_, _, let message), .health(let message), .alert(_, let message):
+            case .reading(_, _, let message), .health(let message), .alert(_, let message), .gatewayHealth(let message):
                 return [message]
             case .online:
                 return [MQTTMessage(topic: topics.status, payload: Array("online".utf8), qos: 1, retain: true)]

@@ -16,6 +16,9 @@ public struct ForwardTopics: Sendable {
     public var status: String { "\(self.base)/status" }
     /// Alert events (QoS 1, not retained): `<topic_prefix>/<gateway_id>/alert`.
     public var alert: String { "\(self.base)/alert" }
+
+    /// The gateway's health message (``GatewayHealthTopic``).
+    public var health: String { "\(self.base)/health" }
     public func reading(_ meter: String) -> String { "\(self.base)/\(Self.meterLevel(meter))/reading" }
     public func state(_ meter: String) -> String { "\(self.base)/\(Self.meterLevel(meter))/state" }
     public var homeAssistantStatus: String { "\(self.config.homeAssistantPrefix)/status" }

@@ -80,7 +80,8 @@ extension HubService {
                     storageText = "ok"
                 } else {
                     storageProblem = true
-                    storageText = s["error"]?.stringValue ?? s.serialized()
+                    // The forwarder's health sends sugard's error as {code, message}.
+                    storageText = s["message"]?.stringValue ?? s["error"]?.stringValue ?? s.serialized()
                 }
             }
             func list(_ t: String?) -> [String] { t.map { $0.split(separator: "\u{1f}").map(String.init) } ?? [] }

@@ -191,12 +191,12 @@ import Testing
         var m = Self.machine()
         let last: Int64 = 1_000_000_000
         var health = GatewayHealth(adapterWorking: true)
-        health.lastSync = [Self.meter: last]
+        health.lastGoodSyncs = [Self.meter: last]
         #expect(Self.events(m.handle(.health(health), now: last + 23 * 60 * Self.minute)).isEmpty)
         let fired = Self.events(m.handle(.tick, now: last + 24 * 60 * Self.minute + 1))
         #expect(Self.summary(fired) == ["sync_overdue firing"] && fired.first?.meter == Self.meter && fired.first?.reading == nil)
         #expect(Self.events(m.handle(.tick, now: last + 30 * 60 * Self.minute)).isEmpty)
-        health.lastSync[Self.meter] = last + 30 * 60 * Self.minute
+        health.lastGoodSyncs[Self.meter] = last + 30 * 60 * Self.minute
         let resolved = Self.events(m.handle(.health(health), now: last + 30 * 60 * Self.minute + 5))
         #expect(Self.summary(resolved) == ["sync_overdue resolved"] && resolved.first?.id == fired.first?.id)
     }
@@ -206,7 +206,7 @@ import Testing
         settings.defaultSyncOverdueMillis = 2 * 3_600_000
         var m = Machine(saved: AlertState(), settings: settings)
         var health = GatewayHealth(adapterWorking: true)
-        health.lastSync = [Self.meter: 0]
+        health.lastGoodSyncs = [Self.meter: 0]
         #expect(Self.events(m.handle(.health(health), now: 2 * 3_600_000)).isEmpty)
         #expect(Self.summary(Self.events(m.handle(.tick, now: 2 * 3_600_000 + 1))) == ["sync_overdue firing"])
     }
@@ -227,7 +227,7 @@ import Testing
         #expect(Self.events(m.handle(.tick, now: t0 + 50 * Self.minute)).isEmpty)
         // Storage failed counts as the gateway failing.
         var storage = GatewayHealth(adapterWorking: true)
-        storage.storageFailed = true
+        storage.storageFailedNow = true
         _ = m.handle(.health(storage), now: t0 + 60 * Self.minute)
         #expect(Self.summary(Self.events(m.handle(.tick, now: t0 + 71 * Self.minute))) == ["gateway_failed firing"])
     }
@@ -406,5 +406,25 @@ import Testing
         // An acknowledgement from the old connection counts for nothing.
         #expect(machine.handle(.acknowledged(tokens: [token(5)], session: 1), at: 8, wallClock: 8).isEmpty)
         #expect(machine.handle(.acknowledged(tokens: [token(5)], session: 2), at: 9, wallClock: 9) == [.alertsDelivered(upTo: 5)])
+    }
+}
+
+/// The alert rules' view of sugard's health, set the way the follower sets it (from sugard's own values).
+extension GatewayHealth {
+    init(adapterWorking: Bool) {
+        self.init()
+        self.adapter = Wire.Adapter(present: true, powered: adapterWorking, discovering: false, name: "hci0", address: nil)
+    }
+
+    /// The meters' last good syncs, as sugard's meter list sets them.
+    var lastGoodSyncs: [String: Int64] {
+        get { self.lastSync }
+        set { for (meter, millis) in newValue { self.meters[meter, default: Meter()].lastGood = millis } }
+    }
+
+    /// sugard's storage failed (true) or ok.
+    var storageFailedNow: Bool {
+        get { self.storageFailed == true }
+        set { self.storage = Wire.Storage(status: newValue ? .failed : .ok, path: "/var/lib/sugard/readings.db", error: nil) }
     }
 }

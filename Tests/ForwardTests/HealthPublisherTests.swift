@@ -19,8 +19,7 @@ import Testing
         let synced: Int64 = 1_764_000_000_000
         var health = GatewayHealth()
         #expect(publisher.update(health, now: synced).isEmpty, "nothing known, nothing said")
-        health.adapterWorking = false
-        health.lastSync["C0:26:DA:11:22:33"] = synced
+        health = .with(adapterWorking: false, lastSync: ["C0:26:DA:11:22:33": synced])
         #expect(Self.texts(publisher.update(health, now: synced + hour)) == [
             "sugard/gw1/adapter ON",
             "sugard/gw1/c026da112233/last_synced 2025-11-24T16:00:00Z",
@@ -30,8 +29,7 @@ import Testing
         #expect(publisher.tick(now: synced + 23 * hour).isEmpty)
         #expect(Self.texts(publisher.tick(now: synced + 25 * hour)) == ["sugard/gw1/c026da112233/sync_overdue ON"])
         // The adapter is back and the meter synced again.
-        health.adapterWorking = true
-        health.lastSync["C0:26:DA:11:22:33"] = synced + 25 * hour
+        health = .with(adapterWorking: true, lastSync: ["C0:26:DA:11:22:33": synced + 25 * hour])
         #expect(Self.texts(publisher.update(health, now: synced + 25 * hour)) == [
             "sugard/gw1/adapter OFF",
             "sugard/gw1/c026da112233/last_synced 2025-11-25T17:00:00Z",
