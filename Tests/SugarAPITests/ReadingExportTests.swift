@@ -25,12 +25,13 @@ import Testing
         ])
     }
 
+    /// mmol/L is exact in the CSV (issue 33: rounded only where people read it), mg/dL whole.
     @Test func csvHasHeaderAndBothUnits() throws {
         let text = ReadingExport.csv([try self.reading(seq: 7, mgdL: 100, flags: ["timeFault"])])
         let lines = text.split(separator: "\r\n").map(String.init)
         #expect(lines.count == 2)
         #expect(lines[0].hasPrefix("reading_id,meter,sequence,measured_at_utc"))
-        #expect(lines[1] == "C0:26:DA:01:02:03/0/7,C0:26:DA:01:02:03,7,2024-03-31T01:30:00Z,1711848600000,2024-03-31T03:30:00,120,100,5.6,,capillaryWholeBlood,finger,preprandial,false,timeFault,")
+        #expect(lines[1] == "C0:26:DA:01:02:03/0/7,C0:26:DA:01:02:03,7,2024-03-31T01:30:00Z,1711848600000,2024-03-31T03:30:00,120,100,5.550744909966918,,capillaryWholeBlood,finger,preprandial,false,timeFault,")
     }
 
     @Test func csvQuotesFields() throws {
