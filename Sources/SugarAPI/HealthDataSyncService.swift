@@ -32,7 +32,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         /// The most readings one `ListReadings` reply carries with `more` (when below
         /// ``readingsPerReply``): a page the daemon reads from the database, encodes and sends
         /// before it reads the next, once the client has read what it got; its memory is one page.
-        public var readingsPerStreamedReply = 1000
+        public var readingsPerStreamedReply = 250
         /// `ListSyncSessions` limit when none is given, and the most it accepts.
         public var defaultSessionLimit = 50
         public var maxSessionLimit = 10_000
@@ -466,10 +466,10 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             let stored = try await self.readings(query, limit: wanted + 1, after: after)
             let page = stored.prefix(wanted)
             remaining = remaining.map { $0 - page.count }
-            let more = stored.count > wanted
-            let last = !more || remaining == 0
+            let moreMatch = stored.count > wanted
+            let last = !moreMatch || remaining == 0
             let reply = Wire.ReadingsReply(
-                readings: page.map { Wire.Reading($0).object }, truncated: last ? more : nil, unit: unit)
+                readings: page.map { Wire.Reading($0).object }, truncated: last ? moreMatch : nil, unit: unit)
             guard replier.reply(Self.parameters(reply), continues: !last) else { return }
             if last { return }
             after = page.last.map(ReadingQuery.Position.init)

@@ -93,11 +93,13 @@ struct ReadingsWriter {
         self.elements += 1
     }
 
+    /// One Bundle, written entry by entry (the bytes of `ReadingExport.fhir(...).prettySerialized()`).
     private mutating func bundle(_ readings: [Wire.Reading]) -> String {
-        let (bundle, skipped) = ReadingExport.fhir(
-            readings, meters: self.meters, unit: self.unit ?? .mgdl, people: self.people, gateway: self.gateway)
-        self.skipped += skipped
+        var out: [UInt8] = []
+        self.skipped += ReadingExport.writeFHIR(
+            readings, meters: self.meters, unit: self.unit ?? .mgdl, people: self.people, gateway: self.gateway, into: &out)
+        out.append(UInt8(ascii: "\n"))
         self.bundles += 1
-        return bundle.prettySerialized() + "\n"
+        return String(decoding: out, as: UTF8.self)
     }
 }
