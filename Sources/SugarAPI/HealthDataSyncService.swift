@@ -436,8 +436,29 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         let order: ReadingQuery.Order = p["order"]?.stringValue == "desc" ? .descending : .ascending
         let person = try await self.knownPerson(p["person"], optional: true)
         let unattributed = p["unattributed"]?.boolValue == true
+        let compact = p["compact"]?.boolValue == true
         let query = ReadingQuery(since: since, until: until, meter: meter, order: order, person: person, unattributed: unattributed)
         let unit = Wire.Unit(self.unit)
+        /// One reply: the full objects, or the compact ones written straight into its bytes.
+        func send(_ page: ArraySlice<StoredReading>, truncated: Bool?, continues: Bool) -> Bool {
+            guard compact else {
+                let reply = Wire.ReadingsReply(readings: page.map { Wire.Reading($0).object }, truncated: truncated, unit: unit)
+                return replier.reply(Self.parameters(reply), continues: continues)
+            }
+            return replier.reply(continues: continues) { out in
+                out.reserveCapacity(out.count + 400 * page.count)
+                out.append(contentsOf: #"{"readings":["#.utf8)
+                for (index, stored) in page.enumerated() {
+                    if index > 0 { out.append(UInt8(ascii: ",")) }
+                    Wire.CompactReading(stored).write(into: &out)
+                }
+                out.append(UInt8(ascii: "]"))
+                if let truncated { out.append(contentsOf: (truncated ? #","truncated":true"# : #","truncated":false"#).utf8) }
+                out.append(contentsOf: #","unit":"#.utf8)
+                unit.json.write(into: &out)
+                out.append(UInt8(ascii: "}"))
+            }
+        }
         guard more else {
             let stored = try await self.readings(query, limit: (limit ?? 0) + 1, after: nil)
             let truncated = stored.count > (limit ?? 0)
@@ -449,8 +470,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                     "\(readings.count) readings match, more than one reply carries (\(perReply)): call with 'more' or lower the limit."
                 )
             }
-            let reply = Wire.ReadingsReply(readings: readings.map { Wire.Reading($0).object }, truncated: truncated, unit: unit)
-            replier.reply(Self.parameters(reply))
+            _ = send(readings, truncated: truncated, continues: false)
             return
         }
         // Pages by keyset: each page starts right after the last reading sent (its instant and id),
@@ -468,9 +488,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             remaining = remaining.map { $0 - page.count }
             let moreMatch = stored.count > wanted
             let last = !moreMatch || remaining == 0
-            let reply = Wire.ReadingsReply(
-                readings: page.map { Wire.Reading($0).object }, truncated: last ? moreMatch : nil, unit: unit)
-            guard replier.reply(Self.parameters(reply), continues: !last) else { return }
+            guard send(page, truncated: last ? moreMatch : nil, continues: !last) else { return }
             if last { return }
             after = page.last.map(ReadingQuery.Position.init)
         }

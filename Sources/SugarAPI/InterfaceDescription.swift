@@ -243,6 +243,9 @@ extension HealthDataSyncService {
         # the id), each page only once the client has read the replies before it, so any number of
         # readings costs it one page: limit then has no maximum, and all true (without limit) sends
         # every reading that matches. truncated (in the last reply) says the limit cut the list.
+        # With compact true each reading carries only the keys of FollowReadings' compact form, with the
+        # same values (what a report or a Nightscout export reads), made without decoding the stored
+        # packets again.
         method ListReadings(
           since: ?string,
           until: ?string,
@@ -251,7 +254,8 @@ extension HealthDataSyncService {
           order: ?(asc, desc),
           person: ?string,
           unattributed: ?bool,
-          all: ?bool
+          all: ?bool,
+          compact: ?bool
         ) -> (
           readings: []object,
           truncated: ?bool,

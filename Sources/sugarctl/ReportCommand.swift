@@ -209,7 +209,7 @@ enum ReportCommand {
         var result = PeriodReadings(figures: ReportFigures.Accumulator(period: period, target: target, mealTargets: mealTargets))
         var parameters: JSONObject = [
             "since": .string(CivilCalendar.isoUTC(epochMillis: period.fromMillis)),
-            "until": .string(CivilCalendar.isoUTC(epochMillis: period.toMillis)), "all": true,
+            "until": .string(CivilCalendar.isoUTC(epochMillis: period.toMillis)), "all": true, "compact": true,
         ]
         if let person { parameters["person"] = .string(person) }
         // Several --meter: one stream each, merged by time (usually a few meters of one person).

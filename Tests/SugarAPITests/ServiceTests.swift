@@ -5,6 +5,7 @@ import HealthDataSync
 import JSON
 import ReplayTransport
 import SugarAPI
+import SugarWire
 import Testing
 import Varlink
 
@@ -161,6 +162,16 @@ import Varlink
             #expect(ids(big) == expected)
             let none = try await collect(client.callMore(api + "ListReadings", ["all": true, "since": "2030-01-01"]))
             #expect(none.count == 1 && none[0]["readings"] == [] && none[0]["truncated"] == false)
+            // compact: the compact form's keys with the full objects' values, paged the same way.
+            let compact = try await collect(client.callMore(api + "ListReadings", ["all": true, "compact": true]))
+            #expect(compact.map { $0["readings"]?.arrayValue?.count } == [2, 2, 2, 1])
+            let full = try Wire.Reading.list((whole["readings"]?.arrayValue ?? []).compactMap(\.objectValue))
+            let compactReadings = compact.flatMap { $0["readings"]?.arrayValue ?? [] }
+            #expect(compactReadings.map { $0.serialized() } == full.map { Wire.CompactReading($0).json.serialized() })
+            #expect(compact.last?["truncated"] == false && compact.last?["unit"] == whole["unit"])
+            for reply in compact { expectValidReply("ListReadings", reply) }
+            let single = try await client.call(api + "ListReadings", ["compact": true, "limit": 3])
+            #expect(single["readings"]?.arrayValue == Array(compactReadings.prefix(3)) && single["truncated"] == true)
             let withoutMore = await remoteError { _ = try await client.call(api + "ListReadings", ["all": true]) }
             #expect(withoutMore?.name == api + "InvalidParameter" && withoutMore?.parameters["parameter"] == "all")
             let both = await remoteError { _ = try await collect(client.callMore(api + "ListReadings", ["all": true, "limit": 3])) }
