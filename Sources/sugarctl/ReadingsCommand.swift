@@ -107,6 +107,8 @@ enum ReadingsCommand {
                 guard order == "asc" || order == "desc" else { throw usage("--order must be asc or desc, not '\(order)'", help) }
                 parameters["order"] = .string(order)
             }
+            // Nightscout entries need only the compact form, which sugard writes without decoding the packets again.
+            if format == "nightscout" { parameters["compact"] = true }
             let daemon = try Daemon.connect(parsed)
             if format == "table" { return try await self.listTable(daemon, parameters, parsed) }
             var writer = ReadingsWriter(format: format, fhirPageSize: pageSize)

@@ -54,8 +54,14 @@ struct ReadingsWriter {
             return ReadingExport.csvRows(try Daemon.readings(objects, method: "ListReadings"))
         case "nightscout":
             var out: [UInt8] = []
-            for reading in try Daemon.readings(objects, method: "ListReadings") {
-                guard let entry = ReadingExport.nightscoutEntry(Wire.CompactReading(reading)) else {
+            for object in objects {
+                let reading: Wire.CompactReading
+                do throws(WireError) {
+                    reading = try Wire.CompactReading(json: .object(object))
+                } catch {
+                    throw Daemon.unreadable(error.within("readings"), method: "ListReadings")
+                }
+                guard let entry = ReadingExport.nightscoutEntry(reading) else {
                     self.skipped += 1
                     continue
                 }
