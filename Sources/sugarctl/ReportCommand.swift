@@ -40,11 +40,12 @@ enum ReportCommand {
             deviation (n - 1) and coefficient of variation; time in ranges (very low < 54 mg/dL, low 54-69, target \
             70-180, high 181-250, very high > 250; HI counts as very high and LO as very low, and neither enters mean \
             or SD); the share of readings before meals (fasting and before-meal tags) in the before-meal target and \
-            after meals below the after-meal target (HI and LO meet none); count and mean by meal tag; every reading by local time of day with hourly 10/25/50/75/90 \
+            after meals below the after-meal target (HI and LO meet none); count and mean by meal tag; the readings by local time of day (the latest \(ReportFigures.drawnReadings) drawn) with hourly 10/25/50/75/90 \
             percentile bands (hours with at least 5 readings); one chart per day; every reading below 70 mg/dL \
             with its time to the second; a logbook by day and time slot. The HTML page fetches nothing and runs no script; \
             it prints on two A4 pages for any period up to 90 days: the daily charts and the logbook show the last 14 \
-            days, the lows list the latest 30 (and says so); the JSON holds every one.
+            days, the lows list the latest 30 (and says so); the JSON holds every one. The figures are computed in one \
+            pass as the readings arrive, so a report of years of readings stays small in memory.
             json keys: period {from, to, days}, unit, readings, readingsPerDay, daysWithReadings, meanMgdL, sdMgdL, \
             cvPercent, ranges {veryLow, low, target, high, veryHigh} (percent, one decimal), target {lowMgdL, highMgdL}, \
             mealTargets {beforeMeal {lowMgdL, highMgdL, readings, inTarget, percent}, afterMeal {belowMgdL, readings, \
