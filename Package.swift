@@ -208,8 +208,8 @@ let package = Package(
         .testTarget(
             name: "DaemonTests",
             dependencies: [
-                "sugard", "sugarctl", "Varlink", "JSON", "GlucoseStore", "HealthDataSync", "ReplayTransport",
-                "PacketCapture", "GlucoseProfile", "Locking", "TestSupport",
+                "sugard", "sugarctl", "Varlink", "JSON", "GlucoseStore", "GlucoseStoreFixtures", "HealthDataSync",
+                "ReplayTransport", "PacketCapture", "GlucoseProfile", "Locking", "TestSupport",
             ],
             swiftSettings: strict),
         // The soaks: the built sugard under random kills and client churn, on simulated meters (default

@@ -193,21 +193,35 @@ public enum LogbookSlot: String, CaseIterable, Sendable, Hashable {
     }
 }
 
-/// Every figure of a report, computed from the readings of the period (control solution already left out).
+/// Every figure of a report, computed in one pass over the readings of the period (control solution
+/// already left out) by ``Accumulator``: what it holds does not grow with the readings but for the
+/// lows (every one, for the JSON), the latest ``drawnReadings`` readings the time-of-day chart draws
+/// and the readings of the latest ``printedDays`` days with readings (the daily view and logbook).
 public struct ReportFigures: Sendable {
     /// An hour needs this many readings for percentile bands.
     public static let minimumForPercentiles = 5
     public static let percentileLevels: [Double] = [0.10, 0.25, 0.50, 0.75, 0.90]
+    /// At most this many readings (the latest) are drawn in the time-of-day chart; the page says so
+    /// when the period holds more.
+    public static let drawnReadings = 2000
+    /// At most this many readings are kept for the daily view and the logbook (the latest days'),
+    /// however many one day holds.
+    public static let keptDayReadings = 4000
 
     public var period: ReportPeriod
     public var target: TargetRange
     public var mealTargets: MealTargets
-    /// The readings in time order.
+    /// Readings of the period.
+    public var readingCount: Int
+    /// The latest readings (at most ``drawnReadings``) in time order: the ones the time-of-day chart
+    /// draws; every reading when the period holds no more.
     public var readings: [ReportReading]
     /// Readings per day of the period.
     public var readingsPerDay: Double
     /// Local days (in each reading's own zone) with at least one reading.
     public var daysWithReadings: Int
+    /// Readings per local day.
+    var dateCounts: [CivilDate: Int]
     /// Readings tagged fasting or before a meal, and those in ``MealTargets/beforeMeal``.
     public var beforeMealTarget: MealTargetFigures
     /// Readings tagged after a meal, and those below ``MealTargets/afterMealBelowMgdL``.
@@ -224,62 +238,187 @@ public struct ReportFigures: Sendable {
     public var lows: [ReportReading]
     public var hiCount: Int
     public var loCount: Int
+    /// The highest numeric reading in mg/dL (the charts' scale), 0 without one.
+    public var highestMgdL: Double
+    /// The first and the last reading of the period.
+    var first: ReportReading?
+    var last: ReportReading?
+    /// The readings of the latest days with readings, by local date (at most ``printedDays`` dates
+    /// and ``keptDayReadings`` readings).
+    var dayReadings: [CivilDate: [ReportReading]]
 
     public init(
         readings unsorted: [ReportReading], period: ReportPeriod, target: TargetRange = .standard, mealTargets: MealTargets = .standard
     ) {
-        let readings = unsorted.sorted { ($0.epochMillis, $0.id) < ($1.epochMillis, $1.id) }
+        var accumulator = Accumulator(period: period, target: target, mealTargets: mealTargets)
+        for reading in unsorted.sorted(by: { ($0.epochMillis, $0.id) < ($1.epochMillis, $1.id) }) { accumulator.add(reading) }
+        self = accumulator.figures()
+    }
+
+    /// The figures of a period from its readings one at a time, in time order (as `ListReadings`
+    /// sends them): counts, sums and, per hour, how often each value occurred (percentiles are exact
+    /// from those, and a meter has a few hundred distinct values at most).
+    public struct Accumulator: Sendable {
+        let period: ReportPeriod
+        let target: TargetRange
+        let mealTargets: MealTargets
+        private var count = 0
+        private var dates: [CivilDate: Int] = [:]
+        private var beforeMeal = MealTargetFigures(readings: 0, met: 0)
+        private var afterMeal = MealTargetFigures(readings: 0, met: 0)
+        private var sum = 0.0
+        private var numeric = 0
+        private var values: [Double: Int] = [:]
+        private var rangeCounts: [GlucoseRange: Int] = [:]
+        private var mealCounts: [MealTag: Int] = [:]
+        private var mealSums: [MealTag: (sum: Double, count: Int)] = [:]
+        private var hours: [[Double: Int]] = Array(repeating: [:], count: 24)
+        private var lows: [ReportReading] = []
+        private var hiCount = 0
+        private var loCount = 0
+        private var highest = 0.0
+        private var first: ReportReading?
+        private var last: ReportReading?
+        private var drawn: [ReportReading] = []
+        private var drawnStart = 0
+        private var dayReadings: [CivilDate: [ReportReading]] = [:]
+        private var dayReadingCount = 0
+
+        public init(period: ReportPeriod, target: TargetRange = .standard, mealTargets: MealTargets = .standard) {
+            self.period = period
+            self.target = target
+            self.mealTargets = mealTargets
+        }
+
+        public mutating func add(_ r: ReportReading) {
+            self.count += 1
+            if self.first == nil { self.first = r }
+            self.last = r
+            self.dates[r.local.date, default: 0] += 1
+            if r.meal == .fasting || r.meal == .beforeMeal {
+                self.beforeMeal.readings += 1
+                if self.mealTargets.beforeMealMet(r.result) { self.beforeMeal.met += 1 }
+            }
+            if r.meal == .afterMeal {
+                self.afterMeal.readings += 1
+                if self.mealTargets.afterMealMet(r.result) { self.afterMeal.met += 1 }
+            }
+            self.rangeCounts[self.target.range(of: r.result), default: 0] += 1
+            self.mealCounts[r.meal, default: 0] += 1
+            switch r.result {
+            case .mgdL(let v):
+                self.sum += v
+                self.numeric += 1
+                self.values[v, default: 0] += 1
+                let meal = self.mealSums[r.meal] ?? (0, 0)
+                self.mealSums[r.meal] = (meal.sum + v, meal.count + 1)
+                self.hours[r.local.hour][v, default: 0] += 1
+                self.highest = max(self.highest, v)
+                if v.rounded() < TargetRange.lowListBelow { self.lows.append(r) }
+            case .lo:
+                self.loCount += 1
+                self.lows.append(r)
+            case .hi:
+                self.hiCount += 1
+            }
+            // The latest readings for the chart: a ring of drawnReadings.
+            if self.drawn.count < ReportFigures.drawnReadings {
+                self.drawn.append(r)
+            } else {
+                self.drawn[self.drawnStart] = r
+                self.drawnStart = (self.drawnStart + 1) % self.drawn.count
+            }
+            // The latest days for the daily view and logbook.
+            self.dayReadings[r.local.date, default: []].append(r)
+            self.dayReadingCount += 1
+            while self.dayReadings.count > ReportFigures.printedDays
+                || (self.dayReadingCount > ReportFigures.keptDayReadings && self.dayReadings.count > 1)
+            {
+                guard let oldest = self.dayReadings.keys.min() else { break }
+                self.dayReadingCount -= self.dayReadings.removeValue(forKey: oldest)?.count ?? 0
+            }
+        }
+
+        public func figures() -> ReportFigures {
+            let mean = self.numeric > 0 ? self.sum / Double(self.numeric) : nil
+            var sd: Double?
+            if self.numeric >= 2, let mean {
+                var squares = 0.0
+                for (v, n) in self.values { squares += Double(n) * (v - mean) * (v - mean) }
+                sd = (squares / Double(self.numeric - 1)).squareRoot()
+            }
+            var cv: Double?
+            if let sd, let mean, mean > 0 { cv = sd / mean * 100 }
+            let byMeal = MealTag.allCases.map { tag in
+                let numeric = self.mealSums[tag]
+                return MealFigures(
+                    tag: tag, count: self.mealCounts[tag] ?? 0, meanMgdL: numeric.flatMap { $0.count > 0 ? $0.sum / Double($0.count) : nil })
+            }
+            let hourly = (0..<24).map { hour in
+                let histogram = ValueHistogram(self.hours[hour])
+                let bands =
+                    histogram.count >= ReportFigures.minimumForPercentiles
+                    ? ReportFigures.percentileLevels.map { histogram.percentile($0) } : nil
+                return HourFigures(hour: hour, count: histogram.count, percentiles: bands)
+            }
+            let days = self.period.days
+            return ReportFigures(
+                period: self.period, target: self.target, mealTargets: self.mealTargets, readingCount: self.count,
+                readings: Array(self.drawn[self.drawnStart...] + self.drawn[..<self.drawnStart]),
+                readingsPerDay: days > 0 ? Double(self.count) / days : 0, daysWithReadings: self.dates.count, dateCounts: self.dates,
+                beforeMealTarget: self.beforeMeal, afterMealTarget: self.afterMeal, meanMgdL: mean, sdMgdL: sd, cvPercent: cv,
+                rangeCounts: self.rangeCounts, byMeal: byMeal, hourly: hourly, lows: self.lows, hiCount: self.hiCount,
+                loCount: self.loCount, highestMgdL: self.highest, first: self.first, last: self.last, dayReadings: self.dayReadings)
+        }
+    }
+
+    init(
+        period: ReportPeriod, target: TargetRange, mealTargets: MealTargets, readingCount: Int, readings: [ReportReading],
+        readingsPerDay: Double, daysWithReadings: Int, dateCounts: [CivilDate: Int], beforeMealTarget: MealTargetFigures, afterMealTarget: MealTargetFigures,
+        meanMgdL: Double?, sdMgdL: Double?, cvPercent: Double?, rangeCounts: [GlucoseRange: Int], byMeal: [MealFigures],
+        hourly: [HourFigures], lows: [ReportReading], hiCount: Int, loCount: Int, highestMgdL: Double, first: ReportReading?,
+        last: ReportReading?, dayReadings: [CivilDate: [ReportReading]]
+    ) {
         self.period = period
         self.target = target
         self.mealTargets = mealTargets
+        self.readingCount = readingCount
         self.readings = readings
-        let days = period.days
-        self.readingsPerDay = days > 0 ? Double(readings.count) / days : 0
-        self.daysWithReadings = Set(readings.map(\.local.date)).count
-        let before = readings.filter { $0.meal == .fasting || $0.meal == .beforeMeal }
-        self.beforeMealTarget = MealTargetFigures(readings: before.count, met: before.count { mealTargets.beforeMealMet($0.result) })
-        let after = readings.filter { $0.meal == .afterMeal }
-        self.afterMealTarget = MealTargetFigures(readings: after.count, met: after.count { mealTargets.afterMealMet($0.result) })
-        let values = readings.compactMap(\.result.mgdL)
-        self.meanMgdL = mean(values)
-        self.sdMgdL = sampleStandardDeviation(values)
-        if let sd = self.sdMgdL, let m = self.meanMgdL, m > 0 { self.cvPercent = sd / m * 100 }
-        var counts: [GlucoseRange: Int] = [:]
-        for r in readings { counts[target.range(of: r.result), default: 0] += 1 }
-        self.rangeCounts = counts
-        self.byMeal = MealTag.allCases.map { tag in
-            let tagged = readings.filter { $0.meal == tag }
-            return MealFigures(tag: tag, count: tagged.count, meanMgdL: mean(tagged.compactMap(\.result.mgdL)))
-        }
-        self.hourly = (0..<24).map { hour in
-            let sorted = readings.filter { $0.local.hour == hour }.compactMap(\.result.mgdL).sorted()
-            let bands =
-                sorted.count >= Self.minimumForPercentiles
-                ? Self.percentileLevels.map { percentile(sorted: sorted, $0) } : nil
-            return HourFigures(hour: hour, count: sorted.count, percentiles: bands)
-        }
-        self.lows = readings.filter { r in
-            switch r.result {
-            case .lo: true
-            case .hi: false
-            case .mgdL(let v): v.rounded() < TargetRange.lowListBelow
-            }
-        }
-        self.hiCount = readings.count(where: { $0.result == .hi })
-        self.loCount = readings.count(where: { $0.result == .lo })
+        self.readingsPerDay = readingsPerDay
+        self.daysWithReadings = daysWithReadings
+        self.dateCounts = dateCounts
+        self.beforeMealTarget = beforeMealTarget
+        self.afterMealTarget = afterMealTarget
+        self.meanMgdL = meanMgdL
+        self.sdMgdL = sdMgdL
+        self.cvPercent = cvPercent
+        self.rangeCounts = rangeCounts
+        self.byMeal = byMeal
+        self.hourly = hourly
+        self.lows = lows
+        self.hiCount = hiCount
+        self.loCount = loCount
+        self.highestMgdL = highestMgdL
+        self.first = first
+        self.last = last
+        self.dayReadings = dayReadings
     }
 
     /// Percent of readings in a range (unrounded).
     public func percent(_ range: GlucoseRange) -> Double {
-        self.readings.isEmpty ? 0 : Double(self.rangeCounts[range] ?? 0) * 100 / Double(self.readings.count)
+        self.readingCount == 0 ? 0 : Double(self.rangeCounts[range] ?? 0) * 100 / Double(self.readingCount)
     }
 
+    /// Readings on a local date, whether or not the figures kept them (``days``).
+    public func readingCount(on date: CivilDate) -> Int { self.dateCounts[date] ?? 0 }
+
     /// The local dates from the period's first day to its last, each with its readings (for the daily
-    /// view and the logbook). The zone offset at each end is the nearest reading's. A day at either end
+    /// view and the logbook; only the latest days with readings keep theirs: ``dayReadings``). The
+    /// zone offset at each end is the nearest reading's. A day at either end
     /// that the period covers for less than half and that holds no reading is left out (a period from UTC
     /// midnight to UTC midnight seen from Berlin does not get an empty extra day for its last two hours).
     public var days: [(date: CivilDate, readings: [ReportReading])] {
-        guard let first = self.readings.first, let last = self.readings.last else { return [] }
+        guard let first = self.first, let last = self.last else { return [] }
         let start = LocalStamp(epochMillis: self.period.fromMillis, utcOffsetMinutes: first.local.utcOffsetMinutes)
         let end = LocalStamp(epochMillis: self.period.toMillis - 1, utcOffsetMinutes: last.local.utcOffsetMinutes)
         var firstDate = start.date
@@ -289,14 +428,52 @@ public struct ReportFigures: Sendable {
         // Readings outside the span (a zone change at the ends) still get their day.
         firstDate = min(firstDate, first.local.date)
         lastDate = max(lastDate, last.local.date)
-        let byDate = Dictionary(grouping: self.readings, by: \.local.date)
         var result: [(CivilDate, [ReportReading])] = []
         var date = firstDate
         while date <= lastDate, result.count < 3700 {
-            result.append((date, byDate[date] ?? []))
+            result.append((date, self.dayReadings[date] ?? []))
             date = date.next
         }
         return result
+    }
+}
+
+/// How often each value occurred, in value order: the type-7 percentiles of the values it counts
+/// (``percentile(sorted:_:)`` of the values written out) without writing them out.
+struct ValueHistogram {
+    private var values: [Double] = []
+    /// Values up to and including each one: `cumulative[i]` counts those <= `values[i]`.
+    private var cumulative: [Int] = []
+
+    init(_ counts: [Double: Int]) {
+        var total = 0
+        for (value, n) in counts.sorted(by: { $0.key < $1.key }) {
+            total += n
+            self.values.append(value)
+            self.cumulative.append(total)
+        }
+    }
+
+    var count: Int { self.cumulative.last ?? 0 }
+
+    /// The value at `rank` (0-based) of the sorted values.
+    func value(at rank: Int) -> Double {
+        var low = 0
+        var high = self.cumulative.count - 1
+        while low < high {
+            let mid = (low + high) / 2
+            if self.cumulative[mid] > rank { high = mid } else { low = mid + 1 }
+        }
+        return self.values[low]
+    }
+
+    func percentile(_ p: Double) -> Double {
+        precondition(self.count > 0, "percentile of no values")
+        let h = Double(self.count - 1) * p
+        let lower = Int(h.rounded(.down))
+        let upper = min(lower + 1, self.count - 1)
+        let a = self.value(at: lower)
+        return a + (h - Double(lower)) * (self.value(at: upper) - a)
     }
 }
 

@@ -24,7 +24,7 @@ extension ReportFigures {
         let toDate = days.last?.date ?? CivilDate(epochMillis: self.period.toMillis - 1, utcOffsetMinutes: context.madeAtUTCOffsetMinutes)
         let made = LocalStamp(epochMillis: context.madeAtMillis, utcOffsetMinutes: context.madeAtUTCOffsetMinutes)
         let periodText = "\(fromDate.longText) – \(toDate.longText) (\(fixed(self.period.days, digits: self.period.days.rounded() == self.period.days ? 0 : 1)) days)"
-        let scale = GlucoseScale(readings: self.readings, target: self.target)
+        let scale = GlucoseScale(highestMgdL: self.highestMgdL, target: self.target)
 
         var h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
@@ -49,7 +49,8 @@ extension ReportFigures {
 
         // Page 2: the day by time of day, the latest days one by one, the logbook.
         h += "<section class=\"page page2\">\n"
-        h += "<section><h2>Time of day <small>every reading by local time; bands: 10–90 % and 25–75 % of readings "
+        let drawn = self.readings.count < self.readingCount ? "the latest \(self.readings.count) of \(self.readingCount) readings" : "every reading"
+        h += "<section><h2>Time of day <small>\(drawn) by local time; bands: 10–90 % and 25–75 % of readings "
         h += "per hour (hours with at least \(Self.minimumForPercentiles)), line: median</small></h2>\n"
         h += "<div class=\"scroll\">" + self.overlaySVG(scale: scale, unit: unit) + "</div>"
         h += "<p class=\"note\">● in target · ▼ below target · ▲ above target · HI/LO: beyond the meter's range "
@@ -79,7 +80,7 @@ extension ReportFigures {
         }
         let targets = self.mealTargets
         let rows: [(String, (ReportFigures) -> String)] = [
-            ("Readings", { String($0.readings.count) }),
+            ("Readings", { String($0.readingCount) }),
             ("Days with readings", { "\($0.daysWithReadings) of \(fixed($0.period.days, digits: $0.period.days.rounded() == $0.period.days ? 0 : 1))" }),
             ("Readings per day", { fixed($0.readingsPerDay, digits: 1) }),
             ("Mean \(unit.symbol)", { $0.meanMgdL.map(unit.text) ?? "–" }),
@@ -100,7 +101,7 @@ extension ReportFigures {
         h += "</tr>"
         for (label, value) in rows {
             h += "<tr><td>\(label)</td><td class=\"num\"><b>\(value(self))</b></td>"
-            if let previous { h += "<td class=\"num\">\(previous.readings.isEmpty ? "–" : value(previous))</td>" }
+            if let previous { h += "<td class=\"num\">\(previous.readingCount == 0 ? "–" : value(previous))</td>" }
             h += "</tr>"
         }
         h += "</table>"
@@ -206,8 +207,11 @@ extension ReportFigures {
         _ date: CivilDate, _ readings: [ReportReading], lowIDs: Set<Int64>, scale: GlucoseScale, unit: ReportUnit
     ) -> String {
         let lows = readings.count(where: { lowIDs.contains($0.id) })
-        var h = "<div class=\"day\(readings.isEmpty ? " empty" : "")\" data-date=\"\(date)\"><header><b>\(date.shortText)</b>"
-        h += "<span class=\"n\">\(readings.count)\(lows > 0 ? " · <span class=\"lowflag\">\(lows) low\(lows == 1 ? "" : "s")</span>" : "")</span></header>"
+        // A day of a period so dense that its readings were not kept (ReportFigures.keptDayReadings) says so.
+        let count = self.readingCount(on: date)
+        let notDrawn = count > readings.count ? " (\(readings.count) drawn)" : ""
+        var h = "<div class=\"day\(count == 0 ? " empty" : "")\" data-date=\"\(date)\"><header><b>\(date.shortText)</b>"
+        h += "<span class=\"n\">\(count)\(notDrawn)\(lows > 0 ? " · <span class=\"lowflag\">\(lows) low\(lows == 1 ? "" : "s")</span>" : "")</span></header>"
         let frame = ChartFrame(left: 2, top: 4, width: 116, height: 62)
         h += "<svg viewBox=\"0 0 120 70\" role=\"img\" aria-label=\"\(date.shortText)\">"
         h += scale.background(frame, unit: unit, labels: false)
@@ -255,7 +259,11 @@ extension ReportFigures {
             if lines > Self.logbookLines, !shown.isEmpty { break }
             shown.insert(day, at: 0)
         }
-        let bounded = shown.count < withReadings.count ? "; the last \(shown.count) of \(withReadings.count) days with readings" : ""
+        // Only the latest days keep their readings (ReportFigures.dayReadings): the count of all days is daysWithReadings.
+        let entries = shown.reduce(0) { $0 + $1.readings.count }
+        let bounded =
+            shown.count < self.daysWithReadings
+            ? "; the last \(shown.count) of \(self.daysWithReadings) days with readings (\(entries) of \(self.readingCount) readings)" : ""
         var h = "<section><h2>Logbook <small>\(unit.symbol) by local time\(bounded); <b><u>underlined</u></b>: below target, <i>italic</i>: "
         h += "above; tags: fast, pre, post, bed</small></h2><table class=\"logbook\"><colgroup><col class=\"day\">"
         for _ in LogbookSlot.allCases { h += "<col>" }
@@ -299,8 +307,7 @@ struct GlucoseScale {
     var maximum: Double
     var target: TargetRange
 
-    init(readings: [ReportReading], target: TargetRange) {
-        let highest = readings.compactMap(\.result.mgdL).max() ?? 0
+    init(highestMgdL highest: Double, target: TargetRange) {
         self.maximum = min(600, max(300, (highest / 50).rounded(.up) * 50))
         self.target = target
     }

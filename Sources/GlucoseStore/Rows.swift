@@ -321,6 +321,13 @@ package enum ReadingRows {
         if q.until != nil { conditions.append("r.instant_ms < ?3") }
         if q.person != nil { conditions.append("r.person_id = (SELECT id FROM person WHERE name = ?5)") }
         if q.unattributed { conditions.append("r.shared = 1 AND r.person_id IS NULL") }
+        if q.after != nil {
+            // The keyset: a range on the instant the index serves, then the row id among equal instants.
+            conditions.append(
+                q.order == .ascending
+                    ? "r.instant_ms >= ?6 AND (r.instant_ms > ?6 OR r.id > ?7)"
+                    : "r.instant_ms <= ?6 AND (r.instant_ms < ?6 OR r.id < ?7)")
+        }
         let direction = q.order == .ascending ? "ASC" : "DESC"
         let sql = """
             SELECT \(Self.selectColumns) FROM \(Self.fromTables)
@@ -333,6 +340,10 @@ package enum ReadingRows {
             if let until = q.until { try s.bind(until.epochMillis, at: 3) }
             try s.bind(Int64(q.limit.map { max(0, $0) } ?? -1), at: 4)
             if let person = q.person { try s.bind(person, at: 5) }
+            if let after = q.after {
+                try s.bind(after.instant.epochMillis, at: 6)
+                try s.bind(after.id, at: 7)
+            }
             var out: [StoredReading] = []
             var meters = MeterIDs()
             while try s.step("Listing readings in \(db.path)") { out.append(try Self.decode(s, db, meters: &meters)) }

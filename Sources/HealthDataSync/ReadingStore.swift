@@ -249,10 +249,29 @@ public struct ReadingQuery: Hashable, Sendable {
     public var person: String?
     /// Only readings of shared periods that wait for an attribution.
     public var unattributed: Bool
+    /// Only readings after this one in `order` (a keyset cursor: the next page starts right after
+    /// the last reading of the previous one, whatever was stored or removed before it meanwhile).
+    public var after: Position?
+
+    /// A reading's place in the listing order: its measured instant, then its row id.
+    public struct Position: Hashable, Sendable {
+        public var instant: Instant
+        public var id: Int64
+
+        public init(instant: Instant, id: Int64) {
+            self.instant = instant
+            self.id = id
+        }
+
+        /// The place of a listed reading.
+        public init(_ stored: StoredReading) {
+            self.init(instant: stored.reading.instant, id: stored.id)
+        }
+    }
 
     public init(
         since: Instant? = nil, until: Instant? = nil, meter: MeterID? = nil, limit: Int? = nil,
-        order: Order = .ascending, person: String? = nil, unattributed: Bool = false
+        order: Order = .ascending, person: String? = nil, unattributed: Bool = false, after: Position? = nil
     ) {
         self.since = since
         self.until = until
@@ -261,6 +280,7 @@ public struct ReadingQuery: Hashable, Sendable {
         self.order = order
         self.person = person
         self.unattributed = unattributed
+        self.after = after
     }
 }
 

@@ -20,6 +20,12 @@ extension JSONValue {
         self.write(into: &out, pretty: false, indent: 0)
     }
 
+    /// Appends the indented encoding of the value as it appears `indent` levels deep in a
+    /// ``prettySerialized()`` document (an element of a streamed array is one level deep).
+    public func writePretty(into out: inout [UInt8], indent: Int) {
+        self.write(into: &out, pretty: true, indent: indent)
+    }
+
     /// Appends `strings` as a compact JSON array of strings (what `.array(strings.map { .string($0) })`
     /// writes), without making the array of values.
     public static func write(strings: [String], into out: inout [UInt8]) {

@@ -29,6 +29,10 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         public var maxReadingLimit = 100_000
         /// The most readings one reply carries: the whole answer without `more`, one part with it.
         public var readingsPerReply = 10_000
+        /// The most readings one `ListReadings` reply carries with `more` (when below
+        /// ``readingsPerReply``): a page the daemon reads from the database, encodes and sends
+        /// before it reads the next, once the client has read what it got; its memory is one page.
+        public var readingsPerStreamedReply = 250
         /// `ListSyncSessions` limit when none is given, and the most it accepts.
         public var defaultSessionLimit = 50
         public var maxSessionLimit = 10_000
@@ -238,7 +242,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     static func limit(_ value: JSONValue?, default fallback: Int, max: Int) throws(VarlinkError) -> Int {
         guard let value, !value.isNull else { return fallback }
         guard let n = value.intValue, n >= 1, n <= Int64(max) else {
-            throw invalid("limit", "limit must be between 1 and \(max).")
+            throw invalid("limit", max == Int.max ? "limit must be 1 or more." : "limit must be between 1 and \(max).")
         }
         return Int(n)
     }
@@ -421,45 +425,85 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             throw Self.invalid("until", "until is before since.")
         }
         let meter = try Self.optionalMeter(p["meter"])
-        let limit = try Self.limit(p["limit"], default: self.limits.defaultReadingLimit, max: self.limits.maxReadingLimit)
+        let all = p["all"]?.boolValue == true
+        if all {
+            guard more else { throw Self.invalid("all", "all needs 'more': every reading comes in several replies.") }
+            if let limit = p["limit"], !limit.isNull { throw Self.invalid("limit", "Give limit or all, not both.") }
+        }
+        // With more the readings come in pages, so a limit has no maximum; without, one reply holds them all.
+        let limit: Int? =
+            all ? nil : try Self.limit(p["limit"], default: self.limits.defaultReadingLimit, max: more ? Int.max : self.limits.maxReadingLimit)
         let order: ReadingQuery.Order = p["order"]?.stringValue == "desc" ? .descending : .ascending
         let person = try await self.knownPerson(p["person"], optional: true)
         let unattributed = p["unattributed"]?.boolValue == true
-        let stored: [StoredReading]
-        do throws(StoreError) {
-            stored = try await self.backend.store.readings(
-                ReadingQuery(
-                    since: since, until: until, meter: meter, limit: limit + 1, order: order, person: person,
-                    unattributed: unattributed))
-        } catch {
-            throw Self.error(for: error)
-        }
-        let truncated = stored.count > limit
-        let readings = stored.prefix(limit)
+        let compact = p["compact"]?.boolValue == true
+        let query = ReadingQuery(since: since, until: until, meter: meter, order: order, person: person, unattributed: unattributed)
         let unit = Wire.Unit(self.unit)
-        let perReply = max(1, self.limits.readingsPerReply)
+        /// One reply: the full objects, or the compact ones written straight into its bytes.
+        func send(_ page: ArraySlice<StoredReading>, truncated: Bool?, continues: Bool) -> Bool {
+            guard compact else {
+                let reply = Wire.ReadingsReply(readings: page.map { Wire.Reading($0).object }, truncated: truncated, unit: unit)
+                return replier.reply(Self.parameters(reply), continues: continues)
+            }
+            return replier.reply(continues: continues) { out in
+                out.reserveCapacity(out.count + 400 * page.count)
+                out.append(contentsOf: #"{"readings":["#.utf8)
+                for (index, stored) in page.enumerated() {
+                    if index > 0 { out.append(UInt8(ascii: ",")) }
+                    Wire.CompactReading(stored).write(into: &out)
+                }
+                out.append(UInt8(ascii: "]"))
+                if let truncated { out.append(contentsOf: (truncated ? #","truncated":true"# : #","truncated":false"#).utf8) }
+                out.append(contentsOf: #","unit":"#.utf8)
+                unit.json.write(into: &out)
+                out.append(UInt8(ascii: "}"))
+            }
+        }
         guard more else {
+            let stored = try await self.readings(query, limit: (limit ?? 0) + 1, after: nil)
+            let truncated = stored.count > (limit ?? 0)
+            let readings = stored.prefix(limit ?? 0)
+            let perReply = max(1, self.limits.readingsPerReply)
             guard readings.count <= perReply else {
                 throw Self.invalid(
                     "limit",
                     "\(readings.count) readings match, more than one reply carries (\(perReply)): call with 'more' or lower the limit."
                 )
             }
-            let reply = Wire.ReadingsReply(readings: readings.map { Wire.Reading($0).object }, truncated: truncated, unit: unit)
-            replier.reply(Self.parameters(reply))
+            _ = send(readings, truncated: truncated, continues: false)
             return
         }
-        var start = readings.startIndex
-        repeat {
-            let end = min(start + perReply, readings.endIndex)
-            let last = end == readings.endIndex
+        // Pages by keyset: each page starts right after the last reading sent (its instant and id),
+        // read only once the client has taken the previous replies. One row past the page says
+        // whether another page follows, so the last reply is known when it is sent.
+        let perReply = max(1, min(self.limits.readingsPerReply, self.limits.readingsPerStreamedReply))
+        var remaining = limit
+        var after: ReadingQuery.Position?
+        while true {
+            let wanted = min(perReply, remaining ?? perReply)
             await self.waitForReader(replier) { true }
             if replier.isClosed || Task.isCancelled { return }
-            let reply = Wire.ReadingsReply(
-                readings: readings[start..<end].map { Wire.Reading($0).object }, truncated: last ? truncated : nil, unit: unit)
-            guard replier.reply(Self.parameters(reply), continues: !last) else { return }
-            start = end
-        } while start < readings.endIndex
+            let stored = try await self.readings(query, limit: wanted + 1, after: after)
+            let page = stored.prefix(wanted)
+            remaining = remaining.map { $0 - page.count }
+            let moreMatch = stored.count > wanted
+            let last = !moreMatch || remaining == 0
+            guard send(page, truncated: last ? moreMatch : nil, continues: !last) else { return }
+            if last { return }
+            after = page.last.map(ReadingQuery.Position.init)
+        }
+    }
+
+    /// One page of a listing: at most `limit` readings of `query` after `after`.
+    private func readings(_ query: ReadingQuery, limit: Int, after: ReadingQuery.Position?) async throws(VarlinkError) -> [StoredReading] {
+        var query = query
+        query.limit = limit
+        query.after = after
+        do throws(StoreError) {
+            return try await self.backend.store.readings(query)
+        } catch {
+            throw Self.error(for: error)
+        }
     }
 
     /// Streams every stored reading after the cursor in commit order, one per reply, then each new

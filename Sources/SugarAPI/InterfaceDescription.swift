@@ -233,13 +233,19 @@ extension HealthDataSyncService {
         # that nobody was given yet (each such reading has awaitingAttribution true).
         # since (inclusive) and until (exclusive) are ISO 8601 instants with a zone
         # ("2024-03-31T06:00:00Z", "2024-03-31T08:00:00+02:00") or a date ("2024-03-31", midnight UTC).
-        # limit defaults to 1000 (at most 100000); order is asc (oldest first, default) or desc. Each
+        # limit defaults to 1000 (at most 100000 without 'more'); order is asc (oldest first, default) or desc. Each
         # reading carries the keys of `sugarctl decode measurement --json` plus id, meter, epoch,
         # ketoneMmolL, flags, time {iso, epochMillis, local, utcOffsetMinutes, zone, method,
         # meterLocalTime, meterClockSkewSeconds, quirks}, storedAt, context (or null), person (the person
         # the reading belongs to, or null) and awaitingAttribution. With 'more'
         # the readings come in several replies; without it, at most 10000 may be returned at once.
-        # truncated (in the last reply) says the limit cut the list.
+        # With 'more' the daemon reads the readings page by page (a keyset on the measured instant and
+        # the id), each page only once the client has read the replies before it, so any number of
+        # readings costs it one page: limit then has no maximum, and all true (without limit) sends
+        # every reading that matches. truncated (in the last reply) says the limit cut the list.
+        # With compact true each reading carries only the keys of FollowReadings' compact form, with the
+        # same values (what a report or a Nightscout export reads), made without decoding the stored
+        # packets again.
         method ListReadings(
           since: ?string,
           until: ?string,
@@ -247,7 +253,9 @@ extension HealthDataSyncService {
           limit: ?int,
           order: ?(asc, desc),
           person: ?string,
-          unattributed: ?bool
+          unattributed: ?bool,
+          all: ?bool,
+          compact: ?bool
         ) -> (
           readings: []object,
           truncated: ?bool,

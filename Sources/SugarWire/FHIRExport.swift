@@ -91,6 +91,42 @@ extension ReadingExport {
         return (.object(bundle), skipped)
     }
 
+    /// ``fhir(_:meters:unit:people:gateway:)``'s Bundle written straight into `out` as
+    /// `prettySerialized()` writes it (the same bytes), one entry at a time: a streamed export holds
+    /// one Observation's tree, not the whole Bundle's. Returns the readings left out.
+    public static func writeFHIR(
+        _ readings: [Wire.Reading], meters: [String: Wire.MeterIdentity], unit: Wire.Unit,
+        people: [String: Wire.Person] = [:], gateway: String, into out: inout [UInt8]
+    ) -> Int {
+        var patients: [Wire.Person] = []
+        var devices: [(meter: String, person: Wire.Person?)] = []
+        var skipped = 0
+        for r in readings {
+            guard !r.flags.contains("controlSolution"), !r.flags.contains("ketone") else {
+                skipped += 1
+                continue
+            }
+            let person = r.person.flatMap { people[$0] }
+            if let person, !patients.contains(where: { $0.id == person.id }) { patients.append(person) }
+            if !devices.contains(where: { $0.meter == r.meter }) { devices.append((r.meter, person)) }
+        }
+        out.append(contentsOf: "{\n  \"resourceType\": \"Bundle\",\n  \"type\": \"transaction\",\n  \"entry\": [".utf8)
+        var first = true
+        func entry(_ value: JSONValue) {
+            out.append(contentsOf: (first ? "\n    " : ",\n    ").utf8)
+            first = false
+            value.writePretty(into: &out, indent: 2)
+        }
+        for person in patients { entry(self.patient(person, gateway: gateway)) }
+        entry(self.gatewayDevice(gateway))
+        for (meter, person) in devices { entry(self.device(meter, identity: meters[meter], person: person, gateway: gateway)) }
+        for r in readings where !r.flags.contains("controlSolution") && !r.flags.contains("ketone") {
+            entry(self.observation(r, unit: unit, person: r.person.flatMap { people[$0] }, gateway: gateway))
+        }
+        out.append(contentsOf: "\n  ]\n}".utf8)
+        return skipped
+    }
+
     /// A Patient: the person's identifiers, then the one scoped to this gateway.
     static func patient(_ person: Wire.Person, gateway: String) -> JSONValue {
         let urn = self.fhirURN(person: person.id, gateway: gateway)

@@ -14,9 +14,18 @@ public enum ReadingExport {
         "sample_location", "meal", "control_solution", "flags", "person",
     ]
 
-    /// RFC 4180 CSV with a header row. Both units are always written (mg/dL = mmol/L × 18.0156).
+    /// RFC 4180 CSV with a header row. Both units are always written (mg/dL = mmol/L × 18.0156),
+    /// mmol/L exact (the stored value, as JSON writes it), mg/dL as a whole number.
     public static func csv(_ readings: [Wire.Reading]) -> String {
-        var out = self.csvColumns.joined(separator: ",") + "\r\n"
+        self.csvHeader + self.csvRows(readings)
+    }
+
+    /// The CSV header row (``csvColumns``), which a streamed export writes once.
+    public static let csvHeader = ReadingExport.csvColumns.joined(separator: ",") + "\r\n"
+
+    /// The CSV rows of `readings` without the header: a streamed export writes page after page.
+    public static func csvRows(_ readings: [Wire.Reading]) -> String {
+        var out = ""
         for r in readings {
             let fields: [String] = [
                 self.identifier(r),
@@ -27,8 +36,8 @@ public enum ReadingExport {
                 r.time.meterLocalTime,
                 String(r.time.utcOffsetMinutes),
                 self.number(r.mgdL, digits: 0),
-                self.number(r.mmolL, digits: 1),
-                self.number(r.ketoneMmolL, digits: 1),
+                self.exact(r.mmolL),
+                self.exact(r.ketoneMmolL),
                 r.sampleType?.name ?? "",
                 r.sampleLocation?.name ?? "",
                 r.mealName ?? "",
@@ -137,6 +146,14 @@ public enum ReadingExport {
     /// ``identifier(meter:epoch:sequenceNumber:)`` of a compact reading.
     public static func identifier(_ r: Wire.CompactReading) -> String {
         self.identifier(meter: r.meter, epoch: r.epoch, sequenceNumber: r.sequenceNumber)
+    }
+
+    /// The value as JSON writes it: the shortest text that reads back as the same number.
+    static func exact(_ value: Double?) -> String {
+        guard let value else { return "" }
+        var bytes: [UInt8] = []
+        JSONValue.double(value).write(into: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     static func number(_ value: Double?, digits: Int) -> String {

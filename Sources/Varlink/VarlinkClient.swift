@@ -148,6 +148,40 @@ public final class VarlinkClient: Sendable {
         return stream
     }
 
+    /// ``callMore(_:_:decoding:)`` with flow control: once `window` decoded replies wait to be
+    /// taken from the sequence, the reader thread stops reading the socket until one is taken. A
+    /// consumer slower than the server then holds at most `window` replies, and the server, which
+    /// sees its output go unread, waits too (what a paged export needs to stay flat in memory).
+    /// Other calls on this client wait behind the stream meanwhile: give it its own connection.
+    /// Dropping the iterator or cancelling the task ends the stream and closes the connection.
+    public func callMore<T: Sendable>(
+        _ method: String, _ parameters: JSONObject = [:], window: Int,
+        decoding decode: @escaping @Sendable (inout JSONReader) throws -> T
+    ) -> VarlinkWindowedReplies<T> {
+        let bytes = VarlinkWire.call(method, parameters, more: true, oneway: false)
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: T.self, throwing: (any Error).self)
+        let core = self.core
+        let gate = ReplyWindow(size: max(1, window))
+        core.register(gate)
+        continuation.onTermination = { termination in
+            gate.close()
+            if case .cancelled = termination { core.shutdown() }
+        }
+        let decoding = DecodingStream(
+            decode: { reader in
+                let value = try decode(&reader)
+                return {
+                    gate.enter()
+                    continuation.yield(value)
+                }
+            },
+            finish: { error in
+                if let error { continuation.finish(throwing: error) } else { continuation.finish() }
+            })
+        core.send(bytes, expecting: .decoding(decoding))
+        return VarlinkWindowedReplies(stream: stream, gate: gate)
+    }
+
     /// Calls `method` with `oneway: true`: the service sends no reply.
     public func callOneway(_ method: String, _ parameters: JSONObject = [:]) throws(VarlinkClientError) {
         try self.core.sendOneway(VarlinkWire.call(method, parameters, more: false, oneway: true))
@@ -156,6 +190,73 @@ public final class VarlinkClient: Sendable {
     /// Closes the connection; pending calls fail with `.closed`.
     public func close() {
         self.core.shutdown()
+    }
+}
+
+/// The replies of ``VarlinkClient/callMore(_:_:window:decoding:)``: each one taken makes room for the next.
+public struct VarlinkWindowedReplies<Element: Sendable>: AsyncSequence, Sendable {
+    let stream: AsyncThrowingStream<Element, any Error>
+    let gate: ReplyWindow
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(base: self.stream.makeAsyncIterator(), holder: ReplyWindow.Holder(self.gate))
+    }
+
+    public struct Iterator: AsyncIteratorProtocol {
+        var base: AsyncThrowingStream<Element, any Error>.AsyncIterator
+        let holder: ReplyWindow.Holder
+
+        public mutating func next() async throws -> Element? {
+            let value = try await self.base.next()
+            if value != nil { self.holder.window.took() }
+            return value
+        }
+    }
+}
+
+/// How many replies of a windowed stream are decoded and not yet taken; the client's reader thread
+/// waits in ``enter()`` while the window is full. Closed (the reader never waits again) when the
+/// consumer is gone or the connection shuts down.
+final class ReplyWindow: Sendable {
+    struct State {
+        var unread = 0
+        var closed = false
+    }
+
+    /// Closes the window when the consumer's iterator goes away (the loop over it ended early).
+    final class Holder: Sendable {
+        let window: ReplyWindow
+        init(_ window: ReplyWindow) { self.window = window }
+        deinit { self.window.close() }
+    }
+
+    private let state = Lock(State())
+    private let condition = Condition()
+    private let size: Int
+
+    init(size: Int) {
+        self.size = size
+    }
+
+    /// On the reader thread: waits for room, then counts one more unread reply.
+    func enter() {
+        self.state.wait(for: self.condition) { state in
+            if state.closed { return true }
+            guard state.unread < self.size else { return false }
+            state.unread += 1
+            return true
+        }
+    }
+
+    /// The consumer took a reply.
+    func took() {
+        self.state.withLock { $0.unread -= 1 }
+        self.condition.broadcast()
+    }
+
+    func close() {
+        self.state.withLock { $0.closed = true }
+        self.condition.broadcast()
     }
 }
 
@@ -244,6 +345,17 @@ private final class ClientCore: Sendable {
         return true
     }
 
+    /// Windows of flow-controlled streams, opened for good when the connection shuts down (the
+    /// reader thread may be waiting in one).
+    private let windows = Lock<[ReplyWindow]>([])
+
+    func register(_ window: ReplyWindow) {
+        // Added first, checked after: shutdown sets its flag before it opens the windows, so either
+        // it finds this one or this sees the flag.
+        self.windows.withLock { $0.append(window) }
+        if self.state.withLock({ $0.shutdownRequested }) { window.close() }
+    }
+
     /// Wakes the reader thread; it fails pending calls with `.closed` and closes the socket.
     func shutdown() {
         let first = self.state.withLock { state -> Bool in
@@ -251,6 +363,11 @@ private final class ClientCore: Sendable {
             return !state.shutdownRequested
         }
         guard first else { return }
+        let windows = self.windows.withLock { windows -> [ReplyWindow] in
+            defer { windows = [] }
+            return windows
+        }
+        for window in windows { window.close() }
         // shutdown(2), not close(2): the reader is blocked in recv on this fd and must see it end.
         self.fd.withLock { fd in
             if fd >= 0 { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }

@@ -169,12 +169,12 @@ func bestOfAlternating(_ times: Int, _ commands: [[String]]) -> [(seconds: Doubl
     return best
 }
 
-/// One run of a child process: wall time, CPU time (user + system) and peak RSS (its VmHWM, polled
-/// every 0.5 ms), or nil on failure.
-func runChild(_ arguments: [String]) -> (seconds: Double, cpuSeconds: Double, peakRSS: Int)? {
+/// One run of a child process (with `environment` added to this one's): wall time, CPU time (user +
+/// system) and peak RSS (its VmHWM, polled every 0.5 ms), or nil on failure.
+func runChild(_ arguments: [String], environment: [String] = []) -> (seconds: Double, cpuSeconds: Double, peakRSS: Int)? {
     let clock = ContinuousClock()
     let start = clock.now
-    guard let pid = spawnQuietly(arguments) else { return nil }
+    guard let pid = spawnQuietly(arguments, environment: environment) else { return nil }
     var status: Int32 = 0
     var usage = rusage()
     // ru_maxrss would count this process's pages too (posix_spawn shares them until the exec), so the

@@ -15,6 +15,7 @@
 //   sugar-bench json [--keys N] [--rounds R]    the worst-case 1 MiB Varlink request through the JSON parser
 //   sugar-bench forward N [--samples S] [--rounds R]  sugard-forward vs a plain C libmosquitto publisher
 //   sugar-bench hub [--gateways G] [--records N] [--rate R]  sugard-hub: MQTT to PostgreSQL, one and two instances
+//   sugar-bench scale [--sizes N,N] [--rounds R]   exports and reports of stores of N readings (ScaleExportBenchmark)
 import HealthDataSync
 import JSON
 import ViewModelBenchmarks
@@ -43,6 +44,7 @@ let usage = """
            sugar-bench json [--keys <n>] [--rounds <r>]
            sugar-bench forward <n> [--samples <s>] [--rounds <r>]
            sugar-bench hub [--gateways <g>] [--records <n>] [--rate <r>]
+           sugar-bench scale [--sizes <n,n,...>] [--rounds <r>]
 
     SUBCOMMANDS:
       parse          Decode every record of <file> as a Glucose Measurement; print one JSON object with
@@ -90,6 +92,11 @@ let usage = """
                      default 130000, a 60-deep nest, 1000 small arrays, a long escaped string) and parse it
                      <r> times (default 5) with no element bound; print bytes, parseMillisMedian/Max,
                      megabytesPerSecond, and how fast and where the Varlink server's default limits refuse it.
+      scale          For stores of --sizes readings (default 10000,100000,1000000, made as `ingest --raw`
+                     makes them) served by the built sugard: `sugarctl readings --format csv` and `json`
+                     (every reading) and a one-year `report`: seconds, sugarctl CPU seconds, both peak
+                     RSS; `sqlite3 -csv` on the same rows as the yardstick (csvRatioToSqlite3). Best of
+                     --rounds (default 2).
 
       rest           Run the built sugard (next to sugar-bench) as a child: with no meter, RSS after start
                      and wake-ups per second over --idle-seconds (default 10; context switches of all its
@@ -140,6 +147,7 @@ func runMain(_ arguments: [String]) async -> Int32 {
         return 0
     }
     guard let command = arguments.first else { usageError("Missing subcommand") }
+    if command == "scale" { return await ScaleExportBenchmark.run(Array(arguments.dropFirst())) }
     var positionals: [String] = []
     var options: [String: String] = [:]
     var flags: Set<String> = []

@@ -149,14 +149,28 @@ struct Daemon {
     /// A stream may stay quiet for long (`watch`), so it has no reply timeout. Instead a second
     /// connection asks for `GetStatus` every `timeout`: when that goes unanswered (a stopped or wedged
     /// daemon), the stream is closed and the command fails with the timeout.
+    ///
+    /// With `window`, at most that many replies wait in sugarctl while `body` works: the rest stay
+    /// in the daemon, which reads the next page only once these are taken (a paged export stays
+    /// flat in memory at any size). The connection is then busy until the stream ends.
     func stream(
-        _ method: String, _ parameters: JSONObject = [:], _ body: (JSONObject) async throws(CommandFailure) -> Bool
+        _ method: String, _ parameters: JSONObject = [:], window: Int? = nil,
+        _ body: (JSONObject) async throws(CommandFailure) -> Bool
     ) async throws(CommandFailure) {
-        let replies = self.client.callMore(Self.interface + method, parameters)
         let monitor = Task { await self.livenessFailure() }
         defer { monitor.cancel() }
         do {
-            for try await reply in replies {
+            if let window {
+                let replies = self.client.callMore(Self.interface + method, parameters, window: window) { reader in
+                    guard case .object(let object) = try reader.readValue() else { throw reader.error("reply parameters are not an object") }
+                    return object
+                }
+                for try await reply in replies {
+                    if try await body(reply) == false { return }
+                }
+                return
+            }
+            for try await reply in self.client.callMore(Self.interface + method, parameters) {
                 if try await body(reply) == false { return }
             }
         } catch let failure as CommandFailure {
@@ -172,9 +186,10 @@ struct Daemon {
 
     /// ``stream(_:_:_:)`` with each reply read as the interface's reply type `R`.
     func stream<R: WireValue>(
-        _ method: String, _ parameters: JSONObject = [:], as type: R.Type, _ body: (R) async throws(CommandFailure) -> Bool
+        _ method: String, _ parameters: JSONObject = [:], as type: R.Type, window: Int? = nil,
+        _ body: (R) async throws(CommandFailure) -> Bool
     ) async throws(CommandFailure) {
-        try await self.stream(method, parameters) { reply throws(CommandFailure) in
+        try await self.stream(method, parameters, window: window) { reply throws(CommandFailure) in
             try await body(try Self.decode(R.self, reply, method: method))
         }
     }

@@ -1,14 +1,19 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import GlucoseProfile
 import JSON
 import SugarWire
 
-/// `sugarctl readings`: stored readings as a table, JSON, CSV, Nightscout entries or a FHIR Bundle.
+/// `sugarctl readings`: stored readings as a table, JSON, NDJSON, CSV, Nightscout entries or FHIR Bundles.
 enum ReadingsCommand {
     static let help = CommandHelp(
         name: "readings",
-        abstract: "List stored readings as a table, JSON, CSV, Nightscout entries or a FHIR R4 Bundle.",
+        abstract: "List stored readings as a table, JSON, NDJSON, CSV, Nightscout entries or FHIR R4 Bundles.",
         usage:
-            "readings [--since <time>] [--until <time>] [--meter <id>] [--person <name>] [--unattributed] [--limit <n>] [--order asc|desc] [--format table|json|csv|nightscout|fhir] [--json] [--local] [--unit mgdl|mmol] | readings attribute --person <name> (<id>... | --meter <id> --since <time> --until <time>) [--json]",
+            "readings [--since <time>] [--until <time>] [--meter <id>] [--person <name>] [--unattributed] [--limit <n>] [--order asc|desc] [--format table|json|ndjson|csv|nightscout|fhir] [--page-size <n>] [--json] [--local] [--unit mgdl|mmol] | readings attribute --person <name> (<id>... | --meter <id> --since <time> --until <time>) [--json]",
         arguments: [
             ("attribute", "Give readings of a shared meter to a person: the reading ids `readings --unattributed` shows, "
                 + "or the meter's readings measured from --since until --until. Needs root or the admin group."),
@@ -20,18 +25,24 @@ enum ReadingsCommand {
             ("--person <name>", "Only this person's readings: those measured while one of their meters was theirs, and those given to them."),
             ("--unattributed", "Only readings of shared meters that wait for `readings attribute`."),
             ("--json", "attribute: print the daemon's reply as JSON."),
-            ("--limit <n>", "At most n readings (default 1000, at most 100000)."),
+            ("--limit <n>", "At most n readings. Exports (json, ndjson, csv, nightscout, fhir) write every reading in the range "
+                + "without it; the table shows the first \(Self.tablePage) and says so in its last line."),
             ("--order <order>", "asc (oldest first, default) or desc."),
-            ("--format <format>", "table (default), json, csv, nightscout or fhir."),
+            ("--format <format>", "table (default), json, ndjson, csv, nightscout or fhir."),
+            ("--page-size <n>", "fhir: readings per Bundle (default \(Self.defaultFHIRPage)); each Bundle is a transaction of its own."),
             ("--local", "Show the table's times in this machine's zone (TZ) instead of the daemon's."),
             JSONOutput.help("the readings (the same as --format json)"),
             DaemonOptions.unitHelp,
         ] + DaemonOptions.help,
         discussion: """
+            Exports stream: sugard reads the readings page by page as sugarctl writes them, so memory stays \
+            flat at any number of readings. \
             json: one array; each element has the keys of `sugarctl decode measurement --json` plus meter, time \
-            {iso, epochMillis, ...}, context and flags. csv: RFC 4180 with a header row, both units. nightscout: \
+            {iso, epochMillis, ...}, context and flags. ndjson: the same objects, one per line. csv: RFC 4180 \
+            with a header row, both units (mmol/L exact, as stored). nightscout: \
             entries (type "mbg", mg/dL, date in epoch ms, dateString and sysTime with the reading's UTC offset, utcOffset, \
-            device). fhir: a FHIR R4 transaction Bundle to POST to a FHIR server's base URL: a Patient per person (their \
+            device). fhir: FHIR R4 transaction Bundles to POST to a FHIR server's base URL, one per --page-size \
+            readings, one after another: a Patient per person (their \
             identifiers, and one scoped to this gateway), the gateway and each meter as Devices, Observations coded \
             as the HL7 PHD guide does (category phd, LOINC by sample type, in mg/dL or with --unit mmol, the meter \
             as device, the gateway in the gatewayDevice extension). Formats that cannot carry a reading (control \
@@ -42,12 +53,21 @@ enum ReadingsCommand {
             """
     )
 
+    /// Readings the table shows without --limit.
+    static let tablePage = 1000
+    /// Readings per FHIR Bundle without --page-size: what one call exported before exports streamed,
+    /// so such an export is still one Bundle.
+    static let defaultFHIRPage = 1000
+    /// Replies (pages) sugarctl holds while it writes: the rest wait in sugard.
+    static let window = 2
+    static let formats = ["table", "json", "ndjson", "csv", "nightscout", "fhir"]
+
     static let subcommand = Subcommand(help: help) { arguments in await run(arguments) }
 
     static func run(_ arguments: [String]) async -> Int32 {
         await runDaemonCommand(
             arguments, help: help, flags: [JSONOutput.flag, "local", "unattributed"],
-            values: ["since", "until", "meter", "limit", "order", "format", "unit", "person"]
+            values: ["since", "until", "meter", "limit", "order", "format", "unit", "person", "page-size"]
         ) { parsed throws(CommandFailure) in
             if parsed.positionals.first == "attribute" { return try await self.attribute(Array(parsed.positionals.dropFirst()), parsed) }
             guard parsed.positionals.isEmpty else { throw usage("Unexpected argument '\(parsed.positionals[0])'", help) }
@@ -57,8 +77,14 @@ enum ReadingsCommand {
             } catch {
                 throw usage(error.message, help)
             }
-            guard ["table", "json", "csv", "nightscout", "fhir"].contains(format) else {
-                throw usage("--format must be table, json, csv, nightscout or fhir, not '\(format)'", help)
+            guard Self.formats.contains(format) else {
+                throw usage("--format must be table, json, ndjson, csv, nightscout or fhir, not '\(format)'", help)
+            }
+            var pageSize = Self.defaultFHIRPage
+            if let text = parsed.values["page-size"] {
+                guard format == "fhir" else { throw usage("--page-size goes with --format fhir", help) }
+                guard let n = Int(text), n > 0 else { throw usage("--page-size must be a positive number, not '\(text)'", help) }
+                pageSize = n
             }
             var parameters: JSONObject = [:]
             if let since = parsed.values["since"] { parameters["since"] = .string(try timeArgument(since, option: "since", help: help)) }
@@ -72,58 +98,83 @@ enum ReadingsCommand {
             if let text = parsed.values["limit"] {
                 guard let limit = Int64(text), limit > 0 else { throw usage("--limit must be a positive number, not '\(text)'", help) }
                 parameters["limit"] = .int(limit)
+            } else if format == "table" {
+                parameters["limit"] = .int(Int64(Self.tablePage))
+            } else {
+                parameters["all"] = true
             }
             if let order = parsed.values["order"] {
                 guard order == "asc" || order == "desc" else { throw usage("--order must be asc or desc, not '\(order)'", help) }
                 parameters["order"] = .string(order)
             }
+            // Nightscout entries need only the compact form, which sugard writes without decoding the packets again.
+            if format == "nightscout" { parameters["compact"] = true }
             let daemon = try Daemon.connect(parsed)
-            var objects: [JSONObject] = []
+            if format == "table" { return try await self.listTable(daemon, parameters, parsed) }
+            var writer = ReadingsWriter(format: format, fhirPageSize: pageSize)
+            if format == "fhir" {
+                // The Devices carry each meter's manufacturer, model and serial number; Patients each
+                // person's identifiers and one scoped to this gateway. Asked first: the stream then
+                // keeps the connection busy.
+                let listed = try await daemon.call("ListMeters", as: Wire.MetersReply.self)
+                for entry in listed.meters { writer.meters[entry.id] = entry.identity }
+                let people = try await daemon.call("ListPeople", as: Wire.PeopleReply.self).people
+                writer.people = Dictionary(people.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+                writer.gateway = try await daemon.call("GetPeopleStatus", as: Wire.PeopleStatusReply.self).gateway
+            }
             var truncated = false
-            var daemonUnit: Wire.Unit?
-            try await daemon.stream("ListReadings", parameters, as: Wire.ReadingsReply.self) { reply throws(CommandFailure) in
-                objects += reply.readings
+            try Self.emit(writer.begin())
+            try await daemon.stream("ListReadings", parameters, as: Wire.ReadingsReply.self, window: Self.window) {
+                reply throws(CommandFailure) in
                 if reply.truncated == true { truncated = true }
-                daemonUnit = reply.unit
+                if writer.unit == nil { writer.unit = try displayUnit(parsed, daemonDefault: reply.unit, help: help) }
+                try Self.emit(writer.page(reply.readings))
                 return true
             }
-            let readings = objects.map(JSONValue.object)
-            let unit = try displayUnit(parsed, daemonDefault: daemonUnit, help: help)
+            if writer.unit == nil { writer.unit = try displayUnit(parsed, daemonDefault: nil, help: help) }
+            try Self.emit(writer.end())
             if truncated {
-                writeStderr("sugarctl: showing the first \(readings.count) readings; more match (raise --limit).\n")
+                writeStderr("sugarctl: wrote the first \(writer.count) readings; more match (raise --limit, or leave it out for all).\n")
             }
-            switch format {
-            case "json":
-                writeStdout(JSONValue.array(readings).prettySerialized() + "\n")
-            case "csv":
-                writeStdout(ReadingExport.csv(try Daemon.readings(objects, method: "ListReadings")))
-            case "nightscout":
-                let (entries, skipped) = ReadingExport.nightscout(try Daemon.readings(objects, method: "ListReadings"))
-                writeStdout(entries.prettySerialized() + "\n")
-                if skipped > 0 {
-                    writeStderr("sugarctl: skipped \(skipped) of \(readings.count) readings Nightscout entries cannot carry (control solution, ketone, HI/LO or no value).\n")
-                }
-            case "fhir":
-                // The Devices carry each meter's manufacturer, model and serial number.
-                let listed = try await daemon.call("ListMeters", as: Wire.MetersReply.self)
-                var meters: [String: Wire.MeterIdentity] = [:]
-                for entry in listed.meters { meters[entry.id] = entry.identity }
-                // Patients carry each person's identifiers and one scoped to this gateway.
-                let people = try await daemon.call("ListPeople", as: Wire.PeopleReply.self).people
-                let gateway = try await daemon.call("GetPeopleStatus", as: Wire.PeopleStatusReply.self).gateway
-                let (bundle, skipped) = ReadingExport.fhir(
-                    try Daemon.readings(objects, method: "ListReadings"), meters: meters, unit: unit,
-                    people: Dictionary(people.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a }), gateway: gateway)
-                writeStdout(bundle.prettySerialized() + "\n")
-                if skipped > 0 {
-                    writeStderr("sugarctl: skipped \(skipped) of \(readings.count) readings that are not glucose observations (control solution, ketone).\n")
-                }
-            default:
-                let readings = try Daemon.readings(objects, method: "ListReadings")
-                writeStdout(self.renderTable(readings, unit: unit, local: parsed.flags.contains("local")))
+            if writer.skipped > 0 {
+                let what =
+                    format == "fhir"
+                    ? "that are not glucose observations (control solution, ketone)"
+                    : "Nightscout entries cannot carry (control solution, ketone, HI/LO or no value)"
+                writeStderr("sugarctl: skipped \(writer.skipped) of \(writer.count) readings \(what).\n")
             }
             return ExitCode.success
         }
+    }
+
+    /// Writes a piece of the export to standard output; a failed write (a closed pipe, a full
+    /// disk) ends the export.
+    static func emit(_ text: String) throws(CommandFailure) {
+        guard text.isEmpty || writeAll(text, to: 1) else {
+            throw CommandFailure(ExitCode.failure, "Error: cannot write standard output: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// The table: one page (the first ``tablePage`` readings unless --limit says otherwise), its
+    /// widths and zones known only once all of it is read; the last line says when more match.
+    static func listTable(_ daemon: Daemon, _ parameters: JSONObject, _ parsed: ParsedArguments) async throws(CommandFailure) -> Int32 {
+        var objects: [JSONObject] = []
+        var truncated = false
+        var daemonUnit: Wire.Unit?
+        try await daemon.stream("ListReadings", parameters, as: Wire.ReadingsReply.self, window: Self.window) { reply throws(CommandFailure) in
+            objects += reply.readings
+            if reply.truncated == true { truncated = true }
+            daemonUnit = reply.unit
+            return true
+        }
+        let unit = try displayUnit(parsed, daemonDefault: daemonUnit, help: help)
+        let readings = try Daemon.readings(objects, method: "ListReadings")
+        var text = self.renderTable(readings, unit: unit, local: parsed.flags.contains("local"))
+        if truncated {
+            text += "Showing the first \(readings.count) readings; more match (raise --limit, or export them all with --format csv).\n"
+        }
+        try Self.emit(text)
+        return ExitCode.success
     }
 
     /// The table. Times are the reading's wall clock in the zone the daemon resolved it in (`time.local`),

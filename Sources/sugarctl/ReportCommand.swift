@@ -40,11 +40,12 @@ enum ReportCommand {
             deviation (n - 1) and coefficient of variation; time in ranges (very low < 54 mg/dL, low 54-69, target \
             70-180, high 181-250, very high > 250; HI counts as very high and LO as very low, and neither enters mean \
             or SD); the share of readings before meals (fasting and before-meal tags) in the before-meal target and \
-            after meals below the after-meal target (HI and LO meet none); count and mean by meal tag; every reading by local time of day with hourly 10/25/50/75/90 \
+            after meals below the after-meal target (HI and LO meet none); count and mean by meal tag; the readings by local time of day (the latest \(ReportFigures.drawnReadings) drawn) with hourly 10/25/50/75/90 \
             percentile bands (hours with at least 5 readings); one chart per day; every reading below 70 mg/dL \
             with its time to the second; a logbook by day and time slot. The HTML page fetches nothing and runs no script; \
             it prints on two A4 pages for any period up to 90 days: the daily charts and the logbook show the last 14 \
-            days, the lows list the latest 30 (and says so); the JSON holds every one.
+            days, the lows list the latest 30 (and says so); the JSON holds every one. The figures are computed in one \
+            pass as the readings arrive, so a report of years of readings stays small in memory.
             json keys: period {from, to, days}, unit, readings, readingsPerDay, daysWithReadings, meanMgdL, sdMgdL, \
             cvPercent, ranges {veryLow, low, target, high, veryHigh} (percent, one decimal), target {lowMgdL, highMgdL}, \
             mealTargets {beforeMeal {lowMgdL, highMgdL, readings, inTarget, percent}, afterMeal {belowMgdL, readings, \
@@ -116,17 +117,16 @@ enum ReportCommand {
 
             let daemon = try Daemon.connect(parsed)
             let meters = parsed.lists["meter"] ?? []
-            let fetched = try await self.readings(daemon, period: period, meters: meters, person: person)
-            let readings = fetched.readings
+            // The meter names first: a stream keeps the connection busy while it runs.
+            let meterList = try await daemon.call("ListMeters", as: Wire.MetersReply.self)
+            let fetched = try await self.readings(
+                daemon, period: period, meters: meters, person: person, target: target, mealTargets: mealTargets)
             let unit: ReportUnit = try displayUnit(parsed, daemonDefault: personUnit ?? fetched.unit, help: help) == .mmol ? .mmol : .mgdl
-            if fetched.truncated {
-                writeStderr("sugarctl: the period holds more than 100000 readings per meter; the report shows the first ones.\n")
-            }
             // Without --person: one person's readings say so; several people's need --person.
             var whose = person
             if person == nil {
-                let named = Set(readings.compactMap(\.person)).sorted()
-                let unnamed = readings.filter { $0.person == nil }.count
+                let named = fetched.people.sorted()
+                let unnamed = fetched.unnamed
                 if named.count > 1 {
                     throw usage(
                         "the readings of this period belong to \(named.joined(separator: ", "))"
@@ -138,21 +138,22 @@ enum ReportCommand {
                 }
             }
             let periodText = "\(CivilCalendar.isoUTC(epochMillis: period.fromMillis)) to \(CivilCalendar.isoUTC(epochMillis: period.toMillis))"
-            guard !readings.isEmpty else {
+            guard fetched.count > 0 else {
                 throw CommandFailure(
                     ExitCode.failure,
                     "Error: no readings from \(periodText)\(meters.isEmpty ? "" : " for \(meters.joined(separator: ", "))")"
                         + "\(person.map { " for \($0)" } ?? "") (control-solution tests do not count). Try a longer period, e.g. --days 90.")
             }
-            let figures = ReportFigures(readings: readings, period: period, target: target, mealTargets: mealTargets)
+            let figures = fetched.figures.figures()
             // The period of the same length before, with the same meters, person and targets, to compare.
-            let before = try await self.readings(daemon, period: period.previous, meters: meters, person: person)
+            let before = try await self.readings(
+                daemon, period: period.previous, meters: meters, person: person, target: target, mealTargets: mealTargets)
             let context = ReportContext(
                 unit: unit, person: whose,
-                meters: try await self.meters(daemon, used: Set(readings.map(\.meter))),
+                meters: self.meters(meterList, used: fetched.meters),
                 madeAtMillis: wallClockMilliseconds(), madeAtUTCOffsetMinutes: self.localOffsetMinutes(),
                 controlSolutionCount: fetched.controlSolution, notGlucoseCount: fetched.notGlucose,
-                previous: ReportFigures(readings: before.readings, period: period.previous, target: target, mealTargets: mealTargets))
+                previous: before.figures.figures())
 
             let output = parsed.values["output"]
             let name = "sugard-report-\(CivilCalendar.isoUTC(epochMillis: period.fromMillis).prefix(10))-\(CivilCalendar.isoUTC(epochMillis: period.toMillis).prefix(10))"
@@ -183,41 +184,59 @@ enum ReportCommand {
         }
     }
 
-    /// The readings of a period as the report counts them (`ListReadings`, per meter when given).
+    /// The readings of a period as the report counts them, summed up as they arrive: the figures,
+    /// the meters and people they come from, and what was left out.
     struct PeriodReadings {
-        var readings: [ReportReading] = []
+        var figures: ReportFigures.Accumulator
+        var count = 0
         var controlSolution = 0
         var notGlucose = 0
-        var truncated = false
+        var meters: Set<String> = []
+        var people: Set<String> = []
+        var unnamed = 0
         var unit: Wire.Unit?
     }
 
-    /// The period's readings: control-solution tests and records without a glucose value counted and left
-    /// out; with `person`, only the readings measured while a meter was theirs (the daemon filters).
-    static func readings(_ daemon: Daemon, period: ReportPeriod, meters: [String], person: String?) async throws(CommandFailure)
-        -> PeriodReadings
-    {
-        var result = PeriodReadings()
-        var json: [JSONValue] = []
+    /// Replies held while the figures take one (the rest wait in sugard).
+    static let window = 2
+
+    /// The period's readings, streamed once through the figures: control-solution tests and records
+    /// without a glucose value counted and left out; with `person`, only the readings measured while a
+    /// meter was theirs (the daemon filters). Meters are listed one after another, each in time order;
+    /// several meters' readings are merged by time first (the figures take them in time order).
+    static func readings(
+        _ daemon: Daemon, period: ReportPeriod, meters: [String], person: String?, target: TargetRange, mealTargets: MealTargets
+    ) async throws(CommandFailure) -> PeriodReadings {
+        var result = PeriodReadings(figures: ReportFigures.Accumulator(period: period, target: target, mealTargets: mealTargets))
+        var parameters: JSONObject = [
+            "since": .string(CivilCalendar.isoUTC(epochMillis: period.fromMillis)),
+            "until": .string(CivilCalendar.isoUTC(epochMillis: period.toMillis)), "all": true, "compact": true,
+        ]
+        if let person { parameters["person"] = .string(person) }
+        // Several --meter: one stream each, merged by time (usually a few meters of one person).
+        var perMeter: [[ReportReading]] = []
         for meter in meters.isEmpty ? [nil] : meters.map(Optional.some) {
-            var parameters: JSONObject = [
-                "since": .string(CivilCalendar.isoUTC(epochMillis: period.fromMillis)),
-                "until": .string(CivilCalendar.isoUTC(epochMillis: period.toMillis)), "limit": 100_000,
-            ]
             if let meter { parameters["meter"] = .string(meter) }
-            if let person { parameters["person"] = .string(person) }
-            try await daemon.stream("ListReadings", parameters, as: Wire.ReadingsReply.self) { reply throws(CommandFailure) in
-                json += reply.readings.map(JSONValue.object)
-                if reply.truncated == true { result.truncated = true }
+            var kept: [ReportReading] = []
+            try await daemon.stream("ListReadings", parameters, as: Wire.ReadingsReply.self, window: Self.window) { reply throws(CommandFailure) in
                 result.unit = reply.unit
+                for object in reply.readings {
+                    switch ReportReading.parse(.object(object)) {
+                    case .success(let reading):
+                        result.count += 1
+                        result.meters.insert(reading.meter)
+                        if let name = reading.person { result.people.insert(name) } else { result.unnamed += 1 }
+                        if meters.count > 1 { kept.append(reading) } else { result.figures.add(reading) }
+                    case .failure(let why):
+                        if why.exclusion == .controlSolution { result.controlSolution += 1 } else { result.notGlucose += 1 }
+                    }
+                }
                 return true
             }
+            if meters.count > 1 { perMeter.append(kept) }
         }
-        for element in json {
-            switch ReportReading.parse(element) {
-            case .success(let reading): result.readings.append(reading)
-            case .failure(let why): if why.exclusion == .controlSolution { result.controlSolution += 1 } else { result.notGlucose += 1 }
-            }
+        if meters.count > 1 {
+            for reading in perMeter.joined().sorted(by: { ($0.epochMillis, $0.id) < ($1.epochMillis, $1.id) }) { result.figures.add(reading) }
         }
         return result
     }
@@ -256,8 +275,7 @@ enum ReportCommand {
     }
 
     /// Name and serial number of the meters the readings come from (`ListMeters`).
-    static func meters(_ daemon: Daemon, used: Set<String>) async throws(CommandFailure) -> [ReportContext.Meter] {
-        let reply = try await daemon.call("ListMeters", as: Wire.MetersReply.self)
+    static func meters(_ reply: Wire.MetersReply, used: Set<String>) -> [ReportContext.Meter] {
         var result: [ReportContext.Meter] = []
         var seen: Set<String> = []
         for entry in reply.meters where used.contains(entry.id) {

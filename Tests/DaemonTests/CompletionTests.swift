@@ -89,7 +89,7 @@ import TestSupport
         }
         // Enumerated values as the usage line gives them.
         #expect(try await self.bashComplete(script, ["sugarctl", "readings", "--format", ""], dir)
-            == ["table", "json", "csv", "nightscout", "fhir"])
+            == ["table", "json", "ndjson", "csv", "nightscout", "fhir"])
         #expect(try await self.bashComplete(script, ["sugarctl", "status", "--unit", "m"], dir) == ["mgdl", "mmol"])
     }
 
@@ -142,7 +142,7 @@ import TestSupport
         // Options and commands still complete from a whole line.
         #expect(try await self.bashCompleteLine(dir.file("sugarctl.bash"), "sugarctl rea", dir, env: extra) == ["readings"])
         #expect(Set(try await self.bashCompleteLine(dir.file("sugarctl.bash"), "sugarctl readings --format ", dir, env: extra))
-            == ["table", "json", "csv", "nightscout", "fhir"])
+            == ["table", "json", "ndjson", "csv", "nightscout", "fhir"])
         // sugarctl --version names the daemon's version too.
         let version = try await self.run(sugarctl, ["--version", "--socket", socket], dir)
         #expect(version.stdout.split(separator: "\n").count == 2 && version.stdout.contains("sugard "), "\(version.stdout)")

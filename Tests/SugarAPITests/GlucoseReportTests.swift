@@ -205,6 +205,44 @@ import Testing
         #expect(CivilDate.before(CivilDate(year: 2024, month: 3, day: 1), from: CivilDate(year: 2024, month: 2, day: 20)).description == "2024-02-29")
     }
 
+    /// Issue 39: the figures take the readings one at a time and keep what the page draws, not every
+    /// reading: 6000 readings over 60 days give the same statistics as the values written out, the
+    /// chart keeps the latest 2000, the daily view and logbook the latest 14 days, and the page says so.
+    @Test func manyReadingsAreSummedNotKept() throws {
+        let start: Int64 = 1_717_200_000_000  // 2024-06-01T00:00Z
+        var readings: [ReportReading] = []
+        for i in 0..<6000 {
+            let millis = start + Int64(i) * 864_000  // 100 a day
+            let value = Double(40 + (i * 37) % 300)
+            readings.append(
+                ReportReading(
+                    id: Int64(i + 1), meter: "C0:26:DA:01:02:03", epochMillis: millis,
+                    local: LocalStamp(epochMillis: millis, utcOffsetMinutes: 120), result: .mgdL(value), meal: .none))
+        }
+        let period = ReportPeriod(fromMillis: start, toMillis: start + 60 * 86_400_000)
+        let f = ReportFigures(readings: readings.shuffled(), period: period)
+        let values = readings.compactMap(\.result.mgdL)
+        #expect(f.readingCount == 6000 && f.readings.count == ReportFigures.drawnReadings)
+        #expect(f.readings.map(\.id) == Array(4001...6000).map { Int64($0) }, "the latest, in time order")
+        #expect(Self.approx(f.meanMgdL, values.reduce(0, +) / 6000, 1e-9))
+        let mean = values.reduce(0, +) / 6000
+        let sd = (values.reduce(0) { $0 + ($1 - mean) * ($1 - mean) } / 5999).squareRoot()
+        #expect(Self.approx(f.sdMgdL, sd, 1e-9))
+        for hour in [0, 7, 23] {
+            let sorted = readings.filter { $0.local.hour == hour }.compactMap(\.result.mgdL).sorted()
+            #expect(f.hourly[hour].count == sorted.count)
+            #expect(f.hourly[hour].percentiles == ReportFigures.percentileLevels.map { percentile(sorted: sorted, $0) })
+        }
+        #expect(f.lows.count == values.count { $0.rounded() < 70 })
+        #expect(f.daysWithReadings == 61)
+        let kept = f.days.filter { !$0.readings.isEmpty }
+        #expect(kept.count == ReportFigures.printedDays && kept.last?.date == f.days.last?.date)
+        let html = f.html(ReportContext(unit: .mgdl, madeAtMillis: period.toMillis))
+        #expect(html.contains("the latest 2000 of 6000 readings by local time"))
+        #expect(html.contains("of 61 days with readings ("))
+        #expect(html.utf8.count < 600_000, "\(html.utf8.count) bytes")
+    }
+
     @Test func jsonCarriesTheContractKeys() throws {
         let f = Self.spring()
         let json = f.json(ReportContext(unit: .mmol, madeAtMillis: 1_712_100_000_000, controlSolutionCount: 1))

@@ -25,12 +25,13 @@ import Testing
         ])
     }
 
+    /// mmol/L is exact in the CSV (issue 33: rounded only where people read it), mg/dL whole.
     @Test func csvHasHeaderAndBothUnits() throws {
         let text = ReadingExport.csv([try self.reading(seq: 7, mgdL: 100, flags: ["timeFault"])])
         let lines = text.split(separator: "\r\n").map(String.init)
         #expect(lines.count == 2)
         #expect(lines[0].hasPrefix("reading_id,meter,sequence,measured_at_utc"))
-        #expect(lines[1] == "C0:26:DA:01:02:03/0/7,C0:26:DA:01:02:03,7,2024-03-31T01:30:00Z,1711848600000,2024-03-31T03:30:00,120,100,5.6,,capillaryWholeBlood,finger,preprandial,false,timeFault,")
+        #expect(lines[1] == "C0:26:DA:01:02:03/0/7,C0:26:DA:01:02:03,7,2024-03-31T01:30:00Z,1711848600000,2024-03-31T03:30:00,120,100,5.550744909966918,,capillaryWholeBlood,finger,preprandial,false,timeFault,")
     }
 
     @Test func csvQuotesFields() throws {
@@ -76,6 +77,32 @@ import Testing
         #expect(mmol?["units"] == "mmol")
         #expect(ReadingExport.nightscoutTreatment(try compact(seq: 2, mgdL: nil, flags: ["hi"]), unit: .mgdl) == nil)
         #expect(ReadingExport.nightscoutTreatment(try compact(seq: 3, mgdL: 99, flags: ["controlSolution"]), unit: .mgdl) == nil)
+    }
+
+    /// The streamed export writes each FHIR Bundle entry by entry: the same bytes as the whole tree.
+    @Test func fhirWrittenEntryByEntryIsTheTreesBytes() throws {
+        var mia = try self.reading(seq: 1, mgdL: 101)
+        mia.person = "Mia"
+        let people = [
+            "Mia": Wire.Person(
+                id: 3, name: "Mia", identifiers: [Wire.PersonIdentifier(system: "urn:clinic", value: "42")], low: nil, high: nil,
+                unit: nil, created: Wire.Instant(iso: "2024-01-01T00:00:00Z", epochMillis: 1_704_067_200_000), readingCount: 1,
+                meters: [])
+        ]
+        let readings = [
+            mia, try self.reading(seq: 2, mgdL: nil, flags: ["lo"], meter: "C0:26:DA:01:02:04"),
+            try self.reading(seq: 3, mgdL: 120, flags: ["controlSolution"]), try self.reading(seq: 4, mgdL: 250),
+        ]
+        for unit in [Wire.Unit.mgdl, .mmol] {
+            let (tree, skipped) = ReadingExport.fhir(readings, meters: [:], unit: unit, people: people, gateway: Self.gateway)
+            var bytes: [UInt8] = []
+            let written = ReadingExport.writeFHIR(readings, meters: [:], unit: unit, people: people, gateway: Self.gateway, into: &bytes)
+            #expect(String(decoding: bytes, as: UTF8.self) == tree.prettySerialized())
+            #expect(written == skipped && skipped == 1)
+        }
+        var empty: [UInt8] = []
+        _ = ReadingExport.writeFHIR([], meters: [:], unit: .mgdl, gateway: Self.gateway, into: &empty)
+        #expect(String(decoding: empty, as: UTF8.self) == ReadingExport.fhir([], meters: [:], unit: .mgdl, gateway: Self.gateway).bundle.prettySerialized())
     }
 
     func typed(_ r: Wire.Reading, type: Int64, context: JSONObject? = nil) -> Wire.Reading {

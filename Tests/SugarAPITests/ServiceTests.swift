@@ -5,6 +5,7 @@ import HealthDataSync
 import JSON
 import ReplayTransport
 import SugarAPI
+import SugarWire
 import Testing
 import Varlink
 
@@ -125,6 +126,56 @@ import Varlink
             // Without more, more than one reply's worth is refused rather than sent as one huge message.
             let error = await remoteError { _ = try await client.call(api + "ListReadings") }
             #expect(error?.name == api + "InvalidParameter")
+        }
+    }
+
+    /// Issue 39: with more, ListReadings pages through the store by keyset (instant, id): no cap,
+    /// all sends everything, limit has no maximum, and the pages join up to the one-call listing.
+    @Test func listReadingsPagesEverythingByKeyset() async throws {
+        var limits = HealthDataSyncService.Limits()
+        limits.readingsPerStreamedReply = 2
+        try await withAPIServer(limits: limits) { f in
+            let client = try f.client()
+            func ids(_ replies: [JSONObject]) -> [Int64] {
+                replies.flatMap { ($0["readings"]?.arrayValue ?? []).compactMap { $0["id"]?.intValue } }
+            }
+            let whole = try await client.call(api + "ListReadings")
+            let expected = (whole["readings"]?.arrayValue ?? []).compactMap { $0["id"]?.intValue }
+            #expect(expected.count == 7)
+            let all = try await collect(client.callMore(api + "ListReadings", ["all": true]))
+            #expect(all.map { $0["readings"]?.arrayValue?.count } == [2, 2, 2, 1])
+            #expect(ids(all) == expected)
+            #expect(all.last?["truncated"] == false && all.dropLast().allSatisfy { $0["truncated"] == nil || $0["truncated"] == .null })
+            for reply in all { expectValidReply("ListReadings", reply) }
+            let desc = try await collect(client.callMore(api + "ListReadings", ["all": true, "order": "desc"]))
+            #expect(ids(desc) == expected.reversed())
+            // A limit cuts after that many (truncated), one exactly at the end does not.
+            let five = try await collect(client.callMore(api + "ListReadings", ["limit": 5]))
+            #expect(five.map { $0["readings"]?.arrayValue?.count } == [2, 2, 1])
+            #expect(ids(five) == Array(expected.prefix(5)) && five.last?["truncated"] == true)
+            let four = try await collect(client.callMore(api + "ListReadings", ["limit": 4]))
+            #expect(ids(four) == Array(expected.prefix(4)) && four.last?["truncated"] == true)
+            let seven = try await collect(client.callMore(api + "ListReadings", ["limit": 7]))
+            #expect(ids(seven) == expected && seven.last?["truncated"] == false)
+            // No maximum with more; all needs more and goes without limit.
+            let big = try await collect(client.callMore(api + "ListReadings", ["limit": 5_000_000]))
+            #expect(ids(big) == expected)
+            let none = try await collect(client.callMore(api + "ListReadings", ["all": true, "since": "2030-01-01"]))
+            #expect(none.count == 1 && none[0]["readings"] == [] && none[0]["truncated"] == false)
+            // compact: the compact form's keys with the full objects' values, paged the same way.
+            let compact = try await collect(client.callMore(api + "ListReadings", ["all": true, "compact": true]))
+            #expect(compact.map { $0["readings"]?.arrayValue?.count } == [2, 2, 2, 1])
+            let full = try Wire.Reading.list((whole["readings"]?.arrayValue ?? []).compactMap(\.objectValue))
+            let compactReadings = compact.flatMap { $0["readings"]?.arrayValue ?? [] }
+            #expect(compactReadings.map { $0.serialized() } == full.map { Wire.CompactReading($0).json.serialized() })
+            #expect(compact.last?["truncated"] == false && compact.last?["unit"] == whole["unit"])
+            for reply in compact { expectValidReply("ListReadings", reply) }
+            let single = try await client.call(api + "ListReadings", ["compact": true, "limit": 3])
+            #expect(single["readings"]?.arrayValue == Array(compactReadings.prefix(3)) && single["truncated"] == true)
+            let withoutMore = await remoteError { _ = try await client.call(api + "ListReadings", ["all": true]) }
+            #expect(withoutMore?.name == api + "InvalidParameter" && withoutMore?.parameters["parameter"] == "all")
+            let both = await remoteError { _ = try await collect(client.callMore(api + "ListReadings", ["all": true, "limit": 3])) }
+            #expect(both?.name == api + "InvalidParameter" && both?.parameters["parameter"] == "limit")
         }
     }
 

@@ -93,6 +93,32 @@ import Varlink
             let mmol = try await Self.run(f, ["readings", "--format", "fhir", "--unit", "mmol"])
             #expect(mmol.stdout.contains("14743-9"))
 
+            // NDJSON: the same objects as the JSON array, one compact object per line.
+            let ndjson = try await Self.run(f, ["readings", "--format", "ndjson"])
+            #expect(ndjson.status == 0, "\(ndjson.stderr)")
+            let objects = try ndjson.stdout.split(separator: "\n").map { try JSONValue(parsing: String($0)) }
+            #expect(objects == array)
+            #expect(ndjson.stdout.hasSuffix("}\n") && !ndjson.stdout.contains("\n  "))
+            // FHIR: one transaction Bundle per --page-size readings, each complete on its own.
+            let paged = try await Self.run(f, ["readings", "--format", "fhir", "--page-size", "3"])
+            #expect(paged.status == 0, "\(paged.stderr)")
+            let bundles = paged.stdout.components(separatedBy: "\n}\n").filter { !$0.isEmpty }.map { $0 + "\n}" }
+            #expect(bundles.count == 3)  // 7 readings: 3, 3, 1
+            for text in bundles {
+                let bundle = try JSONValue(parsing: text)
+                #expect(bundle["type"] == "transaction")
+                let entries = bundle["entry"]?.arrayValue ?? []
+                let urls = Set(entries.compactMap { $0["fullUrl"]?.stringValue })
+                for entry in entries where entry["resource"]?["resourceType"] == "Observation" {
+                    #expect(urls.contains(entry["resource"]?["device"]?["reference"]?.stringValue ?? "-"), "the meter's Device is in the same Bundle")
+                }
+            }
+            #expect(try await Self.run(f, ["readings", "--format", "csv", "--page-size", "3"]).status == 64)
+            #expect(try await Self.run(f, ["readings", "--format", "fhir", "--page-size", "0"]).status == 64)
+            // The table keeps a page and says so in its last line.
+            let page = try await Self.run(f, ["readings", "--limit", "2"])
+            #expect(page.stdout.split(separator: "\n").last?.hasPrefix("Showing the first 2 readings; more match") == true, "\(page.stdout)")
+
             let table = try await Self.run(f, ["readings", "--since", "2024-03-31"])
             #expect(table.status == 0)
             #expect(table.stdout.contains("mg/dL"))
@@ -109,8 +135,11 @@ import Varlink
             #expect(try await Self.run(f, ["readings", "--format", "xml"]).status == 64)
             #expect(try await Self.run(f, ["readings", "--since", "last tuesday"]).status == 64)
             #expect(try await Self.run(f, ["status", "--bogus"]).status == 64)
+            // No row cap: a limit above what one reply carries is paged, not refused.
+            #expect(try await Self.run(f, ["readings", "--limit", "1000000"]).status == 0)
+            #expect(try await Self.run(f, ["readings", "--limit", "0"]).status == 64)
             // The daemon's InvalidParameter is a usage error too.
-            #expect(try await Self.run(f, ["readings", "--limit", "1000000"]).status == 64)
+            #expect(try await Self.run(f, ["readings", "--since", "2024-04-02", "--until", "2024-04-01"]).status == 64)
             let unknown = try await Self.run(f, ["forget", "C0:26:DA:99:99:99"])
             #expect(unknown.status == 1)
             #expect(unknown.stderr.contains("no meter C0:26:DA:99:99:99"))

@@ -56,4 +56,54 @@ import Varlink
             }
         }
     }
+
+    /// The windowed form (issue 39's paged exports): every reply in order; while the consumer holds
+    /// the window, the reader thread stops reading the socket; leaving early or closing the client
+    /// opens the window, so the reader thread never stays stuck in it.
+    @Test func windowedRepliesStreamInOrderAndLeavingEarlyUnblocks() async throws {
+        let recorder = Recorder()
+        try await withServer(recorder: recorder) { path in
+            let client = try VarlinkClient(socketPath: path)
+            var numbers: [Int64] = []
+            for try await n in client.callMore("org.example.ping.Counter", ["count": 300], window: 2, decoding: Self.number) {
+                numbers.append(n)
+                if n % 50 == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            }
+            #expect(numbers == Array(1...300))
+            #expect(try await client.call("org.example.ping.Ping", ["text": "after"]) == ["text": "after"])
+
+            // A consumer that takes two replies and stops: the stream's end closes the window and the
+            // connection; the handler stops (its replies fail), nothing hangs.
+            let flooded = try VarlinkClient(socketPath: path)
+            var taken = 0
+            for try await _ in flooded.callMore("org.example.ping.Flood", ["size": 1000], window: 1, decoding: { reader in
+                _ = try reader.readValue()
+                return 0
+            }) {
+                taken += 1
+                if taken == 2 { break }
+            }
+            flooded.close()
+            #expect(await eventually { recorder.with { $0.floodStopped } })
+
+            // Closing the client while its reader waits in a full window ends the stream.
+            let held = try VarlinkClient(socketPath: path)
+            let replies = held.callMore("org.example.ping.Flood", ["size": 1000, "delayMs": 1], window: 1) { reader in
+                _ = try reader.readValue()
+                return 0
+            }
+            var iterator = replies.makeAsyncIterator()
+            _ = try await iterator.next()
+            try await Task.sleep(for: .milliseconds(50))  // the reader fills the window and waits
+            held.close()
+            var ended = false
+            do {
+                while try await iterator.next() != nil {}
+                ended = true
+            } catch {
+                ended = true
+            }
+            #expect(ended)
+        }
+    }
 }
