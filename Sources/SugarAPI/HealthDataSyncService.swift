@@ -50,7 +50,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     /// Methods that change something: root, the daemon's uid and the admin group only.
     public static let adminMethods: Set<String> = [
         "Sync", "Forget", "Pair", "SubmitPasskey", "AssignMeter", "ShareMeter", "AttributeReadings", "AddPerson", "EditPerson",
-        "RemovePerson", "Backup", "RestoreUpload", "Restore",
+        "RemovePerson", "Backup", "RestoreUpload", "Restore", "CheckStorage",
     ]
 
     /// The parsed ``interfaceDescription``.
@@ -73,6 +73,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     /// The display unit clients use unless told otherwise (`GetStatus`'s `unit`).
     public let unit: GlucoseUnit
     public var limits: Limits
+    /// Watch replies encoded once per change, shared by the watchers that get the same message.
+    public let watchReplies = SharedWatchReplies()
 
     public init(backend: any SugarBackend, access: AccessPolicy, unit: GlucoseUnit = .mgdL, limits: Limits = Limits()) {
         self.backend = backend
@@ -196,6 +198,13 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         case "Backup": try await self.backup(replier)
         case "RestoreUpload": try await self.restoreUpload(p, replier: replier)
         case "Restore": try await self.restore(p, replier: replier)
+        case "CheckStorage":
+            do throws(SugarAPIError) {
+                let check = try await self.backend.checkStorage()
+                replier.reply(Self.parameters(Wire.CheckStorageReply(check: Wire.StorageCheck(check))))
+            } catch {
+                throw Self.error(for: error)
+            }
         case "SubmitPasskey":
             let meter = try Self.meter(p["meter"])
             let text = p["passkey"]?.stringValue ?? ""
@@ -317,7 +326,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             // folds the changes meanwhile, an immediate one fills up to its cap and is dropped.
             await self.waitForReader(replier) { watcher.endReason == nil }
             guard let message = await watcher.next() else { break }
-            guard replier.reply(Self.parameters(Wire.WatchReply(message)), continues: true) else { break }
+            let reply = self.watchReplies.reply(for: message, of: model) { Self.parameters(Wire.WatchReply(message)) }
+            guard replier.reply(shared: reply) else { break }
         }
         switch watcher.endReason {
         case .droppedSlowConsumer?:

@@ -50,6 +50,7 @@ import Testing
             }),
             ("doctor", Row(arguments: ["doctor", "--json"], statuses: [0, 1]) { $0["checks"]?.arrayValue?.isEmpty == false }),
             ("report", Row(arguments: ["report", "--json", "--since", "2024-03-30", "--days", "3"]) { $0["readings"] != nil }),
+            ("check", Row(arguments: ["check", "--json"]) { $0["check"]?["result"] == "ok" && $0["check"]?["kind"] == "full" }),
             // Last: the restore swaps the database the rows above read.
             ("backup", Row(arguments: ["backup", directory + "/backup.sqlite", "--json"]) {
                 $0["path"] == .string(directory + "/backup.sqlite") && ($0["size"]?.intValue ?? 0) > 0 && $0["databaseId"]?.stringValue != nil

@@ -10,7 +10,7 @@ import Testing
         "state_dir": "/t", "socket": "/t/sock", "socket_mode": "0600", "socket_group": "0", "admin_group": "0",
         "replay": "a.btsnoop", "replay_delay_ms": "5", "demo": "true", "demo_interval": "7", "adapter": "hci1",
         "simulate_delay_us": "500",
-        "cooldown_seconds": "3", "timezone": "UTC", "unit": "mmol", "max_connections": "9", "simulate_meters": "2",
+        "cooldown_seconds": "3", "timezone": "UTC", "unit": "mmol", "max_connections": "9", "max_socket_connections": "99", "simulate_meters": "2",
         "simulate_start": "100", "simulate_stop": "200", "max_connections_per_uid": "8", "forwarder_user": "mqtt",
     ]
 
