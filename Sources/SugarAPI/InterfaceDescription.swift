@@ -476,5 +476,6 @@ extension HealthDataSyncService {
 
         # The daemon is shutting down.
         error ShuttingDown (message: ?string)
+
         """#
 }
