@@ -166,6 +166,8 @@ enum ScaleBenchmark {
 
             """
         try writeFile(scratch + "/sugard.conf", Array(config.utf8))
+        // A socket and a reader thread per watcher: well past the default soft limit of 1024 files.
+        _ = raiseOpenFilesLimit()
         let daemon = try await Child.start(sugard, scratch: scratch, config: scratch + "/sugard.conf", environment: [])
         defer { daemon.stop() }
 
@@ -190,8 +192,10 @@ enum ScaleBenchmark {
                 }
             }
             // Every watcher has its snapshot before the sync starts.
-            for _ in 0..<6000 where !log.everyWatcherHasOne { try await Task.sleep(for: .milliseconds(10)) }
-            guard log.everyWatcherHasOne else { throw Failure("not every watcher got its first reply within 60 s") }
+            for _ in 0..<18_000 where !log.everyWatcherHasOne { try await Task.sleep(for: .milliseconds(10)) }
+            guard log.everyWatcherHasOne else {
+                throw Failure("only \(log.watchersWithAReply) of \(watchers) watchers got their first reply within 180 s")
+            }
             let cpuBefore = daemon.cpuSeconds()
             let clock = ContinuousClock()
             let start = clock.now
@@ -306,6 +310,7 @@ final class ArrivalLog: Sendable {
     func record(_ watcher: Int, revision: Int64, at: UInt64) { self.log.withLock { $0[watcher].append((revision, at)) } }
 
     var everyWatcherHasOne: Bool { self.log.withLock { $0.allSatisfy { !$0.isEmpty } } }
+    var watchersWithAReply: Int { self.log.withLock { $0.filter { !$0.isEmpty }.count } }
     var maxRevision: Int64 { self.log.withLock { $0.compactMap { $0.last?.revision }.max() ?? 0 } }
 
     /// For each revision some watcher got after its snapshot: when every watcher had it (or a

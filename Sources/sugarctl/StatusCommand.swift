@@ -233,6 +233,7 @@ enum StatusCommand {
         var parts: [String] = []
         parts.append("link \(meter.link.rawValue)")
         var sync = "sync \(meter.sync.rawValue)"
+        if meter.sync == .queued { sync += " (waiting for a connection slot, max_connections)" }
         if meter.sync != .idle, meter.progress.received > 0 {
             sync += " \(meter.progress.received)" + (meter.progress.expected.map { "/\($0)" } ?? "")
         }
