@@ -321,10 +321,15 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     ) async throws(VarlinkError) where State.Value: WireFieldValue {
         let watcher = model.watch(fields: fields, policy: policy, outputCap: self.limits.watchOutputCap)
         defer { watcher.cancel() }
+        // A coalesced watcher sends its next reply only once the last one is out of sugard's
+        // buffer (in the kernel's or read): one whole state of 50 meters is ~20 KB, and 1 000
+        // watchers each holding up to the output cap (1 MiB) would blow the server's memory budget
+        // and get dropped; the changes meanwhile are folded into that next reply instead.
+        let backlog = policy == .coalesced ? 1 : nil
         while true {
             // While the client has not read what it got, do not queue more: a coalesced watcher
             // folds the changes meanwhile, an immediate one fills up to its cap and is dropped.
-            await self.waitForReader(replier) { watcher.endReason == nil }
+            await self.waitForReader(replier, below: backlog) { watcher.endReason == nil }
             guard let message = await watcher.next() else { break }
             let reply = self.watchReplies.reply(for: message, of: model) { Self.parameters(Wire.WatchReply(message)) }
             guard replier.reply(shared: reply) else { break }

@@ -171,27 +171,20 @@ enum ScaleBenchmark {
         let daemon = try await Child.start(sugard, scratch: scratch, config: scratch + "/sugard.conf", environment: [])
         defer { daemon.stop() }
 
-        // Watchers: whole state, coalesced (the default). Each logs (revision, arrival).
+        // Watchers: whole state, coalesced (the default), on plain sockets read by one poll thread
+        // that only looks for each reply's revision: a Varlink client per watcher parsing every
+        // state it gets would make this process, not sugard, the bottleneck (and sugard drops a
+        // watcher that does not read). Each watcher logs (revision, arrival).
         let log = ArrivalLog(watchers: watchers)
-        var clients: [VarlinkClient] = []
-        for _ in 0..<watchers { clients.append(try VarlinkClient(socketPath: daemon.socket)) }
+        let raw = try RawWatchers(socket: daemon.socket, count: watchers)
         let caller = try VarlinkClient(socketPath: daemon.socket)
         defer {
-            for client in clients { client.close() }
+            raw.stop()
             caller.close()
         }
-        let measured: (cpuSeconds: Double, wall: Double, statusMicros: [Int64]) = try await withThrowingTaskGroup(of: Void.self) { group in
-            for (index, client) in clients.enumerated() {
-                group.addTask {
-                    do {
-                        let replies = client.callMore("io.sugard.HealthDataSync.Watch") { reader in
-                            try Self.revision(&reader)
-                        }
-                        for try await revision in replies { log.record(index, revision: revision, at: monotonicNanos()) }
-                    } catch {}
-                }
-            }
-            // Every watcher has its snapshot before the sync starts.
+        raw.start(log)
+        let measured: (cpuSeconds: Double, wall: Double, statusMicros: [Int64]) = try await {
+            // Every watcher has its snapshot before the measurement starts.
             for _ in 0..<18_000 where !log.everyWatcherHasOne { try await Task.sleep(for: .milliseconds(10)) }
             guard log.everyWatcherHasOne else {
                 throw Failure("only \(log.watchersWithAReply) of \(watchers) watchers got their first reply within 180 s")
@@ -217,12 +210,12 @@ enum ScaleBenchmark {
             guard sawSyncing else { throw Failure("the syncs ended before every watcher was connected; raise --records") }
             let wall = Self.millis(clock.now - start) / 1000
             let cpu = daemon.cpuSeconds() - cpuBefore
-            // Let the last replies land, then end the watchers.
+            // Let the last replies land.
             try await Task.sleep(for: .seconds(1))
-            for client in clients { client.close() }
-            group.cancelAll()
             return (cpu, wall, samples)
-        }
+        }()
+        let dropped = raw.stop()
+        if let error = raw.firstError { writeStderr("sugar-bench scale watch: a watcher ended with \(error)\n") }
         var lags = log.lastBehindFirstMillis()
         lags.sort()
         var status = measured.statusMicros
@@ -240,13 +233,8 @@ enum ScaleBenchmark {
             "getStatusCalls": .int(Int64(status.count)),
             "getStatusP50Micros": .int(percentile(status, 0.5)), "getStatusP99Micros": .int(percentile(status, 0.99)),
             "daemonPeakRSSBytes": .from(peakResidentSetBytes(pid: daemon.pid)),
+            "watchersDropped": .int(Int64(dropped)),
         ]
-    }
-
-    /// The `revision` of a Watch reply's parameters, skipping everything else.
-    static func revision(_ reader: inout JSONReader) throws -> Int64 {
-        guard case .object(let object) = try reader.readValue() else { return -1 }
-        return object["revision"]?.intValue ?? -1
     }
 
     /// sugard as a child process on a scratch state directory and socket.
@@ -335,5 +323,113 @@ final class ArrivalLog: Sendable {
             if everyone { lags.append(Double(last - at) / 1e6) }
         }
         return lags
+    }
+}
+
+/// Whole-state watchers on plain Unix sockets, all read by one thread with poll(2): each sends a
+/// `Watch` call with `more` and then only looks for `"revision":` in every NUL-terminated reply.
+final class RawWatchers: @unchecked Sendable {
+    // Invariant for @unchecked Sendable: `fds` never changes after init; the buffers are only
+    // touched by the poll thread; `state` is behind its lock.
+    private let fds: [Int32]
+    private let state = Lock((running: true, finished: false, ended: 0, firstError: String?.none))
+
+    /// The first error reply a watcher got (why sugard ended it), if any.
+    var firstError: String? { self.state.withLock { $0.firstError } }
+
+    init(socket: String, count: Int) throws {
+        var fds: [Int32] = []
+        let request = Array(#"{"method":"io.sugard.HealthDataSync.Watch","parameters":{},"more":true}"#.utf8) + [0]
+        for _ in 0..<count {
+            let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else {
+                for open in fds { close(open) }
+                throw ScaleBenchmark.Failure("socket: \(String(cString: strerror(errno)))")
+            }
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            let path = Array(socket.utf8)
+            withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                for (i, byte) in path.prefix(raw.count - 1).enumerated() { raw[i] = byte }
+            }
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            guard connected == 0, request.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == request.count else {
+                close(fd)
+                for open in fds { close(open) }
+                throw ScaleBenchmark.Failure("connect \(socket): \(String(cString: strerror(errno)))")
+            }
+            fds.append(fd)
+        }
+        self.fds = fds
+    }
+
+    /// Starts the poll thread.
+    func start(_ log: ArrivalLog) {
+        let marker = Array(#""revision":"#.utf8)
+        _ = startDetachedThread { [self] in
+            var polls = self.fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            var pending = Array(repeating: [UInt8](), count: self.fds.count)
+            var open = Array(repeating: true, count: self.fds.count)
+            var chunk = [UInt8](repeating: 0, count: 256 * 1024)
+            while self.state.withLock({ $0.running }) {
+                let ready = poll(&polls, nfds_t(polls.count), 100)
+                if ready <= 0 { continue }
+                let now = monotonicNanos()
+                for index in polls.indices where polls[index].revents != 0 && open[index] {
+                    let n = chunk.withUnsafeMutableBytes { read(self.fds[index], $0.baseAddress, $0.count) }
+                    if n <= 0 {
+                        open[index] = false
+                        polls[index].fd = -1
+                        self.state.withLock { $0.ended += 1 }
+                        continue
+                    }
+                    pending[index].append(contentsOf: chunk[0..<n])
+                    var from = pending[index].startIndex
+                    while let end = pending[index][from...].firstIndex(of: 0) {
+                        let message = pending[index][from..<end]
+                        from = end + 1
+                        if let revision = Self.revision(in: message, marker: marker) {
+                            log.record(index, revision: revision, at: now)
+                        } else if message.starts(with: Array(#"{"error""#.utf8)) {
+                            self.state.withLock { state in
+                                if state.firstError == nil { state.firstError = String(decoding: message.prefix(300), as: UTF8.self) }
+                            }
+                        }
+                    }
+                    pending[index].removeSubrange(..<from)
+                }
+            }
+            self.state.withLock { $0.finished = true }
+        }
+    }
+
+    /// The number after the first `"revision":`.
+    static func revision(in message: ArraySlice<UInt8>, marker: [UInt8]) -> Int64? {
+        guard let range = message.firstRange(of: marker) else { return nil }
+        var value: Int64 = 0
+        var index = range.upperBound
+        var digits = 0
+        while index < message.endIndex, message[index] >= 0x30, message[index] <= 0x39 {
+            value = value * 10 + Int64(message[index] - 0x30)
+            index += 1
+            digits += 1
+        }
+        return digits > 0 ? value : nil
+    }
+
+    /// Stops the thread, closes the sockets; returns how many watchers sugard had ended (dropped).
+    @discardableResult
+    func stop() -> Int {
+        let (wasRunning, ended) = self.state.withLock { state -> (Bool, Int) in
+            let was = state.running
+            state.running = false
+            return (was, state.ended)
+        }
+        guard wasRunning else { return ended }
+        while !self.state.withLock({ $0.finished }) { usleep(10_000) }
+        for fd in self.fds { close(fd) }
+        return ended
     }
 }
