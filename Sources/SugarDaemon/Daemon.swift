@@ -257,7 +257,11 @@ public final class Daemon: Sendable {
         let watcher = viewModel.watch(fields: [.daemon], policy: .coalesced)
         defer { watcher.cancel() }
         while !Task.isCancelled {
-            if viewModel.state.daemon.storage.status == .ok {
+            let storage = viewModel.state.daemon.storage
+            // Damage found by an integrity check is shown, not retried: reads and writes still work.
+            // (The store reports `degraded` with code `corrupt` only for that; a failing write with it is `failed`.)
+            let onlyDamageFound = storage.status == .degraded && storage.error?.code == .corrupt
+            if storage.status == .ok || onlyDamageFound {
                 guard await watcher.next() != nil else { return }
                 continue
             }
