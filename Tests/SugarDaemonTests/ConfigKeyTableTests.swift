@@ -1,3 +1,4 @@
+import SugarAPI
 import SugarDaemon
 import Testing
 
@@ -45,6 +46,29 @@ import Testing
                 continue
             }
             #expect(key.value(fromFlag) == key.value(fromFile), "\(flag) \(value)")
+        }
+    }
+}
+
+/// `max_connections` became the meters' connection slots (issue 39); the socket cap moved to
+/// `max_socket_connections`. An old file's socket-sized value is refused with the new key's name.
+@Suite struct ConnectionSlotsKeyTests {
+    @Test func maxConnectionsIsTheMeterSlotsWithDefaultThree() throws {
+        var config = DaemonConfig(stateDirectory: "/s", socketPath: "/s/sock")
+        #expect(config.maxMeterConnections == 3)
+        #expect(config.maxSocketConnections == 4096)
+        try config.apply(key: "max_connections", value: "5")
+        #expect(config.maxMeterConnections == 5)
+        try config.apply(key: "max_socket_connections", value: "100")
+        #expect(config.maxSocketConnections == 100)
+        for bad in ["0", "x"] {
+            #expect(throws: ConfigError.self) { try config.apply(key: "max_connections", value: bad) }
+        }
+        do {
+            try config.apply(key: "max_connections", value: "4096")
+            Issue.record("an old socket cap was accepted as meter slots")
+        } catch {
+            #expect("\(error)".contains("max_socket_connections"), "\(error)")
         }
     }
 }
