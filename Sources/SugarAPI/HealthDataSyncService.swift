@@ -24,6 +24,9 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         /// server's soft cap and is disconnected after its `slowClientTimeout` (`FollowReadings`
         /// waits at half of it: its followers pause on purpose and stay connected).
         public var backpressureBytes = 1 << 20
+        /// The least time between two replies of a coalesced watcher while changes keep coming:
+        /// what arrives meanwhile is folded into the next reply. At rest a change goes out at once.
+        public var coalescedWatchInterval: Duration = .milliseconds(50)
         /// `ListReadings` limit when none is given, and the most it accepts.
         public var defaultReadingLimit = 1000
         public var maxReadingLimit = 100_000
@@ -328,13 +331,22 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         // watch`). The changes meanwhile are folded into that next reply; a client that stops
         // reading for good is dropped as a slow consumer once it misses its cap of owner turns.
         let backlog = policy == .coalesced ? 1 : nil
+        // And at most one reply per `coalescedWatchInterval` while changes keep coming (a 50-meter
+        // sync changes the state hundreds of times a second; every reply is a whole state).
+        let interval = policy == .coalesced ? self.limits.coalescedWatchInterval : .zero
+        var lastSent: ContinuousClock.Instant?
         while true {
+            if let lastSent, interval > .zero {
+                let due = lastSent + interval
+                if due > .now { try? await Task.sleep(until: due, clock: .continuous) }
+            }
             // While the client has not read what it got, do not queue more: a coalesced watcher
             // folds the changes meanwhile, an immediate one fills up to its cap and is dropped.
             await self.waitForReader(replier, below: backlog) { watcher.endReason == nil }
             guard let message = await watcher.next() else { break }
             let reply = self.watchReplies.reply(for: message, of: model) { Self.parameters(Wire.WatchReply(message)) }
             guard replier.reply(shared: reply) else { break }
+            lastSent = .now
         }
         switch watcher.endReason {
         case .droppedSlowConsumer?:
