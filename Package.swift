@@ -73,7 +73,7 @@ let package = Package(
             name: "ReplayTransport", dependencies: ["Locking", "PacketCapture", "HealthDataSync", "GlucoseProfile", "JSON", "SystemIO"],
             swiftSettings: strict),
         // SQLite storage: the only importer of CSQLite.
-        .target(name: "GlucoseStore", dependencies: ["HealthDataSync", "GlucoseProfile", "CSQLite", "SystemIO"], swiftSettings: strict),
+        .target(name: "GlucoseStore", dependencies: ["HealthDataSync", "GlucoseProfile", "CSQLite", "Locking", "SystemIO"], swiftSettings: strict),
         // Synthetic ingests and the ingest benchmark: tests, the crash test's writer and sugar-bench only.
         .target(name: "GlucoseStoreFixtures", dependencies: ["GlucoseStore", "HealthDataSync", "GlucoseProfile"], swiftSettings: strict),
         // Generic Varlink over Unix sockets (stdlib, Glibc, Synchronization, JSON).

@@ -25,6 +25,11 @@ public actor SQLiteReadingStore: ReadingStore {
     var healthState: StorageHealth
     /// The open database's identity (``StorageHealth/databaseId``).
     var databaseId: String?
+    /// The latest integrity check started (``check(_:reason:)``), running or finished.
+    var currentCheck: StorageCheck?
+    /// The last finished check that could tell (ok or damaged); damage it found shows in health.
+    var verdict: StorageCheck?
+    var checkSerial = 0
 
     // Test hooks (internal; reached with `@testable import`).
     /// Open every (re)opened connection read-only, as if the file were not writable.
@@ -33,8 +38,8 @@ public actor SQLiteReadingStore: ReadingStore {
     var failAfterInsertsForTesting: Int?
 
     /// Opens the database at `path`, creating it when missing, and migrates it to the current
-    /// schema. Throws when the file cannot be opened, is not a database, fails its quick check,
-    /// or has a schema newer than this build.
+    /// schema. Throws when the file cannot be opened, is not a database, fails its quick check
+    /// (``StoreOptions/quickCheckOnOpen``), or has a schema newer than this build.
     public init(path: String, options: StoreOptions = StoreOptions()) throws(StoreError) {
         self.path = path
         self.options = options
@@ -211,7 +216,7 @@ public actor SQLiteReadingStore: ReadingStore {
         if !self.closed, !self.needsReopen, let connection = self.connection, connection.hasMoved {
             _ = try? self.replaceMovedDatabase()
         }
-        return self.healthState
+        return self.healthWithChecks()
     }
 
     /// The open database's identity.
@@ -254,7 +259,7 @@ public actor SQLiteReadingStore: ReadingStore {
         }
     }
 
-    public func health() -> StorageHealth { self.healthState }
+    public func health() -> StorageHealth { self.healthWithChecks() }
 
     /// Runs `PRAGMA integrity_check`; `["ok"]` when the file is sound, else one line per problem.
     public func integrityCheck() throws(StoreError) -> [String] {

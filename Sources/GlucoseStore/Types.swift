@@ -86,6 +86,8 @@ public struct StoreOptions: Sendable {
     /// How long a write waits for another process's lock before failing with ``StoreError/Code/busy``.
     public var busyTimeoutMilliseconds: Int
     /// Run `PRAGMA quick_check` when opening; a damaged file then fails to open with `.corrupt`.
+    /// It reads the whole file (85-90 % of opening a store of a million readings), so the daemon
+    /// turns it off and checks in the background instead (``SQLiteReadingStore/check(_:reason:)``).
     public var quickCheckOnOpen: Bool
     /// The clock for `storedAt`, session commit times and reset events.
     public var now: WallClock

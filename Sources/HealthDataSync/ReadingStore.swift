@@ -301,11 +301,82 @@ public struct StorageHealth: Hashable, Sendable {
     /// The open database's identity (a random UUID made when it was created, kept by migrations
     /// and backups, new after a restore or a recreate); nil while no database is open.
     public var databaseId: String?
+    /// The last integrity check of the open database since the daemon started (running, or its
+    /// result); nil when none ran.
+    public var check: StorageCheck?
 
-    public init(status: Status, path: String, error: StoreError? = nil, databaseId: String? = nil) {
+    public init(
+        status: Status, path: String, error: StoreError? = nil, databaseId: String? = nil, check: StorageCheck? = nil
+    ) {
         self.status = status
         self.path = path
         self.error = error
+        self.databaseId = databaseId
+        self.check = check
+    }
+}
+
+/// An integrity check of the database file, run beside the daemon's own connection (it never
+/// delays start-up or the store's work): `PRAGMA quick_check` after an unclean shutdown and once a
+/// week, `PRAGMA integrity_check` when asked (`sugarctl check`).
+public struct StorageCheck: Hashable, Sendable {
+    /// Which SQLite check.
+    public enum Kind: String, Hashable, Sendable {
+        /// `PRAGMA quick_check`: every page and record, without matching indexes to tables.
+        case quick
+        /// `PRAGMA integrity_check`: `quick` plus every index against its table.
+        case full
+    }
+
+    /// Why it ran.
+    public enum Reason: String, Hashable, Sendable {
+        /// The daemon did not stop cleanly last time (its marker file, or a write-ahead log, was left).
+        case uncleanShutdown
+        /// The weekly check while the daemon runs.
+        case scheduled
+        /// Someone asked (`CheckStorage`, `sugarctl check`).
+        case requested
+    }
+
+    public enum Result: String, Hashable, Sendable {
+        case running
+        /// SQLite found nothing wrong.
+        case ok
+        /// SQLite reported problems (``problems``).
+        case damaged
+        /// The check could not run to its end (``message`` says why).
+        case failed
+    }
+
+    /// The most problems a check keeps (SQLite reports up to 100).
+    public static let keptProblems = 10
+
+    public var kind: Kind
+    public var reason: Reason
+    public var result: Result
+    public var started: Instant
+    public var finished: Instant?
+    /// How many problems SQLite reported.
+    public var problemCount: Int
+    /// The first ``keptProblems`` of them, as SQLite wrote them (no reading values).
+    public var problems: [String]
+    /// Why a `failed` check could not run.
+    public var message: String?
+    /// The database the check read.
+    public var databaseId: String?
+
+    public init(
+        kind: Kind, reason: Reason, result: Result, started: Instant, finished: Instant? = nil, problemCount: Int = 0,
+        problems: [String] = [], message: String? = nil, databaseId: String? = nil
+    ) {
+        self.kind = kind
+        self.reason = reason
+        self.result = result
+        self.started = started
+        self.finished = finished
+        self.problemCount = problemCount
+        self.problems = problems
+        self.message = message
         self.databaseId = databaseId
     }
 }

@@ -54,7 +54,7 @@ public struct MQTTOptions: Sendable {
     /// Receives each message inside libmosquitto's message callback, on the client's thread,
     /// BEFORE the broker can learn it arrived. libmosquitto 2.0.11 (Debian 12's) queues the PUBACK
     /// of a QoS 1 message before it calls the message callback (lib/handle_publish.c,
-    /// `handle__publish`, case 1); the client runs libmosquitto in its threaded mode, so a queued
+    /// `handle__publish`, case 1); with `receive` set the client runs libmosquitto in its threaded mode, so a queued
     /// packet is written only by the client's own `mosquitto_loop_write`, after the callback
     /// returned. So whatever `receive` finished before returning true (a committed database
     /// transaction) happened before the PUBACK left; a process killed inside `receive` never
@@ -384,12 +384,15 @@ private final class Core: @unchecked Sendable {
             return
         }
         self.mosq = mosq
-        // Packets libmosquitto queues are written only by this thread's `mosquitto_loop_write`,
-        // never from inside `packet__queue`. libmosquitto 2.0.11 queues a QoS 1 PUBACK before it
-        // calls the message callback and, in its unthreaded mode, writes it at once: the broker
-        // would learn the message arrived before `receive` committed it. Queued, the PUBACK
-        // leaves after `receive` returned true, or never (refused, killed): see `receive`.
-        _ = mosquitto_threaded_set(mosq, true)
+        // With `receive`, packets libmosquitto queues are written only by this thread's
+        // `mosquitto_loop_write`, never from inside `packet__queue`. libmosquitto 2.0.11 queues a
+        // QoS 1 PUBACK before it calls the message callback and, in its unthreaded mode, writes it
+        // at once: the broker would learn the message arrived before `receive` committed it.
+        // Queued, the PUBACK leaves after `receive` returned true, or never (refused, killed): see
+        // `receive`. A publisher keeps the unthreaded mode: each publish is written as it is made
+        // (corked per turn); in the threaded mode the forwarder fell to 0.36 of the C publisher
+        // (`sugar-bench forward`, BENCHMARKS.md).
+        if o.receive != nil { _ = mosquitto_threaded_set(mosq, true) }
         self.connected = false
         self.tokens = [:]
         self.connectStarted = monotonicSeconds()

@@ -24,6 +24,9 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         /// server's soft cap and is disconnected after its `slowClientTimeout` (`FollowReadings`
         /// waits at half of it: its followers pause on purpose and stay connected).
         public var backpressureBytes = 1 << 20
+        /// The least time between two replies of a coalesced watcher while changes keep coming:
+        /// what arrives meanwhile is folded into the next reply. At rest a change goes out at once.
+        public var coalescedWatchInterval: Duration = .milliseconds(50)
         /// `ListReadings` limit when none is given, and the most it accepts.
         public var defaultReadingLimit = 1000
         public var maxReadingLimit = 100_000
@@ -54,7 +57,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     /// Methods that change something: root, the daemon's uid and the admin group only.
     public static let adminMethods: Set<String> = [
         "Sync", "Forget", "Pair", "SubmitPasskey", "AssignMeter", "ShareMeter", "AttributeReadings", "AddPerson", "EditPerson",
-        "RemovePerson", "Backup", "RestoreUpload", "Restore",
+        "RemovePerson", "Backup", "RestoreUpload", "Restore", "CheckStorage",
     ]
 
     /// The parsed ``interfaceDescription``.
@@ -77,6 +80,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     /// The display unit clients use unless told otherwise (`GetStatus`'s `unit`).
     public let unit: GlucoseUnit
     public var limits: Limits
+    /// Watch replies encoded once per change, shared by the watchers that get the same message.
+    public let watchReplies = SharedWatchReplies()
 
     public init(backend: any SugarBackend, access: AccessPolicy, unit: GlucoseUnit = .mgdL, limits: Limits = Limits()) {
         self.backend = backend
@@ -200,6 +205,13 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         case "Backup": try await self.backup(replier)
         case "RestoreUpload": try await self.restoreUpload(p, replier: replier)
         case "Restore": try await self.restore(p, replier: replier)
+        case "CheckStorage":
+            do throws(SugarAPIError) {
+                let check = try await self.backend.checkStorage()
+                replier.reply(Self.parameters(Wire.CheckStorageReply(check: Wire.StorageCheck(check))))
+            } catch {
+                throw Self.error(for: error)
+            }
         case "SubmitPasskey":
             let meter = try Self.meter(p["meter"])
             let text = p["passkey"]?.stringValue ?? ""
@@ -316,12 +328,29 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     ) async throws(VarlinkError) where State.Value: WireFieldValue {
         let watcher = model.watch(fields: fields, policy: policy, outputCap: self.limits.watchOutputCap)
         defer { watcher.cancel() }
+        // A coalesced watcher sends its next reply only once the last one left sugard's buffer (it
+        // is in the kernel's, or read): one whole state of 50 meters is ~20 KB, and 1 000 watchers
+        // each allowed the connection's output cap (1 MiB) blew the server's 16 MiB memory budget
+        // and were dropped (64 KiB each still lost 16 % of them; measured with `sugar-bench scale
+        // watch`). The changes meanwhile are folded into that next reply; a client that stops
+        // reading for good is dropped as a slow consumer once it misses its cap of owner turns.
+        let backlog = policy == .coalesced ? 1 : nil
+        // And at most one reply per `coalescedWatchInterval` while changes keep coming (a 50-meter
+        // sync changes the state hundreds of times a second; every reply is a whole state).
+        let interval = policy == .coalesced ? self.limits.coalescedWatchInterval : .zero
+        var lastSent: ContinuousClock.Instant?
         while true {
+            if let lastSent, interval > .zero {
+                let due = lastSent + interval
+                if due > .now { try? await Task.sleep(until: due, clock: .continuous) }
+            }
             // While the client has not read what it got, do not queue more: a coalesced watcher
             // folds the changes meanwhile, an immediate one fills up to its cap and is dropped.
-            await self.waitForReader(replier) { watcher.endReason == nil }
+            await self.waitForReader(replier, below: backlog) { watcher.endReason == nil }
             guard let message = await watcher.next() else { break }
-            guard replier.reply(Self.parameters(Wire.WatchReply(message)), continues: true) else { break }
+            let reply = self.watchReplies.reply(for: message, of: model) { Self.parameters(Wire.WatchReply(message)) }
+            guard replier.reply(shared: reply) else { break }
+            lastSent = .now
         }
         switch watcher.endReason {
         case .droppedSlowConsumer?:

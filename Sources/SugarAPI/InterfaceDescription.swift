@@ -41,8 +41,32 @@ extension HealthDataSyncService {
         # Whether the database works: ok, degraded (reads work, the last write failed, or the file was
         # replaced and recreated: error code replaced) or failed. databaseId is the open database's
         # identity: a random UUID made when it was created, kept by migrations and backups, new after a
-        # restore or after the file was deleted or replaced under the daemon.
-        type Storage (status: (ok, degraded, failed), path: string, error: ?StoreFailure, databaseId: ?string)
+        # restore or after the file was deleted or replaced under the daemon. check is the latest integrity
+        # check since the daemon started (absent: none ran); damage it found makes status degraded with
+        # error code corrupt.
+        type Storage (
+          status: (ok, degraded, failed),
+          path: string,
+          error: ?StoreFailure,
+          databaseId: ?string,
+          check: ?StorageCheck
+        )
+
+        # An integrity check of the database file, run beside the daemon's work (never before ready):
+        # kind quick (PRAGMA quick_check) after an unclean shutdown and weekly (reason uncleanShutdown,
+        # scheduled), full (PRAGMA integrity_check) on request (CheckStorage). problems holds the first 10
+        # of the problemCount lines SQLite reported (damaged); message says why a failed check could not
+        # run.
+        type StorageCheck (
+          kind: (quick, full),
+          reason: (uncleanShutdown, scheduled, requested),
+          result: (running, ok, damaged, failed),
+          startedAt: Instant,
+          finishedAt: ?Instant,
+          problemCount: int,
+          problems: []string,
+          message: ?string
+        )
 
         # The daemon itself. Uptime is now minus startedAt.
         type Daemon (version: string, startedAt: Instant, storage: Storage)
@@ -64,9 +88,11 @@ extension HealthDataSyncService {
         # How a sync attempt ended (running: only while it runs).
         type SyncResult (success, noNewRecords, failed, interrupted, aborted, running)
 
-        # Where a sync of one meter is.
+        # Where a sync of one meter is. queued: waiting for one of the max_connections connection slots
+        # (meters are served in the order they queued).
         type SyncPhase (
           idle,
+          queued,
           connecting,
           pairing,
           readingDeviceInfo,
@@ -412,6 +438,11 @@ extension HealthDataSyncService {
           migratedFrom: ?int,
           keptAs: ?string
         )
+
+        # Checks the whole database file now (PRAGMA integrity_check on a connection of its own; reads and
+        # writes go on meanwhile) and returns the check (result ok or damaged; failed when it could not
+        # run). The result also shows in the status (daemon.storage.check). Admin only.
+        method CheckStorage() -> (check: StorageCheck)
 
         # Recorded sync sessions, newest first; limit defaults to 50 (at most 10000).
         method ListSyncSessions(meter: ?string, limit: ?int) -> (sessions: []Session)

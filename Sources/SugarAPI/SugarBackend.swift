@@ -68,6 +68,9 @@ public protocol SugarBackend: Sendable {
     /// Checks the upload and swaps it in as the database (``RestoreReport``). A file that is not a
     /// sound sugard database throws `invalidDatabase` and changes nothing.
     func restore(_ upload: String) async throws(SugarAPIError) -> RestoreReport
+    /// Checks the whole database file now (`PRAGMA integrity_check` beside the daemon's work) and
+    /// returns the finished check; its result also shows in the status.
+    func checkStorage() async throws(SugarAPIError) -> StorageCheck
 }
 
 extension SugarBackend {
@@ -84,6 +87,10 @@ extension SugarBackend {
 
     public func restore(_ upload: String) async throws(SugarAPIError) -> RestoreReport {
         throw SugarAPIError(.storageError, "this daemon cannot restore backups")
+    }
+
+    public func checkStorage() async throws(SugarAPIError) -> StorageCheck {
+        throw SugarAPIError(.storageError, "this daemon's storage cannot be checked")
     }
 }
 

@@ -45,7 +45,32 @@ extension Wire.Daemon {
         let error = health.error.map { Wire.StoreFailure(code: $0.code.rawValue, message: $0.message) }
         self.init(
             version: info.version, startedAt: Wire.Instant(info.startedAt),
-            storage: Wire.Storage(status: status, path: health.path, error: error, databaseId: health.databaseId))
+            storage: Wire.Storage(
+                status: status, path: health.path, error: error, databaseId: health.databaseId,
+                check: health.check.map { Wire.StorageCheck($0) }))
+    }
+}
+
+extension Wire.StorageCheck {
+    public init(_ check: HealthDataSync.StorageCheck) {
+        let kind: Kind = check.kind == .quick ? .quick : .full
+        let reason: Reason
+        switch check.reason {
+        case .uncleanShutdown: reason = .uncleanShutdown
+        case .scheduled: reason = .scheduled
+        case .requested: reason = .requested
+        }
+        let result: Result
+        switch check.result {
+        case .running: result = .running
+        case .ok: result = .ok
+        case .damaged: result = .damaged
+        case .failed: result = .failed
+        }
+        self.init(
+            kind: kind, reason: reason, result: result, startedAt: Wire.Instant(check.started),
+            finishedAt: check.finished.map { Wire.Instant($0) }, problemCount: Int64(check.problemCount),
+            problems: check.problems, message: check.message)
     }
 }
 
@@ -82,6 +107,7 @@ extension Wire.SyncPhase {
     public init(_ phase: HealthDataSync.SyncPhase) {
         switch phase {
         case .idle: self = .idle
+        case .queued: self = .queued
         case .connecting: self = .connecting
         case .pairing: self = .pairing
         case .readingDeviceInfo: self = .readingDeviceInfo

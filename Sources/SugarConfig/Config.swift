@@ -46,7 +46,11 @@ public struct DaemonConfig: Equatable, Sendable {
     /// Testing aid: microseconds the simulated meters take per GATT operation and report packet
     /// (default 20 000: a sync of a few records takes a few hundred milliseconds).
     public var simulateDelayMicros: Int = 20_000
-    public var maxConnections: Int = 4096
+    /// The socket's connection cap (`max_socket_connections`).
+    public var maxSocketConnections: Int = 4096
+    /// Meters connected at once (`max_connections`): the adapter's connection slots; further
+    /// meters wait (sync phase `queued`) and are served in order.
+    public var maxMeterConnections: Int = 3
     public var maxConnectionsPerUID: Int = 1024
     /// The user sugard-forward runs as (a name or a uid): its connections get in like root's. nil: none.
     public var forwarderUser: String? = "sugard-forward"
@@ -120,8 +124,19 @@ public struct DaemonConfig: Equatable, Sendable {
             default: throw ConfigError("unit must be mgdl or mmol, not \"\($1.value)\"")
             }
         },
-        ConfigKey("max_connections", "socket connection cap (default 4096)", { String($0.maxConnections) }) {
-            $0.maxConnections = try $1.int(1...65_536)
+        ConfigKey(
+            "max_connections", "meters connected at once (default 3, what one adapter handles safely); further meters queue and are served in order",
+            { String($0.maxMeterConnections) }
+        ) {
+            guard let count = Int($1.value), count > 64 else {
+                $0.maxMeterConnections = try $1.int(1...64)
+                return
+            }
+            throw ConfigError(
+                "max_connections is the number of meters connected at once (1 to 64), not \(count); the socket's connection cap is max_socket_connections")
+        },
+        ConfigKey("max_socket_connections", "socket connection cap (default 4096)", { String($0.maxSocketConnections) }) {
+            $0.maxSocketConnections = try $1.int(1...65_536)
         },
         ConfigKey("simulate_meters", "testing aid: run this many simulated meters instead of BlueZ (default 0)", {
             String($0.simulateMeters)

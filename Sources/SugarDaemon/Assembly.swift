@@ -127,7 +127,7 @@ public enum DaemonAssembly {
             let server = try service.makeServer(listen: listen, version: sugardVersion) { configuration in
                 configuration.socketMode = config.socketMode
                 configuration.socketGroup = socketGroup
-                configuration.maxConnections = config.maxConnections
+                configuration.maxConnections = config.maxSocketConnections
                 configuration.maxConnectionsPerUID = config.maxConnectionsPerUID
                 // One user may hold at most a quarter of what is left to unprivileged users; root,
                 // sugard's own user and the forwarder's are not held to it and may use the reserve.
@@ -135,7 +135,7 @@ public enum DaemonAssembly {
                 if let forwarder = forwarderUID { configuration.privilegedUIDs.insert(forwarder) }
                 configuration.connectionCapAdvice =
                     "close connections you no longer need (each running sugarctl watch holds one), or raise "
-                    + "max_connections / max_connections_per_uid in sugard.conf (below the open-files limit, LimitNOFILE)"
+                    + "max_socket_connections / max_connections_per_uid in sugard.conf (below the open-files limit, LimitNOFILE)"
                 // A peer refused every method may send only small messages (it still gets its
                 // PermissionDenied), so it cannot make the daemon parse big payloads.
                 // sugard's calls are small (the largest, ListReadings with every filter, is under

@@ -109,7 +109,11 @@ public final class Daemon: Sendable {
 
         // Store first: everything else reports into or reads from it.
         DaemonBackend.removeLeftovers(databasePath: config.databasePath, logger: logger)
-        let store = SQLiteReadingStore(retryingOpenAt: config.databasePath)
+        // No whole-file check on the way to ready (it grew with the store: 1.3-1.7 s at a million
+        // readings); after an unclean stop one runs in the background (StorageChecks).
+        let uncleanStop = StorageChecks.lastStopWasUnclean(databasePath: config.databasePath)
+        let store = SQLiteReadingStore(retryingOpenAt: config.databasePath, options: StoreOptions(quickCheckOnOpen: false))
+        StorageChecks.writeMarker(databasePath: config.databasePath, logger: logger)
         let health = await store.health()
         if health.status != .ok {
             logger.error("storage: \(health.error?.message ?? health.status.rawValue)")
@@ -126,7 +130,7 @@ public final class Daemon: Sendable {
         let parts = try await transportFactory(config, logger)
         let engine = SyncEngine(
             transport: parts.transport, store: store, zone: zone, cooldownSeconds: Double(config.cooldownSeconds),
-            observer: bridge, logger: logger.named("sync"), now: { systemNow() })
+            observer: bridge, logger: logger.named("sync"), now: { systemNow() }, maxConnections: config.maxMeterConnections)
         let backend = DaemonBackend(models: models, store: store, engine: engine, logger: logger.named("storage"))
         let server = try serverFactory(config, backend, logger.named("socket"))
 
@@ -161,6 +165,9 @@ public final class Daemon: Sendable {
             group.addTask { await self.followState(viewModel: viewModel, store: store) }
             group.addTask { await Self.superviseStorage(models: models, store: store, logger: logger) }
             group.addTask { await Self.watchDatabaseFile(models: models, store: store, logger: logger) }
+            group.addTask {
+                await StorageChecks.background(uncleanStop: uncleanStop, store: store, models: models, logger: logger.named("storage"))
+            }
             if let interval = self.notifier.watchdogInterval {
                 // A quarter of the interval: a late ping (a busy machine) still lands well inside it.
                 group.addTask { await self.watchdog(every: interval / 4) }
@@ -185,6 +192,7 @@ public final class Daemon: Sendable {
         await parts.shutdown?()
         models.shutdown()
         await store.close()
+        StorageChecks.removeMarker(databasePath: config.databasePath)
         logger.notice("stopped")
     }
 
@@ -249,7 +257,11 @@ public final class Daemon: Sendable {
         let watcher = viewModel.watch(fields: [.daemon], policy: .coalesced)
         defer { watcher.cancel() }
         while !Task.isCancelled {
-            if viewModel.state.daemon.storage.status == .ok {
+            let storage = viewModel.state.daemon.storage
+            // Damage found by an integrity check is shown, not retried: reads and writes still work.
+            // (The store reports `degraded` with code `corrupt` only for that; a failing write with it is `failed`.)
+            let onlyDamageFound = storage.status == .degraded && storage.error?.code == .corrupt
+            if storage.status == .ok || onlyDamageFound {
                 guard await watcher.next() != nil else { return }
                 continue
             }
@@ -300,13 +312,17 @@ public final class Daemon: Sendable {
 
     /// One line a person can read in `systemctl status`: `syncing Accu-Chek Guide 12/40`.
     public static func statusLine(_ state: ViewState) -> String {
-        let syncing = state.meterList.filter { !$0.sync.isFinal && $0.sync != .idle }
+        // Meters waiting for a connection slot come after the ones connected.
+        let syncing = state.meterList.filter { !$0.sync.isFinal && $0.sync != .idle }.sorted { ($0.sync == .queued ? 1 : 0) < ($1.sync == .queued ? 1 : 0) }
         if let meter = syncing.first {
             var text = "syncing \(meter.identity.displayName)"
             if meter.progress.received > 0 || meter.progress.expected != nil {
                 text += " \(meter.progress.received)/\(meter.progress.expected.map(String.init) ?? "?")"
             }
-            if syncing.count > 1 { text += " (+\(syncing.count - 1) more)" }
+            let queued = syncing.filter { $0.sync == .queued }.count
+            let others = syncing.count - 1 - queued
+            if others > 0 { text += " (+\(others) more)" }
+            if queued > 0 { text += " (\(queued) queued)" }
             return text
         }
         if state.daemon.storage.status != .ok {

@@ -37,6 +37,12 @@ public enum ManPages {
                 + "every write that the path still names the file it has open; when it was deleted, renamed or replaced, "
                 + "sugard continues in a new file at the path under a new identity and says so in its status and log.")
         page.item(
+            "/var/lib/sugard/sugard.sqlite.running",
+            "Exists while sugard runs (it holds sugard's process id) and is removed on a clean stop. Found at start (or a "
+                + "non-empty write-ahead log), it means the last stop was not clean: sugard then runs PRAGMA quick_check in "
+                + "the background after it is ready (also once a week), and shows the result in its status "
+                + "(daemon.storage.check; damage as storage degraded, code corrupt). `sugarctl check` runs integrity_check on demand.")
+        page.item(
             "/var/lib/sugard/sugard.sqlite.before-restore-TIME",
             "The database as it was before `sugarctl restore` replaced it (TIME in UTC, e.g. 20260331T061500Z).")
         page.item("/run/sugard/" + DefaultPaths.socketName, "The Varlink socket.")

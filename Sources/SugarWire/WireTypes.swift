@@ -88,7 +88,8 @@ extension Wire {
         public var json: JSONValue { ["code": .string(self.code), "message": .string(self.message)] }
     }
 
-    /// `type Storage (status: (ok, degraded, failed), path: string, error: ?StoreFailure, databaseId: ?string)`
+    /// `type Storage (status: (ok, degraded, failed), path: string, error: ?StoreFailure, databaseId: ?string,
+    /// check: ?StorageCheck)`
     public struct Storage: WireValue, Hashable {
         public enum Status: String, WireEnum { case ok, degraded, failed }
 
@@ -97,12 +98,15 @@ extension Wire {
         public var error: StoreFailure?
         /// The open database's identity (a random UUID, lowercase); absent while none is open.
         public var databaseId: String?
+        /// The latest integrity check since the daemon started; absent when none ran.
+        public var check: StorageCheck?
 
-        public init(status: Status, path: String, error: StoreFailure?, databaseId: String? = nil) {
+        public init(status: Status, path: String, error: StoreFailure?, databaseId: String? = nil, check: StorageCheck? = nil) {
             self.status = status
             self.path = path
             self.error = error
             self.databaseId = databaseId
+            self.check = check
         }
 
         public init(json: JSONValue) throws(WireError) {
@@ -111,14 +115,84 @@ extension Wire {
             self.path = try f.required("path")
             self.error = try f.optional("error")
             self.databaseId = try f.optional("databaseId")
+            self.check = try f.optional("check")
         }
 
         public var json: JSONValue {
             [
                 "status": self.status.json, "path": .string(self.path), "error": .wire(self.error),
-                "databaseId": self.databaseId.map { .string($0) } ?? .null,
+                "databaseId": self.databaseId.map { .string($0) } ?? .null, "check": .wire(self.check),
             ]
         }
+    }
+
+    /// `type StorageCheck (kind: (quick, full), reason: (uncleanShutdown, scheduled, requested),
+    /// result: (running, ok, damaged, failed), startedAt: Instant, finishedAt: ?Instant, problemCount: int,
+    /// problems: []string, message: ?string)`
+    public struct StorageCheck: WireValue, Hashable {
+        public enum Kind: String, WireEnum { case quick, full }
+        public enum Reason: String, WireEnum { case uncleanShutdown, scheduled, requested }
+        public enum Result: String, WireEnum { case running, ok, damaged, failed }
+
+        public var kind: Kind
+        public var reason: Reason
+        public var result: Result
+        public var startedAt: Instant
+        public var finishedAt: Instant?
+        public var problemCount: Int64
+        public var problems: [String]
+        public var message: String?
+
+        public init(
+            kind: Kind, reason: Reason, result: Result, startedAt: Instant, finishedAt: Instant?, problemCount: Int64,
+            problems: [String], message: String?
+        ) {
+            self.kind = kind
+            self.reason = reason
+            self.result = result
+            self.startedAt = startedAt
+            self.finishedAt = finishedAt
+            self.problemCount = problemCount
+            self.problems = problems
+            self.message = message
+        }
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.kind = try f.required("kind")
+            self.reason = try f.required("reason")
+            self.result = try f.required("result")
+            self.startedAt = try f.required("startedAt")
+            self.finishedAt = try f.optional("finishedAt")
+            self.problemCount = try f.required("problemCount")
+            self.problems = try f.array("problems")
+            self.message = try f.optional("message")
+        }
+
+        public var json: JSONValue {
+            [
+                "kind": self.kind.json, "reason": self.reason.json, "result": self.result.json,
+                "startedAt": self.startedAt.json, "finishedAt": .wire(self.finishedAt),
+                "problemCount": .int(self.problemCount), "problems": .array(self.problems.map { .string($0) }),
+                "message": .from(self.message),
+            ]
+        }
+
+        /// How long the check ran, when it finished.
+        public var durationMillis: Int64? { self.finishedAt.map { $0.epochMillis - self.startedAt.epochMillis } }
+    }
+
+    /// `CheckStorage() -> (check: StorageCheck)`
+    public struct CheckStorageReply: WireValue {
+        public var check: StorageCheck
+
+        public init(check: StorageCheck) { self.check = check }
+
+        public init(json: JSONValue) throws(WireError) {
+            self.check = try WireFields(json).required("check")
+        }
+
+        public var json: JSONValue { ["check": self.check.json] }
     }
 
     /// `type Daemon (version: string, startedAt: Instant, storage: Storage)`
@@ -226,7 +300,7 @@ extension Wire {
 
     /// `type SyncPhase`: where a sync of one meter is.
     public enum SyncPhase: String, WireEnum {
-        case idle, connecting, pairing, readingDeviceInfo, readingClock, subscribing, counting, receiving
+        case idle, queued, connecting, pairing, readingDeviceInfo, readingClock, subscribing, counting, receiving
         case waitingToRetry, committing, disconnecting, done, failed
     }
 

@@ -50,6 +50,16 @@ public final class VarlinkReplier: Sendable {
         return self.send(VarlinkWire.reply(continues: !isFinal, writingParameters: write))
     }
 
+    /// Sends a continuing reply encoded once for many calls (``VarlinkSharedReply``): the bytes are
+    /// shared, not encoded again. On a call without `more` it goes out as the final reply.
+    @discardableResult
+    public func reply(shared: VarlinkSharedReply) -> Bool {
+        guard self.more else { return self.reply(continues: false) { $0.append(contentsOf: shared.parameters) } }
+        guard self.claim(final: false) else { return false }
+        if self.oneway { return !self.isClosed }
+        return self.send(shared.message)
+    }
+
     /// Sends `error` as the final reply.
     ///
     /// - Returns: false when it could not be queued (closed connection or a final reply already sent).

@@ -51,7 +51,7 @@ enum E2EBenchmark {
         config.cooldownSeconds = 0
         config.timeZone = "UTC"
         config.maxConnectionsPerUID = max(1024, watchers + 16)
-        config.maxConnections = max(4096, watchers + 16)
+        config.maxSocketConnections = max(4096, watchers + 16)
 
         let replay = ReplayTransport(
             meters: [],

@@ -30,7 +30,7 @@ enum SocketBenchmark {
         config.logLevel = .warning
         config.timeZone = "UTC"
         config.maxConnectionsPerUID = max(1024, 2 * clients + 16)
-        config.maxConnections = max(4096, 2 * clients + 16)
+        config.maxSocketConnections = max(4096, 2 * clients + 16)
         var simulator = MeterSimulator(personality: SimulatedFleet.personality(meter: 0))
         let start: Int64 = 1_711_864_800_000
         for i in 0..<100 {

@@ -45,6 +45,8 @@ let usage = """
            sugar-bench forward <n> [--samples <s>] [--rounds <r>]
            sugar-bench hub [--gateways <g>] [--records <n>] [--rate <r>]
            sugar-bench scale [--sizes <n,n,...>] [--rounds <r>]
+           sugar-bench scale startup [--sizes <n,n,...>]
+           sugar-bench scale watch [--watchers <w>] [--meters <m>] [--records <n>]
 
     SUBCOMMANDS:
       parse          Decode every record of <file> as a Glucose Measurement; print one JSON object with
@@ -117,6 +119,15 @@ let usage = """
                      --rounds <r> (default 3): forwarder and C publisher run r times each, in turn;
                      the rates are the medians, ratio their quotient (roundRatios: each round's).
 
+      scale startup  For each size (default 10000,100000,1000000) a store made by the raw ingest: the built
+                     sugard's start to its first GetStatus answer (readyMillis, best of 3), the store's open with
+                     and without the whole-file quick_check (openMillis, openWithQuickCheckMillis), and how long
+                     the background quick_check and CheckStorage's integrity_check take (quickCheckMillis,
+                     integrityCheckMillis).
+      scale watch    The built sugard with <m> simulated meters (default 50, all connected at once) of <n> records
+                     (default 600) syncing, <w> whole-state watchers (default 1000) and a GetStatus caller:
+                     daemonCores, lastWatcherBehindMillisP50/P99, getStatusP50Micros/P99Micros, daemonPeakRSSBytes.
+
     OPTIONS:
       --with-json    (parse) Also build each record's JSON value. It allocates, which shows the counter works.
       --seed <seed>  (make-corpus) Seed for the generator (decimal or 0x hex).
@@ -147,7 +158,10 @@ func runMain(_ arguments: [String]) async -> Int32 {
         return 0
     }
     guard let command = arguments.first else { usageError("Missing subcommand") }
-    if command == "scale" { return await ScaleExportBenchmark.run(Array(arguments.dropFirst())) }
+    // `scale` alone measures exports and reports; `scale startup` and `scale watch` are below.
+    if command == "scale", !["startup", "watch"].contains(arguments.dropFirst().first ?? "") {
+        return await ScaleExportBenchmark.run(Array(arguments.dropFirst()))
+    }
     var positionals: [String] = []
     var options: [String: String] = [:]
     var flags: Set<String> = []
@@ -159,7 +173,7 @@ func runMain(_ arguments: [String]) async -> Int32 {
         case "--huge": flags.insert(argument)
         case "--with-json", "--large", "--raw", "--dense", "--inspect": flags.insert(argument)
         case "--seed", "--dir", "--batch", "--policy", "--seconds", "--records", "--watchers", "--samples", "--idle-seconds",
-            "--keys", "--rounds", "--meters", "--delay-us", "--gateways", "--rate":
+            "--keys", "--rounds", "--meters", "--delay-us", "--gateways", "--rate", "--sizes":
             guard index < arguments.count else { usageError("Missing value for '--seed'") }
             options[argument] = arguments[index]
             index += 1
@@ -205,6 +219,9 @@ func runMain(_ arguments: [String]) async -> Int32 {
     case "make-fixtures":
         guard positionals.count == 1, options.isEmpty, flags.isEmpty else { usageError("make-fixtures takes a DIRECTORY") }
         return MakeFixturesCommand.run(directory: positionals[0])
+    case "scale" where positionals.first == "startup" || positionals.first == "watch":
+        guard positionals.count == 1, flags.isEmpty else { usageError("scale takes startup or watch") }
+        return await ScaleBenchmark.run(positionals[0], options: options)
     case "ingest":
         guard positionals.count == 1, let count = Int(positionals[0]), count > 0 else {
             usageError("ingest takes a positive reading count")

@@ -347,7 +347,17 @@ enum DoctorCommand {
                 : "\(identity) \(storageStatus.rawValue): \(storage.error?.message ?? "unknown error")",
             fix: storageStatus == .ok ? nil
                 : replaced ? "put the moved file back with `sugarctl restore FILE` if it still exists; `journalctl -u sugard`"
+                : storage.error?.code == "corrupt"
+                ? "copy the file away (`sugarctl backup FILE`), run `sugarctl check`, restore a sound backup (`sugarctl restore FILE`)"
                 : "check free space and permissions of \(storage.path); `journalctl -u sugard`"))
+        if let check = storage.check {
+            let line = StatusCommand.checkText(check)
+            let status: Status = check.result == .damaged ? .fail : (check.result == .failed ? .warning : .ok)
+            checks.append(Check(
+                name: "storage check", status: status, message: line,
+                fix: check.result == .damaged ? "`sugarctl check` for the problems; restore a sound backup (`sugarctl restore FILE`)"
+                    : check.result == .failed ? "`sugarctl check` to try again; `journalctl -u sugard`" : nil))
+        }
         let adapter = state.adapter
         if !adapter.present {
             checks.append(Check(name: "bluetoothd adapter", status: .fail, message: "sugard sees no adapter through bluetoothd",

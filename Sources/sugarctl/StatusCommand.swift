@@ -48,6 +48,26 @@ enum StatusCommand {
         }
     }
 
+    /// The latest integrity check, one line: `ok 2 min ago (quick_check after an unclean stop, 1.20 s)`.
+    static func checkText(_ check: Wire.StorageCheck?) -> String {
+        guard let check else { return "none since sugard started (`sugarctl check` runs one)" }
+        let pragma = check.kind == .quick ? "quick_check" : "integrity_check"
+        let why: String
+        switch check.reason {
+        case .uncleanShutdown: why = "after an unclean stop"
+        case .scheduled: why = "weekly"
+        case .requested: why = "asked for"
+        }
+        let took = check.durationMillis.map { ", " + CheckCommand.seconds($0) } ?? ""
+        let when = ageText(epochMillis: (check.finishedAt ?? check.startedAt).epochMillis)
+        switch check.result {
+        case .running: return "running since \(ageText(epochMillis: check.startedAt.epochMillis)) (\(pragma) \(why))"
+        case .ok: return "ok \(when) (\(pragma) \(why)\(took))"
+        case .damaged: return "DAMAGED \(when): \(check.problemCount) problem(s) (\(pragma) \(why)\(took)); see `sugarctl check`"
+        case .failed: return "could not run \(when): \(check.message ?? "unknown reason")"
+        }
+    }
+
     /// The status screen for a `State` value.
     static func render(
         _ state: Wire.State, unit: Wire.Unit, color: Bool = false, people: WireMap<String>? = nil, unattributed: Int64? = nil
@@ -104,6 +124,7 @@ enum StatusCommand {
             [
                 ["Readings", readingsText],
                 ["Database", "\(daemon.storage.databaseId ?? "none open") (\(daemon.storage.path))"],
+                ["Storage check", Self.checkText(daemon.storage.check)],
                 ["Adapter", adapterText], ["Sync", syncText],
             ])
 
@@ -217,6 +238,7 @@ enum StatusCommand {
         var parts: [String] = []
         parts.append("link \(meter.link.rawValue)")
         var sync = "sync \(meter.sync.rawValue)"
+        if meter.sync == .queued { sync += " (waiting for a connection slot, max_connections)" }
         if meter.sync != .idle, meter.progress.received > 0 {
             sync += " \(meter.progress.received)" + (meter.progress.expected.map { "/\($0)" } ?? "")
         }

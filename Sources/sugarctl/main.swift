@@ -21,6 +21,7 @@ let subcommands: [Subcommand] = [
     DoctorCommand.subcommand,
     BackupCommand.backup,
     BackupCommand.restore,
+    CheckCommand.subcommand,
     ReportCommand.subcommand,
     AlertsCommand.subcommand,
 ]

@@ -33,7 +33,7 @@ import Varlink
 
     static func start(_ dir: TempDirectory, wrapper: [String]) async throws -> SugardRun {
         chmod(dir.path, 0o755)  // the other users must reach the socket
-        try dir.write("sugard.conf", "socket_mode = 0666\nmax_connections = 40\nforwarder_user = 65533\n")
+        try dir.write("sugard.conf", "socket_mode = 0666\nmax_socket_connections = 40\nforwarder_user = 65533\n")
         try dir.write("hold.py", Self.holder)
         let run = try SugardRun(
             in: dir, arguments: ["--config", dir.file("sugard.conf"), "--replay", DaemonProcessTests.accuChek], wrapper: wrapper)

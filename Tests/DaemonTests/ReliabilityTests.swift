@@ -272,7 +272,7 @@ import Varlink
         let dir = try TempDirectory()
         chmod(dir.path, 0o755)
         let run = try await Self.start(
-            in: dir, config: "socket_mode = 0666\nmax_connections = 40\n", wrapper: ["/usr/bin/prlimit", "--nofile=256:256"])
+            in: dir, config: "socket_mode = 0666\nmax_socket_connections = 40\n", wrapper: ["/usr/bin/prlimit", "--nofile=256:256"])
         let script = """
             import socket, sys, time
             held = []

@@ -88,14 +88,14 @@ let shortTimeouts = SyncConfiguration(connectTimeout: 5, pairingTimeout: 5, oper
 func withEngine(
     _ scripts: [MeterScript], store: MemoryStore = MemoryStore(), clock: TestClock = TestClock(), cooldown: Double = 30,
     automatic: Bool = false, configuration: SyncConfiguration = fastConfiguration,
-    monotonic: any SyncClock = ContinuousSyncClock(),
+    monotonic: any SyncClock = ContinuousSyncClock(), maxConnections: Int? = nil,
     _ body: (SyncEngine, ScriptedTransport, MemoryStore, EventLog) async throws -> Void
 ) async throws {
     let transport = ScriptedTransport(scripts)
     let log = EventLog()
     let engine = SyncEngine(
         transport: transport, store: store, zone: .utc, configuration: configuration, cooldownSeconds: cooldown,
-        automaticSync: automatic, observer: log, now: { clock.now }, clock: monotonic)
+        automaticSync: automatic, observer: log, now: { clock.now }, clock: monotonic, maxConnections: maxConnections)
     let runner = Task { await engine.run() }
     do {
         try await body(engine, transport, store, log)

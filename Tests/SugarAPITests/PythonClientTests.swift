@@ -60,7 +60,7 @@ import Varlink
             #expect(lines.first == "READY")
             let json = try JSONValue(parsing: String(try #require(lines.last)))
             #expect(json["methods"] == [
-                "AddPerson", "AssignMeter", "AttributeReadings", "Backup", "EditPerson", "FollowReadings", "Forget", "GetPeopleStatus",
+                "AddPerson", "AssignMeter", "AttributeReadings", "Backup", "CheckStorage", "EditPerson", "FollowReadings", "Forget", "GetPeopleStatus",
                 "GetPerson", "GetStatus", "ListAssignments", "ListMeters", "ListPeople", "ListReadings", "ListSyncSessions", "Pair",
                 "RemovePerson", "Restore", "RestoreUpload", "ShareMeter", "SubmitPasskey", "Sync", "Watch",
             ])

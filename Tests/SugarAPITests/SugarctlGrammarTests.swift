@@ -52,6 +52,8 @@ import Testing
             ("report", Row(arguments: ["report", "--json", "--since", "2024-03-30", "--days", "3"]) { $0["readings"] != nil }),
             // No sugard-forward here: 69 and the reply's shape with the reason (ForwardTests run it with one).
             ("alerts", Row(arguments: ["alerts", "--json"], statuses: [0, 69]) { $0["active"]?.arrayValue != nil && $0["webhooks"] != nil }),
+
+            ("check", Row(arguments: ["check", "--json"]) { $0["check"]?["result"] == "ok" && $0["check"]?["kind"] == "full" }),
             // Last: the restore swaps the database the rows above read.
             ("backup", Row(arguments: ["backup", directory + "/backup.sqlite", "--json"]) {
                 $0["path"] == .string(directory + "/backup.sqlite") && ($0["size"]?.intValue ?? 0) > 0 && $0["databaseId"]?.stringValue != nil

@@ -15,7 +15,8 @@ import Varlink
     /// Every `type` of the interface and its Swift wire type (enums are checked separately).
     static let types: [(String, any WireValue.Type)] = [
         ("Instant", Wire.Instant.self), ("Glucose", Wire.Glucose.self), ("Coded", Wire.Coded.self),
-        ("StoreFailure", Wire.StoreFailure.self), ("Storage", Wire.Storage.self), ("Daemon", Wire.Daemon.self),
+        ("StoreFailure", Wire.StoreFailure.self), ("Storage", Wire.Storage.self), ("StorageCheck", Wire.StorageCheck.self),
+        ("Daemon", Wire.Daemon.self),
         ("Adapter", Wire.Adapter.self), ("MeterIdentity", Wire.MeterIdentity.self), ("Progress", Wire.Progress.self),
         ("LastSync", Wire.LastSync.self), ("ReportedError", Wire.ReportedError.self), ("Meter", Wire.Meter.self),
         ("LastReading", Wire.LastReading.self), ("SyncOverview", Wire.SyncOverview.self), ("State", Wire.State.self),
@@ -40,6 +41,7 @@ import Varlink
         ("EditPerson", Wire.PersonReply.self), ("RemovePerson", Wire.RemovePersonReply.self),
         ("GetPeopleStatus", Wire.PeopleStatusReply.self), ("Backup", Wire.BackupReply.self),
         ("RestoreUpload", Wire.RestoreUploadReply.self), ("Restore", Wire.RestoreReply.self),
+        ("CheckStorage", Wire.CheckStorageReply.self),
     ]
 
     @Test func everyTypeAndMethodOfTheInterfaceHasAWireType() {

@@ -1,3 +1,4 @@
+import SugarAPI
 import SugarDaemon
 import Testing
 
@@ -10,7 +11,7 @@ import Testing
         "state_dir": "/t", "socket": "/t/sock", "socket_mode": "0600", "socket_group": "0", "admin_group": "0",
         "replay": "a.btsnoop", "replay_delay_ms": "5", "demo": "true", "demo_interval": "7", "adapter": "hci1",
         "simulate_delay_us": "500",
-        "cooldown_seconds": "3", "timezone": "UTC", "unit": "mmol", "max_connections": "9", "simulate_meters": "2",
+        "cooldown_seconds": "3", "timezone": "UTC", "unit": "mmol", "max_connections": "9", "max_socket_connections": "99", "simulate_meters": "2",
         "simulate_start": "100", "simulate_stop": "200", "max_connections_per_uid": "8", "forwarder_user": "mqtt",
     ]
 
@@ -45,6 +46,29 @@ import Testing
                 continue
             }
             #expect(key.value(fromFlag) == key.value(fromFile), "\(flag) \(value)")
+        }
+    }
+}
+
+/// `max_connections` became the meters' connection slots (issue 39); the socket cap moved to
+/// `max_socket_connections`. An old file's socket-sized value is refused with the new key's name.
+@Suite struct ConnectionSlotsKeyTests {
+    @Test func maxConnectionsIsTheMeterSlotsWithDefaultThree() throws {
+        var config = DaemonConfig(stateDirectory: "/s", socketPath: "/s/sock")
+        #expect(config.maxMeterConnections == 3)
+        #expect(config.maxSocketConnections == 4096)
+        try config.apply(key: "max_connections", value: "5")
+        #expect(config.maxMeterConnections == 5)
+        try config.apply(key: "max_socket_connections", value: "100")
+        #expect(config.maxSocketConnections == 100)
+        for bad in ["0", "x"] {
+            #expect(throws: ConfigError.self) { try config.apply(key: "max_connections", value: bad) }
+        }
+        do {
+            try config.apply(key: "max_connections", value: "4096")
+            Issue.record("an old socket cap was accepted as meter slots")
+        } catch {
+            #expect("\(error)".contains("max_socket_connections"), "\(error)")
         }
     }
 }

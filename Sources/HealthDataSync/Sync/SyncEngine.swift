@@ -18,6 +18,10 @@ import GlucoseProfile
 ///   ``forget(meter:)`` and ``shutdown(deadlineSeconds:)`` stop the retries.
 /// - ``sync(meter:force:fullDownload:)`` starts a sync and returns its session when it ends. A
 ///   forced sync ignores the cooldown; nothing starts a second sync of a running meter.
+/// - Connection slots (``ConnectionSlots``): with `maxConnections`, at most that many syncs hold
+///   a connection at once; a further one waits in phase `queued` (published as
+///   ``SyncProgressEvent/phaseChanged(_:_:)``) and connects when a slot frees, first come first
+///   served. Aborting or forgetting a queued meter takes it out of the queue.
 /// - ``shutdown(deadlineSeconds:)`` aborts every running sync (RACP `03 00` when a procedure is in
 ///   flight), commits what arrived (with the contiguous mark, see ``SyncStateMachine``), disconnects and
 ///   cancels every task.
@@ -73,6 +77,9 @@ public actor SyncEngine {
     private let clock: any SyncClock
 
     private var policy: SyncPolicy
+    private var slots: ConnectionSlots
+    /// Syncs waiting for a slot: resumed with true when granted, false when they gave up.
+    private var slotWaiters: [MeterID: CheckedContinuation<Bool, Never>] = [:]
     private var running: [MeterID: Running] = [:]
     private var scheduled: [MeterID: Scheduled] = [:]
     private var nextToken: UInt64 = 0
@@ -96,13 +103,16 @@ public actor SyncEngine {
     ///   - logger: never logs reading values above debug.
     ///   - now: the wall clock (session times, and the wall-clock reading of scheduled times).
     ///   - clock: the monotonic clock cooldowns and retries run on.
+    ///   - maxConnections: how many meters may be connected at once (the adapter's slots); nil:
+    ///     no limit.
     public init(
         transport: any MeterTransport, store: any ReadingStore, zone: TimeZoneRules,
         meterZones: [MeterID: TimeZoneRules] = [:], quirks: QuirkTable = .builtIn,
         configuration: SyncConfiguration = SyncConfiguration(), cooldownSeconds: Double = 30, automaticSync: Bool = true,
         observer: (any SyncObserver)? = nil, logger: Logger = .disabled, now: @escaping WallClock,
-        clock: any SyncClock = ContinuousSyncClock()
+        clock: any SyncClock = ContinuousSyncClock(), maxConnections: Int? = nil
     ) {
+        self.slots = ConnectionSlots(limit: maxConnections)
         self.transport = transport
         self.store = store
         self.zone = zone
@@ -183,10 +193,19 @@ public actor SyncEngine {
     /// When the meter's scheduled retry or deferred sync runs (monotonic), if one is scheduled.
     public func scheduledAttempt(_ meter: MeterID) -> Duration? { self.scheduled[meter]?.at }
 
-    /// Stops the running sync of one meter: aborts, commits what arrived, disconnects.
+    /// Stops the running sync of one meter: aborts, commits what arrived, disconnects. A meter
+    /// waiting for a connection slot leaves the queue (its sync ends `aborted`).
     public func abort(meter: MeterID, reason: String) {
+        if self.slots.isQueued(meter) {
+            _ = self.slots.release(meter)
+            self.slotWaiters.removeValue(forKey: meter)?.resume(returning: false)
+            return
+        }
         self.running[meter]?.session.yield(.abort(reason: reason))
     }
+
+    /// The meters holding a connection slot, and those waiting for one (first come first).
+    public var connectionSlots: ConnectionSlots { self.slots }
 
     /// The meter is forgotten: its sync is aborted, its scheduled retry or deferred sync dropped,
     /// and its cooldown and backoff cleared.
@@ -205,7 +224,7 @@ public actor SyncEngine {
         self.scheduled = [:]
         for task in timers { task.cancel() }
         let tasks = self.running.values.map(\.task)
-        for entry in self.running.values { entry.session.yield(.abort(reason: "the daemon is shutting down")) }
+        for meter in self.running.keys { self.abort(meter: meter, reason: "the daemon is shutting down") }
         await withTaskGroup(of: Bool.self) { group in
             group.addTask {
                 for task in tasks { await task.value }
@@ -316,6 +335,9 @@ public actor SyncEngine {
     }
 
     private func ended(_ meter: MeterID, _ record: SyncSessionRecord, failure: SyncFailure?) {
+        if let next = self.slots.release(meter) {
+            self.slotWaiters.removeValue(forKey: next)?.resume(returning: true)
+        }
         let followup = self.policy.finished(
             meter, record.result, failure: failure?.code, progressed: record.stored > 0, at: self.clock.now)
         self.lastSessions[meter] = record
@@ -423,7 +445,30 @@ public actor SyncEngine {
         }
     }
 
+    /// Waits for a connection slot; false when the meter gave up waiting (aborted, forgotten,
+    /// shutdown).
+    private func acquireSlot(_ meter: MeterID) async -> Bool {
+        guard case .queued(let position) = self.slots.request(meter) else { return true }
+        self.publish(.phaseChanged(meter, .queued))
+        self.logger.info(
+            "sync waits for a connection slot",
+            [("meter", meter.rawValue), ("position", String(position)), ("slots", String(self.slots.limit ?? 0))])
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            self.slotWaiters[meter] = continuation
+        }
+    }
+
     private func drive(_ session: Session, _ initial: SyncStateMachine) async {
+        guard await self.acquireSlot(session.meter) else {
+            // Gave up waiting: the machine never started, nothing to disconnect or commit.
+            let now = self.now()
+            let record = SyncSessionRecord(
+                meter: session.meter, started: now, ended: now, result: .aborted, received: 0,
+                error: "The sync was stopped while it waited for a connection slot.")
+            self.publish(.phaseChanged(session.meter, .idle))
+            self.ended(session.meter, record, failure: SyncFailure(.aborted, record.error ?? ""))
+            return
+        }
         var state = DriveState(machine: initial)
         await withTaskGroup(of: Void.self) { group in
             for await driverEvent in session.events {

@@ -4,6 +4,8 @@ import GlucoseProfile
 public enum SyncPhase: Hashable, Sendable, CustomStringConvertible {
     /// No sync running.
     case idle
+    /// Waiting for a connection slot (`max_connections`): served in the order meters queued.
+    case queued
     /// Connecting and resolving GATT services.
     case connecting
     /// Bonding with the meter (a passkey may be requested).
@@ -33,6 +35,7 @@ public enum SyncPhase: Hashable, Sendable, CustomStringConvertible {
     public var name: String {
         switch self {
         case .idle: "idle"
+        case .queued: "queued"
         case .connecting: "connecting"
         case .pairing: "pairing"
         case .readingDeviceInfo: "readingDeviceInfo"

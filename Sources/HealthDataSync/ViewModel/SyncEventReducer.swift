@@ -52,8 +52,8 @@ public enum SyncEventReducer {
             state.sync = phase
             state.link = Self.link(for: phase)
             if phase == .pairing { state.pairing = .pairing }
-            if phase == .connecting {
-                // An attempt runs: nothing is scheduled any more.
+            if phase == .connecting || phase == .queued {
+                // An attempt runs (or waits for a connection slot): nothing is scheduled any more.
                 state.progress = .none
                 state.nextAttempt = nil
             }
@@ -146,7 +146,7 @@ public enum SyncEventReducer {
     /// The link phase a sync phase implies.
     public static func link(for phase: SyncPhase) -> LinkPhase {
         switch phase {
-        case .idle, .done, .failed: .disconnected
+        case .idle, .queued, .done, .failed: .disconnected
         case .connecting: .connecting
         case .disconnecting: .disconnecting
         default: .connected
