@@ -75,6 +75,7 @@ extension HealthDataSyncService {
           counting,
           receiving,
           waitingToRetry,
+          settingClock,
           committing,
           disconnecting,
           done,

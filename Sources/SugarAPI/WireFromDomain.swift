@@ -90,6 +90,7 @@ extension Wire.SyncPhase {
         case .counting: self = .counting
         case .receiving: self = .receiving
         case .waitingToRetry: self = .waitingToRetry
+        case .settingClock: self = .settingClock
         case .committing: self = .committing
         case .disconnecting: self = .disconnecting
         case .done: self = .done

@@ -227,7 +227,7 @@ extension Wire {
     /// `type SyncPhase`: where a sync of one meter is.
     public enum SyncPhase: String, WireEnum {
         case idle, connecting, pairing, readingDeviceInfo, readingClock, subscribing, counting, receiving
-        case waitingToRetry, committing, disconnecting, done, failed
+        case waitingToRetry, settingClock, committing, disconnecting, done, failed
     }
 
     /// `type PairingState`.

@@ -549,6 +549,15 @@ public actor SyncEngine {
                     input.yield(.writeFailed(purpose, error))
                 }
             }
+        case .write(let bytes, let uuid):
+            return {
+                do throws(TransportError) {
+                    try await transport.write(bytes, to: uuid, on: meter)
+                    input.yield(.characteristicWritten(uuid))
+                } catch {
+                    input.yield(.characteristicWriteFailed(uuid, error))
+                }
+            }
         case .lookUpStored(let contents):
             return {
                 do throws(StoreError) {
