@@ -133,7 +133,8 @@ extension Wire.LastSync {
     public init(_ last: HealthDataSync.LastSync) {
         self.init(
             meter: last.meter.rawValue, at: Wire.Instant(last.at), result: Wire.SyncResult(last.result),
-            stored: Int64(last.stored), duplicates: Int64(last.duplicates), reset: last.reset)
+            stored: Int64(last.stored), duplicates: Int64(last.duplicates), reset: last.reset,
+            clockSet: last.clockSet.map(Wire.ClockSet.init))
     }
 }
 
@@ -281,7 +282,15 @@ extension Wire.Session {
             ended: session.ended.map(Wire.Instant.init), result: Wire.SyncResult(session.result),
             expected: session.expected.map(Int64.init), received: Int64(session.received), stored: Int64(session.stored),
             duplicates: Int64(session.duplicates), error: session.error, reset: session.reset,
-            sequenceResets: Int64(session.sequenceResets))
+            sequenceResets: Int64(session.sequenceResets), clockSet: session.clockSet.map(Wire.ClockSet.init))
+    }
+}
+
+extension Wire.ClockSet {
+    public init(_ clock: ClockSetting) {
+        self.init(
+            method: clock.method == .currentTime ? .currentTime : .isens, at: Wire.Instant(clock.at),
+            written: clock.written.isoString, skewBeforeSeconds: clock.skewBeforeSeconds, skewAfterSeconds: clock.skewAfterSeconds)
     }
 }
 

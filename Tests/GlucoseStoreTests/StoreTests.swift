@@ -228,6 +228,8 @@ import Testing
             try V1Fixture.write(db)
             try db.execute("UPDATE meter SET person = 'Mia' WHERE id = 1", "v3 person")
         },
+        // Version 5 (people, assignments, the feed): v6 adds the meter procedure and clock columns.
+        5: { (db) throws(StoreError) in try V1Fixture.write(db) },
     ]
 
     static func schema(_ path: String) throws -> [String] {

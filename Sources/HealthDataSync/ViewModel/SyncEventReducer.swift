@@ -68,7 +68,7 @@ public enum SyncEventReducer {
         case .finished(let id, let session):
             state.lastSync = LastSync(
                 meter: id, at: session.ended ?? now, result: session.result, stored: session.stored,
-                duplicates: session.duplicates, reset: session.reset)
+                duplicates: session.duplicates, reset: session.reset, clockSet: session.clockSet)
             if session.result == .success || session.result == .noNewRecords {
                 state.lastError = nil
                 if state.pairing == .pairing || state.pairing == .waitingForPasskey { state.pairing = .paired }
