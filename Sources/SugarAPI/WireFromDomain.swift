@@ -316,6 +316,12 @@ extension Wire.Reading {
     /// `meterClockSkewSeconds`, `quirks`}, `storedAt` {`iso`, `epochMillis`}, `person` (the person the
     /// reading belongs to, or null), `context` (the decoded context object or null) and
     /// `awaitingAttribution`.
+    /// The Verio record an 11-byte stored payload holds, if it decodes.
+    static func verioRecord(_ bytes: [UInt8]) -> VerioRecord? {
+        var reader = ByteReader(bytes)
+        return try? VerioRecord(parsing: &reader)
+    }
+
     public init(_ stored: StoredReading) {
         let r = stored.reading
         let profile: JSONObject
@@ -325,6 +331,18 @@ extension Wire.Reading {
         {
             profile = decoded
             sequenceNumber = Int64(measurement.sequenceNumber)
+        } else if r.measurementBytes.count == VerioRecord.byteCount,
+            let record = Self.verioRecord(r.measurementBytes)
+        {
+            // A OneTouch Verio record (its 11 payload bytes, kept as received): the characteristic is
+            // the Verio reply, the record number the sequence number.
+            profile = [
+                "characteristic": .string(Verio.replyCharacteristic.uuidString), "procedure": "verio",
+                "sequenceNumber": .int(Int64(r.sequenceNumber)), "baseTime": .string(r.baseTime.isoString),
+                "timeOffsetMinutes": .null, "meterSeconds": .int(Int64(record.meterSeconds)),
+                "mgdL": .int(Int64(record.mgdL)),
+            ]
+            sequenceNumber = Int64(r.sequenceNumber)
         } else {
             // Only reachable for a row written by a future version with a packet this one cannot
             // read: show the stored raw facts rather than nothing.
