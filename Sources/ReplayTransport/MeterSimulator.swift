@@ -118,6 +118,13 @@ public struct MeterSimulator: Sendable {
         return number
     }
 
+    /// A Verio holding exactly these records (numbers as given, oldest first) with `highest` as the
+    /// newest number ever taken (at least the highest record's), as a replayed capture showed them.
+    public mutating func setVerioRecords(_ records: [(number: UInt16, record: VerioRecord)], highest: UInt32) {
+        self.verioRecords = records.sorted { $0.number < $1.number }
+        self.verioHighest = max(highest, UInt32(self.verioRecords.last?.number ?? 0))
+    }
+
     /// A Verio's memory is cleared (a reset): no records, and numbering starts again from 1.
     public mutating func clearVerioMemory() {
         self.verioRecords = []

@@ -94,4 +94,26 @@ import Testing
             #expect(!after.reset)
         }
     }
+
+    /// A Verio download recorded as a btsnoop capture replays as a Verio meter (records by number, clock)
+    /// that the engine downloads again into SQLite.
+    @Test func aCapturedVerioDownloadReplaysAsAMeter() async throws {
+        var original = Self.verio(count: 3)
+        original.startRecording(format: .h4)
+        SimulatedClient.download(&original)
+        let capture = try #require(original.stopRecording()?.image)
+        let replayed = try ReplayTransport.meter(fromCaptureBytes: capture)
+        #expect(replayed.personality.isVerio)
+        #expect(replayed.id == original.id)
+        #expect(replayed.personality.manufacturer == "LifeScan")
+        #expect(replayed.verioRecords.map(\.number) == [1, 2, 3])
+        #expect(replayed.verioRecords.map(\.record) == original.verioRecords.map(\.record))
+        #expect(replayed.verioHighest == 3)
+        #expect(replayed.personality.clock.value == Self.meterClock)
+        try await withSyncStack([replayed]) { engine, _, store, _ in
+            let session = try await engine.sync(meter: replayed.id, force: true)
+            #expect(session.result == .success, "\(session.error ?? "")")
+            #expect(try await stored(store, replayed.id).map(\.reading.mgdL) == [100, 101, 102])
+        }
+    }
 }
