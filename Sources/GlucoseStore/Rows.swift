@@ -164,6 +164,12 @@ package struct MeterRow {
             lastSyncResult: self.lastSyncResult, readingCount: try self.readingCount(db))
         meter.procedure = self.procedure
         meter.clockSettable = self.clockSettable
+        meter.clockSetAt = try db.withStatement("SELECT max(clock_set_ms) FROM sync_session WHERE meter_id = ?") {
+            (s) throws(StoreError) -> Instant? in
+            try s.bind(self.rowID, at: 1)
+            _ = try s.step("Reading when the clock of meter \(self.identity.id) was set in \(db.path)")
+            return s.optionalInt64(0).map { Instant(epochMillis: $0) }
+        }
         switch holder {
         case .person(let name)?: meter.person = name
         case .shared?: meter.shared = true

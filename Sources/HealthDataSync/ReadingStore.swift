@@ -197,6 +197,8 @@ public struct StoredMeter: Hashable, Sendable {
     public var procedure: MeterProcedure?
     /// Whether the meter's clock can be set (CTS with write, or i-SENS time), once a sync found out.
     public var clockSettable: Bool?
+    /// When a sync last set the meter's clock (nil: never).
+    public var clockSetAt: Instant?
 
     public init(
         identity: MeterIdentity, features: UInt16?, firstSeen: Instant, lastSeen: Instant, highWater: UInt16?,

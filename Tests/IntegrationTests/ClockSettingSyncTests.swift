@@ -126,6 +126,23 @@ import Testing
             #expect(transport.simulator(meter.id)?.clockWrites == [Self.berlinNow])
             #expect(try await store.meter(meter.id)?.clockSettable == true)
             #expect(try await store.sessions(meter: meter.id, limit: 1).first?.clockSet?.method == .isens)
+            // Its clock cannot be read: the reading before the set is unverified...
+            let before = try #require(try await stored(store, meter.id).first)
+            #expect(before.reading.flags.contains(.clockUnverified))
+            #expect(try await store.meter(meter.id)?.clockSetAt == fixedNow)
+
+            // ...one the meter stamped after sugard set its clock is read on the corrected clock:
+            // 17:30 on the meter is 17:30 Berlin, 16:30Z.
+            transport.updateMeter(meter.id) { sim in
+                Self.reading(&sim, mgdL: 160, at: DateTime(year: 2025, month: 11, day: 24, hours: 17, minutes: 30))
+            }
+            let second = try await engine.sync(meter: meter.id, force: true)
+            #expect(second.result == .success, "\(second.error ?? "")")
+            let later = try #require(try await stored(store, meter.id).last)
+            #expect(later.reading.instant == Instant(epochSeconds: 1_764_001_800))
+            #expect(!later.reading.flags.contains(.clockUnverified))
+            #expect(later.reading.time.method == .meterClock)
+            #expect(later.reading.time.meterClockSkewSeconds == 0)
         }
     }
 }

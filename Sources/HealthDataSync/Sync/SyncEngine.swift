@@ -307,7 +307,8 @@ public actor SyncEngine {
         let context = SyncStateMachine.Context(
             meter: meter, advertisedName: self.advertisements[meter]?.name ?? stored?.identity.name,
             highWater: stored?.highWater, highWaterRecord: highWaterRecord, fullDownload: fullDownload,
-            zone: self.meterZones[meter] ?? self.zone, quirks: self.quirks, configuration: self.configuration)
+            zone: self.meterZones[meter] ?? self.zone, quirks: self.quirks, configuration: self.configuration,
+            clockSetAt: stored?.clockSetAt)
         let session = Session(meter: meter)
         let task = Task { await self.drive(session, SyncStateMachine(context)) }
         self.running[meter] = Running(session: session, task: task, waiters: [])

@@ -58,6 +58,10 @@ public struct SyncStateMachine: Sendable {
         public var highWaterRecord: [UInt8]?
         /// Ask for all records even when a high-water mark is stored.
         public var fullDownload: Bool
+        /// When a sync last set the meter's clock. For a meter whose clock cannot be read, records the
+        /// meter stamped at or after that moment are resolved on the corrected clock (skew 0) instead of
+        /// as unverified.
+        public var clockSetAt: Instant?
         public var zone: TimeZoneRules
         public var quirks: QuirkTable
         public var configuration: SyncConfiguration
@@ -65,8 +69,9 @@ public struct SyncStateMachine: Sendable {
         public init(
             meter: MeterID, advertisedName: String? = nil, highWater: UInt16?, highWaterRecord: [UInt8]? = nil,
             fullDownload: Bool = false, zone: TimeZoneRules, quirks: QuirkTable = .builtIn,
-            configuration: SyncConfiguration = SyncConfiguration()
+            configuration: SyncConfiguration = SyncConfiguration(), clockSetAt: Instant? = nil
         ) {
+            self.clockSetAt = clockSetAt
             self.meter = meter
             self.advertisedName = advertisedName
             self.highWater = highWater
@@ -1340,6 +1345,10 @@ public struct SyncStateMachine: Sendable {
         let builder = ReadingBuilder(
             meter: self.context.meter, profile: self.profile,
             resolver: TimeResolver(zone: self.context.zone, clock: self.clock), recordCount: self.expected)
+        // A clock that cannot be read but that a sync set: records stamped since then are on the corrected clock.
+        var corrected = builder
+        corrected.resolver = TimeResolver(zone: self.context.zone, skewSeconds: 0)
+        let setLocal = self.clock == nil ? self.context.clockSetAt.map { self.context.zone.localTime(at: $0) } : nil
         var readings: [Reading] = []
         readings.reserveCapacity(records.count)
         for r in records {
@@ -1349,8 +1358,12 @@ public struct SyncStateMachine: Sendable {
             if r.cutAfter { self.contiguityBroken = true }
             self.lastKept = max(self.lastKept ?? seq, seq)
             self.maxKept = max(self.maxKept ?? seq, seq)
+            let t = r.measurement.baseTime
+            let stamped = LocalDateTime(
+                year: Int(t.year), month: Int(t.month), day: Int(t.day), hour: Int(t.hours), minute: Int(t.minutes), second: Int(t.seconds))
+            let chosen = setLocal.map { stamped >= $0 } == true ? corrected : builder
             readings.append(
-                builder.reading(measurementBytes: r.bytes, measurement: r.measurement, contextBytes: r.contextBytes, context: r.context))
+                chosen.reading(measurementBytes: r.bytes, measurement: r.measurement, contextBytes: r.contextBytes, context: r.context))
         }
         return readings
     }
