@@ -264,6 +264,24 @@ import Testing
         }
     }
 
+    /// v6: meters with readings from before it were Glucose Profile meters; what can set a clock is unknown.
+    @Test func v6MarksEarlierMetersAsGlucoseProfile() async throws {
+        let dir = try TempDirectory()
+        do {
+            let db = try Connection(path: dir.database)
+            try Schema.migrate(db, to: 5)
+            try V1Fixture.write(db)
+            try db.execute(
+                "INSERT INTO meter (address, first_seen_ms, last_seen_ms, epoch) VALUES ('C0:26:DA:0D:0D:0D', 1, 1, 0)", "a meter never synced")
+            db.close()
+        }
+        let store = try openStore(dir.database)
+        #expect(try await store.meter(testMeter)?.procedure == .gls)
+        #expect(try await store.meter(testMeter)?.clockSettable == nil)
+        #expect(try await store.meter(MeterID("C0:26:DA:0D:0D:0D"))?.procedure == nil)
+        #expect(try await store.sessions(meter: testMeter, limit: 5).allSatisfy { $0.clockSet == nil })
+    }
+
     @Test func migratingTwiceIsHarmless() async throws {
         let dir = try TempDirectory()
         _ = try openStore(dir.database)
