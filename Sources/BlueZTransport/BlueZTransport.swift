@@ -448,7 +448,7 @@ public final class BlueZTransport: MeterTransport {
             if enabled {
                 _ = try await self.call(
                     adapter, ObjectMirror.adapterInterface, "SetDiscoveryFilter",
-                    [.vardict(["UUIDs": .stringArray([BluetoothUUID.glucoseService.uuidString]), "Transport": .string("le")])],
+                    [.vardict(["UUIDs": .stringArray(ObjectMirror.meterServices), "Transport": .string("le")])],
                     what: "Setting the discovery filter")
                 _ = try await self.call(adapter, ObjectMirror.adapterInterface, "StartDiscovery", what: "Starting discovery")
             } else {

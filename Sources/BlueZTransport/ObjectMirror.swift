@@ -75,7 +75,10 @@ struct ObjectMirror {
 
     // MARK: Devices
 
-    /// Devices below the chosen adapter that offer the Glucose service.
+    /// The services that make a device a meter: the Glucose service, and OneTouch Verio's vendor service.
+    static let meterServices = [BluetoothUUID.glucoseService.uuidString, Verio.service.uuidString]
+
+    /// Devices below the chosen adapter that offer the Glucose service or the Verio service.
     func meterPaths(adapter: String?) -> [String] {
         self.objects.keys.filter { path in
             guard let props = self.properties(path, Self.deviceInterface) else { return false }
@@ -85,7 +88,7 @@ struct ObjectMirror {
     }
 
     static func isGlucoseMeter(_ device: [String: DBusValue]) -> Bool {
-        device["UUIDs"]?.strings?.contains(BluetoothUUID.glucoseService.uuidString) == true
+        device["UUIDs"]?.strings?.contains(where: Self.meterServices.contains) == true
     }
 
     func devicePath(for meter: MeterID, adapter: String?) -> String? {

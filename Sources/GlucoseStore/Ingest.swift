@@ -189,6 +189,7 @@ struct Ingest {
 
         let seenAt = batch.session.ended ?? batch.session.started
         var (meter, serialChanged) = try MeterRow.upsert(batch.meter, features: batch.features, seenAt: seenAt, self.db)
+        try meter.saveCapabilities(procedure: batch.procedure, clockSettable: batch.clockSettable, self.db)
         // The first batch of an attempt makes its session row; later ones (chunks) add to it.
         let continuing = batch.session.id
         let sessionID: Int64
@@ -305,6 +306,7 @@ struct Ingest {
         }
         try meter.saveSyncState(self.db)
 
+        if let clock = batch.session.clockSet { try SessionRows.saveClockSet(id: sessionID, clock, self.db) }
         let received = max(batch.session.received, batch.readings.count)
         var session = batch.session
         session.id = sessionID

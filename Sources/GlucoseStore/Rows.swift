@@ -16,10 +16,12 @@ package struct MeterRow {
     var lastSync: Instant?
     var lastSyncResult: SyncResult?
     var forgotten: Instant?
+    var procedure: MeterProcedure?
+    var clockSettable: Bool?
 
     static let columns = """
         id, address, name, manufacturer, model, serial_number, firmware, features, first_seen_ms, last_seen_ms,
-        epoch, high_water, last_sync_ms, last_sync_result, forgotten_ms
+        epoch, high_water, last_sync_ms, last_sync_result, forgotten_ms, procedure, clock_settable
         """
 
     init(_ s: Statement) {
@@ -35,6 +37,23 @@ package struct MeterRow {
         self.lastSync = s.optionalInt64(12).map { Instant(epochMillis: $0) }
         self.lastSyncResult = s.optionalText(13).flatMap { SyncResult(rawValue: $0) }
         self.forgotten = s.optionalInt64(14).map { Instant(epochMillis: $0) }
+        self.procedure = s.optionalText(15).flatMap { MeterProcedure(rawValue: $0) }
+        self.clockSettable = s.optionalInt64(16).map { $0 != 0 }
+    }
+
+    /// Records how the meter is downloaded and whether its clock can be set (nil keeps what is stored).
+    mutating func saveCapabilities(procedure: MeterProcedure?, clockSettable: Bool?, _ db: Connection) throws(StoreError) {
+        guard procedure != nil || clockSettable != nil,
+            procedure != self.procedure || clockSettable != self.clockSettable
+        else { return }
+        self.procedure = procedure ?? self.procedure
+        self.clockSettable = clockSettable ?? self.clockSettable
+        try db.withStatement("UPDATE meter SET procedure = ?, clock_settable = ? WHERE id = ?") { (s) throws(StoreError) in
+            try s.bind(self.procedure?.rawValue, at: 1)
+            try s.bind(self.clockSettable.map { Int64($0 ? 1 : 0) }, at: 2)
+            try s.bind(self.rowID, at: 3)
+            try s.run("Saving the procedure of meter \(self.identity.id) in \(db.path)")
+        }
     }
 
     static func load(_ id: MeterID, _ db: Connection) throws(StoreError) -> MeterRow? {
@@ -143,6 +162,14 @@ package struct MeterRow {
             identity: self.identity, features: self.features, firstSeen: self.firstSeen, lastSeen: self.lastSeen,
             highWater: self.highWater, epoch: self.epoch, lastSync: self.lastSync,
             lastSyncResult: self.lastSyncResult, readingCount: try self.readingCount(db))
+        meter.procedure = self.procedure
+        meter.clockSettable = self.clockSettable
+        meter.clockSetAt = try db.withStatement("SELECT max(clock_set_ms) FROM sync_session WHERE meter_id = ?") {
+            (s) throws(StoreError) -> Instant? in
+            try s.bind(self.rowID, at: 1)
+            _ = try s.step("Reading when the clock of meter \(self.identity.id) was set in \(db.path)")
+            return s.optionalInt64(0).map { Instant(epochMillis: $0) }
+        }
         switch holder {
         case .person(let name)?: meter.person = name
         case .shared?: meter.shared = true
@@ -543,10 +570,29 @@ enum SessionRows {
         }
     }
 
+    /// Records the clock the attempt set (once; a later batch of the attempt carries it again).
+    static func saveClockSet(id: Int64, _ clock: ClockSetting, _ db: Connection) throws(StoreError) {
+        try db.withStatement(
+            """
+            UPDATE sync_session SET clock_set_method = ?, clock_set_ms = ?, clock_set_local = ?, clock_skew_before_s = ?,
+                clock_skew_after_s = ? WHERE id = ?
+            """
+        ) { (s) throws(StoreError) in
+            try s.bind(clock.method.rawValue, at: 1)
+            try s.bind(clock.at.epochMillis, at: 2)
+            try s.bind(isoText: clock.written, at: 3)
+            try s.bind(clock.skewBeforeSeconds, at: 4)
+            try s.bind(clock.skewAfterSeconds, at: 5)
+            try s.bind(id, at: 6)
+            try s.run("Recording the meter clock a sync set in \(db.path)")
+        }
+    }
+
     static func query(meter: MeterID?, limit: Int, _ db: Connection) throws(StoreError) -> [SyncSessionRecord] {
         let sql = """
             SELECT s.id, m.address, s.started_ms, s.ended_ms, s.result, s.expected, s.received, s.stored,
-                s.duplicates, s.error, s.sequence_resets
+                s.duplicates, s.error, s.sequence_resets, s.clock_set_method, s.clock_set_ms, s.clock_set_local,
+                s.clock_skew_before_s, s.clock_skew_after_s
             FROM sync_session s JOIN meter m ON m.id = s.meter_id
             \(meter == nil ? "" : "WHERE s.meter_id = (SELECT id FROM meter WHERE address = ?1)")
             ORDER BY s.started_ms DESC, s.id DESC LIMIT ?2
@@ -559,12 +605,21 @@ enum SessionRows {
                 guard let result = SyncResult(rawValue: s.optionalText(4) ?? "") else {
                     throw StoreError(.corrupt, "Sync session row \(s.int64(0)) in \(db.path) has an unknown result.")
                 }
+                var clockSet: ClockSetting?
+                if let method = s.optionalText(11).flatMap(ClockSetting.Method.init(rawValue:)), let at = s.optionalInt64(12),
+                    let written = parseLocalDateTime(s.optionalText(13) ?? "")
+                {
+                    clockSet = ClockSetting(
+                        method: method, at: Instant(epochMillis: at), skewBeforeSeconds: s.optionalInt64(14),
+                        skewAfterSeconds: s.optionalInt64(15), written: written)
+                }
                 out.append(
                     SyncSessionRecord(
                         id: s.int64(0), meter: MeterID(rawValue: s.optionalText(1) ?? ""),
                         started: Instant(epochMillis: s.int64(2)), ended: s.optionalInt64(3).map { Instant(epochMillis: $0) },
                         result: result, expected: s.optionalInt(5), received: Int(s.int64(6)), stored: Int(s.int64(7)),
-                        duplicates: Int(s.int64(8)), error: s.optionalText(9), sequenceResets: Int(s.int64(10))))
+                        duplicates: Int(s.int64(8)), error: s.optionalText(9), sequenceResets: Int(s.int64(10)),
+                        clockSet: clockSet))
             }
             return out
         }

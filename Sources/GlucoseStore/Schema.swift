@@ -9,7 +9,7 @@ import HealthDataSync
 /// the migration tests (they open every earlier version and compare the result with a fresh DB).
 enum Schema {
     /// Every schema version this build knows, in order.
-    static let versions: [Int64] = [1, 2, 3, 4, 5]
+    static let versions: [Int64] = [1, 2, 3, 4, 5, 6]
 
     static var latestVersion: Int64 { Self.versions[Self.versions.count - 1] }
 
@@ -44,6 +44,7 @@ enum Schema {
         case 3: try Self.applyV3(on: db)
         case 4: try Self.applyV4(on: db)
         case 5: try Self.applyV5(on: db)
+        case 6: try db.execute(Self.v6, "Adding meter procedures and clock settings (schema version 6) to \(db.path)")
         default: fatalError("Internal inconsistency: no migration step for schema version \(version)")
         }
     }

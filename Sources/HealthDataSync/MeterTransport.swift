@@ -144,7 +144,7 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
 public protocol MeterTransport: Sendable {
     /// The event stream. Called once; the stream ends when the transport shuts down.
     func events() -> AsyncStream<TransportEvent>
-    /// Starts or stops looking for meters (LE discovery filtered on the Glucose service).
+    /// Starts or stops looking for meters (LE discovery filtered on the Glucose service and the Verio service).
     func setDiscovery(_ enabled: Bool) async throws(TransportError)
     /// Connects and waits until the GATT services are resolved.
     func connect(_ meter: MeterID) async throws(TransportError) -> MeterServices

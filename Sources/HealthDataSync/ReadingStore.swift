@@ -62,6 +62,8 @@ public struct SyncSessionRecord: Hashable, Sendable {
     /// Sequence resets detected in this attempt (each opened a new epoch: the meter's memory was
     /// cleared or its counter restarted).
     public var sequenceResets: Int
+    /// The meter clock this attempt set after its download, when it did.
+    public var clockSet: ClockSetting?
 
     /// Whether this attempt found the meter reset (a new epoch was opened).
     public var reset: Bool { self.sequenceResets > 0 }
@@ -69,8 +71,9 @@ public struct SyncSessionRecord: Hashable, Sendable {
     public init(
         id: Int64? = nil, meter: MeterID, started: Instant, ended: Instant? = nil, result: SyncResult,
         expected: Int? = nil, received: Int = 0, stored: Int = 0, duplicates: Int = 0, error: String? = nil,
-        sequenceResets: Int = 0
+        sequenceResets: Int = 0, clockSet: ClockSetting? = nil
     ) {
+        self.clockSet = clockSet
         self.sequenceResets = sequenceResets
         self.id = id
         self.meter = meter
@@ -115,12 +118,18 @@ public struct SyncBatch: Sendable {
     /// The highest sequence number earlier batches of this attempt stored (or found stored) in the
     /// meter's current epoch; the new high-water mark may rest on it.
     public var storedEarlier: UInt16?
+    /// How the meter was downloaded (nil leaves what is stored).
+    public var procedure: MeterProcedure?
+    /// Whether the meter's clock can be set (nil leaves what is stored).
+    public var clockSettable: Bool?
 
     public init(
         meter: MeterIdentity, features: UInt16?, readings: [Reading], newHighWater: UInt16?,
         session: SyncSessionRecord, meterReset: Bool = false, isFinal: Bool = true, highestReceived: UInt16? = nil,
-        storedEarlier: UInt16? = nil
+        storedEarlier: UInt16? = nil, procedure: MeterProcedure? = nil, clockSettable: Bool? = nil
     ) {
+        self.procedure = procedure
+        self.clockSettable = clockSettable
         self.meterReset = meterReset
         self.isFinal = isFinal
         self.highestReceived = highestReceived
@@ -184,6 +193,12 @@ public struct StoredMeter: Hashable, Sendable {
     public var person: String?
     /// The meter is shared now: its new readings wait for an attribution.
     public var shared: Bool = false
+    /// How the meter is downloaded, once a sync found out (nil before).
+    public var procedure: MeterProcedure?
+    /// Whether the meter's clock can be set (CTS with write, or i-SENS time), once a sync found out.
+    public var clockSettable: Bool?
+    /// When a sync last set the meter's clock (nil: never).
+    public var clockSetAt: Instant?
 
     public init(
         identity: MeterIdentity, features: UInt16?, firstSeen: Instant, lastSeen: Instant, highWater: UInt16?,

@@ -9,6 +9,10 @@ extension ReplayTransport {
     /// order, malformed ones included. A later session's records that repeat an earlier session's exactly
     /// are taken once.
     ///
+    /// A OneTouch Verio capture (the Verio vendor service, docs/verio-protocol.md) plays as a simulated
+    /// Verio: its records are the data replies to the record commands (`b3 nn nn`) captured, by number;
+    /// its clock the captured clock reply, running from the time of that reply.
+    ///
     /// - Parameters:
     ///   - path: a btsnoop file (H4 or btmon).
     ///   - handleOverrides: `0x0012=2a18` mappings for captures without discovery.
@@ -36,9 +40,11 @@ extension ReplayTransport {
     ) throws(CaptureError) -> MeterSimulator {
         var inspector = CaptureInspector(options: CaptureInspector.Options(keepRecords: false))
         var streams: [Int: [SimulatedRecord.Packet]] = [:]
+        var verio = VerioCapture()
         while let item = try reader.next() {
             inspector.consume(item)
             guard case .event(let event) = item else { continue }
+            verio.consume(event)
             switch event.kind {
             case .notification(let attribute, let value), .indication(let attribute, let value):
                 if attribute.uuid == .glucoseMeasurement {
@@ -54,7 +60,7 @@ extension ReplayTransport {
         }
         let inspection = inspector.finish()
         func isMeter(_ session: InspectedSession) -> Bool {
-            session.glucoseService != nil || streams[session.capture.index] != nil
+            session.glucoseService != nil || streams[session.capture.index] != nil || verio.sessions.contains(session.capture.index)
         }
         guard let first = inspection.sessions.first(where: isMeter) else {
             throw CaptureError(
@@ -95,6 +101,9 @@ extension ReplayTransport {
         }
         if let layout { personality.layout = layout }
         personality.clockReference = firstValue(\.clock)?.timestamp.unixMicroseconds
+        if !verio.sessions.isEmpty {
+            return Self.verioMeter(verio, personality, layout: layoutSource.map { GATTLayout(database: $0.capture.database) })
+        }
         // Where the capture shows no discovery, the replay still needs CCCDs; a layout from overrides
         // only has values. The checks below keep the meter servable.
         if personality.layout.cccdHandle(.recordAccessControlPoint) == nil {
@@ -132,5 +141,60 @@ extension ReplayTransport {
             seen.formUnion(items)
         }
         return MeterSimulator(personality: personality, records: records)
+    }
+}
+
+/// What a capture shows of a OneTouch Verio download: the commands written and the data replies to them.
+struct VerioCapture {
+    /// Sessions (capture indices) that wrote a Verio command.
+    var sessions: Set<Int> = []
+    /// The last command written, per session (replies carry no command code).
+    var asked: [Int: VerioCommand] = [:]
+    var records: [UInt16: VerioRecord] = [:]
+    var highest: UInt32 = 0
+    /// The first clock reply and when it came (Unix microseconds).
+    var clock: (seconds: UInt32, at: Int64)?
+
+    mutating func consume(_ event: GATTEvent) {
+        switch event.kind {
+        case .write(let attribute, let value, _) where attribute.uuid == Verio.commandCharacteristic:
+            guard let command = try? VerioCommand(bytes: value) else { return }
+            self.sessions.insert(event.session)
+            self.asked[event.session] = command
+        case .notification(let attribute, let value) where attribute.uuid == Verio.replyCharacteristic:
+            guard let command = self.asked[event.session], case .data(let payload)? = try? VerioReply(bytes: value),
+                let answer = try? command.answer(payload: payload)
+            else { return }
+            self.asked[event.session] = nil
+            switch answer {
+            case .record(let number, let record): self.records[number] = record
+            case .highestRecordNumber(let highest): self.highest = max(self.highest, highest)
+            case .clock(let seconds): if self.clock == nil { self.clock = (seconds, event.timestamp.unixMicroseconds) }
+            case .recordCount: break
+            }
+        default:
+            break
+        }
+    }
+}
+
+extension ReplayTransport {
+    /// The simulated Verio a capture showed: its identity (from `base`), the captured layout when it holds
+    /// the Verio service, the captured clock (running) and records.
+    static func verioMeter(_ capture: VerioCapture, _ base: MeterPersonality, layout: GATTLayout?) -> MeterSimulator {
+        var personality = MeterPersonality.verio(
+            address: base.address, name: base.name, serialNumber: base.serialNumber,
+            clock: capture.clock.map { Verio.dateTime(meterSeconds: $0.seconds) },
+            pairing: base.pairing == .none ? .none : .justWorks)
+        personality.manufacturer = base.manufacturer ?? personality.manufacturer
+        personality.model = base.model ?? personality.model
+        personality.firmware = base.firmware
+        if let layout, layout.valueHandle(Verio.commandCharacteristic) != nil, layout.valueHandle(Verio.replyCharacteristic) != nil {
+            personality.layout = layout
+        }
+        personality.clockReference = capture.clock?.at
+        var meter = MeterSimulator(personality: personality)
+        meter.setVerioRecords(capture.records.map { ($0.key, $0.value) }, highest: capture.highest)
+        return meter
     }
 }

@@ -70,7 +70,8 @@ public struct MeterPersonality: Sendable, Hashable {
         firmware: String? = nil, feature: GlucoseFeature = [.lowBatteryDetection, .resultHighLowDetection, .multipleBond],
         hasContext: Bool = true, clock: Clock = .none, pairing: Pairing = .none, mtu: UInt16 = 23,
         aclBufferSize: Int = 27, startHandle: UInt16 = 1, glucoseGap: UInt16 = 0, vendorService: BluetoothUUID? = nil,
-        requiresRACPIndications: Bool = true, faults: SimulatorFaults = SimulatorFaults()
+        requiresRACPIndications: Bool = true, faults: SimulatorFaults = SimulatorFaults(), clockWritable: Bool = false,
+        isensTime: Bool = false
     ) {
         self.address = address
         self.name = name
@@ -85,7 +86,7 @@ public struct MeterPersonality: Sendable, Hashable {
         self.aclBufferSize = aclBufferSize
         self.layout = Self.standardLayout(
             startHandle: startHandle, glucoseGap: glucoseGap, hasContext: hasContext, clock: clock,
-            vendorService: vendorService)
+            vendorService: vendorService, clockWritable: clockWritable, isensTime: isensTime)
         self.requiresRACPIndications = requiresRACPIndications
         self.faults = faults
     }
@@ -93,15 +94,44 @@ public struct MeterPersonality: Sendable, Hashable {
     /// The meter's identifier as the sync engine knows it (`C0:26:DA:01:02:03`).
     public var id: MeterID { MeterID(self.address.description) }
 
+    /// A OneTouch Verio: no Glucose service, the Verio vendor service (command `af9df7a2-…` write, reply
+    /// `af9df7a3-…` notify) beside GAP, GATT and Device Information; a bond is needed (docs/verio-protocol.md).
+    /// Its clock is `clock`'s value (read with `20 02`).
+    public static func verio(
+        address: BluetoothAddress, name: String = "OneTouch Verio", serialNumber: String? = "VF-0001",
+        clock: DateTime?, pairing: Pairing = .justWorks, faults: SimulatorFaults = SimulatorFaults()
+    ) -> MeterPersonality {
+        var personality = MeterPersonality(
+            address: address, name: name, manufacturer: "LifeScan", model: "OneTouch Verio Flex", serialNumber: serialNumber,
+            clock: clock.map { .currentTime($0) } ?? .none, pairing: pairing, faults: faults)
+        typealias Spec = GATTLayout.CharacteristicSpec
+        personality.layout = GATTLayout(startHandle: 1, services: [
+            .init(BluetoothUUID(0x1800), [Spec(BluetoothUUID(0x2A00), .read), Spec(BluetoothUUID(0x2A01), .read)]),
+            .init(BluetoothUUID(0x1801), [Spec(BluetoothUUID(0x2A05), .indicate)]),
+            .init(.deviceInformationService, [
+                Spec(.manufacturerName, .read), Spec(.modelNumber, .read), Spec(.serialNumber, .read),
+            ]),
+            .init(Verio.service, [Spec(Verio.commandCharacteristic, [.write]), Spec(Verio.replyCharacteristic, [.notify])]),
+        ])
+        personality.requiresRACPIndications = false
+        return personality
+    }
+
+    /// Whether the meter speaks the Verio protocol (its layout has the Verio command characteristic).
+    public var isVerio: Bool { self.layout.valueHandle(Verio.commandCharacteristic) != nil }
+
     /// Whether the layout has Glucose Measurement Context.
     public var hasContext: Bool { self.layout.valueHandle(.glucoseMeasurementContext) != nil }
 
     /// GAP (0x1800: name, appearance), GATT (0x1801), Glucose (0x1808: 0x2A18, [0x2A34], 0x2A51, 0x2A52,
     /// [0x2A08]), Device Information (0x180A: 0x2A29, 0x2A24, 0x2A25, 0x2A26), [CTS 0x1805: 0x2A2B],
     /// [a vendor service].
+    /// - Parameters:
+    ///   - clockWritable: Current Time 0x2A2B also takes writes (the meter's clock can be set).
+    ///   - isensTime: the i-SENS vendor time service 0xFFF0 with its write characteristic 0xFFF1.
     public static func standardLayout(
         startHandle: UInt16 = 1, glucoseGap: UInt16 = 0, hasContext: Bool = true, clock: Clock = .none,
-        vendorService: BluetoothUUID? = nil
+        vendorService: BluetoothUUID? = nil, clockWritable: Bool = false, isensTime: Bool = false
     ) -> GATTLayout {
         typealias Spec = GATTLayout.CharacteristicSpec
         var glucose: [Spec] = [Spec(.glucoseMeasurement, .notify)]
@@ -119,8 +149,11 @@ public struct MeterPersonality: Sendable, Hashable {
         ]
         if case .currentTime = clock {
             services.append(.init(.currentTimeService, [
-                Spec(.currentTime, [.read, .notify])
+                Spec(.currentTime, clockWritable ? [.read, .write, .notify] : [.read, .notify])
             ]))
+        }
+        if isensTime {
+            services.append(.init(.isensTimeService, [Spec(.isensTime, [.write])]))
         }
         if let vendorService {
             // One vendor characteristic whose UUID is the service's with the last byte + 1.

@@ -68,6 +68,19 @@ public struct MeterSimulator: Sendable {
     public private(set) var cccds: [UInt16: [UInt8]] = [:]
     /// Overrides the personality's clock value when set (a live demo follows the host's clock).
     public var clockValue: DateTime?
+    /// The central wrote the clock (CTS 0x2A2B or i-SENS 0xFFF1): it now shows what was written, and a
+    /// transport's host-clock override no longer applies.
+    public private(set) var clockWasSet = false
+    /// The clock values written, in order (CTS or i-SENS), as the meter decoded them.
+    public private(set) var clockWrites: [DateTime] = []
+    /// A Verio's stored records, oldest first (numbers keep rising; see ``addVerioRecord(_:)``).
+    public private(set) var verioRecords: [(number: UInt16, record: VerioRecord)] = []
+    /// The number of the newest Verio record ever taken (0 for none); `27 00` answers it.
+    public private(set) var verioHighest: UInt32 = 0
+    /// How many records a Verio keeps (the oldest go first).
+    public var verioCapacity = 500
+    /// Verio record replies sent on the current connection.
+    private var verioSent = 0
     private var faults: SimulatorFaults
     private var recorder: CaptureBuilder?
     private var streamReports = false
@@ -93,6 +106,30 @@ public struct MeterSimulator: Sendable {
     }
 
     public var id: MeterID { self.personality.id }
+
+    /// A Verio takes a new reading: it gets the next record number (the oldest record goes when the
+    /// memory is full). - Returns: the record number.
+    @discardableResult
+    public mutating func addVerioRecord(_ record: VerioRecord) -> UInt16 {
+        self.verioHighest += 1
+        let number = UInt16(truncatingIfNeeded: self.verioHighest)
+        self.verioRecords.append((number, record))
+        if self.verioRecords.count > self.verioCapacity { self.verioRecords.removeFirst(self.verioRecords.count - self.verioCapacity) }
+        return number
+    }
+
+    /// A Verio holding exactly these records (numbers as given, oldest first) with `highest` as the
+    /// newest number ever taken (at least the highest record's), as a replayed capture showed them.
+    public mutating func setVerioRecords(_ records: [(number: UInt16, record: VerioRecord)], highest: UInt32) {
+        self.verioRecords = records.sorted { $0.number < $1.number }
+        self.verioHighest = max(highest, UInt32(self.verioRecords.last?.number ?? 0))
+    }
+
+    /// A Verio's memory is cleared (a reset): no records, and numbering starts again from 1.
+    public mutating func clearVerioMemory() {
+        self.verioRecords = []
+        self.verioHighest = 0
+    }
 
     /// The faults still armed (one-shot faults disappear once used).
     public var pendingFaults: SimulatorFaults { self.faults }
@@ -157,6 +194,7 @@ public struct MeterSimulator: Sendable {
     public mutating func connect(clientMTU: UInt16 = 517) -> MeterServices {
         self.isConnected = true
         self.cccds = [:]
+        self.verioSent = 0
         self.mtu = max(23, Int(min(clientMTU, self.personality.mtu)))
         let (address, serverMTU, layout) = (self.personality.address, self.personality.mtu, self.personality.layout)
         self.record { builder in
@@ -309,6 +347,13 @@ public struct MeterSimulator: Sendable {
         guard let item = layout.characteristics.first(where: { $0.valueHandle == handle }) else {
             return SimulatorWriteResult(error: .invalidHandle)
         }
+        let writable = item.properties?.contains(.write) ?? false
+        if item.uuid == Verio.commandCharacteristic, item.service == Verio.service {
+            return SimulatorWriteResult(outputs: self.verio(value))
+        }
+        if writable, item.uuid == .currentTime || (item.uuid == .isensTime && item.service == .isensTimeService) {
+            return self.setClock(item.uuid, value)
+        }
         guard item.uuid == .recordAccessControlPoint, item.service == .glucoseService else {
             return SimulatorWriteResult(error: .writeNotPermitted)
         }
@@ -329,6 +374,73 @@ public struct MeterSimulator: Sendable {
     private func enabled(_ uuid: BluetoothUUID, bit: UInt8) -> Bool {
         guard let cccd = self.cccdHandle(uuid), let value = self.cccds[cccd] else { return false }
         return value[0] & bit != 0
+    }
+
+    // MARK: - Clock writes
+
+    /// CTS 0x2A2B (10 bytes: Date Time, day of week, fractions, adjust reason) or i-SENS 0xFFF1
+    /// (`c0 03 01 00`, Date Time): the clock shows the value from now on. A value that does not decode
+    /// is refused with ATT 0x13 (value not allowed… here: invalid attribute value length 0x0D for size).
+    private mutating func setClock(_ uuid: BluetoothUUID, _ value: [UInt8]) -> SimulatorWriteResult {
+        let time: DateTime
+        do throws(GlucoseProfileError) {
+            time = uuid == .currentTime ? try CurrentTime(bytes: value).dateTime : try ISensTime(bytes: value).dateTime
+        } catch {
+            return SimulatorWriteResult(error: .invalidAttributeValueLength)
+        }
+        guard time.isDateKnown, time.isValid else { return SimulatorWriteResult(error: .invalidAttributeValueLength) }
+        self.clockValue = time
+        self.clockWasSet = true
+        self.clockWrites.append(time)
+        return SimulatorWriteResult()
+    }
+
+    // MARK: - Verio
+
+    /// One write to the Verio command characteristic, answered as docs/verio-protocol.md describes:
+    /// a one-byte acknowledgement (`81`), then the framed reply. The host's own `81` gets nothing. An
+    /// unbonded host is answered "not allowed"; a missing record "not supported"; a packet that is not
+    /// one of the four commands "not understood". Nothing is heard without notifications on the reply.
+    private mutating func verio(_ value: [UInt8]) -> [SimulatorOutput] {
+        if value == Verio.acknowledgement { return [] }
+        guard let handle = self.valueHandle(Verio.replyCharacteristic), self.enabled(Verio.replyCharacteristic, bit: 0x01) else {
+            return []
+        }
+        func notify(_ reply: VerioReply) -> SimulatorOutput {
+            .notification(handle: handle, characteristic: Verio.replyCharacteristic, value: reply.encoded())
+        }
+        let command: VerioCommand
+        do throws(GlucoseProfileError) {
+            command = try VerioCommand(bytes: value)
+        } catch {
+            return [notify(.acknowledgement), notify(.refused(.notUnderstood))]
+        }
+        if !self.linkAuthenticated { return [notify(.refused(.notAllowed))] }
+        var out = [notify(.acknowledgement)]
+        switch command {
+        case .readClock:
+            guard let time = self.clockValue ?? self.personality.clock.value, let seconds = Verio.meterSeconds(time) else {
+                out.append(notify(.refused(.notSupported)))
+                break
+            }
+            out.append(notify(.data(VerioAnswer.clock(meterSeconds: seconds).payload())))
+        case .highestRecordNumber:
+            out.append(notify(.data(VerioAnswer.highestRecordNumber(self.verioHighest).payload())))
+        case .recordCount:
+            out.append(notify(.data(VerioAnswer.recordCount(UInt16(clamping: self.verioRecords.count)).payload())))
+        case .record(let number):
+            if let limit = self.faults.disconnectAfterRecords ?? self.faults.alwaysDisconnectAfterRecords, self.verioSent >= limit {
+                self.faults.disconnectAfterRecords = nil
+                return [.disconnected(reason: 0x08)]
+            }
+            guard let stored = self.verioRecords.first(where: { $0.number == number }) else {
+                out.append(notify(.refused(.notSupported)))
+                break
+            }
+            self.verioSent += 1
+            out.append(notify(.data(VerioAnswer.record(number: number, stored.record).payload())))
+        }
+        return out
     }
 
     // MARK: - RACP

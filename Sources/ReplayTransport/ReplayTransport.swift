@@ -204,7 +204,9 @@ public final class ReplayTransport: MeterTransport, Sendable {
             slot.delivery?.cancel()
             slot.delivery = nil
             if slot.simulator.isConnected { return slot.simulator.services }
-            if let clock = self.options.clock {
+            if slot.simulator.clockWasSet {
+                // Set by a sync: it shows what was written (the override is the meter's old clock).
+            } else if let clock = self.options.clock {
                 slot.simulator.clockValue = clock()
             } else if let reference = slot.simulator.personality.clockReference,
                 let shown = slot.simulator.personality.clock.value
@@ -319,7 +321,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
                 throw TransportError(.characteristicNotFound, "\(meter) has no characteristic \(characteristic.shortString).")
             }
             let isAbort = value.first == RACPOpCode.abortOperation.rawValue
-            if let running = slot.delivery {
+            if characteristic == .recordAccessControlPoint, let running = slot.delivery {
                 if !isAbort {
                     throw TransportError(.attError, "\(meter) is still sending the previous RACP procedure.", attError: 0x80)
                 }

@@ -81,6 +81,19 @@ public enum SimulatedClient {
                     } else {
                         events.append(.notificationsEnabled(uuid))
                     }
+                case .write(let bytes, let uuid):
+                    guard let handle = meter.valueHandle(uuid) else {
+                        events.append(.characteristicWriteFailed(uuid, TransportError(.characteristicNotFound, "no \(uuid.shortString)")))
+                        break
+                    }
+                    let result = meter.write(handle, bytes)
+                    if let error = result.error {
+                        transcript.errors.append(error)
+                        events.append(.characteristicWriteFailed(uuid, ReplayTransport.error(error, "Writing \(uuid.shortString)")))
+                        break
+                    }
+                    Self.deliver(result.outputs, &events, &transcript)
+                    events.append(.characteristicWritten(uuid))
                 case .writeRACP(let bytes, let purpose):
                     let result = meter.writeRACP(bytes)
                     if let error = result.error {
@@ -88,18 +101,7 @@ public enum SimulatedClient {
                         events.append(.writeFailed(purpose, ReplayTransport.error(error, "Writing RACP")))
                         break
                     }
-                    for output in result.outputs {
-                        switch output {
-                        case .notification(_, let uuid, let value):
-                            transcript.notifications.append(value)
-                            events.append(.value(uuid, value))
-                        case .indication(_, let uuid, let value):
-                            transcript.indications.append(value)
-                            events.append(.value(uuid, value))
-                        case .disconnected:
-                            events.append(.disconnected(reason: nil))
-                        }
-                    }
+                    Self.deliver(result.outputs, &events, &transcript)
                     events.append(.writeCompleted(purpose))
                 case .lookUpStored:
                     events.append(.storedLookup(highest: highWater, known: []))
@@ -121,5 +123,20 @@ public enum SimulatedClient {
             }
         }
         return ended
+    }
+
+    private static func deliver(_ outputs: [SimulatorOutput], _ events: inout [SyncEvent], _ transcript: inout Transcript) {
+        for output in outputs {
+            switch output {
+            case .notification(_, let uuid, let value):
+                transcript.notifications.append(value)
+                events.append(.value(uuid, value))
+            case .indication(_, let uuid, let value):
+                transcript.indications.append(value)
+                events.append(.value(uuid, value))
+            case .disconnected:
+                events.append(.disconnected(reason: nil))
+            }
+        }
     }
 }

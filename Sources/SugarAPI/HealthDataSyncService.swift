@@ -686,7 +686,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             let identity = state?.identity ?? record?.identity ?? MeterIdentity(id: id)
             return Wire.MeterEntry(
                 id: id.rawValue, identity: Wire.MeterIdentity(identity), live: state.map(Wire.Meter.init),
-                stored: record.map(Wire.StoredMeter.init), person: record?.person)
+                stored: record.map(Wire.StoredMeter.init), person: record?.person,
+                procedure: record?.procedure.map { $0 == .verio ? .verio : .gls }, clockSettable: record?.clockSettable)
         }
         replier.reply(Self.parameters(Wire.MetersReply(meters: entries)))
     }

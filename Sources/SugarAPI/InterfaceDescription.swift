@@ -101,6 +101,7 @@ extension HealthDataSyncService {
           counting,
           receiving,
           waitingToRetry,
+          settingClock,
           committing,
           disconnecting,
           done,
@@ -114,7 +115,7 @@ extension HealthDataSyncService {
         type Progress (received: int, expected: ?int)
 
         # The last finished sync attempt of a meter. reset: it found the meter reset (a new epoch).
-        type LastSync (meter: string, at: Instant, result: SyncResult, stored: int, duplicates: int, reset: bool)
+        type LastSync (meter: string, at: Instant, result: SyncResult, stored: int, duplicates: int, reset: bool, clockSet: ?ClockSet)
 
         # An error as people see it: a stable code, one sentence and what to do about it.
         type ReportedError (code: string, message: string, hint: ?string, at: Instant, meter: ?string, specCode: ?int)
@@ -184,7 +185,15 @@ extension HealthDataSyncService {
 
         # A meter known to the daemon (live model), to the database, or to both; person is the person
         # the meter is assigned to (null when it is not).
-        type MeterEntry (id: string, identity: MeterIdentity, live: ?Meter, stored: ?StoredMeter, person: ?string)
+        type MeterEntry (
+          id: string,
+          identity: MeterIdentity,
+          live: ?Meter,
+          stored: ?StoredMeter,
+          person: ?string,
+          procedure: ?(gls, verio),
+          clockSettable: ?bool
+        )
 
         # An identifier of a person in another system: system names the issuer (a URI, such as a
         # clinic's urn:oid:...), value the identifier within it.
@@ -211,6 +220,17 @@ extension HealthDataSyncService {
         # readingCount counts the meter's readings measured in the period.
         type Assignment (meter: string, person: ?string, shared: bool, from: Instant, until: ?Instant, readingCount: int)
 
+        # The meter clock a sync set after its download (method: Current Time 0x2A2B or the i-SENS
+        # vendor time 0xFFF1). written is the local time written; the skews are meter minus host in
+        # seconds, before (null: unset or unreadable) and after (null: not read back).
+        type ClockSet (
+          method: (currentTime, isens),
+          at: Instant,
+          written: string,
+          skewBeforeSeconds: ?int,
+          skewAfterSeconds: ?int
+        )
+
         # One sync attempt as recorded.
         type Session (
           id: ?int,
@@ -224,7 +244,8 @@ extension HealthDataSyncService {
           duplicates: int,
           error: ?string,
           reset: bool,
-          sequenceResets: int
+          sequenceResets: int,
+          clockSet: ?ClockSet
         )
 
         # The whole view model at one revision. revisions holds each field's last-changed revision;

@@ -116,6 +116,7 @@ extension Wire.SyncPhase {
         case .counting: self = .counting
         case .receiving: self = .receiving
         case .waitingToRetry: self = .waitingToRetry
+        case .settingClock: self = .settingClock
         case .committing: self = .committing
         case .disconnecting: self = .disconnecting
         case .done: self = .done
@@ -158,7 +159,8 @@ extension Wire.LastSync {
     public init(_ last: HealthDataSync.LastSync) {
         self.init(
             meter: last.meter.rawValue, at: Wire.Instant(last.at), result: Wire.SyncResult(last.result),
-            stored: Int64(last.stored), duplicates: Int64(last.duplicates), reset: last.reset)
+            stored: Int64(last.stored), duplicates: Int64(last.duplicates), reset: last.reset,
+            clockSet: last.clockSet.map(Wire.ClockSet.init))
     }
 }
 
@@ -306,7 +308,15 @@ extension Wire.Session {
             ended: session.ended.map(Wire.Instant.init), result: Wire.SyncResult(session.result),
             expected: session.expected.map(Int64.init), received: Int64(session.received), stored: Int64(session.stored),
             duplicates: Int64(session.duplicates), error: session.error, reset: session.reset,
-            sequenceResets: Int64(session.sequenceResets))
+            sequenceResets: Int64(session.sequenceResets), clockSet: session.clockSet.map(Wire.ClockSet.init))
+    }
+}
+
+extension Wire.ClockSet {
+    public init(_ clock: ClockSetting) {
+        self.init(
+            method: clock.method == .currentTime ? .currentTime : .isens, at: Wire.Instant(clock.at),
+            written: clock.written.isoString, skewBeforeSeconds: clock.skewBeforeSeconds, skewAfterSeconds: clock.skewAfterSeconds)
     }
 }
 
@@ -332,6 +342,12 @@ extension Wire.Reading {
     /// `meterClockSkewSeconds`, `quirks`}, `storedAt` {`iso`, `epochMillis`}, `person` (the person the
     /// reading belongs to, or null), `context` (the decoded context object or null) and
     /// `awaitingAttribution`.
+    /// The Verio record an 11-byte stored payload holds, if it decodes.
+    static func verioRecord(_ bytes: [UInt8]) -> VerioRecord? {
+        var reader = ByteReader(bytes)
+        return try? VerioRecord(parsing: &reader)
+    }
+
     public init(_ stored: StoredReading) {
         let r = stored.reading
         let profile: JSONObject
@@ -341,6 +357,18 @@ extension Wire.Reading {
         {
             profile = decoded
             sequenceNumber = Int64(measurement.sequenceNumber)
+        } else if r.measurementBytes.count == VerioRecord.byteCount,
+            let record = Self.verioRecord(r.measurementBytes)
+        {
+            // A OneTouch Verio record (its 11 payload bytes, kept as received): the characteristic is
+            // the Verio reply, the record number the sequence number.
+            profile = [
+                "characteristic": .string(Verio.replyCharacteristic.uuidString), "procedure": "verio",
+                "sequenceNumber": .int(Int64(r.sequenceNumber)), "baseTime": .string(r.baseTime.isoString),
+                "timeOffsetMinutes": .null, "meterSeconds": .int(Int64(record.meterSeconds)),
+                "mgdL": .int(Int64(record.mgdL)),
+            ]
+            sequenceNumber = Int64(r.sequenceNumber)
         } else {
             // Only reachable for a row written by a future version with a packet this one cannot
             // read: show the stored raw facts rather than nothing.

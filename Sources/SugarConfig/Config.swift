@@ -54,6 +54,11 @@ public struct DaemonConfig: Equatable, Sendable {
     public var maxConnectionsPerUID: Int = 1024
     /// The user sugard-forward runs as (a name or a uid): its connections get in like root's. nil: none.
     public var forwarderUser: String? = "sugard-forward"
+    /// Set a meter's clock after a download when it is off by more than ``clockToleranceSeconds``
+    /// or unset, and the meter offers a way to set it (Current Time with write, i-SENS vendor time).
+    public var setMeterClock: Bool = true
+    /// How far a meter's clock may be off before sugard sets it (`clock_tolerance`, default 2 minutes).
+    public var clockToleranceSeconds: Int = 120
 
     public init(stateDirectory: String, socketPath: String) {
         self.stateDirectory = stateDirectory
@@ -157,6 +162,14 @@ public struct DaemonConfig: Equatable, Sendable {
             "forwarder_user", "the user sugard-forward runs as; like root, not held to the per-user cap (default sugard-forward; empty: none)",
             { $0.forwarderUser ?? "" }
         ) { $0.forwarderUser = $1.value.isEmpty ? nil : $1.value },
+        ConfigKey(
+            "set_meter_clock", "set a meter's clock after its download when it is off by more than clock_tolerance or unset (default true)",
+            { String($0.setMeterClock) }
+        ) { $0.setMeterClock = try $1.bool() },
+        ConfigKey(
+            "clock_tolerance", "how far a meter's clock may be off before it is set: seconds, or 120s, 2m, 1h (default 2m)",
+            { "\($0.clockToleranceSeconds)s" }
+        ) { $0.clockToleranceSeconds = try $1.seconds(0...86_400) },
     ]
 
     /// Applies one `key = value` setting. `replay` appends; everything else replaces.
@@ -268,6 +281,23 @@ struct ConfigSetting {
         case "false", "no", "off", "0": return false
         default: throw ConfigError("\(self.key) must be true or false, not \"\(self.value)\"")
         }
+    }
+
+    /// A duration: whole seconds, or a number with `s`, `m` or `h` (`120`, `120s`, `2m`, `1h`).
+    func seconds(_ range: ClosedRange<Int>) throws(ConfigError) -> Int {
+        let text = self.value.lowercased()
+        let scales: [Character: Int] = ["s": 1, "m": 60, "h": 3600]
+        var number = Substring(text)
+        var scale = 1
+        if let last = text.last, let unit = scales[last] {
+            number = text.dropLast()
+            scale = unit
+        }
+        guard let amount = Int(number), amount >= 0, amount <= range.upperBound / scale, range.contains(amount * scale) else {
+            throw ConfigError(
+                "\(self.key) must be a duration from \(range.lowerBound) to \(range.upperBound) seconds, such as 120, 120s, 2m or 1h, not \"\(self.value)\"")
+        }
+        return amount * scale
     }
 
     func nonEmpty() throws(ConfigError) -> String {

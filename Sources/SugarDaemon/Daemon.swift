@@ -129,7 +129,10 @@ public final class Daemon: Sendable {
         let bridge = ModelBridge(models: models, logger: logger.named("sync"), now: { systemNow() })
         let parts = try await transportFactory(config, logger)
         let engine = SyncEngine(
-            transport: parts.transport, store: store, zone: zone, cooldownSeconds: Double(config.cooldownSeconds),
+            transport: parts.transport, store: store, zone: zone,
+            configuration: SyncConfiguration(
+                setMeterClock: config.setMeterClock, clockToleranceSeconds: Double(config.clockToleranceSeconds)),
+            cooldownSeconds: Double(config.cooldownSeconds),
             observer: bridge, logger: logger.named("sync"), now: { systemNow() }, maxConnections: config.maxMeterConnections)
         let backend = DaemonBackend(models: models, store: store, engine: engine, logger: logger.named("storage"))
         let server = try serverFactory(config, backend, logger.named("socket"))

@@ -301,7 +301,7 @@ extension Wire {
     /// `type SyncPhase`: where a sync of one meter is.
     public enum SyncPhase: String, WireEnum {
         case idle, queued, connecting, pairing, readingDeviceInfo, readingClock, subscribing, counting, receiving
-        case waitingToRetry, committing, disconnecting, done, failed
+        case waitingToRetry, settingClock, committing, disconnecting, done, failed
     }
 
     /// `type PairingState`.
@@ -334,8 +334,13 @@ extension Wire {
         public var stored: Int64
         public var duplicates: Int64
         public var reset: Bool
+        /// The meter clock the attempt set, if it did.
+        public var clockSet: ClockSet?
 
-        public init(meter: String, at: Instant, result: SyncResult, stored: Int64, duplicates: Int64, reset: Bool) {
+        public init(
+            meter: String, at: Instant, result: SyncResult, stored: Int64, duplicates: Int64, reset: Bool, clockSet: ClockSet? = nil
+        ) {
+            self.clockSet = clockSet
             self.meter = meter
             self.at = at
             self.result = result
@@ -352,12 +357,13 @@ extension Wire {
             self.stored = try f.required("stored")
             self.duplicates = try f.required("duplicates")
             self.reset = try f.required("reset")
+            self.clockSet = try f.optional("clockSet")
         }
 
         public var json: JSONValue {
             [
                 "meter": .string(self.meter), "at": self.at.json, "result": self.result.json, "stored": .int(self.stored),
-                "duplicates": .int(self.duplicates), "reset": .bool(self.reset),
+                "duplicates": .int(self.duplicates), "reset": .bool(self.reset), "clockSet": .wire(self.clockSet),
             ]
         }
     }
@@ -645,20 +651,32 @@ extension Wire {
         }
     }
 
-    /// `type MeterEntry (id, identity, live: ?Meter, stored: ?StoredMeter, person: ?string)`
+    /// `type Procedure (gls, verio)`: how a meter's records are downloaded.
+    public enum Procedure: String, WireEnum { case gls, verio }
+
+    /// `type MeterEntry (id, identity, live: ?Meter, stored: ?StoredMeter, person: ?string,
+    /// procedure: ?Procedure, clockSettable: ?bool)`; procedure and clockSettable are null until a
+    /// sync connected to the meter.
     public struct MeterEntry: WireValue, Hashable {
         public var id: String
         public var identity: MeterIdentity
         public var live: Meter?
         public var stored: StoredMeter?
         public var person: String?
+        public var procedure: Procedure?
+        public var clockSettable: Bool?
 
-        public init(id: String, identity: MeterIdentity, live: Meter?, stored: StoredMeter?, person: String?) {
+        public init(
+            id: String, identity: MeterIdentity, live: Meter?, stored: StoredMeter?, person: String?,
+            procedure: Procedure? = nil, clockSettable: Bool? = nil
+        ) {
             self.id = id
             self.identity = identity
             self.live = live
             self.stored = stored
             self.person = person
+            self.procedure = procedure
+            self.clockSettable = clockSettable
         }
 
         public init(json: JSONValue) throws(WireError) {
@@ -668,12 +686,52 @@ extension Wire {
             self.live = try f.optional("live")
             self.stored = try f.optional("stored")
             self.person = try f.optional("person")
+            self.procedure = try f.optional("procedure")
+            self.clockSettable = try f.optional("clockSettable")
         }
 
         public var json: JSONValue {
             [
                 "id": .string(self.id), "identity": self.identity.json, "live": .wire(self.live),
-                "stored": .wire(self.stored), "person": .from(self.person),
+                "stored": .wire(self.stored), "person": .from(self.person), "procedure": .wire(self.procedure),
+                "clockSettable": .wire(self.clockSettable),
+            ]
+        }
+    }
+
+    /// `type ClockSet`: the meter clock a sync set after its download. The skews are meter − host in
+    /// seconds: before (null: the clock was unset or unreadable) and after (null: not read back).
+    public struct ClockSet: WireValue, Hashable {
+        public enum Method: String, WireEnum { case currentTime, isens }
+
+        public var method: Method
+        public var at: Instant
+        /// The local wall-clock time written (ISO 8601 without a zone).
+        public var written: String
+        public var skewBeforeSeconds: Int64?
+        public var skewAfterSeconds: Int64?
+
+        public init(method: Method, at: Instant, written: String, skewBeforeSeconds: Int64?, skewAfterSeconds: Int64?) {
+            self.method = method
+            self.at = at
+            self.written = written
+            self.skewBeforeSeconds = skewBeforeSeconds
+            self.skewAfterSeconds = skewAfterSeconds
+        }
+
+        public init(json: JSONValue) throws(WireError) {
+            let f = try WireFields(json)
+            self.method = try f.required("method")
+            self.at = try f.required("at")
+            self.written = try f.required("written")
+            self.skewBeforeSeconds = try f.optional("skewBeforeSeconds")
+            self.skewAfterSeconds = try f.optional("skewAfterSeconds")
+        }
+
+        public var json: JSONValue {
+            [
+                "method": self.method.json, "at": self.at.json, "written": .string(self.written),
+                "skewBeforeSeconds": .from(self.skewBeforeSeconds), "skewAfterSeconds": .from(self.skewAfterSeconds),
             ]
         }
     }
@@ -692,11 +750,15 @@ extension Wire {
         public var error: String?
         public var reset: Bool
         public var sequenceResets: Int64
+        /// The meter clock this attempt set, if it did.
+        public var clockSet: ClockSet?
 
         public init(
             id: Int64?, meter: String, started: Instant, ended: Instant?, result: SyncResult, expected: Int64?,
-            received: Int64, stored: Int64, duplicates: Int64, error: String?, reset: Bool, sequenceResets: Int64
+            received: Int64, stored: Int64, duplicates: Int64, error: String?, reset: Bool, sequenceResets: Int64,
+            clockSet: ClockSet? = nil
         ) {
+            self.clockSet = clockSet
             self.id = id
             self.meter = meter
             self.started = started
@@ -725,6 +787,7 @@ extension Wire {
             self.error = try f.optional("error")
             self.reset = try f.required("reset")
             self.sequenceResets = try f.required("sequenceResets")
+            self.clockSet = try f.optional("clockSet")
         }
 
         public var json: JSONValue {
@@ -732,7 +795,7 @@ extension Wire {
                 "id": .from(self.id), "meter": .string(self.meter), "started": self.started.json, "ended": .wire(self.ended),
                 "result": self.result.json, "expected": .from(self.expected), "received": .int(self.received),
                 "stored": .int(self.stored), "duplicates": .int(self.duplicates), "error": .from(self.error),
-                "reset": .bool(self.reset), "sequenceResets": .int(self.sequenceResets),
+                "reset": .bool(self.reset), "sequenceResets": .int(self.sequenceResets), "clockSet": .wire(self.clockSet),
             ]
         }
     }

@@ -7,7 +7,7 @@ import SugarWire
 enum MetersCommand {
     static let help = CommandHelp(
         name: "meters",
-        abstract: "List the meters sugard knows (link, sync, pairing, last sync, readings, person); assign them to people.",
+        abstract: "List the meters sugard knows (link, sync, pairing, last sync, readings, person, procedure, clock); assign them to people.",
         usage: """
             meters [--json] [--socket <path>] | meters assign <meter> <person> [--from <time>] [--json] | \
             meters unassign <meter> [--from <time>] [--json] | meters share <meter> [--from <time>] [--json] | \
@@ -25,6 +25,10 @@ enum MetersCommand {
             JSONOutput.help("the ListMeters reply (assign, unassign, share: the daemon's reply; history: the ListAssignments reply)"),
         ] + DaemonOptions.help,
         discussion: """
+            Procedure is how the meter is downloaded: GLS (the Bluetooth Glucose Profile) or Verio (OneTouch Verio's \
+            vendor service); Clock is "settable" when sugard can set the meter's clock (Current Time Service with \
+            write, or an i-SENS meter), else "read only"; both show "?" until a sync connected to the meter \
+            (--json: "procedure": "gls"/"verio" and "clockSettable": true/false, null until then).
             A reading belongs to the person whose assignment of its meter covers the time it was measured, so giving \
             a meter to someone else never changes whose earlier readings are. <meter> is the Bluetooth address \
             `sugarctl meters` shows; <person> is 1 to 64 characters (quote names with spaces); a person not known yet \
@@ -65,10 +69,12 @@ enum MetersCommand {
                     live?.pairing.rawValue ?? "",
                     result.isEmpty ? lastSync : "\(result) \(lastSync)",
                     stored.map { String($0.readingCount) } ?? "0",
+                    m.procedure.map { $0 == .verio ? "Verio" : "GLS" } ?? "?",
+                    m.clockSettable.map { $0 ? "settable" : "read only" } ?? "?",
                     m.person ?? (stored?.shared == true ? "(shared)" : ""),
                 ]
             }
-            writeStdout(table(["Meter", "Name", "Link/Sync", "Pairing", "Last sync", "Readings", "Person"], rows))
+            writeStdout(table(["Meter", "Name", "Link/Sync", "Pairing", "Last sync", "Readings", "Procedure", "Clock", "Person"], rows))
             return ExitCode.success
         }
     }

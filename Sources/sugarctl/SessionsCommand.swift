@@ -13,6 +13,9 @@ enum SessionsCommand {
         discussion: """
             A result marked "(meter reset)" found the meter's memory cleared or its counter restarted: the
             whole memory was downloaded into a new epoch (--json: "reset": true).
+            The Clock column shows a meter clock the sync set after its download (set_meter_clock in
+            sugard.conf): how far off it was before and after (--json: "clockSet" with skewBeforeSeconds
+            and skewAfterSeconds, meter minus host).
             Exit status: 0 ok, 1 failure, 64 usage, 69 sugard not reachable, 77 permission denied.
             """
     )
@@ -45,11 +48,23 @@ enum SessionsCommand {
                     localTimeText(epochMillis: started), s.meter,
                     s.result.rawValue + (s.reset ? " (meter reset)" : ""), duration,
                     "\(s.received)" + (s.expected.map { "/\($0)" } ?? ""),
-                    "\(s.stored)", "\(s.duplicates)", s.error ?? "",
+                    "\(s.stored)", "\(s.duplicates)", s.clockSet.map(clockSetText) ?? "", s.error ?? "",
                 ]
             }
-            writeStdout(table(["Started", "Meter", "Result", "Took", "Received", "New", "Dup", "Error"], rows))
+            writeStdout(table(["Started", "Meter", "Result", "Took", "Received", "New", "Dup", "Clock", "Error"], rows))
             return ExitCode.success
         }
     }
+}
+
+/// "clock set (was 10 min 5 s fast, now 0 s)": a meter clock a sync set, for sessions and status.
+func clockSetText(_ clock: Wire.ClockSet) -> String {
+    func skew(_ seconds: Int64) -> String {
+        let size = abs(seconds)
+        let text = size >= 3600 ? "\(size / 3600) h \(size % 3600 / 60) min" : size >= 60 ? "\(size / 60) min \(size % 60) s" : "\(size) s"
+        return seconds == 0 ? "0 s" : text + (seconds > 0 ? " fast" : " slow")
+    }
+    let before = clock.skewBeforeSeconds.map { "was " + skew($0) } ?? "was unset"
+    let after = clock.skewAfterSeconds.map { ", now " + skew($0) } ?? ""
+    return "clock set (\(before)\(after))"
 }

@@ -249,6 +249,7 @@ enum StatusCommand {
             text += " \(ageText(epochMillis: last.at.epochMillis))"
             text += " (\(last.stored) new)"
             if last.reset { text += ", meter reset: its memory was read again into a new epoch" }
+            if let clock = last.clockSet { text += ", " + clockSetText(clock) }
             parts.append(text)
         } else {
             parts.append("never synced")

@@ -35,7 +35,10 @@ struct DaemonOverBlueZTests {
                 guard case .structure(let fields) = call, fields.count == 2 else { return nil }
                 return fields[1].array?.first?.dictionary
             }
-            #expect(arguments.contains { $0["UUIDs"]?.strings == [glucoseService] }, "SetDiscoveryFilter calls: \(filters)")
+            // The Glucose service, and the OneTouch Verio vendor service (Verio meters have no 0x1808).
+            #expect(
+                arguments.contains { $0["UUIDs"]?.strings == [glucoseService, "af9df7a1-e595-11e3-96b4-0002a5d5c51b"] },
+                "SetDiscoveryFilter calls: \(filters)")
             #expect(arguments.contains { $0["Transport"]?.string == "le" })
             #expect(try await rig.methodCalls("/org/bluez/hci0", "StartDiscovery").count >= 1)
             try await rig.waitUntil("the adapter shows discovering") {

@@ -228,6 +228,8 @@ import Testing
             try V1Fixture.write(db)
             try db.execute("UPDATE meter SET person = 'Mia' WHERE id = 1", "v3 person")
         },
+        // Version 5 (people, assignments, the feed): v6 adds the meter procedure and clock columns.
+        5: { (db) throws(StoreError) in try V1Fixture.write(db) },
     ]
 
     static func schema(_ path: String) throws -> [String] {
@@ -260,6 +262,24 @@ import Testing
             _ = try await store.commit(syncOf(1...3, meter: identity(fresh)))
             #expect(try await store.readingCount(meter: fresh) == 3)
         }
+    }
+
+    /// v6: meters with readings from before it were Glucose Profile meters; what can set a clock is unknown.
+    @Test func v6MarksEarlierMetersAsGlucoseProfile() async throws {
+        let dir = try TempDirectory()
+        do {
+            let db = try Connection(path: dir.database)
+            try Schema.migrate(db, to: 5)
+            try V1Fixture.write(db)
+            try db.execute(
+                "INSERT INTO meter (address, first_seen_ms, last_seen_ms, epoch) VALUES ('C0:26:DA:0D:0D:0D', 1, 1, 0)", "a meter never synced")
+            db.close()
+        }
+        let store = try openStore(dir.database)
+        #expect(try await store.meter(testMeter)?.procedure == .gls)
+        #expect(try await store.meter(testMeter)?.clockSettable == nil)
+        #expect(try await store.meter(MeterID("C0:26:DA:0D:0D:0D"))?.procedure == nil)
+        #expect(try await store.sessions(meter: testMeter, limit: 5).allSatisfy { $0.clockSet == nil })
     }
 
     @Test func migratingTwiceIsHarmless() async throws {

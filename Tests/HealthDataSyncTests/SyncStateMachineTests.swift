@@ -25,9 +25,13 @@ struct Harness {
         .init(uuid: .recordAccessControlPoint, service: .glucoseService, properties: [.write, .indicate]),
     ])
 
-    init(highWater: UInt16? = nil, fullDownload: Bool = false, name: String? = nil) {
+    init(
+        highWater: UInt16? = nil, highWaterRecord: [UInt8]? = nil, fullDownload: Bool = false, name: String? = nil,
+        zone: TimeZoneRules = .utc, configuration: SyncConfiguration = SyncConfiguration()
+    ) {
         self.sm = SyncStateMachine(.init(
-            meter: Harness.meter, advertisedName: name, highWater: highWater, fullDownload: fullDownload, zone: .utc))
+            meter: Harness.meter, advertisedName: name, highWater: highWater, highWaterRecord: highWaterRecord,
+            fullDownload: fullDownload, zone: zone, configuration: configuration))
     }
 
     @discardableResult
@@ -412,12 +416,11 @@ struct Harness {
         #expect(!failure.message.contains("Verio"))
     }
 
-    @Test func verioMeterIsNamedInTheFailure() {
+    @Test func verioServiceWithoutItsReplyIsNamedInTheFailure() {
         var h = Harness(highWater: nil)
         h.send(.start)
         h.send(.connected(MeterServices(characteristics: [
-            DiscoveredCharacteristic(uuid: Verio.commandCharacteristic, service: Verio.service, properties: [.write]),
-            DiscoveredCharacteristic(uuid: Verio.replyCharacteristic, service: Verio.service, properties: [.notify]),
+            DiscoveredCharacteristic(uuid: Verio.commandCharacteristic, service: Verio.service, properties: [.write])
         ])))
         _ = h.close()
         guard case .failed(let failure) = h.sm.phase else { Issue.record("not failed"); return }

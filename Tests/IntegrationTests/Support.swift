@@ -85,6 +85,7 @@ let testConfiguration = SyncConfiguration(
 func withSyncStack(
     _ meters: [MeterSimulator], pins: [UInt32] = [], automatic: Bool = false,
     options: ReplayTransport.Options = ReplayTransport.Options(wallClock: testWallClock),
+    configuration: SyncConfiguration = testConfiguration,
     _ body: (SyncEngine, ReplayTransport, SQLiteReadingStore, Observer) async throws -> Void
 ) async throws {
     let directory = try TempDirectory()
@@ -92,7 +93,7 @@ func withSyncStack(
     let transport = ReplayTransport(meters: meters, options: options)
     let observer = Observer()
     let engine = SyncEngine(
-        transport: transport, store: store, zone: try berlin(), configuration: testConfiguration, cooldownSeconds: 0,
+        transport: transport, store: store, zone: try berlin(), configuration: configuration, cooldownSeconds: 0,
         automaticSync: automatic, observer: observer, now: { fixedNow })
     let runner = Task { await engine.run() }
     let responder = Task {

@@ -22,7 +22,7 @@ import Varlink
         ("LastReading", Wire.LastReading.self), ("SyncOverview", Wire.SyncOverview.self), ("State", Wire.State.self),
         ("StoredMeter", Wire.StoredMeter.self), ("MeterEntry", Wire.MeterEntry.self), ("Session", Wire.Session.self),
         ("FollowedReading", Wire.FollowedReading.self), ("PersonIdentifier", Wire.PersonIdentifier.self),
-        ("Person", Wire.Person.self), ("Assignment", Wire.Assignment.self),
+        ("Person", Wire.Person.self), ("Assignment", Wire.Assignment.self), ("ClockSet", Wire.ClockSet.self),
     ]
 
     static let enums: [(String, [String])] = [

@@ -13,6 +13,7 @@ import Testing
         "simulate_delay_us": "500",
         "cooldown_seconds": "3", "timezone": "UTC", "unit": "mmol", "max_connections": "9", "max_socket_connections": "99", "simulate_meters": "2",
         "simulate_start": "100", "simulate_stop": "200", "max_connections_per_uid": "8", "forwarder_user": "mqtt",
+        "set_meter_clock": "false", "clock_tolerance": "5m",
     ]
 
     /// Reload names each changed key that needs a restart, simulate_* included, and never log_level.

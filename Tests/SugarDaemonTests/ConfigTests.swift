@@ -97,4 +97,22 @@ import Testing
     @Test func clientSocketPrefersEnvironment() {
         #expect(DefaultPaths.clientSocket(environment: ["SUGARD_SOCKET": "/x/y"]) == "/x/y")
     }
+
+    /// `clock_tolerance` takes seconds or a number with s, m or h; `set_meter_clock` a boolean.
+    @Test func clockKeys() throws {
+        var config = DaemonConfig(stateDirectory: "/s", socketPath: "/s/sock")
+        #expect(config.setMeterClock == true)
+        #expect(config.clockToleranceSeconds == 120)
+        for (text, seconds) in [("120s", 120), ("2m", 120), ("90", 90), ("1h", 3600), ("0", 0), ("5M", 300)] {
+            try config.apply(key: "clock_tolerance", value: text)
+            #expect(config.clockToleranceSeconds == seconds, "\(text)")
+        }
+        for bad in ["", "m", "2 m", "-1m", "1.5m", "2d", "25h", "ten"] {
+            #expect(throws: ConfigError.self, "\(bad)") { try config.apply(key: "clock_tolerance", value: bad) }
+        }
+        try config.apply(fileText: "set_meter_clock = false\nclock_tolerance = 5m\n", file: "t.conf")
+        #expect(config.setMeterClock == false)
+        #expect(config.clockToleranceSeconds == 300)
+        #expect(throws: ConfigError.self) { try config.apply(key: "set_meter_clock", value: "sometimes") }
+    }
 }

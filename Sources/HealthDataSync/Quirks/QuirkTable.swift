@@ -15,6 +15,8 @@ public enum QuirkID: String, Hashable, Sendable, CaseIterable {
     case ketoneMeal6 = "isens.ketoneMeal6"
     /// i-SENS Base Time is already the user-facing time; Time Offset is not added.
     case timeOffsetIgnored = "isens.timeOffsetIgnored"
+    /// i-SENS meters take their clock through the vendor time characteristic 0xFFF1 (service 0xFFF0).
+    case isensVendorClock = "isens.vendorClock"
     /// Roche puts the meter clock in Date Time 0x2A08 inside the Glucose service instead of CTS.
     case dateTimeClock = "roche.dateTimeClock"
     /// Fora appends a bogus record dated 2037 when its memory (450 records) is full.
@@ -23,6 +25,18 @@ public enum QuirkID: String, Hashable, Sendable, CaseIterable {
     case fullDownload = "fora.fullDownload"
     /// TaiDoc numbers records newest-first (seq 0 = newest): sequence numbers are renumbered.
     case reversedSequence = "taidoc.reversedSequence"
+    /// OneTouch Verio meters have no Glucose service: records are read over LifeScan's vendor service.
+    case verioProcedure = "lifescan.verioProcedure"
+    /// Verio records whose bytes 6–10 are not zero are not blood-glucose results: skipped, never guessed.
+    case verioNonGlucose = "lifescan.nonGlucoseRecord"
+}
+
+/// How a meter's records are downloaded.
+public enum MeterProcedure: String, Hashable, Sendable, CaseIterable {
+    /// The Bluetooth Glucose Profile: Glucose service 0x1808, RACP.
+    case gls
+    /// LifeScan's OneTouch Verio vendor service (`af9df7a1-…`), see docs/verio-protocol.md.
+    case verio
 }
 
 /// A quirk with the reason we believe in it.
@@ -65,12 +79,15 @@ public struct MeterProfile: Hashable, Sendable {
     public var requestPolicy: RecordRequestPolicy
     /// Where the matching strings come from.
     public var source: String
+    /// The download procedure the row is for: a meter offering the Verio service gets a Verio row.
+    public var procedure: MeterProcedure
 
     public init(
         name: String, manufacturerPrefixes: [String], modelPrefixes: [String] = [], advertisedNamePrefixes: [String] = [],
         quirks: [VendorQuirk], timeOffsetPolicy: TimeOffsetPolicy = .apply,
-        requestPolicy: RecordRequestPolicy = .fromHighWater, source: String
+        requestPolicy: RecordRequestPolicy = .fromHighWater, procedure: MeterProcedure = .gls, source: String
     ) {
+        self.procedure = procedure
         self.name = name
         self.manufacturerPrefixes = manufacturerPrefixes
         self.modelPrefixes = modelPrefixes
@@ -151,6 +168,10 @@ public struct QuirkTable: Hashable, Sendable {
                     id: .timeOffsetIgnored,
                     handling: "Base Time is taken as the user-facing time; Time Offset is kept but not added",
                     source: "Tidepool ble-glucose 2025-02 \"time offset not used in device time\" (contradicts GLS intent)"),
+                VendorQuirk(
+                    id: .isensVendorClock,
+                    handling: "the meter clock is set through 0xFFF1 in service 0xFFF0 (c0 03 01 00, year LE, month, day, h, m, s) after a download",
+                    source: "xDrip+ caresens/TimeTx.java"),
             ],
             timeOffsetPolicy: .ignore,
             source: "i-SENS CareSens N Premier / Dual; ReliOn 2395/0015 are i-SENS OEM"),
@@ -169,6 +190,10 @@ public struct QuirkTable: Hashable, Sendable {
                     id: .timeOffsetIgnored,
                     handling: "Base Time is taken as the user-facing time",
                     source: "Tidepool ble-glucose 2025-02"),
+                VendorQuirk(
+                    id: .isensVendorClock,
+                    handling: "the meter clock is set through 0xFFF1 in service 0xFFF0 after a download",
+                    source: "xDrip+ caresens/TimeTx.java (i-SENS firmware)"),
             ],
             timeOffsetPolicy: .ignore,
             source: "Tidepool ble-glucose device list (ReliOn 2395/0015 built by i-SENS)"),
@@ -197,11 +222,36 @@ public struct QuirkTable: Hashable, Sendable {
             ],
             requestPolicy: .always,
             source: "Tidepool ble-glucose Fora handling; DIS strings may be empty or placeholders"),
+        QuirkTable.verio,
     ])
 
+    /// The row every meter offering the OneTouch Verio service gets (whatever its DIS strings say).
+    public static let verio = MeterProfile(
+        name: "LifeScan OneTouch Verio", manufacturerPrefixes: ["LifeScan"], advertisedNamePrefixes: ["OneTouch"],
+        quirks: [
+            VendorQuirk(
+                id: .verioProcedure,
+                handling: "no Glucose service: clock, highest record number, record count and records are read over the vendor service af9df7a1-e595-11e3-96b4-0002a5d5c51b; the record number is the sequence number",
+                source: "xDrip+ VerioHelper.java; glucometer-protocols lifescan pages (docs/verio-protocol.md)"),
+            VendorQuirk(
+                id: .verioNonGlucose,
+                handling: "a record whose bytes 6-10 are not all zero is skipped (counted as an anomaly), never read as glucose",
+                source: "xDrip+ VerioHelper.java (\"failed sanity test\")"),
+        ],
+        procedure: .verio,
+        source: "OneTouch Verio Flex / Verio Reflect; tested only against sugard's simulation and BlueZ stand-in")
+
     /// The row for a meter, or ``standard``, with the general rules in front of its quirks.
-    public func profile(for identity: MeterIdentity) -> MeterProfile {
-        var row = self.rows.first(where: { $0.matches(identity) }) ?? QuirkTable.standard
+    /// - Parameter procedure: how the meter is downloaded; a Verio meter gets the first Verio row
+    ///   that matches it, else the first Verio row.
+    public func profile(for identity: MeterIdentity, procedure: MeterProcedure = .gls) -> MeterProfile {
+        var row: MeterProfile
+        if procedure == .verio {
+            let verioRows = self.rows.filter { $0.procedure == .verio }
+            row = verioRows.first(where: { $0.matches(identity) }) ?? verioRows.first ?? QuirkTable.verio
+        } else {
+            row = self.rows.first(where: { $0.procedure == .gls && $0.matches(identity) }) ?? QuirkTable.standard
+        }
         row.quirks = QuirkTable.general + row.quirks
         return row
     }

@@ -326,7 +326,8 @@ public actor SyncEngine {
         let context = SyncStateMachine.Context(
             meter: meter, advertisedName: self.advertisements[meter]?.name ?? stored?.identity.name,
             highWater: stored?.highWater, highWaterRecord: highWaterRecord, fullDownload: fullDownload,
-            zone: self.meterZones[meter] ?? self.zone, quirks: self.quirks, configuration: self.configuration)
+            zone: self.meterZones[meter] ?? self.zone, quirks: self.quirks, configuration: self.configuration,
+            clockSetAt: stored?.clockSetAt)
         let session = Session(meter: meter)
         let task = Task { await self.drive(session, SyncStateMachine(context)) }
         self.running[meter] = Running(session: session, task: task, waiters: [])
@@ -592,6 +593,15 @@ public actor SyncEngine {
                     input.yield(.writeCompleted(purpose))
                 } catch {
                     input.yield(.writeFailed(purpose, error))
+                }
+            }
+        case .write(let bytes, let uuid):
+            return {
+                do throws(TransportError) {
+                    try await transport.write(bytes, to: uuid, on: meter)
+                    input.yield(.characteristicWritten(uuid))
+                } catch {
+                    input.yield(.characteristicWriteFailed(uuid, error))
                 }
             }
         case .lookUpStored(let contents):

@@ -58,6 +58,10 @@ public struct SyncStateMachine: Sendable {
         public var highWaterRecord: [UInt8]?
         /// Ask for all records even when a high-water mark is stored.
         public var fullDownload: Bool
+        /// When a sync last set the meter's clock. For a meter whose clock cannot be read, records the
+        /// meter stamped at or after that moment are resolved on the corrected clock (skew 0) instead of
+        /// as unverified.
+        public var clockSetAt: Instant?
         public var zone: TimeZoneRules
         public var quirks: QuirkTable
         public var configuration: SyncConfiguration
@@ -65,8 +69,9 @@ public struct SyncStateMachine: Sendable {
         public init(
             meter: MeterID, advertisedName: String? = nil, highWater: UInt16?, highWaterRecord: [UInt8]? = nil,
             fullDownload: Bool = false, zone: TimeZoneRules, quirks: QuirkTable = .builtIn,
-            configuration: SyncConfiguration = SyncConfiguration()
+            configuration: SyncConfiguration = SyncConfiguration(), clockSetAt: Instant? = nil
         ) {
+            self.clockSetAt = clockSetAt
             self.meter = meter
             self.advertisedName = advertisedName
             self.highWater = highWater
@@ -84,6 +89,12 @@ public struct SyncStateMachine: Sendable {
         case read(BluetoothUUID)
         case enable(BluetoothUUID)
         case racp(RACPWritePurpose)
+        /// A Verio command: done when its reply comes.
+        case verio(VerioCommand)
+        /// The host's acknowledgement of a Verio data reply (`81`): done when the write completes.
+        case ack
+        /// Writing the meter clock (CTS or i-SENS): done when the write completes.
+        case setClock(BluetoothUUID)
     }
 
     private struct Record: Sendable {
@@ -193,6 +204,18 @@ public struct SyncStateMachine: Sendable {
     /// The high-water record as the meter sent it for the check.
     private var verifyRecord: [UInt8]?
     private var connected = false
+    /// How the meter is downloaded (known once connected).
+    public private(set) var procedure: MeterProcedure = .gls
+    /// The Verio download plan, for a Verio meter.
+    private var verio: VerioProcedure?
+    /// What follows the acknowledgement in flight.
+    private var verioNext: VerioProcedure.Next?
+    /// The clock set after the download, if it was.
+    public private(set) var clockSetting: ClockSetting?
+    /// The complete result waiting for the clock to be set.
+    private var resultAfterClock: SyncResult?
+    /// The host time the clock write started (the new skew is measured from it when read back).
+    private var clockWrittenAt: Instant?
 
     /// The operation in flight.
     private var pending: Operation? {
@@ -239,10 +262,24 @@ public struct SyncStateMachine: Sendable {
             self.step = .none
             self.connected = true
             self.services = services
+            if services.characteristic(Verio.commandCharacteristic)?.service == Verio.service,
+                services.characteristic(Verio.replyCharacteristic)?.service == Verio.service,
+                !services.has(.recordAccessControlPoint)
+            {
+                self.procedure = .verio
+                self.verio = VerioProcedure(
+                    highWater: self.context.highWater, highWaterRecord: self.context.highWaterRecord,
+                    fullDownload: self.context.fullDownload)
+                self.profile = self.context.quirks.profile(for: self.identity, procedure: .verio)
+                self.readQueue = BluetoothUUID.deviceInformationStrings.filter { services.has($0) }
+                self.setPhase(.readingDeviceInfo, &out)
+                self.nextRead(now, &out)
+                break
+            }
             guard services.has(.glucoseMeasurement), services.has(.recordAccessControlPoint) else {
                 let verio = services.characteristics.contains { $0.service == Verio.service }
                 let message = verio
-                    ? "\(self.context.meter) offers the OneTouch Verio vendor service (\(Verio.service.uuidString)), not the Glucose Profile; sugard cannot download Verio meters yet."
+                    ? "\(self.context.meter) offers the OneTouch Verio vendor service (\(Verio.service.uuidString)) without its command and reply characteristics, and no Glucose Profile."
                     : "\(self.context.meter) has no Glucose Measurement and RACP characteristics; it is not a Glucose Profile meter."
                 self.end(SyncFailure(.notAGlucoseMeter, message), now, &out)
                 break
@@ -276,6 +313,10 @@ public struct SyncStateMachine: Sendable {
         case .readCompleted(let uuid, let bytes):
             guard self.pending == .read(uuid) else { break }
             self.step = .none
+            if self.phase == .settingClock {
+                self.clockReadBack(bytes, now, &out)
+                break
+            }
             self.store(read: uuid, bytes: bytes, now: now)
             self.nextRead(now, &out)
 
@@ -307,8 +348,36 @@ public struct SyncStateMachine: Sendable {
             self.racpInFlight = false
             self.operationFailed(.racp(purpose), error, now, &out)
 
+        case .characteristicWritten(let uuid):
+            switch self.pending {
+            case .ack? where uuid == Verio.commandCharacteristic:
+                self.step = .none
+                self.followVerio(self.verioNext ?? .done, now, &out)
+            case .setClock(let target)? where target == uuid:
+                self.step = .none
+                self.clockWritten(now, &out)
+            default:
+                break  // a Verio command completes with its reply, not its write
+            }
+
+        case .characteristicWriteFailed(let uuid, let error):
+            switch self.pending {
+            case .verio(let command)? where uuid == Verio.commandCharacteristic:
+                self.operationFailed(.verio(command), error, now, &out)
+            case .ack? where uuid == Verio.commandCharacteristic:
+                self.operationFailed(.ack, error, now, &out)
+            case .setClock(let target)? where target == uuid:
+                self.step = .none
+                self.note(SyncAnomaly(.clockNotSet, "Setting the meter clock (\(uuid.shortString)) failed: \(error.message)"))
+                self.clockDone(now, &out)
+            default:
+                break
+            }
+
         case .value(let uuid, let bytes):
-            if uuid == .glucoseMeasurement {
+            if uuid == Verio.replyCharacteristic, self.procedure == .verio {
+                self.receiveVerio(bytes, now, &out)
+            } else if uuid == .glucoseMeasurement {
                 self.receiveMeasurement(bytes, now, &out)
             } else if uuid == .glucoseMeasurementContext {
                 self.receiveContext(bytes)
@@ -324,6 +393,13 @@ public struct SyncStateMachine: Sendable {
                 self.finalize(&out)
             case .idle, .done, .failed, .committing:
                 break
+            case .settingClock:
+                // The download is complete; only the clock (or its read-back) is lost.
+                self.step = .none
+                if self.clockSetting == nil {
+                    self.note(SyncAnomaly(.clockNotSet, "\(self.context.meter) disconnected while its clock was being set."))
+                }
+                self.clockDone(now, &out)
             default:
                 guard wasConnected || self.pending != .connect else { break }
                 let why = reason.map { " (\($0))" } ?? ""
@@ -394,6 +470,11 @@ public struct SyncStateMachine: Sendable {
         // phases never go back.
         case .racp(.count), .racp(.verify): .counting
         case .racp: .receiving
+        case .verio(.readClock): .readingClock
+        case .verio(.highestRecordNumber), .verio(.recordCount): .counting
+        case .verio(.record(let number)): self.verio?.isCheck(number) == true ? .counting : .receiving
+        case .ack: self.phase
+        case .setClock: .settingClock
         }
     }
 
@@ -453,6 +534,15 @@ public struct SyncStateMachine: Sendable {
             self.racpInFlight = true
             out.append(.writeRACP(self.racpBytes(purpose), purpose: purpose))
             seconds = config.racpTimeout
+        case .verio(let command):
+            out.append(.write(command.encoded(), to: Verio.commandCharacteristic))
+            seconds = config.racpTimeout
+        case .ack:
+            out.append(.write(Verio.acknowledgement, to: Verio.commandCharacteristic))
+            seconds = config.operationTimeout
+        case .setClock(let uuid):
+            out.append(.write(self.clockValue(for: uuid, at: self.clockWrittenAt ?? self.started), to: uuid))
+            seconds = config.operationTimeout
         }
         out.append(.startTimer(.operation, seconds: seconds))
     }
@@ -460,6 +550,14 @@ public struct SyncStateMachine: Sendable {
     private mutating func nextRead(_ now: Instant, _ out: inout [SyncAction]) {
         if !self.readQueue.isEmpty {
             self.issue(.read(self.readQueue.removeFirst()), &out)
+            return
+        }
+        if self.procedure == .verio {
+            self.profile = self.context.quirks.profile(for: self.identity, procedure: .verio)
+            out.append(.publish(.identified(self.identity)))
+            self.subscribeQueue = [Verio.replyCharacteristic]
+            self.setPhase(.subscribing, &out)
+            self.nextSubscription(now, &out)
             return
         }
         if self.phase == .readingDeviceInfo {
@@ -484,6 +582,11 @@ public struct SyncStateMachine: Sendable {
     private mutating func nextSubscription(_ now: Instant, _ out: inout [SyncAction]) {
         if !self.subscribeQueue.isEmpty {
             self.issue(.enable(self.subscribeQueue.removeFirst()), &out)
+            return
+        }
+        if self.procedure == .verio {
+            self.setPhase(.readingClock, &out)
+            self.issue(.verio(VerioProcedure.first), &out)
             return
         }
         if self.verifiesHighWater {
@@ -578,6 +681,13 @@ public struct SyncStateMachine: Sendable {
             self.keepWaiting(&out)
             return
         }
+        self.accept(bytes: bytes, measurement: m, now, &out)
+    }
+
+    /// A decoded record of the transfer (GLS measurement, or a Verio record read as one): repeats
+    /// and conflicts are skipped, the rest waits for its context and its chunk.
+    private mutating func accept(bytes: [UInt8], measurement m: GlucoseMeasurement, _ now: Instant, _ out: inout [SyncAction]) {
+        let seq = m.sequenceNumber
         defer { self.lastMeasurementSequence = seq }
         if seq == self.lastMeasurementSequence {
             self.note(SyncAnomaly(.repeatedRecord, sequenceNumber: seq, "Record \(seq) was sent twice in a row; the repeat was skipped."))
@@ -722,6 +832,230 @@ public struct SyncStateMachine: Sendable {
         }
     }
 
+    // MARK: - Verio
+
+    private mutating func receiveVerio(_ bytes: [UInt8], _ now: Instant, _ out: inout [SyncAction]) {
+        guard self.isActive else { return }
+        let reply: VerioReply
+        do throws(GlucoseProfileError) {
+            reply = try VerioReply(bytes: bytes)
+        } catch {
+            // A damaged packet: the command's timer runs on, and its one retry asks again.
+            self.note(SyncAnomaly(.commandRefused, "A Verio reply did not decode and was ignored: \(error)."))
+            return
+        }
+        guard case .verio(let command)? = self.pending else {
+            if reply != .acknowledgement {
+                self.note(SyncAnomaly(.unexpectedRACP, "The meter sent a Verio reply nothing was waiting for."))
+            }
+            return
+        }
+        switch reply {
+        case .acknowledgement:
+            break  // the meter took the command; its reply follows
+        case .refused(let status) where status == .notAllowed:
+            self.operationFailed(
+                .verio(command),
+                TransportError(.authenticationRequired, "\(self.context.meter) answered \(command.name) with \"not allowed\": it is not bonded to this host."),
+                now, &out)
+        case .refused(let status):
+            self.step = .none
+            self.note(SyncAnomaly(.commandRefused, "The meter answered \(command.name) with \(status.name) (0x\(String(status.rawValue, radix: 16)))."))
+            self.verioAnswered(command, nil, acknowledge: false, now, &out)
+        case .data(let payload):
+            self.step = .none
+            var answer: VerioAnswer?
+            do throws(GlucoseProfileError) {
+                answer = try command.answer(payload: payload)
+            } catch {
+                self.note(SyncAnomaly(.commandRefused, "The reply to \(command.name) did not decode: \(error)."))
+            }
+            self.verioAnswered(command, answer, acknowledge: true, now, &out)
+        }
+    }
+
+    /// Takes in one answer (nil: refused or undecodable) and moves to what the procedure says next,
+    /// after acknowledging a data reply.
+    private mutating func verioAnswered(
+        _ command: VerioCommand, _ answer: VerioAnswer?, acknowledge: Bool, _ now: Instant, _ out: inout [SyncAction]
+    ) {
+        guard var verio = self.verio else { return }
+        switch command {
+        case .readClock:
+            if case .clock(let seconds)? = answer {
+                self.clock = MeterClockSample(
+                    meterTime: LocalDateTime(secondsSinceEpoch: Verio.clockEpoch + Int64(seconds)), hostTime: now)
+            } else {
+                self.note(SyncAnomaly(.clockUnreadable, "The Verio clock could not be read; times are assumed correct."))
+            }
+        case .record(let number) where verio.isCheck(number):
+            if answer == nil {
+                self.note(SyncAnomaly(
+                    .resetCheckUnavailable, "The meter did not give its high-water record \(number) back; not checked for a reset."))
+            }
+        case .record(let number):
+            if case .record(_, let record)? = answer {
+                self.acceptVerio(number, record, now, &out)
+            } else {
+                // Not stored: the mark stops before it, so the next attempt asks for it again.
+                self.gapPending = true
+            }
+        case .highestRecordNumber, .recordCount:
+            break
+        }
+        let next = verio.next(after: command, answer: answer)
+        if verio.resetDetected && !self.resetDetected {
+            self.resetDetected = true
+            self.resetToCommit = true
+        }
+        if self.expected == nil, let expected = verio.expected {
+            self.expected = expected
+            out.append(.publish(.progress(self.context.meter, received: self.receivedCount, expected: expected)))
+        }
+        self.verio = verio
+        if acknowledge {
+            self.verioNext = next
+            self.issue(.ack, &out)
+        } else {
+            self.followVerio(next, now, &out)
+        }
+    }
+
+    private mutating func followVerio(_ next: VerioProcedure.Next, _ now: Instant, _ out: inout [SyncAction]) {
+        self.verioNext = nil
+        switch next {
+        case .send(let command):
+            self.setPhase(self.phase(for: .verio(command)), &out)
+            self.issue(.verio(command), &out)
+        case .done:
+            self.end(result: self.receivedCount > 0 ? .success : .noNewRecords, now, &out)
+        case .fail(let why):
+            self.end(SyncFailure(.reportNotSupported, "\(self.context.meter): \(why)."), now, &out)
+        }
+    }
+
+    /// One Verio record, read as a Glucose Measurement (sequence number = record number, Base Time =
+    /// the meter's local time, mg/dL as kg/L × 10⁻⁵) and stored with its 11 payload bytes as received.
+    private mutating func acceptVerio(_ number: UInt16, _ record: VerioRecord, _ now: Instant, _ out: inout [SyncAction]) {
+        guard record.isBloodGlucose else {
+            self.note(SyncAnomaly(
+                .notBloodGlucose, sequenceNumber: number, "Record \(number) is not a blood-glucose result (bytes 6-10 not zero); skipped."))
+            return
+        }
+        guard record.mgdL <= UInt16(SFloat.maximumMantissa) else {
+            self.note(SyncAnomaly(.malformedMeasurement, sequenceNumber: number, "Record \(number) has a value beyond what a meter measures; skipped."))
+            self.gapPending = true
+            return
+        }
+        let measurement = GlucoseMeasurement(
+            sequenceNumber: number, baseTime: record.dateTime, concentration: SFloat(rawValue: 0xB000 | record.mgdL),
+            unit: .kilogramsPerLiter)
+        self.accept(bytes: record.encoded(), measurement: measurement, now, &out)
+    }
+
+    // MARK: - Setting the meter clock
+
+    /// The procedure, once the services are known.
+    private var knownProcedure: MeterProcedure? { self.services.characteristics.isEmpty ? nil : self.procedure }
+
+    /// The characteristic the meter's clock can be set through: Current Time 0x2A2B in the Current
+    /// Time Service with write, or (on a meter the quirk table names i-SENS) the vendor time 0xFFF1.
+    public var settableClock: BluetoothUUID? {
+        if let cts = self.services.characteristic(.currentTime), cts.service == .currentTimeService,
+            cts.properties.contains(.write)
+        {
+            return .currentTime
+        }
+        if self.profile.has(.isensVendorClock), let isens = self.services.characteristic(.isensTime),
+            isens.service == .isensTimeService, !isens.properties.isDisjoint(with: [.write, .writeWithoutResponse])
+        {
+            return .isensTime
+        }
+        return nil
+    }
+
+    /// Where to write the clock after the download: when setting is on, the meter is connected, its
+    /// clock can be set, and it is unset/unreadable or off by more than the tolerance.
+    private func clockToSet(_ now: Instant) -> BluetoothUUID? {
+        let configuration = self.context.configuration
+        guard configuration.setMeterClock, self.connected, let uuid = self.settableClock else { return nil }
+        if let clock = self.clock {
+            let skew = TimeResolver.skew(of: clock, in: self.context.zone)
+            guard Double(abs(skew)) > configuration.clockToleranceSeconds else { return nil }
+        }
+        return uuid
+    }
+
+    /// The meter's form of the local time at `instant`.
+    private func clockValue(for uuid: BluetoothUUID, at instant: Instant) -> [UInt8] {
+        let local = self.context.zone.localTime(at: instant)
+        let time = DateTime(
+            year: UInt16(clamping: local.year), month: UInt8(clamping: local.month), day: UInt8(clamping: local.day),
+            hours: UInt8(clamping: local.hour), minutes: UInt8(clamping: local.minute), seconds: UInt8(clamping: local.second))
+        guard uuid == .currentTime else { return ISensTime(dateTime: time).encoded() }
+        // Adjust Reason: manual update; also "time zone change" when the skew is a whole number of
+        // quarter hours (within the tolerance), as after travel or a zone change.
+        var reason: UInt8 = 0x01
+        if let clock = self.clock {
+            let skew = TimeResolver.skew(of: clock, in: self.context.zone)
+            let quarters = (Double(skew) / 900).rounded()
+            if quarters != 0, abs(Double(skew) - quarters * 900) <= self.context.configuration.clockToleranceSeconds {
+                reason |= 0x04
+            }
+        }
+        let days = (local.secondsSinceEpoch >= 0 ? local.secondsSinceEpoch : local.secondsSinceEpoch - 86_399) / 86_400
+        let weekday = UInt8(((days + 3) % 7 + 7) % 7 + 1)  // 1970-01-01 was a Thursday; 1 Monday … 7 Sunday
+        return CurrentTime(dateTime: time, dayOfWeek: weekday, fractions256: 0, adjustReason: reason).encoded()
+    }
+
+    /// The write went through: read the clock back when it is readable, else record it as written.
+    private mutating func clockWritten(_ now: Instant, _ out: inout [SyncAction]) {
+        if let uuid = self.clockUUID, self.services.characteristic(uuid)?.properties.contains(.read) == true {
+            self.recordClockSet(skewAfter: nil)
+            self.issue(.read(uuid), &out)
+            return
+        }
+        self.recordClockSet(skewAfter: nil)
+        self.clockDone(now, &out)
+    }
+
+    private mutating func clockReadBack(_ bytes: [UInt8], _ now: Instant, _ out: inout [SyncAction]) {
+        do throws(GlucoseProfileError) {
+            let dt = self.clockUUID == .currentTime ? try CurrentTime(bytes: bytes).dateTime : try DateTime(bytes: bytes)
+            let local = LocalDateTime(
+                year: Int(dt.year), month: Int(dt.month), day: Int(dt.day), hour: Int(dt.hours), minute: Int(dt.minutes),
+                second: Int(dt.seconds))
+            if dt.isDateKnown {
+                self.recordClockSet(skewAfter: TimeResolver.skew(of: MeterClockSample(meterTime: local, hostTime: now), in: self.context.zone))
+            }
+        } catch {
+            self.note(SyncAnomaly(.clockUnreadable, "The meter clock read back after setting it did not decode: \(error)."))
+        }
+        self.clockDone(now, &out)
+    }
+
+    private mutating func recordClockSet(skewAfter: Int64?) {
+        let at = self.clockWrittenAt ?? self.started
+        self.clockSetting = ClockSetting(
+            method: self.settableClock == .currentTime ? .currentTime : .isens, at: at,
+            skewBeforeSeconds: self.clock.map { TimeResolver.skew(of: $0, in: self.context.zone) }, skewAfterSeconds: skewAfter,
+            written: self.context.zone.localTime(at: at))
+    }
+
+    /// The clock write or its read-back failed or timed out: the download still ended as it did.
+    private mutating func clockStepFailed(_ op: Operation, _ why: String, _ now: Instant, _ out: inout [SyncAction]) {
+        if case .setClock(let uuid) = op {
+            self.note(SyncAnomaly(.clockNotSet, "Setting the meter clock (\(uuid.shortString)) failed: \(why)"))
+        } else {
+            self.note(SyncAnomaly(.clockUnreadable, "The meter clock could not be read back after setting it: \(why)"))
+        }
+        self.clockDone(now, &out)
+    }
+
+    private mutating func clockDone(_ now: Instant, _ out: inout [SyncAction]) {
+        self.finish(self.resultAfterClock ?? .success, nil, now, &out)
+    }
+
     // MARK: - Resets
 
     /// The meter was reset: forget what this attempt received and download everything.
@@ -758,6 +1092,11 @@ public struct SyncStateMachine: Sendable {
     private mutating func operationFailed(_ op: Operation, _ error: TransportError, _ now: Instant, _ out: inout [SyncAction]) {
         let resume = self.resume
         self.step = .none
+        if self.phase == .settingClock {
+            if error.code == .disconnected || error.code == .notConnected { self.connected = false }
+            self.clockStepFailed(op, error.message, now, &out)
+            return
+        }
         if error.code == .disconnected || error.code == .notConnected {
             self.connected = false
             self.end(SyncFailure(.meterDisconnected, "\(self.context.meter) disconnected during \(self.phase.name): \(error.message)"), now, &out)
@@ -833,6 +1172,10 @@ public struct SyncStateMachine: Sendable {
 
     private mutating func timedOut(_ op: Operation, resume: Operation?, _ now: Instant, _ out: inout [SyncAction]) {
         self.step = .none
+        if self.phase == .settingClock {
+            self.clockStepFailed(op, "timed out", now, &out)
+            return
+        }
         if op == .pair {
             self.end(SyncFailure(.pairingRequired, "Pairing with \(self.context.meter) timed out; was the passkey entered?"), now, &out)
             return
@@ -876,6 +1219,14 @@ public struct SyncStateMachine: Sendable {
     // MARK: - Ending
 
     private mutating func end(result: SyncResult, _ now: Instant, _ out: inout [SyncAction]) {
+        // After a complete download (never before it): the meter's clock, when it is off and can be set.
+        if self.resultAfterClock == nil, let uuid = self.clockToSet(now) {
+            self.resultAfterClock = result
+            self.clockWrittenAt = now
+            self.setPhase(.settingClock, &out)
+            self.issue(.setClock(uuid), &out)
+            return
+        }
         self.finish(result, nil, now, &out)
     }
 
@@ -962,7 +1313,8 @@ public struct SyncStateMachine: Sendable {
         session.error = failure?.message
         let batch = SyncBatch(
             meter: self.identity, features: self.features, readings: readings, newHighWater: highWater, session: session,
-            meterReset: self.resetToCommit, isFinal: true, highestReceived: self.maxKept, storedEarlier: self.storedEarlier)
+            meterReset: self.resetToCommit, isFinal: true, highestReceived: self.maxKept, storedEarlier: self.storedEarlier,
+            procedure: self.knownProcedure, clockSettable: self.knownProcedure.map { _ in self.settableClock != nil })
         self.resetToCommit = false
         self.session = session
         if self.profile.has(.reversedSequence) {
@@ -979,7 +1331,7 @@ public struct SyncStateMachine: Sendable {
     private func runningSession(_ now: Instant) -> SyncSessionRecord {
         var session = SyncSessionRecord(
             id: self.sessionID, meter: self.context.meter, started: self.started, result: .running, expected: self.expected,
-            received: self.receivedCount)
+            received: self.receivedCount, clockSet: self.clockSetting)
         if let stored = self.session, stored.id != nil {
             session.stored = stored.stored
             session.duplicates = stored.duplicates
@@ -993,6 +1345,10 @@ public struct SyncStateMachine: Sendable {
         let builder = ReadingBuilder(
             meter: self.context.meter, profile: self.profile,
             resolver: TimeResolver(zone: self.context.zone, clock: self.clock), recordCount: self.expected)
+        // A clock that cannot be read but that a sync set: records stamped since then are on the corrected clock.
+        var corrected = builder
+        corrected.resolver = TimeResolver(zone: self.context.zone, skewSeconds: 0)
+        let setLocal = self.clock == nil ? self.context.clockSetAt.map { self.context.zone.localTime(at: $0) } : nil
         var readings: [Reading] = []
         readings.reserveCapacity(records.count)
         for r in records {
@@ -1002,8 +1358,12 @@ public struct SyncStateMachine: Sendable {
             if r.cutAfter { self.contiguityBroken = true }
             self.lastKept = max(self.lastKept ?? seq, seq)
             self.maxKept = max(self.maxKept ?? seq, seq)
+            let t = r.measurement.baseTime
+            let stamped = LocalDateTime(
+                year: Int(t.year), month: Int(t.month), day: Int(t.day), hour: Int(t.hours), minute: Int(t.minutes), second: Int(t.seconds))
+            let chosen = setLocal.map { stamped >= $0 } == true ? corrected : builder
             readings.append(
-                builder.reading(measurementBytes: r.bytes, measurement: r.measurement, contextBytes: r.contextBytes, context: r.context))
+                chosen.reading(measurementBytes: r.bytes, measurement: r.measurement, contextBytes: r.contextBytes, context: r.context))
         }
         return readings
     }
@@ -1044,7 +1404,8 @@ public struct SyncStateMachine: Sendable {
         let batch = SyncBatch(
             meter: self.identity, features: self.features, readings: readings, newHighWater: self.contiguousMark,
             session: self.runningSession(now), meterReset: self.resetToCommit, isFinal: false, highestReceived: self.maxKept,
-            storedEarlier: self.storedEarlier)
+            storedEarlier: self.storedEarlier, procedure: self.knownProcedure,
+            clockSettable: self.knownProcedure.map { _ in self.settableClock != nil })
         self.resetToCommit = false
         self.chunkInFlight = true
         self.batch = batch

@@ -22,6 +22,8 @@ public enum SyncPhase: Hashable, Sendable, CustomStringConvertible {
     case receiving
     /// Waiting before the one retry (after a timeout or "procedure already in progress").
     case waitingToRetry
+    /// Writing the current local time to the meter's clock (after the download).
+    case settingClock
     /// Handing the batch to the store.
     case committing
     /// Disconnecting from the meter.
@@ -44,6 +46,7 @@ public enum SyncPhase: Hashable, Sendable, CustomStringConvertible {
         case .counting: "counting"
         case .receiving: "receiving"
         case .waitingToRetry: "waitingToRetry"
+        case .settingClock: "settingClock"
         case .committing: "committing"
         case .disconnecting: "disconnecting"
         case .done: "done"
@@ -153,6 +156,12 @@ public struct SyncAnomaly: Hashable, Sendable, CustomStringConvertible {
         case countUnavailable
         /// The meter did not give its high-water record back, so the sync could not check for a reset.
         case resetCheckUnavailable
+        /// A Verio record that is not a blood-glucose result (bytes 6–10 not zero): skipped.
+        case notBloodGlucose
+        /// A Verio command was refused or its reply did not decode; the sync went on without it.
+        case commandRefused
+        /// The meter clock was off (or unset) but could not be set.
+        case clockNotSet
     }
 
     public var kind: Kind
@@ -234,6 +243,36 @@ public enum RACPWritePurpose: String, Hashable, Sendable {
     case abort
 }
 
+/// A meter clock set by a sync after its download: how far off it was and is.
+public struct ClockSetting: Hashable, Sendable {
+    /// How the clock was written.
+    public enum Method: String, Hashable, Sendable {
+        /// Current Time 0x2A2B (Current Time Service 0x1805).
+        case currentTime
+        /// The i-SENS CareSens vendor time characteristic 0xFFF1.
+        case isens
+    }
+
+    public var method: Method
+    /// When the new time was written (host clock).
+    public var at: Instant
+    /// meter clock − host clock before, in seconds; nil when the clock was unset or unreadable.
+    public var skewBeforeSeconds: Int64?
+    /// meter clock − host clock after, in seconds: read back when the meter's clock is readable,
+    /// else nil (the meter was set to the host's local time, so about 0).
+    public var skewAfterSeconds: Int64?
+    /// The local wall-clock time written.
+    public var written: LocalDateTime
+
+    public init(method: Method, at: Instant, skewBeforeSeconds: Int64?, skewAfterSeconds: Int64?, written: LocalDateTime) {
+        self.method = method
+        self.at = at
+        self.skewBeforeSeconds = skewBeforeSeconds
+        self.skewAfterSeconds = skewAfterSeconds
+        self.written = written
+    }
+}
+
 /// Something that happened, fed into ``SyncStateMachine``.
 public enum SyncEvent: Hashable, Sendable {
     /// Begin the sync.
@@ -248,6 +287,9 @@ public enum SyncEvent: Hashable, Sendable {
     case notificationsFailed(BluetoothUUID, TransportError)
     case writeCompleted(RACPWritePurpose)
     case writeFailed(RACPWritePurpose, TransportError)
+    /// A ``SyncAction/write(_:to:)`` completed.
+    case characteristicWritten(BluetoothUUID)
+    case characteristicWriteFailed(BluetoothUUID, TransportError)
     /// A notification or indication value.
     case value(BluetoothUUID, [UInt8])
     /// The link dropped.
@@ -274,6 +316,9 @@ public enum SyncAction: Sendable, CustomStringConvertible {
     case enableNotifications(BluetoothUUID)
     /// Write with response to RACP; report completion as ``SyncEvent/writeCompleted(_:)``.
     case writeRACP([UInt8], purpose: RACPWritePurpose)
+    /// Write with response to another characteristic (a Verio command or acknowledgement, a clock);
+    /// report completion as ``SyncEvent/characteristicWritten(_:)``.
+    case write([UInt8], to: BluetoothUUID)
     case startTimer(SyncTimer, seconds: Double)
     case cancelTimer(SyncTimer)
     /// Ask the store which of these are stored (any epoch) and its highest sequence number; answer
@@ -296,6 +341,7 @@ public enum SyncAction: Sendable, CustomStringConvertible {
         case .read(let uuid): return "read(\(uuid.shortString))"
         case .enableNotifications(let uuid): return "notify(\(uuid.shortString))"
         case .writeRACP(let bytes, let purpose): return "write(\(hexString(bytes)) \(purpose.rawValue))"
+        case .write(let bytes, let uuid): return "write(\(hexString(bytes)) to \(uuid.shortString))"
         case .startTimer(let timer, let seconds): return "startTimer(\(timer.rawValue), \(seconds))"
         case .cancelTimer(let timer): return "cancelTimer(\(timer.rawValue))"
         case .lookUpStored(let contents): return "lookUpStored(\(contents.count))"
@@ -336,6 +382,11 @@ public struct SyncConfiguration: Hashable, Sendable {
     public var chunkRecords: Int
     /// ...or of what arrived within this many seconds, whichever comes first.
     public var chunkSeconds: Double
+    /// Set a meter's clock after a complete download when it can be set (CTS 0x2A2B with write, or the
+    /// i-SENS time characteristic) and is off by more than ``clockToleranceSeconds`` or unset.
+    public var setMeterClock: Bool
+    /// How far a meter's clock may be off before it is set (sugard.conf `clock_tolerance`, 2 minutes).
+    public var clockToleranceSeconds: Double
 
     /// 2 s, 10 s, 60 s, 5 min (then every 5 min).
     public static let defaultRetryBackoff: [Double] = [2, 10, 60, 300]
@@ -343,8 +394,10 @@ public struct SyncConfiguration: Hashable, Sendable {
     public init(
         connectTimeout: Double = 30, pairingTimeout: Double = 120, operationTimeout: Double = 10,
         racpTimeout: Double = 20, retryDelay: Double = 2, retryBackoff: [Double] = SyncConfiguration.defaultRetryBackoff,
-        chunkRecords: Int = 256, chunkSeconds: Double = 2
+        chunkRecords: Int = 256, chunkSeconds: Double = 2, setMeterClock: Bool = true, clockToleranceSeconds: Double = 120
     ) {
+        self.setMeterClock = setMeterClock
+        self.clockToleranceSeconds = clockToleranceSeconds
         self.retryBackoff = retryBackoff
         self.chunkRecords = max(1, chunkRecords)
         self.chunkSeconds = chunkSeconds

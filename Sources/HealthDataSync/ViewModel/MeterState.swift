@@ -43,8 +43,14 @@ public struct LastSync: Hashable, Sendable {
     public var duplicates: Int
     /// The attempt found the meter reset (memory cleared or counter restarted): a new epoch.
     public var reset: Bool
+    /// The meter clock the attempt set after its download, if it did.
+    public var clockSet: ClockSetting?
 
-    public init(meter: MeterID, at: Instant, result: SyncResult, stored: Int = 0, duplicates: Int = 0, reset: Bool = false) {
+    public init(
+        meter: MeterID, at: Instant, result: SyncResult, stored: Int = 0, duplicates: Int = 0, reset: Bool = false,
+        clockSet: ClockSetting? = nil
+    ) {
+        self.clockSet = clockSet
         self.reset = reset
         self.meter = meter
         self.at = at

@@ -68,7 +68,7 @@ public enum SyncEventReducer {
         case .finished(let id, let session):
             state.lastSync = LastSync(
                 meter: id, at: session.ended ?? now, result: session.result, stored: session.stored,
-                duplicates: session.duplicates, reset: session.reset)
+                duplicates: session.duplicates, reset: session.reset, clockSet: session.clockSet)
             if session.result == .success || session.result == .noNewRecords {
                 state.lastError = nil
                 if state.pairing == .pairing || state.pairing == .waitingForPasskey { state.pairing = .paired }
@@ -165,7 +165,7 @@ public enum SyncEventReducer {
         case .pairingFailed:
             "Check the PIN the meter shows and run `sugarctl pair \(meter)` again."
         case .notAGlucoseMeter:
-            "This device does not offer the Bluetooth Glucose Profile (OneTouch Verio meters use a proprietary protocol)."
+            "This device offers neither the Bluetooth Glucose Profile nor the OneTouch Verio service; see docs/meters.md for the meters sugard reads."
         case .reportNotSupported:
             "The meter refused the download request; please report the meter model."
         case .storeError:

@@ -45,8 +45,19 @@ Meter options (JSON object):
     bonded: false            the meter is bonded already (Paired), as bluetoothd restores it from its cache
     advertising: true        false: the device has no RSSI (known to bluetoothd, not advertising); it never
                              advertises by itself, only SetGlucoseMeterInRange brings an RSSI
+    cts_writable: false      the Current Time characteristic (cts) also takes writes (the clock can be set)
+    isens_time: false        an i-SENS vendor time service 0xFFF0 with its write characteristic 0xFFF1
+    verio: null              a OneTouch Verio instead of a Glucose Profile meter (docs/verio-protocol.md): no
+                             Glucose service but the Verio service af9df7a1-... with command (write) and reply
+                             (notify); {"clock": seconds since 2000-01-01, "records": [[number, seconds, mg/dL,
+                             trailer_hex or null], ...], "highest": newest record number}. Each command gets the
+                             one-byte acknowledgement 81 and its framed reply; an unbonded host with
+                             requires_pairing gets "not allowed" (07); a missing record "not supported" (08).
+                             disconnect_after_records applies to record replies.
+Writes to the clock characteristics are kept in the meter state as "clock_writes" (hex, in order).
 '''
 
+import binascii
 import json
 import time
 
@@ -72,6 +83,9 @@ ERR = 'org.bluez.Error.'
 
 BASE_UUID = '-0000-1000-8000-00805f9b34fb'
 GLUCOSE_SERVICE = 0x1808
+VERIO_SERVICE = 'af9df7a1-e595-11e3-96b4-0002a5d5c51b'
+VERIO_COMMAND = 'af9df7a2-e595-11e3-96b4-0002a5d5c51b'
+VERIO_REPLY = 'af9df7a3-e595-11e3-96b4-0002a5d5c51b'
 
 DEFAULT_OPTIONS = {
     'records': [],
@@ -99,7 +113,13 @@ METERS = {}
 
 
 def uuid16(value):
-    return f'{value:08x}{BASE_UUID}'
+    '''A 16-bit UUID's full form; 128-bit UUIDs (strings) pass through.'''
+    return value if isinstance(value, str) else f'{value:08x}{BASE_UUID}'
+
+
+def ukey(value):
+    '''How a characteristic is named in the meter state: 2a52, or the full 128-bit UUID.'''
+    return value if isinstance(value, str) else f'{value:04x}'
 
 
 def att_error(code):
@@ -134,7 +154,7 @@ class Meter:
         self.busy_left = int(self.options.get('busy_writes') or 0)
         self.att_errors_sent = 0      # RACP writes failed with racp_att_error so far
         self.counters = {'racp_writes': 0, 'records_sent': 0, 'pair_attempts': 0, 'passkeys': [],
-                         'connects': 0, 'start_notify': {}, 'aborts': 0}
+                         'connects': 0, 'start_notify': {}, 'aborts': 0, 'clock_writes': [], 'verio_commands': []}
 
     @staticmethod
     def _record(pair):
@@ -150,7 +170,7 @@ class Meter:
         return {
             'path': self.path, 'paired': self.paired, 'connected': self.connected, 'in_range': self.in_range,
             'records': len(self.records), 'gatt_paths': self.gatt_paths,
-            'characteristics': {f'{k:04x}': v for k, v in self.char_paths.items()},
+            'characteristics': {ukey(k): v for k, v in self.char_paths.items()},
             'transfer_in_progress': self.transfer is not None, **self.counters,
         }
 
@@ -207,6 +227,9 @@ def add_gatt(meter):
         return
     opts = meter.options
     services = []
+    if opts.get('verio') is not None:
+        services.append((0x000c, VERIO_SERVICE, [(0x000d, VERIO_COMMAND, ['write'], b''),
+                                                 (0x000f, VERIO_REPLY, ['notify'], b'')]))
     glucose = [(0x000d, 0x2A18, ['notify'], b''),
                ]
     if opts.get('context', True):
@@ -215,14 +238,18 @@ def add_gatt(meter):
     glucose.append((0x0015, 0x2A52, ['write', 'indicate'], b''))
     if opts.get('date_time'):
         glucose.append((0x0018, 0x2A08, ['read'], bytes.fromhex(opts['date_time'])))
-    services.append((0x000c, GLUCOSE_SERVICE, glucose))
+    if opts.get('verio') is None:
+        services.append((0x000c, GLUCOSE_SERVICE, glucose))
     dis = [(0x001b, 0x2A29, ['read'], str(opts.get('manufacturer', '')).encode()),
            (0x001d, 0x2A24, ['read'], str(opts.get('model', '')).encode()),
            (0x001f, 0x2A25, ['read'], str(opts.get('serial', '')).encode()),
            (0x0021, 0x2A26, ['read'], str(opts.get('firmware', '')).encode())]
     services.append((0x001a, 0x180A, dis))
     if opts.get('cts'):
-        services.append((0x0023, 0x1805, [(0x0024, 0x2A2B, ['read', 'notify'], bytes.fromhex(opts['cts']))]))
+        flags = ['read', 'write', 'notify'] if opts.get('cts_writable') else ['read', 'notify']
+        services.append((0x0023, 0x1805, [(0x0024, 0x2A2B, flags, bytes.fromhex(opts['cts']))]))
+    if opts.get('isens_time'):
+        services.append((0x0027, 0xFFF0, [(0x0028, 0xFFF1, ['write'], b'')]))
 
     for handle, uuid, chars in services:
         svc_path = f'{meter.path}/service{handle:04x}'
@@ -299,7 +326,7 @@ def char_start_notify(self):
     flags = self.props[CHAR_IFACE]['Flags']
     if 'notify' not in flags and 'indicate' not in flags:
         raise dbus.exceptions.DBusException('Operation is not supported', name=ERR + 'NotSupported')
-    key = f'{self.gatt_uuid:04x}'
+    key = ukey(self.gatt_uuid)
     if self.props[CHAR_IFACE]['Notifying']:
         # Like bluetoothd: the same client subscribing again is refused and the CCCD is not rewritten.
         raise dbus.exceptions.DBusException('Operation already in progress', name=ERR + 'InProgress')
@@ -324,8 +351,76 @@ def char_write(self, value, options):
         raise dbus.exceptions.DBusException('Operation is not supported', name=ERR + 'NotSupported')
     if self.gatt_uuid == 0x2A52:
         racp_write(meter, self, bytes(value))
+    elif self.gatt_uuid == VERIO_COMMAND:
+        verio_write(meter, bytes(value))
     else:
+        if self.gatt_uuid in (0x2A2B, 0xFFF1):
+            meter.counters['clock_writes'].append(bytes(value).hex())
+        if self.gatt_uuid == 0x2A2B:
+            meter.options['cts'] = bytes(value).hex()  # the clock keeps the time set (across reconnects)
         self.props[CHAR_IFACE]['Value'] = ay(bytes(value))
+
+
+# ---------------------------------------------------------------------------------------------
+# OneTouch Verio (docs/verio-protocol.md)
+
+def verio_frame(body):
+    '''01 | 02 L 00 03 body 03 crc: L counts STX through the CRC; CRC-16/CCITT-FALSE of STX..ETX, LE.'''
+    packet = bytes([0x02, len(body) + 7, 0x00, 0x03]) + bytes(body) + bytes([0x03])
+    crc = binascii.crc_hqx(packet, 0xFFFF)
+    return bytes([0x01]) + packet + bytes([crc & 0xFF, crc >> 8])
+
+
+def verio_unframe(packet):
+    '''The body of a command packet, or None when the framing or the CRC is wrong.'''
+    if len(packet) < 8 or packet[0] != 0x01 or packet[1] != 0x02 or packet[2] != len(packet) - 1:
+        return None
+    if packet[3:5] != bytes([0x00, 0x03]) or packet[-3] != 0x03:
+        return None
+    if binascii.crc_hqx(packet[1:-2], 0xFFFF) != int.from_bytes(packet[-2:], 'little'):
+        return None
+    return packet[5:-3]
+
+
+def verio_write(meter, packet):
+    if packet == b'\x81':
+        return  # the host's acknowledgement of a data reply
+    verio = meter.options['verio']
+    body = verio_unframe(packet)
+    meter.counters['verio_commands'].append(body.hex() if body is not None else 'bad:' + packet.hex())
+
+    def reply(status, payload=b''):
+        notify(meter, VERIO_REPLY, verio_frame(bytes([status]) + payload))
+
+    if meter.options.get('requires_pairing') and not meter.paired:
+        reply(0x07)
+        return
+    notify(meter, VERIO_REPLY, b'\x81')
+    records = {int(r[0]): r for r in verio.get('records', [])}
+    if body == bytes([0x20, 0x02]):
+        reply(0x06, int(verio.get('clock', 0)).to_bytes(4, 'little'))
+    elif body == bytes([0x27, 0x00]):
+        highest = int(verio.get('highest', max(records) if records else 0))
+        reply(0x06, highest.to_bytes(4, 'little'))
+    elif body == bytes([0x0a, 0x02, 0x06]):
+        reply(0x06, len(records).to_bytes(2, 'little'))
+    elif body is not None and len(body) == 3 and body[0] == 0xb3:
+        number = int.from_bytes(body[1:3], 'little')
+        limit = meter.options.get('disconnect_after_records')
+        if limit is not None and meter.report_sent >= int(limit):
+            meter.options['disconnect_after_records'] = None
+            drop_link(meter)
+            return
+        record = records.get(number)
+        if record is None:
+            reply(0x08)
+            return
+        trailer = bytes.fromhex(record[3]) if len(record) > 3 and record[3] else bytes(5)
+        meter.report_sent += 1
+        meter.counters['records_sent'] += 1
+        reply(0x06, int(record[1]).to_bytes(4, 'little') + int(record[2]).to_bytes(2, 'little') + trailer)
+    else:
+        reply(0x09)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -475,6 +570,7 @@ def device_connect(self):
     if meter.connected:
         return
     meter.counters['connects'] += 1
+    meter.report_sent = 0  # a Verio's disconnect_after_records counts record replies per connection
     meter.connected = True
     self.connected = True
     set_device_props(meter, {'Connected': dbus.Boolean(True)})
@@ -534,7 +630,8 @@ def create_meter(adapter, address, name, options):
     for method, code in (('Connect', device_connect), ('Disconnect', device_disconnect), ('Pair', device_pair)):
         in_sig, out_sig, _, wrapper = dev.methods[DEVICE_IFACE][method]
         dev.methods[DEVICE_IFACE][method] = (in_sig, out_sig, code, wrapper)
-    uuids = [uuid16(0x1808), uuid16(0x180A)] + ([uuid16(0x1805)] if meter.options.get('cts') else [])
+    main = VERIO_SERVICE if meter.options.get('verio') is not None else uuid16(0x1808)
+    uuids = [main, uuid16(0x180A)] + ([uuid16(0x1805)] if meter.options.get('cts') else [])
     set_device_props(meter, {'UUIDs': dbus.Array(uuids, signature='s')})
     if meter.options.get('bonded'):
         meter.paired = True
