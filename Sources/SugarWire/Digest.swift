@@ -3,32 +3,19 @@
 /// where those formats prescribe it, never to protect anything.
 public struct SHA1: Sendable {
     private var state: (UInt32, UInt32, UInt32, UInt32, UInt32) = (0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0)
-    private var buffer: [UInt8] = []
-    private var length: UInt64 = 0
+    private var blocks = DigestBlocks()
 
     public init() {}
 
     /// Adds bytes to the message.
     public mutating func update<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
-        for byte in bytes {
-            self.buffer.append(byte)
-            self.length &+= 1
-            if self.buffer.count == 64 {
-                self.compress(self.buffer)
-                self.buffer.removeAll(keepingCapacity: true)
-            }
-        }
+        for byte in bytes { if let block = self.blocks.append(byte) { self.compress(block) } }
     }
 
     /// The 20-byte digest of everything added.
     public func finalize() -> [UInt8] {
         var copy = self
-        let bitLength = self.length &* 8
-        var padding: [UInt8] = [0x80]
-        while (copy.buffer.count + padding.count) % 64 != 56 { padding.append(0) }
-        for shift in stride(from: 56, through: 0, by: -8) { padding.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-        let message = copy.buffer + padding
-        for start in stride(from: 0, to: message.count, by: 64) { copy.compress(Array(message[start..<start + 64])) }
+        for block in self.blocks.finalBlocks() { copy.compress(block) }
         let (a, b, c, d, e) = copy.state
         return [a, b, c, d, e].flatMap { word in (0..<4).map { UInt8(truncatingIfNeeded: word >> UInt32(24 - 8 * $0)) } }
     }
@@ -129,31 +116,18 @@ public struct SHA256: Sendable {
     private var state: [UInt32] = [
         0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19,
     ]
-    private var buffer: [UInt8] = []
-    private var length: UInt64 = 0
+    private var blocks = DigestBlocks()
 
     public init() {}
 
     public mutating func update<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
-        for byte in bytes {
-            self.buffer.append(byte)
-            self.length &+= 1
-            if self.buffer.count == 64 {
-                self.compress(self.buffer)
-                self.buffer.removeAll(keepingCapacity: true)
-            }
-        }
+        for byte in bytes { if let block = self.blocks.append(byte) { self.compress(block) } }
     }
 
     /// The 32-byte digest of everything added.
     public func finalize() -> [UInt8] {
         var copy = self
-        let bitLength = self.length &* 8
-        var padding: [UInt8] = [0x80]
-        while (copy.buffer.count + padding.count) % 64 != 56 { padding.append(0) }
-        for shift in stride(from: 56, through: 0, by: -8) { padding.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-        let message = copy.buffer + padding
-        for start in stride(from: 0, to: message.count, by: 64) { copy.compress(Array(message[start..<start + 64])) }
+        for block in self.blocks.finalBlocks() { copy.compress(block) }
         return copy.state.flatMap { word in (0..<4).map { UInt8(truncatingIfNeeded: word >> UInt32(24 - 8 * $0)) } }
     }
 
@@ -204,5 +178,30 @@ public struct SHA256: Sendable {
             (h, g, f, e, d, c, b, a) = (g, f, e, d &+ t1, c, b, a, t1 &+ t2)
         }
         for (i, v) in [a, b, c, d, e, f, g, h].enumerated() { self.state[i] = self.state[i] &+ v }
+    }
+}
+
+/// The 64-byte blocks SHA-1 and SHA-256 share (FIPS 180-4, 5.1.1 and 5.2.1): the message cut into
+/// blocks, then padded with 0x80, zeros and its length in bits (big-endian, 64 bits).
+struct DigestBlocks: Sendable {
+    private var buffer: [UInt8] = []
+    private var length: UInt64 = 0
+
+    /// Adds one byte; the block it completes, if it does.
+    mutating func append(_ byte: UInt8) -> [UInt8]? {
+        self.buffer.append(byte)
+        self.length &+= 1
+        guard self.buffer.count == 64 else { return nil }
+        defer { self.buffer.removeAll(keepingCapacity: true) }
+        return self.buffer
+    }
+
+    /// The last one or two blocks: what is left, padded.
+    func finalBlocks() -> [[UInt8]] {
+        let bitLength = self.length &* 8
+        var message = self.buffer + [0x80]
+        while message.count % 64 != 56 { message.append(0) }
+        for shift in stride(from: 56, through: 0, by: -8) { message.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
+        return stride(from: 0, to: message.count, by: 64).map { Array(message[$0..<$0 + 64]) }
     }
 }

@@ -350,6 +350,7 @@ import Testing
         #expect(SHA256.hex(SHA256.hmac(key: Array("Jefe".utf8), message: Array("what do ya want for nothing?".utf8)))
             == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
         #expect(SHA256.hex(SHA256.digest(Array("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(SHA256.hex(SHA256.digest(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8))) == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
         var hook = WebhookConfig(name: "p")
         hook.url = "https://x.example/t"
         let json = hook.request(for: Self.alert, gateway: "gw", credentials: WebhookCredentials(secret: "s3cret", token: nil))
