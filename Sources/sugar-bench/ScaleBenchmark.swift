@@ -268,16 +268,8 @@ enum ScaleBenchmark {
 
         func client() throws -> VarlinkClient { try VarlinkClient(socketPath: self.socket) }
 
-        /// User + system CPU time so far, in seconds (/proc/PID/stat fields 14 and 15).
-        func cpuSeconds() -> Double {
-            guard let bytes = try? readFile("/proc/\(self.pid)/stat") else { return 0 }
-            let text = String(decoding: bytes, as: UTF8.self)
-            guard let close = text.lastIndex(of: ")") else { return 0 }
-            let fields = text[text.index(after: close)...].split(separator: " ")
-            // fields[0] is the state (field 3); utime is field 14, stime 15.
-            guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
-            return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-        }
+        /// User + system CPU time so far, in seconds.
+        func cpuSeconds() -> Double { Double(ForwardBenchmark.cpuMicros(self.pid)) / 1_000_000 }
 
         func stop() {
             guard self.running else { return }
