@@ -330,11 +330,13 @@ struct AlertStateMachine: Sendable {
             let limit = self.limits(meter: meter, person: person).syncOverdueMillis
             let overdue = limit.map { now - last > $0 } ?? false
             if overdue, self.state.active[key] == nil, let limit {
-                let hours = ReadingExport.formatted(Double(now - last) / 3_600_000, digits: 0)
+                // Minutes below two hours (a short alert_sync_overdue), hours above.
+                let minutes = (now - last) / 60_000
+                let since = minutes < 120 ? "\(minutes) min" : ReadingExport.formatted(Double(now - last) / 3_600_000, digits: 0) + " h"
                 let alert = Wire.ForwardAlert(
                     id: self.alertId(.syncOverdue, "meter/" + meter, last + limit), rule: .syncOverdue, state: .firing, person: person,
                     meter: meter, reading: nil, timeMillis: last + limit, value: nil,
-                    message: "Meter \(meter)\(person.map { " (\($0))" } ?? "") has not synced for \(hours) h (last good sync \(Wire.Instant(epochMillis: last).iso))")
+                    message: "Meter \(meter)\(person.map { " (\($0))" } ?? "") has not synced for \(since) (last good sync \(Wire.Instant(epochMillis: last).iso))")
                 self.state.active[key] = alert
                 self.log(alert, &emitted)
             } else if !overdue, let firing = self.state.active.removeValue(forKey: key) {

@@ -195,6 +195,7 @@ import Testing
         #expect(Self.events(m.handle(.health(health), now: last + 23 * 60 * Self.minute)).isEmpty)
         let fired = Self.events(m.handle(.tick, now: last + 24 * 60 * Self.minute + 1))
         #expect(Self.summary(fired) == ["sync_overdue firing"] && fired.first?.meter == Self.meter && fired.first?.reading == nil)
+        #expect(fired.first?.message.contains("has not synced for 24 h") == true, "\(fired.first?.message ?? "")")
         #expect(Self.events(m.handle(.tick, now: last + 30 * 60 * Self.minute)).isEmpty)
         health.lastGoodSyncs[Self.meter] = last + 30 * 60 * Self.minute
         let resolved = Self.events(m.handle(.health(health), now: last + 30 * 60 * Self.minute + 5))
