@@ -243,3 +243,28 @@ let package = Package(
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),
     ]
 )
+
+// The layers, lowest first: each target lives in Sources/<layer>/<name> (tests in Tests/<layer>/<name>).
+// What each layer may use: Sources/README.md and docs/module-map.txt (checked by scripts/check-imports).
+let layers: [(folder: String, targets: [String])] = [
+    ("Sources/CLibraries", ["CSQLite", "CDBus", "CBlueZ", "CCurl", "CMosquitto", "CPostgres", "CMicroHTTPD", "CLinuxIO"]),
+    ("Sources/Base", ["Locking", "SystemIO", "ProcessKit"]),
+    ("Sources/Codec", ["JSON", "GlucoseProfile", "SugarWire", "GlucoseReport"]),
+    ("Sources/Domain", ["HealthDataSync"]),
+    ("Sources/IO", ["GlucoseStore", "HubStore", "PacketCapture", "ReplayTransport", "BlueZTransport", "BluetoothHost", "DBus", "Varlink", "MQTT", "HTTPClient", "HTTPServer"]),
+    ("Sources/Services", ["SugarAPI", "SugarConfig", "SugarDaemon", "SugarForward", "SugarHub", "NightscoutSink"]),
+    ("Sources/Executables", ["sugard", "sugarctl", "sugard-forward", "sugard-hub"]),
+    ("Sources/Tools", ["sugar-bench", "ViewModelBenchmarks", "FuzzTargets", "GlucoseStoreFixtures", "store-killtest-writer", "CBenchYardsticks", "CMallocCounter"]),
+    ("Tests/Codec", ["JSONTests", "GlucoseProfileTests"]),
+    ("Tests/Domain", ["HealthDataSyncTests"]),
+    ("Tests/IO", ["PacketCaptureTests", "ReplayTransportTests", "GlucoseStoreTests", "VarlinkTests", "DBusTests", "BluetoothHostTests", "IntegrationTests"]),
+    ("Tests/Services", ["SugarAPITests", "SugarDaemonTests", "ForwardTests", "HubTests"]),
+    ("Tests/Executables", ["DaemonTests", "BlueZDaemonTests", "SoakTests"]),
+    ("Tests/Tools", ["FuzzRegressionTests"]),
+]
+for target in package.targets where target.path == nil {
+    guard let layer = layers.first(where: { $0.targets.contains(target.name) }) else {
+        fatalError("Package.swift: target \(target.name) is in no layer of `layers`")
+    }
+    target.path = "\(layer.folder)/\(target.name)"
+}
