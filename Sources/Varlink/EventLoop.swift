@@ -8,10 +8,13 @@ import SystemIO
 /// What the I/O thread and the handler side share about one connection. The I/O thread owns the socket
 /// and its buffers; this object only carries what other threads may read or must learn.
 final class ConnectionHandle: Sendable {
+    /// The loop's key for the connection (its epoll token); unique for the server's lifetime.
     let id: UInt64
+    /// The credentials read at accept.
     let peer: VarlinkPeer
     /// Output bytes accepted from repliers and not yet written to the socket.
     let pendingOutput = Atomic<Int>(0)
+    /// Fires once when the loop closed the connection, for whatever reason.
     let closed = OneShotSignal()
 
     init(id: UInt64, peer: VarlinkPeer) {
@@ -22,17 +25,25 @@ final class ConnectionHandle: Sendable {
 
 /// A complete message read from a connection, handed to the handler side.
 struct IncomingMessage: Sendable {
+    /// The connection it came from, where its replies go.
     let connection: ConnectionHandle
+    /// The message without its terminating NUL.
     let bytes: [UInt8]
 }
 
 /// Limits the I/O thread enforces, in bytes and nanoseconds.
 struct LoopLimits: Sendable {
+    /// Open connections in total (already lowered to the open-files limit).
     var maxConnections: Int
+    /// Open connections per unprivileged uid.
     var maxConnectionsPerUID: Int
+    /// Largest message, without its NUL.
     var maxMessageBytes: Int
+    /// Unread reply bytes past which a connection counts as congested.
     var maxPendingOutputBytes: Int
+    /// How long (ns) a connection may stay congested, or take to read a closing error, before it is closed.
     var slowClientTimeout: Int64
+    /// How long (ns) a connection may sit without a call before it is closed; 0: never.
     var idleTimeout: Int64
     /// Buffered input, unsent output and messages in flight, summed over all connections.
     var memoryBudget: Int = 16 << 20
@@ -42,6 +53,7 @@ struct LoopLimits: Sendable {
     var privilegedUIDs: Set<UInt32> = [0]
     /// Peers that may call nothing: their messages are capped at `restrictedMessageBytes`.
     var isRestricted: (@Sendable (VarlinkPeer) -> Bool)?
+    /// Largest message from a restricted peer.
     var restrictedMessageBytes: Int = 4096
     /// What a refused peer can do about a cap: the end of the `hint` of `TooManyConnections`.
     var connectionCapAdvice = VarlinkServerConfiguration.defaultConnectionCapAdvice
@@ -56,6 +68,7 @@ struct LoopLimits: Sendable {
 /// `@unchecked Sendable`. The epoll fd and the eventfd live as long as this object, so a late `submit` from a
 /// handler never writes to a closed (and possibly reused) descriptor.
 final class EventLoop: @unchecked Sendable {
+    /// What other threads ask of the loop through ``submit(_:)``.
     enum Command {
         /// Append bytes to the connection's output buffer.
         case output(ConnectionHandle, [UInt8])
@@ -67,39 +80,57 @@ final class EventLoop: @unchecked Sendable {
         case close(ConnectionHandle)
         /// The connection's handler streams: its kernel send buffer grows to ``streamingSendBufferBytes``.
         case widenSendBuffer(ConnectionHandle)
+        /// Leave the loop: close everything and fire `stopped`.
         case stop
     }
 
+    /// Commands waiting for the loop, whether an eventfd wake is already on its way, and whether the
+    /// loop stopped (then commands are refused).
     private struct Inbox {
         var commands: [Command] = []
         var wakePending = false
         var stopped = false
     }
 
+    /// epoll token of the listening socket; connection ids start at 2.
     private static let listenerToken: UInt64 = 0
+    /// epoll token of the eventfd.
     private static let wakeToken: UInt64 = 1
 
     private let epollFD: Int32
     private let wakeFD: Int32
     private let inbox = Lock(Inbox())
+    /// The limits this loop enforces.
     let limits: LoopLimits
+    /// Fires when the loop has shut down and closed every connection.
     let stopped = OneShotSignal()
     /// Why the loop ended on its own, if it did (read after `stopped` fired).
     let failure = Lock<VarlinkSystemError?>(nil)
 
     // I/O thread only.
+    /// The listening socket, closed at shutdown.
     private var listenFD: Int32
+    /// The socket file to remove at shutdown, if it is still ours (same inode).
     private let unlinkPath: String?
+    /// Inode of the socket file when the loop started, so shutdown never unlinks a successor's socket.
     private var listenerInode: ino_t = 0
+    /// Open connections by id.
     private var connections: [UInt64: Connection] = [:]
+    /// Open connections per peer uid (absent: none).
     private var perUID: [UInt32: Int] = [:]
     /// Open connections with a widened send buffer (at most ``maxWidenedConnections``).
     private var widenedCount = 0
+    /// The id of the next accepted connection.
     private var nextID: UInt64 = 2
+    /// The buffer every `recv` reads into before bytes are appended to a connection's input.
     private var scratch = [UInt8](repeating: 0, count: 65536)
+    /// The earliest deadline (monotonic ns) a connection may have reached: slow reader, idle, closing.
     private var nextTimerScan: Int64 = .max
+    /// Set while accepting is paused after running out of descriptors.
     private var acceptPausedUntil: Int64?
+    /// Where complete messages go, to `VarlinkServer.run()`.
     private var deliver: AsyncStream<IncomingMessage>.Continuation?
+    /// Connections to service before the next `epoll_wait` (output to write, input to dispatch).
     private var dirty: [Connection] = []
     /// Sum of every connection's `charge`.
     private var charged = 0
@@ -108,22 +139,33 @@ final class EventLoop: @unchecked Sendable {
     /// When each kind of log line was last written, and how many were held back since.
     private var lastLog: [String: (at: Int64, suppressed: Int)] = [:]
 
+    /// One client's socket and buffers; the I/O thread's alone.
     private final class Connection {
         let handle: ConnectionHandle
         let fd: Int32
+        /// Bytes received; those before `inputStart` are already handed on.
         var input: [UInt8] = []
         var inputStart = 0
+        /// Where the search for the next NUL resumes (bytes before it hold none).
         var scanFrom = 0
+        /// Bytes to send; those before `outputStart` are already sent.
         var output: [UInt8] = []
         var outputStart = 0
+        /// A message was handed on and its call has not finished: the next one waits (replies stay in order).
         var callInFlight = false
+        /// The peer shut down its sending side.
         var readClosed = false
+        /// Close as soon as the output is written (after an error that ends the connection).
         var closeAfterFlush = false
+        /// The epoll events currently asked for, so unchanged interest costs no `epoll_ctl`.
         var registeredEvents: UInt32 = 0
+        /// When the last call arrived or finished (monotonic ns), for the idle timeout.
         var lastActivity: Int64
+        /// Since when unread output has been over the soft limit.
         var congestedSince: Int64?
         /// Set when the connection is to close once its output is flushed; it closes anyway at this time.
         var closeDeadline: Int64?
+        /// Already in the loop's `dirty` list.
         var isDirty = false
         /// Largest message this peer may send (smaller for a peer refused every method).
         let maxMessageBytes: Int
@@ -141,7 +183,9 @@ final class EventLoop: @unchecked Sendable {
             self.maxMessageBytes = maxMessageBytes
         }
 
+        /// Received bytes not yet handed on.
         var unprocessedInput: Int { self.input.count - self.inputStart }
+        /// Queued bytes not yet written to the socket.
         var unsentOutput: Int { self.output.count - self.outputStart }
     }
 
@@ -198,6 +242,7 @@ final class EventLoop: @unchecked Sendable {
         return true
     }
 
+    /// Asks the loop to stop; the server's `run()` waits for ``stopped``.
     func requestStop() {
         self.submit(.stop)
     }
@@ -241,6 +286,8 @@ final class EventLoop: @unchecked Sendable {
         self.shutdown()
     }
 
+    /// Refuses further commands, closes every connection and the listening socket, removes the socket
+    /// file if it is still ours, ends the message stream and fires ``stopped``.
     private func shutdown() {
         self.inbox.withLock { inbox in
             inbox.stopped = true
@@ -257,6 +304,7 @@ final class EventLoop: @unchecked Sendable {
         self.stopped.fire()
     }
 
+    /// `epoll_ctl` with `token` as the event's data; false when it failed.
     private func control(_ operation: Int32, _ fd: Int32, events: UInt32, token: UInt64) -> Bool {
         var event = epoll_event()
         event.events = events
@@ -264,6 +312,7 @@ final class EventLoop: @unchecked Sendable {
         return epoll_ctl(self.epollFD, operation, fd, &event) == 0
     }
 
+    /// The `epoll_wait` timeout up to the next deadline, rounded up; -1 (no timeout) when none is pending.
     private func timeoutMilliseconds() -> Int32 {
         var deadline = self.nextTimerScan
         if let paused = self.acceptPausedUntil { deadline = min(deadline, paused) }
@@ -273,6 +322,7 @@ final class EventLoop: @unchecked Sendable {
         return Int32(clamping: (remaining + 999_999) / 1_000_000)
     }
 
+    /// Makes the loop wake by `deadline` (monotonic ns) to check the timers.
     private func schedule(_ deadline: Int64) {
         if deadline < self.nextTimerScan { self.nextTimerScan = deadline }
     }
@@ -334,6 +384,7 @@ final class EventLoop: @unchecked Sendable {
         self.markDirty(connection)
     }
 
+    /// Queues the connection for ``flushDirty()`` once per round.
     private func markDirty(_ connection: Connection) {
         guard !connection.isDirty else { return }
         connection.isDirty = true
@@ -353,6 +404,7 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// One connection's turn: write its output, close it when it is done for, else hand on its next message.
     private func service(_ connection: Connection) {
         if connection.unsentOutput > 0 {
             guard self.flush(connection) else { return }
@@ -378,6 +430,7 @@ final class EventLoop: @unchecked Sendable {
         return connection.maxMessageBytes
     }
 
+    /// Asks epoll for input only while the connection may buffer more, and for output only while some is queued.
     private func updateInterest(_ connection: Connection) {
         var events: UInt32 = 0
         if !connection.readClosed && !connection.closeAfterFlush
@@ -392,6 +445,9 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// Accepts every waiting connection: refuses (with `TooManyConnections` and a hint of who holds
+    /// the connections) those over the total, reserved or per-uid caps, pauses 100 ms when out of
+    /// descriptors, and registers the rest with a small send buffer.
     private func acceptConnections() {
         if self.acceptPausedUntil != nil { return }
         while true {
@@ -459,6 +515,7 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// Reacts to one epoll event: closes on error or hang-up, writes on `EPOLLOUT`, reads on input.
     private func handleEvents(_ events: UInt32, on connection: Connection) {
         if events & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 {
             // Both directions are gone: no reply can be delivered any more.
@@ -675,6 +732,8 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// Removes the connection from epoll and the tables, closes its socket, releases its memory
+    /// charge and fires its `closed` signal; a no-op for one already closed.
     private func closeConnection(_ connection: Connection) {
         guard self.connections.removeValue(forKey: connection.handle.id) != nil else { return }
         _ = epoll_ctl(self.epollFD, EPOLL_CTL_DEL, connection.fd, nil)
@@ -698,6 +757,8 @@ final class EventLoop: @unchecked Sendable {
         _ = malloc_trim(0)
     }
 
+    /// Ends a paused accept, and closes connections past a deadline: a closing one whose error was not
+    /// read, a slow reader, an idle one. Computes the next deadline.
     private func runTimersIfDue() {
         let now = Sys.now()
         if let paused = self.acceptPausedUntil, paused <= now {
