@@ -2,8 +2,11 @@ import GlucoseProfile
 
 /// ATT protocol opcodes (Core Vol 3 Part F 3.4.8).
 public struct ATTOpcode: Hashable, Sendable, CustomStringConvertible {
+    /// The opcode byte (first byte of every ATT PDU).
     public let rawValue: UInt8
+    /// Wraps any byte; unknown opcodes are kept and shown in hex.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
+    /// Wraps any byte (unlabelled form for the constants below).
     public init(_ rawValue: UInt8) { self.rawValue = rawValue }
 
     public static let errorResponse = ATTOpcode(0x01)
@@ -46,6 +49,7 @@ public struct ATTOpcode: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The opcode's name in the Core specification's words, or `ATT opcode 0xNN`.
     public var description: String {
         let name: String =
             switch self.rawValue {
@@ -88,7 +92,9 @@ public struct ATTOpcode: Hashable, Sendable, CustomStringConvertible {
 
 /// ATT error codes (Core Vol 3 Part F 3.4.1.1; 0x80–0x9F application, 0xE0–0xFF common profile codes).
 public struct ATTErrorCode: Hashable, Sendable, CustomStringConvertible {
+    /// The error code byte of an Error Response.
     public let rawValue: UInt8
+    /// Wraps any byte; unknown codes are kept and shown in hex.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
     public static let invalidHandle = ATTErrorCode(rawValue: 0x01)
@@ -112,10 +118,14 @@ public struct ATTErrorCode: Hashable, Sendable, CustomStringConvertible {
     public static let glucoseProcedureAlreadyInProgress = ATTErrorCode(rawValue: 0x80)
     /// GLS 1.0 application error: Client Characteristic Configuration Descriptor Improperly Configured.
     public static let glucoseCCCDImproperlyConfigured = ATTErrorCode(rawValue: 0x81)
+    /// Common profile error (CSS Part B 1.2): a CCCD is not set as the procedure needs.
     public static let cccdImproperlyConfigured = ATTErrorCode(rawValue: 0xFD)
+    /// Common profile error: a procedure is already running.
     public static let procedureAlreadyInProgress = ATTErrorCode(rawValue: 0xFE)
+    /// Common profile error: a written value is outside its allowed range.
     public static let outOfRange = ATTErrorCode(rawValue: 0xFF)
 
+    /// The error's name in the specification's words, `Application Error 0xNN`, or `ATT error 0xNN`.
     public var description: String {
         switch self.rawValue {
         case 0x01: "Invalid Handle"
@@ -147,7 +157,9 @@ public struct ATTErrorCode: Hashable, Sendable, CustomStringConvertible {
 
 /// GATT characteristic properties bit field (Core Vol 3 Part G 3.3.1.1).
 public struct CharacteristicProperties: OptionSet, Hashable, Sendable, CustomStringConvertible {
+    /// The properties byte of a characteristic declaration.
     public let rawValue: UInt8
+    /// Wraps the properties byte.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
     public static let broadcast = CharacteristicProperties(rawValue: 0x01)
@@ -159,6 +171,7 @@ public struct CharacteristicProperties: OptionSet, Hashable, Sendable, CustomStr
     public static let authenticatedSignedWrites = CharacteristicProperties(rawValue: 0x40)
     public static let extendedProperties = CharacteristicProperties(rawValue: 0x80)
 
+    /// The set bits' names, comma-separated in bit order (`write,indicate`); empty for none.
     public var description: String {
         let names = ["broadcast", "read", "write-without-response", "write", "notify", "indicate", "signed-write",
                      "extended"]
@@ -168,12 +181,15 @@ public struct CharacteristicProperties: OptionSet, Hashable, Sendable, CustomStr
 
 /// Builds ATT PDUs (used by `CaptureBuilder` and available to simulators).
 public enum ATTEncoder {
+    /// Error Response to `request` about `handle`.
     public static func errorResponse(request: ATTOpcode, handle: UInt16, code: ATTErrorCode) -> [UInt8] {
         [0x01, request.rawValue] + le16(handle) + [code.rawValue]
     }
+    /// Exchange MTU Request (client's Rx MTU) or Response (server's Rx MTU).
     public static func exchangeMTU(request: Bool, mtu: UInt16) -> [UInt8] {
         [request ? 0x02 : 0x03] + le16(mtu)
     }
+    /// Find Information Request for the handles `start...end` (descriptor discovery).
     public static func findInformationRequest(start: UInt16, end: UInt16) -> [UInt8] {
         [0x04] + le16(start) + le16(end)
     }
@@ -184,12 +200,15 @@ public enum ATTEncoder {
         for entry in entries { pdu += le16(entry.handle) + entry.uuid.littleEndianBytes }
         return pdu
     }
+    /// Find By Type Value Request (e.g. primary services of one UUID: `type` 0x2800, `value` the UUID).
     public static func findByTypeValueRequest(start: UInt16, end: UInt16, type: UInt16, value: [UInt8]) -> [UInt8] {
         [0x06] + le16(start) + le16(end) + le16(type) + value
     }
+    /// Find By Type Value Response: the handle ranges found.
     public static func findByTypeValueResponse(_ ranges: [(found: UInt16, groupEnd: UInt16)]) -> [UInt8] {
         [0x07] + ranges.flatMap { le16($0.found) + le16($0.groupEnd) }
     }
+    /// Read By Type Request (characteristic discovery with `type` 0x2803).
     public static func readByTypeRequest(start: UInt16, end: UInt16, type: BluetoothUUID) -> [UInt8] {
         [0x08] + le16(start) + le16(end) + type.littleEndianBytes
     }
@@ -198,12 +217,17 @@ public enum ATTEncoder {
         let length = 2 + (entries.first?.value.count ?? 0)
         return [0x09, UInt8(truncatingIfNeeded: length)] + entries.flatMap { le16($0.handle) + $0.value }
     }
+    /// Read Request for `handle`.
     public static func readRequest(handle: UInt16) -> [UInt8] { [0x0A] + le16(handle) }
+    /// Read Response carrying `value`.
     public static func readResponse(_ value: [UInt8]) -> [UInt8] { [0x0B] + value }
+    /// Read Blob Request: the part of a long value from `offset`.
     public static func readBlobRequest(handle: UInt16, offset: UInt16) -> [UInt8] {
         [0x0C] + le16(handle) + le16(offset)
     }
+    /// Read Blob Response carrying part of a value.
     public static func readBlobResponse(_ value: [UInt8]) -> [UInt8] { [0x0D] + value }
+    /// Read By Group Type Request (service discovery with `type` 0x2800).
     public static func readByGroupTypeRequest(start: UInt16, end: UInt16, type: BluetoothUUID) -> [UInt8] {
         [0x10] + le16(start) + le16(end) + type.littleEndianBytes
     }
@@ -212,13 +236,20 @@ public enum ATTEncoder {
         let length = 4 + (entries.first?.uuid.littleEndianBytes.count ?? 2)
         return [0x11, UInt8(length)] + entries.flatMap { le16($0.start) + le16($0.end) + $0.uuid.littleEndianBytes }
     }
+    /// Write Request (acknowledged by a Write Response).
     public static func writeRequest(handle: UInt16, value: [UInt8]) -> [UInt8] { [0x12] + le16(handle) + value }
+    /// Write Response.
     public static func writeResponse() -> [UInt8] { [0x13] }
+    /// Write Command (no response).
     public static func writeCommand(handle: UInt16, value: [UInt8]) -> [UInt8] { [0x52] + le16(handle) + value }
+    /// Handle Value Notification (no confirmation).
     public static func notification(handle: UInt16, value: [UInt8]) -> [UInt8] { [0x1B] + le16(handle) + value }
+    /// Handle Value Indication (the client confirms it).
     public static func indication(handle: UInt16, value: [UInt8]) -> [UInt8] { [0x1D] + le16(handle) + value }
+    /// Handle Value Confirmation.
     public static func confirmation() -> [UInt8] { [0x1E] }
 
+    /// A 16-bit field as ATT sends it, least significant byte first.
     static func le16(_ value: UInt16) -> [UInt8] {
         [UInt8(truncatingIfNeeded: value), UInt8(truncatingIfNeeded: value >> 8)]
     }
