@@ -16,8 +16,10 @@ public struct InspectedRecord: Hashable, Sendable {
     public var contextFrame: Int?
     /// The context packet exactly as captured.
     public var contextBytes: [UInt8]?
+    /// The joined context, decoded; nil when none came (or it did not decode).
     public var context: MeasurementContext?
 
+    /// A record with every field given.
     public init(
         frame: Int, session: Int, measurementBytes: [UInt8], measurement: GlucoseMeasurement, contextFrame: Int? = nil,
         contextBytes: [UInt8]? = nil, context: MeasurementContext? = nil
@@ -52,6 +54,7 @@ public struct InspectionAnomaly: Hashable, Sendable, CustomStringConvertible {
     /// One human sentence.
     public var reason: String
 
+    /// An anomaly with every field given.
     public init(frame: Int?, session: Int?, characteristic: BluetoothUUID?, reason: String) {
         self.frame = frame
         self.session = session
@@ -71,6 +74,7 @@ public struct InspectionAnomaly: Hashable, Sendable, CustomStringConvertible {
         ])
     }
 
+    /// `frame N [2a18]: reason` (`capture: reason` when no frame is concerned).
     public var description: String {
         (self.frame.map { "frame \($0)" } ?? "capture") + (self.characteristicText.map { " [\($0)]" } ?? "") + ": "
             + self.reason
@@ -81,18 +85,22 @@ public struct InspectionAnomaly: Hashable, Sendable, CustomStringConvertible {
 public struct RACPExchange: Hashable, Sendable {
     /// Frame of the Write Request, nil for an indication nobody asked for.
     public var requestFrame: Int?
+    /// The RACP value written, as captured.
     public var requestBytes: [UInt8]?
     /// Nil when there was no request or it did not decode.
     public var request: RACPMessage?
     /// An ATT Error Response to the write (0x80 procedure already in progress, 0x81 CCCD…).
     public var writeError: ATTErrorCode?
+    /// Frame of the answering indication.
     public var responseFrame: Int?
+    /// The indication's value, as captured.
     public var responseBytes: [UInt8]?
     /// The decoded `05` or `06` indication that answered the request.
     public var response: RACPMessage?
     /// Glucose Measurement notifications between the request and the response.
     public var measurements: Int
 
+    /// An exchange with every field given.
     public init(
         requestFrame: Int? = nil, requestBytes: [UInt8]? = nil, request: RACPMessage? = nil,
         writeError: ATTErrorCode? = nil, responseFrame: Int? = nil, responseBytes: [UInt8]? = nil,
@@ -113,6 +121,8 @@ public struct RACPExchange: Hashable, Sendable {
         self.request != nil && self.response == nil && self.writeError == nil && self.request?.opCode != .abortOperation
     }
 
+    /// Every field: frames as numbers, bytes as hex text, messages as `RACPMessage.json`, the write
+    /// error as `{"code","name"}`; absent ones `null`.
     public var jsonValue: JSONValue {
         var object = JSONObject()
         object["requestFrame"] = .from(self.requestFrame)
@@ -131,14 +141,22 @@ public struct RACPExchange: Hashable, Sendable {
 
 /// Device Information strings (0x180A) and the GAP device name, as read in a session.
 public struct DeviceInformation: Hashable, Sendable {
+    /// GAP Device Name (0x2A00).
     public var deviceName: String?
+    /// Manufacturer Name String (0x2A29).
     public var manufacturer: String?
+    /// Model Number String (0x2A24).
     public var model: String?
+    /// Serial Number String (0x2A25).
     public var serialNumber: String?
+    /// Hardware Revision String (0x2A27).
     public var hardware: String?
+    /// Firmware Revision String (0x2A26).
     public var firmware: String?
+    /// Software Revision String (0x2A28).
     public var software: String?
 
+    /// Device information with the strings given (none by default).
     public init(
         deviceName: String? = nil, manufacturer: String? = nil, model: String? = nil, serialNumber: String? = nil,
         hardware: String? = nil, firmware: String? = nil, software: String? = nil
@@ -152,8 +170,10 @@ public struct DeviceInformation: Hashable, Sendable {
         self.software = software
     }
 
+    /// True when no string was read.
     public var isEmpty: Bool { self == DeviceInformation() }
 
+    /// Every string under its field name; unread ones `null`.
     public var jsonValue: JSONValue {
         .object([
             "deviceName": .from(self.deviceName), "manufacturer": .from(self.manufacturer), "model": .from(self.model),
@@ -165,16 +185,20 @@ public struct DeviceInformation: Hashable, Sendable {
 
 /// The meter clock as read in a session: Current Time 0x2A2B or Date Time 0x2A08.
 public struct InspectedClock: Hashable, Sendable {
+    /// 0x2A2B Current Time or 0x2A08 Date Time.
     public var characteristic: BluetoothUUID
+    /// Frame of the read response.
     public var frame: Int
     /// When the value was read (the capture's clock), so a replay can keep the meter's skew.
     public var timestamp: CaptureTimestamp
+    /// The value as read.
     public var bytes: [UInt8]
     /// The clock's local date and time (nil when the value did not decode).
     public var dateTime: DateTime?
     /// The whole Current Time value, for 0x2A2B.
     public var currentTime: CurrentTime?
 
+    /// `characteristic`, `frame`, `bytes` (hex), `dateTime` and `currentTime` (`null` when undecoded).
     public var jsonValue: JSONValue {
         .object([
             "characteristic": .string(self.characteristic.shortString), "frame": .int(Int64(self.frame)),
@@ -188,24 +212,32 @@ public struct InspectedClock: Hashable, Sendable {
 public struct InspectedSession: Hashable, Sendable {
     /// Position in ``CaptureInspection/sessions`` (0-based); `capture.index` is the reader's 1-based number.
     public var position: Int
+    /// The reader's account of the connection.
     public var capture: CaptureSession
+    /// Strings read in the session.
     public var deviceInformation = DeviceInformation()
+    /// Glucose Feature (0x2A51) as read.
     public var feature: GlucoseFeature?
+    /// The meter clock as read, if it was.
     public var clock: InspectedClock?
     /// CCCD writes in order: characteristic and the written value (`01 00` notify, `02 00` indicate).
     public var subscriptions: [(frame: Int, characteristic: BluetoothUUID?, value: [UInt8])] = []
+    /// RACP exchanges in request order.
     public var racp: [RACPExchange] = []
     /// Measurements decoded in this session.
     public var recordCount = 0
     /// SMP Pairing Requests seen, and the reasons of SMP Pairing Failed (0x04: wrong passkey).
     public var pairingRequests = 0
+    /// SMP Pairing Failed reasons, in order.
     public var pairingFailures: [UInt8] = []
 
+    /// A session at `position` with nothing learned yet.
     init(position: Int, capture: CaptureSession) {
         self.position = position
         self.capture = capture
     }
 
+    /// Equal when every field is (subscriptions compared element by element: tuples are not Equatable).
     public static func == (lhs: InspectedSession, rhs: InspectedSession) -> Bool {
         lhs.position == rhs.position && lhs.capture == rhs.capture && lhs.deviceInformation == rhs.deviceInformation
             && lhs.feature == rhs.feature && lhs.clock == rhs.clock && lhs.racp == rhs.racp
@@ -216,6 +248,7 @@ public struct InspectedSession: Hashable, Sendable {
             }
     }
 
+    /// Hashes position, capture and record count (consistent with `==`).
     public func hash(into hasher: inout Hasher) {
         hasher.combine(self.position)
         hasher.combine(self.capture)
@@ -293,8 +326,10 @@ public struct CaptureInspection: Hashable, Sendable {
     public var recordCount = 0
     /// Capture-level and glucose-level anomalies in frame order.
     public var anomalies: [InspectionAnomaly] = []
+    /// The reader's counters over the whole capture.
     public var statistics = CaptureStatistics()
 
+    /// An empty inspection.
     public init() {}
 
     /// `{"sessions": [...], "records": [...], "anomalies": [...]}`.
