@@ -18,7 +18,7 @@ extension Wire {
         public var epoch: Int64
         /// The meter's record number, unique within meter and epoch.
         public var sequenceNumber: Int64
-        /// The daemon's conclusion in mg/dL; nil for LO, HI, a control test without a value, no value.
+        /// The daemon's conclusion in mg/dL; nil when the reading has no usable glucose value.
         public var mgdL: Double?
         /// The same in mmol/L.
         public var mmolL: Double?
