@@ -76,6 +76,7 @@ public final class BlueZTransport: MeterTransport {
         var deferredSignals: [DBusSignal] = []
         /// Agent calls refused since the last line logged about them (one line a second at most).
         var refusedAgentCalls = 0
+        /// When the last refusal line was written.
         var lastRefusalLogged: ContinuousClock.Instant?
     }
 

@@ -31,12 +31,15 @@ final class LoopCore {
 
     /// A tracked well-known name: how many subscriptions or exports use it, and its current owner.
     struct OwnerEntry {
+        /// Subscriptions and exports that need the name tracked.
         var references: Int
+        /// The name's current owner (a unique name); nil when unowned or not known yet.
         var owner: String?
     }
 
     /// A libdbus timeout and its next deadline (monotonic ns); nil while disabled.
     private struct Timeout {
+        /// The `DBusTimeout*`, owned by libdbus.
         var timeout: OpaquePointer
         var deadline: UInt64?
     }
@@ -267,6 +270,7 @@ final class LoopCore {
 
     // MARK: Timeouts
 
+    /// `CLOCK_MONOTONIC` in nanoseconds.
     private static func now() -> UInt64 {
         var spec = timespec()
         clock_gettime(CLOCK_MONOTONIC, &spec)

@@ -10,7 +10,9 @@ typealias LoopJob = @Sendable (LoopCore?) -> Void
 final class LoopHandle: Sendable {
     /// Jobs waiting for the loop, and whether the loop still takes them.
     private struct Queue {
+        /// Jobs in the order they were queued.
         var jobs: [LoopJob] = []
+        /// The loop ended: new jobs run at once with nil.
         var closed = false
     }
 
@@ -80,6 +82,7 @@ final class ConnectionState: Sendable {
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
     }
 
+    /// The connection's shared state.
     private let state = Lock(State())
 
     /// True from a successful connect until the bus connection is lost or closed.
@@ -143,6 +146,7 @@ final class CallState: @unchecked Sendable {
         var outcome: Outcome?
     }
 
+    /// The continuation and outcome, guarded.
     private let slot = Lock(Slot())
     /// The libdbus pending call (one reference, owned here) while the call is in flight.
     var pending: OpaquePointer?

@@ -59,7 +59,9 @@ struct Ingest {
     struct MatchRule {
         /// The meter's current epoch.
         let epoch: Int
+        /// A row of the current epoch had other content.
         private var conflict = false
+        /// A row of an earlier epoch had the same content and bytes.
         private var earlierDuplicate = false
 
         /// A rule for a meter whose current epoch is `epoch`.
@@ -116,7 +118,9 @@ struct Ingest {
     /// the one before it under the same number (an earlier epoch of this batch), as indices into
     /// the batch's `inserted` list.
     struct BatchRows {
+        /// Per sequence number, the index of its newest insert (−1: none).
         private var latestBySeq = [Int32](repeating: -1, count: 65536)
+        /// Per insert, the index of the previous insert with its number (−1: none).
         private var previousByIndex: [Int32] = []
 
         /// Empty chains, room for `capacity` inserts.
@@ -142,6 +146,7 @@ struct Ingest {
     /// reading whose number has none is new without a lookup. Filled by one range scan of
     /// `reading_by_seq` per batch and kept up to date with the batch's own inserts.
     struct SequenceSet {
+        /// One bit per sequence number.
         private var words = [UInt64](repeating: 0, count: 1024)
 
         /// Whether some stored row has `seq`.

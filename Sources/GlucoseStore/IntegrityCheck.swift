@@ -18,6 +18,7 @@ enum IntegrityCheck {
             var handle: UInt?
             var cancelled = false
         }
+        /// The handle and the cancellation, guarded.
         let state = Lock(State())
 
         /// Marks the check cancelled and interrupts it if it is running.

@@ -255,6 +255,8 @@ enum PersonRows {
         }
     }
 
+    /// Adds identifiers to the person (`name` for messages); one another person holds throws
+    /// ``StoreError/Code/constraint``, one they hold already is kept.
     static func addIdentifiers(_ identifiers: [PersonIdentifier], personID: Int64, name: String, _ db: Connection)
         throws(StoreError)
     {

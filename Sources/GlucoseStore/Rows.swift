@@ -319,6 +319,7 @@ package enum ReadingRows {
     /// The meters of one query's rows by their stored address text: the address is checked and
     /// made canonical once per meter, not once per row.
     struct MeterIDs {
+        /// Ids made so far, by address text.
         private var known: [String: MeterID] = [:]
 
         /// The meter id of `address`, made once per distinct address.

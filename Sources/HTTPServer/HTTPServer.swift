@@ -57,6 +57,7 @@ public final class HTTPServer: Sendable {
 
     /// Carries the handler through libmicrohttpd's context pointer.
     final class Box: Sendable {
+        /// The server's request handler.
         let handler: @Sendable (HTTPRequest) -> HTTPResponse
         init(_ handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) { self.handler = handler }
     }

@@ -81,6 +81,7 @@ struct JSONParser {
     /// Values and keys counted so far.
     var elements = 0
 
+    /// A parser at the start of `bytes`; a CPU budget starts counting now.
     init(bytes: [UInt8], limits: JSONParseLimits) {
         self.bytes = bytes
         self.maxDepth = limits.maxDepth

@@ -153,6 +153,7 @@ final class OneShot: Sendable {
     /// Closing the write end makes the read end readable: that is the signal.
     private let pipe: (read: Int32, write: Int32)
 
+    /// Makes the pipe; not fired.
     init() {
         var fds: [Int32] = [-1, -1]
         _ = Glibc.pipe(&fds)
@@ -177,7 +178,9 @@ final class OneShot: Sendable {
 
 /// What the owner asks of the thread.
 private enum Command: Sendable {
+    /// Publish on connection `session`, reporting its PUBACK as `token`.
     case publish(MQTTMessage, token: Int64, session: Int)
+    /// Publish a last message (when connected), disconnect and end the thread.
     case stop(MQTTMessage?)
 }
 
@@ -227,6 +230,7 @@ private final class Core: @unchecked Sendable {
     /// Publishes of the current connection waiting for the window, oldest first from `waitingHead`
     /// (emptied when the connection ends).
     var waiting: [Waiting] = []
+    /// The first publish in `waiting` not yet handed over.
     var waitingHead = 0
     /// Set when the connection failed; the loop tears the handle down at the end of the turn.
     var failure: (reason: String, permanent: Bool)?

@@ -524,7 +524,9 @@ public struct MeterSimulator: Sendable {
 
     /// The records a request selects, or why it is refused.
     private enum Selection {
+        /// Record indices, strays included.
         case records([Int])
+        /// The RACP response code to answer with.
         case rejected(RACPResponseCode)
     }
 

@@ -17,6 +17,7 @@ final class ConnectionHandle: Sendable {
     /// Fires once when the loop closed the connection, for whatever reason.
     let closed = OneShotSignal()
 
+    /// The handle of connection `id` from `peer`.
     init(id: UInt64, peer: VarlinkPeer) {
         self.id = id
         self.peer = peer
@@ -87,8 +88,11 @@ final class EventLoop: @unchecked Sendable {
     /// Commands waiting for the loop, whether an eventfd wake is already on its way, and whether the
     /// loop stopped (then commands are refused).
     private struct Inbox {
+        /// Commands not yet taken by the loop, in order.
         var commands: [Command] = []
+        /// An eventfd write is on its way: later submits need not write again.
         var wakePending = false
+        /// The loop ended: submits are refused.
         var stopped = false
     }
 
@@ -97,8 +101,11 @@ final class EventLoop: @unchecked Sendable {
     /// epoll token of the eventfd.
     private static let wakeToken: UInt64 = 1
 
+    /// The epoll instance; lives as long as this object.
     private let epollFD: Int32
+    /// The eventfd other threads write to wake the loop.
     private let wakeFD: Int32
+    /// Commands from other threads.
     private let inbox = Lock(Inbox())
     /// The limits this loop enforces.
     let limits: LoopLimits
@@ -141,15 +148,19 @@ final class EventLoop: @unchecked Sendable {
 
     /// One client's socket and buffers; the I/O thread's alone.
     private final class Connection {
+        /// What other threads know of the connection.
         let handle: ConnectionHandle
+        /// The connected socket (non-blocking).
         let fd: Int32
         /// Bytes received; those before `inputStart` are already handed on.
         var input: [UInt8] = []
+        /// Offset in `input` of the first byte not handed on.
         var inputStart = 0
         /// Where the search for the next NUL resumes (bytes before it hold none).
         var scanFrom = 0
         /// Bytes to send; those before `outputStart` are already sent.
         var output: [UInt8] = []
+        /// Offset in `output` of the first byte not yet sent.
         var outputStart = 0
         /// A message was handed on and its call has not finished: the next one waits (replies stay in order).
         var callInFlight = false
@@ -176,6 +187,7 @@ final class EventLoop: @unchecked Sendable {
         /// Its send buffer was widened (``streamingSendBufferBytes``).
         var widened = false
 
+        /// A connection accepted at `now` with its message cap.
         init(handle: ConnectionHandle, fd: Int32, now: Int64, maxMessageBytes: Int) {
             self.handle = handle
             self.fd = fd
@@ -708,6 +720,7 @@ final class EventLoop: @unchecked Sendable {
         return "\(open) of \(self.limits.maxConnections) connections are open" + (named.isEmpty ? "" : " (\(named))")
     }
 
+    /// Writes a log line for `kind` at most once a second, counting the ones held back.
     private func log(_ kind: String, _ line: String) {
         guard let log = self.limits.log else { return }
         let now = Sys.now()

@@ -210,7 +210,9 @@ public struct VarlinkWindowedReplies<Element: Sendable>: AsyncSequence, Sendable
 
     /// Takes replies one by one, each taken one freeing a place in the window.
     public struct Iterator: AsyncIteratorProtocol {
+        /// The underlying stream's iterator.
         var base: AsyncThrowingStream<Element, any Error>.AsyncIterator
+        /// Keeps the window open while the iterator lives.
         let holder: ReplyWindow.Holder
 
         /// The next reply; nil after the last one; throws ``VarlinkClientError`` when the stream failed.
@@ -228,7 +230,9 @@ public struct VarlinkWindowedReplies<Element: Sendable>: AsyncSequence, Sendable
 final class ReplyWindow: Sendable {
     /// Decoded and not taken replies, and whether the window is closed.
     struct State {
+        /// Replies decoded and not yet taken.
         var unread = 0
+        /// The window never makes the reader wait again.
         var closed = false
     }
 
@@ -239,7 +243,9 @@ final class ReplyWindow: Sendable {
         deinit { self.window.close() }
     }
 
+    /// Unread count and closed flag.
     private let state = Lock(State())
+    /// Wakes the reader thread when a reply is taken or the window closes.
     private let condition = Condition()
     /// How many replies may wait untaken.
     private let size: Int

@@ -241,11 +241,13 @@ private struct IDLParser {
         var types: [String: VarlinkType] = [:]
         var methods: [String: VarlinkMethod] = [:]
         var errors: [String: [VarlinkField]] = [:]
+        /// Member names in declaration order.
         var order: [String] = []
     }
 
     /// A place in the text: byte index plus the 1-based line and column for messages.
     struct Position {
+        /// Byte offset in the text.
         var index: Int
         var line: Int
         var column: Int

@@ -191,6 +191,7 @@ public final class VarlinkServer: Sendable {
     private let interfaceNames: [String]
     /// The parsed `org.varlink.service` description.
     private let service: VarlinkInterfaceDefinition
+    /// The listening socket, until `run()` takes it.
     private let listener: Lock<ListenerState>
     /// The socket file this server bound, which it removes when it stops; nil for an adopted fd.
     private let createdPath: String?

@@ -13,6 +13,7 @@ public struct VarlinkPeer: Sendable, Hashable {
     /// when neither was available. Best effort: authorise on `uid`/`gid` first.
     public var groups: [UInt32]
 
+    /// Credentials with every field given.
     public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32]) {
         self.pid = pid
         self.uid = uid
@@ -96,6 +97,7 @@ public struct VarlinkCall: Sendable {
     /// Who made the call: the credentials of the connection it arrived on.
     public var peer: VarlinkPeer
 
+    /// A call with every field given.
     public init(method: String, parameters: JSONObject, more: Bool, oneway: Bool, peer: VarlinkPeer) {
         self.method = method
         self.parameters = parameters
