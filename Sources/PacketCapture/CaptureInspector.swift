@@ -275,6 +275,8 @@ public struct InspectedSession: Hashable, Sendable {
         self.capture.database.services.first { $0.uuid == .glucoseService }
     }
 
+    /// The session's reader fields (without its database and event count), its glucose service range,
+    /// the meter's characteristics with handles, and what was read in it.
     public var jsonValue: JSONValue {
         var object = JSONObject()
         object["index"] = .int(Int64(self.position))
@@ -364,6 +366,7 @@ public struct CaptureInspector {
         /// Keep decoded records in ``CaptureInspection/records`` (off: count only, memory flat).
         public var keepRecords: Bool
 
+        /// Options keeping the records unless told.
         public init(keepRecords: Bool = true) { self.keepRecords = keepRecords }
     }
 
@@ -372,6 +375,7 @@ public struct CaptureInspector {
     /// in the session's length. A context that comes later than this is an anomaly and joins nothing.
     public static let contextWindow = 4096
 
+    /// What the inspector holds for a session still open.
     private struct OpenSession {
         /// The records that may still get a context (the last `contextWindow` of the session): a ring of
         /// `contextWindow + 1` slots, the record of ordinal `o` (its position among the session's records)
@@ -386,20 +390,31 @@ public struct CaptureInspector {
         var previousSameSequence: [Int] = []
         /// Contexts that came before any measurement with their sequence number.
         var earlyContexts: [UInt16: (frame: Int, bytes: [UInt8], context: MeasurementContext)] = [:]
+        /// The last measurement seen, to report one repeated byte for byte.
         var lastMeasurement: (frame: Int, bytes: [UInt8])?
+        /// Device name and DIS strings read so far, by UUID (long values joined from Read Blob parts).
         var deviceValues: [UInt16: [UInt8]] = [:]
+        /// Glucose Feature as read.
         var feature: GlucoseFeature?
+        /// The meter clock as read last.
         var clock: InspectedClock?
+        /// CCCD writes, in order.
         var subscriptions: [(frame: Int, characteristic: BluetoothUUID?, value: [UInt8])] = []
+        /// RACP exchanges, in request order.
         var racp: [RACPExchange] = []
         /// Index in `racp` of the exchange waiting for its answer.
         var openExchange: Int?
+        /// Measurements decoded in the session.
         var recordCount = 0
+        /// SMP Pairing Requests seen.
         var pairingRequests = 0
+        /// SMP Pairing Failed reasons.
         var pairingFailures: [UInt8] = []
 
+        /// Slots of the ring: the window and one more.
         static let ringSize = CaptureInspector.contextWindow + 1
 
+        /// Records in the window.
         var pendingCount: Int { self.tailOrdinal - self.headOrdinal }
 
         /// The earliest frame a record of this session not yet final has (Int.max when none).
@@ -463,10 +478,12 @@ public struct CaptureInspector {
     /// Sequence number → the newest record ordinal with it: 16 flat tables of 4096 slots, each made when a
     /// number in its range first comes, so a lookup is two loads, not a hash.
     fileprivate final class SequenceIndex {
+        /// Per 4096 numbers, a table of ordinal + 1 (0: none); nil until a number in it comes.
         private var chunks = [UnsafeMutablePointer<UInt32>?](repeating: nil, count: 16)
 
         deinit { for chunk in self.chunks { chunk?.deallocate() } }
 
+        /// The newest ordinal with `seq`, if any.
         subscript(seq: UInt16) -> Int? {
             guard let chunk = self.chunks[Int(seq >> 12)] else { return nil }
             let value = chunk[Int(seq & 0x0FFF)]
@@ -489,22 +506,30 @@ public struct CaptureInspector {
         }
     }
 
+    /// Where a context goes (see ``OpenSession/joinTarget(_:)``).
     private enum JoinTarget {
         case none, tooLate, allJoined
         case record(Int)
     }
 
+    /// What to keep.
     public let options: Options
+    /// Open sessions by the reader's session number, except the ``hot`` one.
     private var open: [Int: OpenSession] = [:]
     /// The open session of the last event (not in `open`).
     private var hot: (key: Int, state: OpenSession)?
+    /// Sessions that ended, in the order they did.
     private var finished: [InspectedSession] = []
+    /// Final records (when kept).
     private var records: [InspectedRecord] = []
+    /// Anomalies, in the order they were found.
     private var anomalies: [InspectionAnomaly] = []
+    /// Measurements decoded in all.
     private var recordCount = 0
     /// Set by `writeJSON`: records and anomalies go there as they are decided instead of being kept.
     var stream: CaptureJSONStream?
 
+    /// An inspector with nothing seen yet.
     public init(options: Options = Options()) {
         self.options = options
     }
@@ -532,6 +557,7 @@ public struct CaptureInspector {
         GATTEventReader.Options(handleOverrides: handleOverrides, skipCorruptRecords: true)
     }
 
+    /// Inspects every item of `reader`, with its statistics; throws when damage left nothing readable.
     private static func inspect(_ reader: GATTEventReader, options: Options) throws(CaptureError) -> CaptureInspection {
         var inspector = CaptureInspector(options: options)
         var firstCorrupt: CaptureAnomaly?
@@ -581,6 +607,7 @@ public struct CaptureInspector {
 
     // MARK: - Events
 
+    /// Applies an event to its session's state (taken out of the table and put back as the hot one).
     private mutating func event(_ event: GATTEvent) {
         let key = event.session
         var state = self.takeSession(key)
@@ -607,6 +634,9 @@ public struct CaptureInspector {
         return earliest
     }
 
+    /// Routes an event: glucose values to the measurement and context decoders, RACP values to the
+    /// exchanges, reads of the peer's own attributes to the device facts, CCCD and RACP writes, RACP
+    /// write errors and SMP pairing.
     private mutating func apply(_ event: GATTEvent, position: Int, _ state: inout OpenSession) {
         switch event.kind {
         case .notification(let attribute, let value):
@@ -652,12 +682,14 @@ public struct CaptureInspector {
         }
     }
 
+    /// Reports an anomaly about a packet of session `position`.
     private mutating func note(
         _ frame: Int, _ position: Int, _ characteristic: BluetoothUUID?, _ reason: String
     ) {
         self.add(InspectionAnomaly(frame: frame, session: position, characteristic: characteristic, reason: reason))
     }
 
+    /// Keeps the anomaly, or writes it to the JSON stream.
     private mutating func add(_ anomaly: InspectionAnomaly) {
         if let stream = self.stream { stream.add(anomaly: anomaly) } else { self.anomalies.append(anomaly) }
     }
@@ -687,6 +719,9 @@ public struct CaptureInspector {
         }
     }
 
+    /// Decodes a measurement leniently and adds its record to the window (joining an early context),
+    /// reporting what is odd about it: trailing bytes, a bad base time, reserved flags or values, a
+    /// repeat of the previous measurement. One that does not decode is an anomaly, not a record.
     private mutating func measurement(_ bytes: [UInt8], frame: Int, position: Int, _ state: inout OpenSession) {
         let measurement: GlucoseMeasurement
         var reader = ByteReader(bytes)
@@ -746,6 +781,8 @@ public struct CaptureInspector {
         }
     }
 
+    /// Joins a context to the newest window record with its number that has none, or keeps it for a
+    /// measurement still to come; a second, a late or an undecodable context is an anomaly.
     private mutating func context(_ bytes: [UInt8], frame: Int, position: Int, _ state: inout OpenSession) {
         let context: MeasurementContext
         do throws(GlucoseProfileError) {
@@ -782,6 +819,8 @@ public struct CaptureInspector {
         state.earlyContexts[seq] = (frame, bytes, context)
     }
 
+    /// Keeps a read value of the peer: device name and DIS strings (long ones from their parts),
+    /// Glucose Feature, and the clock (Current Time or Date Time).
     private mutating func read(
         _ uuid: BluetoothUUID, _ value: [UInt8], offset: Int, frame: Int, timestamp: CaptureTimestamp, position: Int,
         _ state: inout OpenSession
@@ -823,6 +862,7 @@ public struct CaptureInspector {
         }
     }
 
+    /// Opens an exchange for a RACP write; a request while another is unanswered is an anomaly (aborts aside).
     private mutating func racpRequest(_ bytes: [UInt8], frame: Int, position: Int, _ state: inout OpenSession) {
         var exchange = RACPExchange(requestFrame: frame, requestBytes: bytes)
         do throws(GlucoseProfileError) {
@@ -840,6 +880,8 @@ public struct CaptureInspector {
         state.openExchange = state.racp.count - 1
     }
 
+    /// Answers the exchange a RACP response belongs to (matched by op code, so an abort's answer may
+    /// overtake); a request indicated, a reserved code or an answer nobody waits for is an anomaly.
     private mutating func racpIndication(_ bytes: [UInt8], frame: Int, position: Int, _ state: inout OpenSession) {
         let message: RACPMessage
         do throws(GlucoseProfileError) {
@@ -878,6 +920,8 @@ public struct CaptureInspector {
         if state.openExchange == index { state.openExchange = nil }
     }
 
+    /// Closes a session: orphan contexts and unanswered requests are anomalies, its records are final,
+    /// and its summary is kept (or written to the JSON stream).
     private mutating func sessionEnded(_ capture: CaptureSession) {
         let state = self.takeSession(capture.index)
         let position = capture.index - 1
