@@ -9,36 +9,67 @@ public struct ATTOpcode: Hashable, Sendable, CustomStringConvertible {
     /// Wraps any byte (unlabelled form for the constants below).
     public init(_ rawValue: UInt8) { self.rawValue = rawValue }
 
+    /// The server refuses a request: the request's opcode, the handle and an ``ATTErrorCode``.
     public static let errorResponse = ATTOpcode(0x01)
+    /// The client proposes its receive MTU.
     public static let exchangeMTURequest = ATTOpcode(0x02)
+    /// The server's receive MTU; both then use the smaller.
     public static let exchangeMTUResponse = ATTOpcode(0x03)
+    /// The types of the handles in a range (descriptor discovery).
     public static let findInformationRequest = ATTOpcode(0x04)
+    /// Handle–UUID pairs, all 16-bit or all 128-bit.
     public static let findInformationResponse = ATTOpcode(0x05)
+    /// The handles of attributes with a given 16-bit type and value (a primary service by UUID).
     public static let findByTypeValueRequest = ATTOpcode(0x06)
+    /// Found handles with their group ends.
     public static let findByTypeValueResponse = ATTOpcode(0x07)
+    /// The values of the attributes of a type in a range (characteristic discovery with 0x2803).
     public static let readByTypeRequest = ATTOpcode(0x08)
+    /// Handle–value pairs of one length.
     public static let readByTypeResponse = ATTOpcode(0x09)
+    /// Reads one attribute's value.
     public static let readRequest = ATTOpcode(0x0A)
+    /// The value, cut at MTU − 1 bytes.
     public static let readResponse = ATTOpcode(0x0B)
+    /// Reads a long value from an offset.
     public static let readBlobRequest = ATTOpcode(0x0C)
+    /// The part of the value from that offset.
     public static let readBlobResponse = ATTOpcode(0x0D)
+    /// Reads several fixed-length values at once.
     public static let readMultipleRequest = ATTOpcode(0x0E)
+    /// The values, back to back.
     public static let readMultipleResponse = ATTOpcode(0x0F)
+    /// The groups of a type in a range (primary service discovery with 0x2800).
     public static let readByGroupTypeRequest = ATTOpcode(0x10)
+    /// Start handle, end handle and value (the service UUID) per group.
     public static let readByGroupTypeResponse = ATTOpcode(0x11)
+    /// Writes a value; the server answers with a Write Response or an Error Response.
     public static let writeRequest = ATTOpcode(0x12)
+    /// The write was done.
     public static let writeResponse = ATTOpcode(0x13)
+    /// Queues part of a long write.
     public static let prepareWriteRequest = ATTOpcode(0x16)
+    /// Echoes the queued part.
     public static let prepareWriteResponse = ATTOpcode(0x17)
+    /// Writes (or cancels) the queued parts.
     public static let executeWriteRequest = ATTOpcode(0x18)
+    /// The queued write was executed.
     public static let executeWriteResponse = ATTOpcode(0x19)
+    /// The server sends a value unasked; nothing acknowledges it.
     public static let handleValueNotification = ATTOpcode(0x1B)
+    /// The server sends a value unasked; the client confirms it.
     public static let handleValueIndication = ATTOpcode(0x1D)
+    /// The client's acknowledgement of an indication.
     public static let handleValueConfirmation = ATTOpcode(0x1E)
+    /// Reads several values of any length at once (EATT era).
     public static let readMultipleVariableRequest = ATTOpcode(0x20)
+    /// Length-prefixed values.
     public static let readMultipleVariableResponse = ATTOpcode(0x21)
+    /// Several notifications in one PDU: handle, length and value each.
     public static let multipleHandleValueNotification = ATTOpcode(0x23)
+    /// Writes a value with no response.
     public static let writeCommand = ATTOpcode(0x52)
+    /// A write command with a 12-byte signature.
     public static let signedWriteCommand = ATTOpcode(0xD2)
 
     /// The response opcode a request expects, nil when this is not a request.
@@ -97,22 +128,39 @@ public struct ATTErrorCode: Hashable, Sendable, CustomStringConvertible {
     /// Wraps any byte; unknown codes are kept and shown in hex.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
+    /// No attribute has the handle.
     public static let invalidHandle = ATTErrorCode(rawValue: 0x01)
+    /// The attribute cannot be read.
     public static let readNotPermitted = ATTErrorCode(rawValue: 0x02)
+    /// The attribute cannot be written.
     public static let writeNotPermitted = ATTErrorCode(rawValue: 0x03)
+    /// The request is malformed.
     public static let invalidPDU = ATTErrorCode(rawValue: 0x04)
+    /// The link must be authenticated (bonded) first: what a meter answers before pairing.
     public static let insufficientAuthentication = ATTErrorCode(rawValue: 0x05)
+    /// The server does not support the request.
     public static let requestNotSupported = ATTErrorCode(rawValue: 0x06)
+    /// The offset is past the value's end.
     public static let invalidOffset = ATTErrorCode(rawValue: 0x07)
+    /// The client is not authorized.
     public static let insufficientAuthorization = ATTErrorCode(rawValue: 0x08)
+    /// Too many prepared writes are queued.
     public static let prepareQueueFull = ATTErrorCode(rawValue: 0x09)
+    /// Nothing in the range: the normal end of a discovery procedure.
     public static let attributeNotFound = ATTErrorCode(rawValue: 0x0A)
+    /// The value cannot be read or written with an offset.
     public static let attributeNotLong = ATTErrorCode(rawValue: 0x0B)
+    /// The link's key is too short.
     public static let insufficientEncryptionKeySize = ATTErrorCode(rawValue: 0x0C)
+    /// The written value has the wrong length.
     public static let invalidAttributeValueLength = ATTErrorCode(rawValue: 0x0D)
+    /// The request failed for a reason the server does not name.
     public static let unlikelyError = ATTErrorCode(rawValue: 0x0E)
+    /// The link must be encrypted first.
     public static let insufficientEncryption = ATTErrorCode(rawValue: 0x0F)
+    /// The type is not a grouping type.
     public static let unsupportedGroupType = ATTErrorCode(rawValue: 0x10)
+    /// The server lacks the resources.
     public static let insufficientResources = ATTErrorCode(rawValue: 0x11)
     /// GLS 1.0 application error: Procedure Already In Progress.
     public static let glucoseProcedureAlreadyInProgress = ATTErrorCode(rawValue: 0x80)
@@ -162,13 +210,21 @@ public struct CharacteristicProperties: OptionSet, Hashable, Sendable, CustomStr
     /// Wraps the properties byte.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
+    /// The value may be broadcast in advertising data.
     public static let broadcast = CharacteristicProperties(rawValue: 0x01)
+    /// The value can be read.
     public static let read = CharacteristicProperties(rawValue: 0x02)
+    /// The value can be written with a Write Command.
     public static let writeWithoutResponse = CharacteristicProperties(rawValue: 0x04)
+    /// The value can be written with a Write Request.
     public static let write = CharacteristicProperties(rawValue: 0x08)
+    /// The value can be notified (the CCCD's bit 0).
     public static let notify = CharacteristicProperties(rawValue: 0x10)
+    /// The value can be indicated (the CCCD's bit 1).
     public static let indicate = CharacteristicProperties(rawValue: 0x20)
+    /// The value can be written with a Signed Write Command.
     public static let authenticatedSignedWrites = CharacteristicProperties(rawValue: 0x40)
+    /// More properties are in the Characteristic Extended Properties descriptor.
     public static let extendedProperties = CharacteristicProperties(rawValue: 0x80)
 
     /// The set bits' names, comma-separated in bit order (`write,indicate`); empty for none.

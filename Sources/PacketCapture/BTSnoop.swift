@@ -31,6 +31,7 @@ public struct MonitorOpcode: Hashable, Sendable, CustomStringConvertible {
     public static let newIndex = MonitorOpcode(rawValue: 0)
     /// A controller was removed: its connections are gone.
     public static let deleteIndex = MonitorOpcode(rawValue: 1)
+    /// An HCI command to the controller.
     public static let commandPacket = MonitorOpcode(rawValue: 2)
     /// An HCI event from the controller.
     public static let eventPacket = MonitorOpcode(rawValue: 3)
@@ -38,20 +39,33 @@ public struct MonitorOpcode: Hashable, Sendable, CustomStringConvertible {
     public static let aclTX = MonitorOpcode(rawValue: 4)
     /// ACL data received by the host.
     public static let aclRX = MonitorOpcode(rawValue: 5)
+    /// SCO data sent.
     public static let scoTX = MonitorOpcode(rawValue: 6)
+    /// SCO data received.
     public static let scoRX = MonitorOpcode(rawValue: 7)
+    /// A controller was opened (powered up).
     public static let openIndex = MonitorOpcode(rawValue: 8)
     /// A controller was closed (powered down): its connections are gone.
     public static let closeIndex = MonitorOpcode(rawValue: 9)
+    /// A controller's address and manufacturer.
     public static let indexInfo = MonitorOpcode(rawValue: 10)
+    /// A vendor diagnostic packet.
     public static let vendorDiagnostic = MonitorOpcode(rawValue: 11)
+    /// A text note (also the redactor's placeholder, "redacted").
     public static let systemNote = MonitorOpcode(rawValue: 12)
+    /// A log line of a user-space program (bluetoothd).
     public static let userLogging = MonitorOpcode(rawValue: 13)
+    /// A management-socket client opened.
     public static let controlOpen = MonitorOpcode(rawValue: 14)
+    /// A management-socket client closed.
     public static let controlClose = MonitorOpcode(rawValue: 15)
+    /// A management command (it may carry keys bluetoothd loads).
     public static let controlCommand = MonitorOpcode(rawValue: 16)
+    /// A management event.
     public static let controlEvent = MonitorOpcode(rawValue: 17)
+    /// ISO data sent.
     public static let isoTX = MonitorOpcode(rawValue: 18)
+    /// ISO data received.
     public static let isoRX = MonitorOpcode(rawValue: 19)
 
     /// `monitor opcode N`.
