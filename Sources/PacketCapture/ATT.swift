@@ -61,7 +61,7 @@ public struct ATTOpcode: Hashable, Sendable, CustomStringConvertible {
     public static let handleValueIndication = ATTOpcode(0x1D)
     /// The client's acknowledgement of an indication.
     public static let handleValueConfirmation = ATTOpcode(0x1E)
-    /// Reads several values of any length at once (EATT era).
+    /// Reads several values of any length at once (Bluetooth 5.2).
     public static let readMultipleVariableRequest = ATTOpcode(0x20)
     /// Length-prefixed values.
     public static let readMultipleVariableResponse = ATTOpcode(0x21)
