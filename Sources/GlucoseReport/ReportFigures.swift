@@ -24,12 +24,18 @@ public enum ReportUnit: String, Sendable, Hashable {
 
 /// The glucose ranges of the International Consensus on Time in Range (Battelino et al. 2019).
 public enum GlucoseRange: String, CaseIterable, Sendable, Hashable {
+    /// Below 54 mg/dL (3.0 mmol/L), LO included.
     case veryLow
+    /// From 54 mg/dL to below the target.
     case low
+    /// Within the target range.
     case target
+    /// Above the target, up to 250 mg/dL.
     case high
+    /// Above 250 mg/dL (13.9 mmol/L), HI included.
     case veryHigh
 
+    /// The range's name for people ("Very low", "In target", …).
     public var label: String {
         switch self {
         case .veryLow: "Very low"
@@ -285,29 +291,47 @@ public struct ReportFigures: Sendable {
     /// sends them): counts, sums and, per hour, how often each value occurred (percentiles are exact
     /// from those, and a meter has a few hundred distinct values at most).
     public struct Accumulator: Sendable {
+        /// The period the figures are for.
         let period: ReportPeriod
+        /// The range counts are against.
         let target: TargetRange
+        /// The meal targets counted against.
         let mealTargets: MealTargets
+        /// Readings added.
         private var count = 0
+        /// Readings per local date.
         private var dates: [CivilDate: Int] = [:]
         private var beforeMeal = MealTargetFigures(readings: 0, met: 0)
         private var afterMeal = MealTargetFigures(readings: 0, met: 0)
+        /// Sum of the numeric values, mg/dL.
         private var sum = 0.0
+        /// Readings with a number (not HI or LO).
         private var numeric = 0
+        /// How often each numeric value occurred (mean, SD and percentiles come from it).
         private var values: [Double: Int] = [:]
+        /// Readings per range.
         private var rangeCounts: [GlucoseRange: Int] = [:]
+        /// Readings per meal tag, HI and LO included.
         private var mealCounts: [MealTag: Int] = [:]
+        /// Sum and count of the numeric values per meal tag.
         private var mealSums: [MealTag: (sum: Double, count: Int)] = [:]
+        /// Per local hour, how often each numeric value occurred.
         private var hours: [[Double: Int]] = Array(repeating: [:], count: 24)
+        /// Readings below 70 mg/dL and LO, in time order.
         private var lows: [ReportReading] = []
         private var hiCount = 0
         private var loCount = 0
+        /// The highest numeric value.
         private var highest = 0.0
         private var first: ReportReading?
         private var last: ReportReading?
+        /// The latest ``ReportFigures/drawnReadings`` readings, as a ring once full.
         private var drawn: [ReportReading] = []
+        /// Where the oldest of `drawn` is once the ring is full.
         private var drawnStart = 0
+        /// The readings of the latest days, within ``ReportFigures/printedDays`` and ``ReportFigures/keptDayReadings``.
         private var dayReadings: [CivilDate: [ReportReading]] = [:]
+        /// Readings in `dayReadings`.
         private var dayReadingCount = 0
 
         /// An empty accumulator for `period`.

@@ -207,6 +207,8 @@ extension ReportFigures {
         return s + "</svg>\n"
     }
 
+    /// One day's small chart: its readings drawn by time of day (lows ringed), with the day's count
+    /// and how many were drawn when not all were kept.
     private func dayHTML(
         _ date: CivilDate, _ readings: [ReportReading], lowIDs: Set<Int64>, scale: GlucoseScale, unit: ReportUnit
     ) -> String {
