@@ -79,6 +79,9 @@ extension Wire {
             self.feedReason = feedReason
         }
 
+        /// Requires `name`, `kind`, `state`, `pending`, `cursor`, `delivered` and `feedConnected`; `broker`, `url`,
+        /// `person`, `nightscoutState`, `reason`, `lastDeliveryMillis`, `feedReason`, `databaseId` and
+        /// `databaseReset` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.name = try f.required("name")
@@ -126,6 +129,7 @@ extension Wire {
             self.databaseId = databaseId
         }
 
+        /// Requires `atMillis`, `previousDatabaseId` and `databaseId`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.atMillis = try f.required("atMillis")
@@ -154,6 +158,7 @@ extension Wire {
             self.alerts = alerts
         }
 
+        /// Requires `sinks`; `alerts` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.sinks = try f.array("sinks")
@@ -224,6 +229,8 @@ extension Wire {
             self.message = message
         }
 
+        /// Requires `id`, `rule`, `state`, `time`, `timeMillis` and `message`; `person`, `meter`, `reading` and
+        /// `value` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.id = try f.required("id")
@@ -285,6 +292,8 @@ extension Wire {
             self.lastDeliveryMillis = lastDeliveryMillis
         }
 
+        /// Requires `name`, `url`, `format`, `state` and `pending`; `reason` and `lastDeliveryMillis` may be null
+        /// or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.name = try f.required("name")
@@ -318,6 +327,7 @@ extension Wire {
             self.active = active
         }
 
+        /// Requires `enabled` and `active`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.enabled = try f.required("enabled")
@@ -347,6 +357,7 @@ extension Wire {
             self.webhooks = webhooks
         }
 
+        /// Requires `enabled`, `active`, `recent` and `webhooks`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.enabled = try f.required("enabled")

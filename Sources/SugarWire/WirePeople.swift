@@ -16,6 +16,7 @@ extension Wire {
             self.value = value
         }
 
+        /// Requires `system` and `value`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.system = try f.required("system")
@@ -65,6 +66,8 @@ extension Wire {
             self.meters = meters
         }
 
+        /// Requires `id`, `name`, `identifiers`, `created`, `readingCount` and `meters`; `low`, `high` and `unit`
+        /// may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.id = try f.required("id")
@@ -112,6 +115,7 @@ extension Wire {
             self.readingCount = readingCount
         }
 
+        /// Requires `meter`, `shared`, `from` and `readingCount`; `person` and `until` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.meter = try f.required("meter")
@@ -137,6 +141,7 @@ extension Wire {
 
         public init(people: [Person]) { self.people = people }
 
+        /// Requires `people`.
         public init(json: JSONValue) throws(WireError) { self.people = try WireFields(json).array("people") }
 
         public var json: JSONValue { .parameters([("people", .wire(self.people))]) }
@@ -149,6 +154,7 @@ extension Wire {
 
         public init(person: Person) { self.person = person }
 
+        /// Requires `person`.
         public init(json: JSONValue) throws(WireError) { self.person = try WireFields(json).required("person") }
 
         public var json: JSONValue { .parameters([("person", self.person.json)]) }
@@ -167,6 +173,7 @@ extension Wire {
             self.assignments = assignments
         }
 
+        /// Requires `person` and `assignments`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.person = try f.required("person")
@@ -183,6 +190,7 @@ extension Wire {
 
         public init(assignments: [Assignment]) { self.assignments = assignments }
 
+        /// Requires `assignments`.
         public init(json: JSONValue) throws(WireError) { self.assignments = try WireFields(json).array("assignments") }
 
         public var json: JSONValue { .parameters([("assignments", .wire(self.assignments))]) }
@@ -201,6 +209,7 @@ extension Wire {
             self.unchanged = unchanged
         }
 
+        /// Requires `moved` and `unchanged`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.moved = try f.required("moved")
@@ -227,6 +236,7 @@ extension Wire {
             self.addedPerson = addedPerson
         }
 
+        /// `moved`, `unchanged` and `addedPerson` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.moved = try f.optional("moved")
@@ -254,6 +264,7 @@ extension Wire {
             self.removedAssignments = removedAssignments
         }
 
+        /// Requires `releasedReadings` and `removedAssignments`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.releasedReadings = try f.required("releasedReadings")
@@ -281,6 +292,7 @@ extension Wire {
             self.unattributed = unattributed
         }
 
+        /// Requires `gateway`, `people` and `unattributed`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.gateway = try f.required("gateway")

@@ -34,6 +34,7 @@ extension Wire {
             self.people = people
         }
 
+        /// Requires `revision`, `revisions`, `state` and `unit`; `people` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.revision = try f.required("revision")
@@ -81,6 +82,7 @@ extension Wire {
             self.meter = meter
         }
 
+        /// Requires `generation`, `revision`, `snapshot`, `fields` and `revisions`; `meter` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.generation = try f.required("generation")
@@ -119,6 +121,7 @@ extension Wire {
             self.unit = unit
         }
 
+        /// Requires `readings` and `unit`; `truncated` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.readings = try f.array("readings")
@@ -148,6 +151,7 @@ extension Wire {
         /// The database the cursor is a position in.
         public var databaseId: String?
 
+        /// Requires `cursor`; `reading`, `readings` and `databaseId` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.cursor = try f.required("cursor")
@@ -185,6 +189,7 @@ extension Wire {
         /// Base64 of the part's bytes.
         public var data: String
 
+        /// Requires `size`, `readings`, `schemaVersion`, `offset` and `data`; `databaseId` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.size = try f.required("size")
@@ -208,6 +213,7 @@ extension Wire {
         /// Bytes received so far for the upload.
         public var size: Int64
 
+        /// Requires `size`.
         public init(json: JSONValue) throws(WireError) { self.size = try WireFields(json).required("size") }
 
         public var json: JSONValue { .parameters([("size", .int(self.size))]) }
@@ -232,6 +238,8 @@ extension Wire {
         /// Where the replaced database was kept (`<database>.before-restore-<time>`).
         public var keptAs: String?
 
+        /// Requires `path`, `size`, `readings` and `schemaVersion`; `databaseId`, `previousDatabaseId`,
+        /// `migratedFrom` and `keptAs` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.path = try f.required("path")
@@ -266,6 +274,7 @@ extension Wire {
             self.reading = reading
         }
 
+        /// Requires `cursor` and `reading`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.cursor = try f.required("cursor")
@@ -288,6 +297,7 @@ extension Wire {
         /// The reply carrying `meters`.
         public init(meters: [MeterEntry]) { self.meters = meters }
 
+        /// Requires `meters`.
         public init(json: JSONValue) throws(WireError) { self.meters = try WireFields(json).array("meters") }
 
         public var json: JSONValue { ["meters": .wire(self.meters)] }
@@ -319,6 +329,7 @@ extension Wire {
             self.sessions = sessions
         }
 
+        /// `meter`, `phase`, `received`, `expected` and `sessions` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.meter = try f.optional("meter")
@@ -356,6 +367,7 @@ extension Wire {
             self.message = message
         }
 
+        /// Requires `meter` and `state`; `message` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.meter = try f.required("meter")
@@ -376,6 +388,7 @@ extension Wire {
         /// The reply carrying `sessions`.
         public init(sessions: [Session]) { self.sessions = sessions }
 
+        /// Requires `sessions`.
         public init(json: JSONValue) throws(WireError) { self.sessions = try WireFields(json).array("sessions") }
 
         public var json: JSONValue { ["sessions": .wire(self.sessions)] }

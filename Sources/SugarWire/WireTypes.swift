@@ -25,6 +25,7 @@ extension Wire {
             self.init(iso: CivilCalendar.isoUTC(epochMillis: epochMillis), epochMillis: epochMillis)
         }
 
+        /// Requires `iso` and `epochMillis`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.iso = try f.required("iso")
@@ -47,6 +48,7 @@ extension Wire {
             self.mmolL = mmolL
         }
 
+        /// Requires `mgdL` and `mmolL`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.mgdL = try f.required("mgdL")
@@ -69,6 +71,7 @@ extension Wire {
             self.code = code
         }
 
+        /// Requires `name` and `code`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.name = try f.required("name")
@@ -91,6 +94,7 @@ extension Wire {
             self.message = message
         }
 
+        /// Requires `code` and `message`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.code = try f.required("code")
@@ -127,6 +131,7 @@ extension Wire {
             self.check = check
         }
 
+        /// Requires `status` and `path`; `error`, `databaseId` and `check` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.status = try f.required("status")
@@ -187,6 +192,8 @@ extension Wire {
             self.message = message
         }
 
+        /// Requires `kind`, `reason`, `result`, `startedAt`, `problemCount` and `problems`; `finishedAt` and
+        /// `message` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.kind = try f.required("kind")
@@ -220,6 +227,7 @@ extension Wire {
         /// The reply carrying `check`.
         public init(check: StorageCheck) { self.check = check }
 
+        /// Requires `check`.
         public init(json: JSONValue) throws(WireError) {
             self.check = try WireFields(json).required("check")
         }
@@ -243,6 +251,7 @@ extension Wire {
             self.storage = storage
         }
 
+        /// Requires `version`, `startedAt` and `storage`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.version = try f.required("version")
@@ -277,6 +286,7 @@ extension Wire {
             self.address = address
         }
 
+        /// Requires `present`, `powered` and `discovering`; `name` and `address` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.present = try f.required("present")
@@ -325,6 +335,8 @@ extension Wire {
             self.displayName = displayName
         }
 
+        /// Requires `id` and `displayName`; `name`, `manufacturer`, `model`, `serialNumber` and `firmware` may be
+        /// null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.id = try f.required("id")
@@ -371,6 +383,7 @@ extension Wire {
             self.expected = expected
         }
 
+        /// Requires `received`; `expected` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.received = try f.required("received")
@@ -410,6 +423,7 @@ extension Wire {
             self.reset = reset
         }
 
+        /// Requires `meter`, `at`, `result`, `stored`, `duplicates` and `reset`; `clockSet` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.meter = try f.required("meter")
@@ -454,6 +468,7 @@ extension Wire {
             self.specCode = specCode
         }
 
+        /// Requires `code`, `message` and `at`; `hint`, `meter` and `specCode` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.code = try f.required("code")
@@ -514,6 +529,8 @@ extension Wire {
             self.nextAttempt = nextAttempt
         }
 
+        /// Requires `id`, `identity`, `link`, `sync`, `progress` and `pairing`; `lastSync`, `highWater`,
+        /// `lastError` and `nextAttempt` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.id = try f.required("id")
@@ -592,6 +609,9 @@ extension Wire {
             self.storedAt = storedAt
         }
 
+        /// Requires `meter`, `sequenceNumber`, `instant`, `flags`, `meterLocalTime`, `utcOffsetSeconds` and
+        /// `timeMethod`; `glucose`, `ketoneMmolL`, `sampleType`, `sampleLocation`, `storeID` and `storedAt` may be
+        /// null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.meter = try f.required("meter")
@@ -639,6 +659,7 @@ extension Wire {
             self.lastResult = lastResult
         }
 
+        /// Requires `phase` and `activeMeters`; `lastResult` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.phase = try f.required("phase")
@@ -682,6 +703,8 @@ extension Wire {
             self.errors = errors
         }
 
+        /// Requires `daemon`, `adapter`, `meters`, `readingCount`, `sync` and `errors`; `lastReading` may be null
+        /// or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.daemon = try f.required("daemon")
@@ -746,6 +769,8 @@ extension Wire {
             self.shared = shared
         }
 
+        /// Requires `firstSeen`, `lastSeen`, `epoch` and `readingCount`; `highWater`, `lastSync`, `lastSyncResult`,
+        /// `features`, `person` and `shared` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.firstSeen = try f.required("firstSeen")
@@ -806,6 +831,8 @@ extension Wire {
             self.clockSettable = clockSettable
         }
 
+        /// Requires `id` and `identity`; `live`, `stored`, `person`, `procedure` and `clockSettable` may be null or
+        /// absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.id = try f.required("id")
@@ -852,6 +879,7 @@ extension Wire {
             self.skewAfterSeconds = skewAfterSeconds
         }
 
+        /// Requires `method`, `at` and `written`; `skewBeforeSeconds` and `skewAfterSeconds` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.method = try f.required("method")
@@ -919,6 +947,8 @@ extension Wire {
             self.sequenceResets = sequenceResets
         }
 
+        /// Requires `meter`, `started`, `result`, `received`, `stored`, `duplicates`, `reset` and `sequenceResets`;
+        /// `id`, `ended`, `expected`, `error` and `clockSet` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.id = try f.optional("id")
