@@ -41,6 +41,7 @@ final class LoopCore {
     private struct Timeout {
         /// The `DBusTimeout*`, owned by libdbus.
         var timeout: OpaquePointer
+        /// When it fires next (monotonic ns); nil while disabled.
         var deadline: UInt64?
     }
 

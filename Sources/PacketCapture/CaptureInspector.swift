@@ -381,7 +381,9 @@ public struct CaptureInspector {
         /// `contextWindow + 1` slots, the record of ordinal `o` (its position among the session's records)
         /// in slot `o % ringSize`, pending from ordinal `headOrdinal` to `tailOrdinal` (exclusive).
         var window: [InspectedRecord] = []
+        /// The ordinal of the oldest pending record.
         var headOrdinal = 0
+        /// The ordinal the next record gets.
         var tailOrdinal = 0
         /// Sequence number → ordinal of the session's newest record with it (a record with an ordinal
         /// before the window's has left it: its number's context comes too late).
@@ -508,7 +510,9 @@ public struct CaptureInspector {
 
     /// Where a context goes (see ``OpenSession/joinTarget(_:)``).
     private enum JoinTarget {
+        /// No record has the number; its records left the window; every one in the window has a context.
         case none, tooLate, allJoined
+        /// The ordinal of the record the context joins.
         case record(Int)
     }
 

@@ -264,12 +264,17 @@ struct JSONTextBuffer: TextOutputStream {
 /// Record texts made once and copied after: per concentration (SFLOAT and unit; a direct-mapped table of
 /// 4096 slots, so its memory is fixed) and per sample type and location code (16 each).
 final class RecordTextMemo {
+    /// Slots of the concentration table (the key's low bits pick one).
     private static let slots = 4096
+    /// Room per slot; a longer text is not remembered.
     private static let slotBytes = 160
     /// Per slot: the key (−1 when empty) and the text's length; made on the first text remembered.
     private var keys: UnsafeMutablePointer<Int>?
+    /// (See ``keys``.)
     private var lengths: UnsafeMutablePointer<Int>?
+    /// The texts, `slotBytes` per slot.
     private var arena: UnsafeMutablePointer<UInt8>?
+    /// Sample type (0–15) and location (16–31) objects, made on first use.
     private var codeNames: [[UInt8]?] = Array(repeating: nil, count: 32)
 
     deinit {

@@ -179,7 +179,9 @@ public final class VarlinkServer: Sendable {
     /// The listening socket before `run()` took it (`ready`) and after (`taken`); a second `run()`
     /// finds it taken.
     private enum ListenerState {
+        /// The socket is bound and waits for `run()`.
         case ready(fd: Int32)
+        /// `run()` took it (and closes it when it ends).
         case taken
     }
 
