@@ -24,12 +24,18 @@ public enum ReportUnit: String, Sendable, Hashable {
 
 /// The glucose ranges of the International Consensus on Time in Range (Battelino et al. 2019).
 public enum GlucoseRange: String, CaseIterable, Sendable, Hashable {
+    /// Below 54 mg/dL (3.0 mmol/L), LO included.
     case veryLow
+    /// From 54 mg/dL to below the target.
     case low
+    /// Within the target range.
     case target
+    /// Above the target, up to 250 mg/dL.
     case high
+    /// Above 250 mg/dL (13.9 mmol/L), HI included.
     case veryHigh
 
+    /// The range's name for people ("Very low", "In target", …).
     public var label: String {
         switch self {
         case .veryLow: "Very low"
@@ -43,16 +49,21 @@ public enum GlucoseRange: String, CaseIterable, Sendable, Hashable {
 
 /// The target range, in mg/dL, inclusive at both ends.
 public struct TargetRange: Sendable, Hashable {
+    /// The lowest value in target.
     public var lowMgdL: Double
+    /// The highest value in target.
     public var highMgdL: Double
 
+    /// 70–180 mg/dL, the consensus target.
     public static let standard = TargetRange(lowMgdL: 70, highMgdL: 180)
     /// Below this is very low (54 mg/dL, 3.0 mmol/L); above ``veryHighAbove`` very high.
     public static let veryLowBelow = 54.0
+    /// (Above 250 mg/dL, 13.9 mmol/L.)
     public static let veryHighAbove = 250.0
     /// Readings below this are listed as lows.
     public static let lowListBelow = 70.0
 
+    /// A range from `lowMgdL` to `highMgdL`, both included.
     public init(lowMgdL: Double, highMgdL: Double) {
         self.lowMgdL = lowMgdL
         self.highMgdL = highMgdL
@@ -91,12 +102,15 @@ public struct TargetRange: Sendable, Hashable {
 /// before meal; default 70-130) and an upper bound for readings after a meal (default below 180), as
 /// blood-glucose-meter reports show them beside the overall target range.
 public struct MealTargets: Sendable, Hashable {
+    /// The range a reading tagged fasting or before a meal should be in.
     public var beforeMeal: TargetRange
     /// After a meal, a reading meets the target below this (whole mg/dL, as the ranges compare).
     public var afterMealBelowMgdL: Double
 
+    /// 70–130 before a meal, below 180 after, in mg/dL.
     public static let standard = MealTargets(beforeMeal: TargetRange(lowMgdL: 70, highMgdL: 130), afterMealBelowMgdL: 180)
 
+    /// Targets with both bounds given.
     public init(beforeMeal: TargetRange, afterMealBelowMgdL: Double) {
         self.beforeMeal = beforeMeal
         self.afterMealBelowMgdL = afterMealBelowMgdL
@@ -133,9 +147,12 @@ public struct MealTargetFigures: Sendable, Hashable {
 
 /// The report period: from (inclusive) to (exclusive), in milliseconds since the epoch.
 public struct ReportPeriod: Sendable, Hashable {
+    /// The start, inclusive.
     public var fromMillis: Int64
+    /// The end, exclusive.
     public var toMillis: Int64
 
+    /// A period from `fromMillis` up to `toMillis`.
     public init(fromMillis: Int64, toMillis: Int64) {
         self.fromMillis = fromMillis
         self.toMillis = toMillis
@@ -152,6 +169,7 @@ public struct ReportPeriod: Sendable, Hashable {
 
 /// One hour of the day across the period.
 public struct HourFigures: Sendable, Hashable {
+    /// The local hour, 0–23.
     public var hour: Int
     /// Readings with a number in this hour (HI and LO have none).
     public var count: Int
@@ -161,6 +179,7 @@ public struct HourFigures: Sendable, Hashable {
 
 /// Count and mean of the readings with one meal tag.
 public struct MealFigures: Sendable, Hashable {
+    /// The meal tag.
     public var tag: MealTag
     /// Readings with this tag, HI and LO included.
     public var count: Int
@@ -172,6 +191,7 @@ public struct MealFigures: Sendable, Hashable {
 public enum LogbookSlot: String, CaseIterable, Sendable, Hashable {
     case night, breakfast, lunch, dinner, bedtime
 
+    /// The slot of a local hour.
     public init(hour: Int) {
         switch hour {
         case ..<6: self = .night
@@ -182,6 +202,7 @@ public enum LogbookSlot: String, CaseIterable, Sendable, Hashable {
         }
     }
 
+    /// The slot's heading, with its hours.
     public var label: String {
         switch self {
         case .night: "Night 0-6"
@@ -200,6 +221,7 @@ public enum LogbookSlot: String, CaseIterable, Sendable, Hashable {
 public struct ReportFigures: Sendable {
     /// An hour needs this many readings for percentile bands.
     public static let minimumForPercentiles = 5
+    /// The percentiles the hourly bands show.
     public static let percentileLevels: [Double] = [0.10, 0.25, 0.50, 0.75, 0.90]
     /// At most this many readings (the latest) are drawn in the time-of-day chart; the page says so
     /// when the period holds more.
@@ -208,8 +230,11 @@ public struct ReportFigures: Sendable {
     /// however many one day holds.
     public static let keptDayReadings = 4000
 
+    /// The period the figures are for.
     public var period: ReportPeriod
+    /// The target range the ranges were counted against.
     public var target: TargetRange
+    /// The meal targets counted against.
     public var mealTargets: MealTargets
     /// Readings of the period.
     public var readingCount: Int
@@ -226,17 +251,23 @@ public struct ReportFigures: Sendable {
     public var beforeMealTarget: MealTargetFigures
     /// Readings tagged after a meal, and those below ``MealTargets/afterMealBelowMgdL``.
     public var afterMealTarget: MealTargetFigures
+    /// Mean of the numeric readings (HI and LO left out); nil without one.
     public var meanMgdL: Double?
     /// Sample standard deviation (n − 1); nil under two numeric readings.
     public var sdMgdL: Double?
+    /// Coefficient of variation: SD ÷ mean × 100; nil without an SD.
     public var cvPercent: Double?
     /// Readings per range.
     public var rangeCounts: [GlucoseRange: Int]
+    /// Count and mean per meal tag.
     public var byMeal: [MealFigures]
+    /// The 24 hours of the day.
     public var hourly: [HourFigures]
     /// Readings below 70 mg/dL, LO included, in time order.
     public var lows: [ReportReading]
+    /// HI results.
     public var hiCount: Int
+    /// LO results.
     public var loCount: Int
     /// The highest numeric reading in mg/dL (the charts' scale), 0 without one.
     public var highestMgdL: Double
@@ -247,6 +278,7 @@ public struct ReportFigures: Sendable {
     /// and ``keptDayReadings`` readings).
     var dayReadings: [CivilDate: [ReportReading]]
 
+    /// The figures of `readings` (in any order) over `period`.
     public init(
         readings unsorted: [ReportReading], period: ReportPeriod, target: TargetRange = .standard, mealTargets: MealTargets = .standard
     ) {
@@ -259,37 +291,57 @@ public struct ReportFigures: Sendable {
     /// sends them): counts, sums and, per hour, how often each value occurred (percentiles are exact
     /// from those, and a meter has a few hundred distinct values at most).
     public struct Accumulator: Sendable {
+        /// The period the figures are for.
         let period: ReportPeriod
+        /// The range counts are against.
         let target: TargetRange
+        /// The meal targets counted against.
         let mealTargets: MealTargets
+        /// Readings added.
         private var count = 0
+        /// Readings per local date.
         private var dates: [CivilDate: Int] = [:]
         private var beforeMeal = MealTargetFigures(readings: 0, met: 0)
         private var afterMeal = MealTargetFigures(readings: 0, met: 0)
+        /// Sum of the numeric values, mg/dL.
         private var sum = 0.0
+        /// Readings with a number (not HI or LO).
         private var numeric = 0
+        /// How often each numeric value occurred (mean, SD and percentiles come from it).
         private var values: [Double: Int] = [:]
+        /// Readings per range.
         private var rangeCounts: [GlucoseRange: Int] = [:]
+        /// Readings per meal tag, HI and LO included.
         private var mealCounts: [MealTag: Int] = [:]
+        /// Sum and count of the numeric values per meal tag.
         private var mealSums: [MealTag: (sum: Double, count: Int)] = [:]
+        /// Per local hour, how often each numeric value occurred.
         private var hours: [[Double: Int]] = Array(repeating: [:], count: 24)
+        /// Readings below 70 mg/dL and LO, in time order.
         private var lows: [ReportReading] = []
         private var hiCount = 0
         private var loCount = 0
+        /// The highest numeric value.
         private var highest = 0.0
         private var first: ReportReading?
         private var last: ReportReading?
+        /// The latest ``ReportFigures/drawnReadings`` readings, as a ring once full.
         private var drawn: [ReportReading] = []
+        /// Where the oldest of `drawn` is once the ring is full.
         private var drawnStart = 0
+        /// The readings of the latest days, within ``ReportFigures/printedDays`` and ``ReportFigures/keptDayReadings``.
         private var dayReadings: [CivilDate: [ReportReading]] = [:]
+        /// Readings in `dayReadings`.
         private var dayReadingCount = 0
 
+        /// An empty accumulator for `period`.
         public init(period: ReportPeriod, target: TargetRange = .standard, mealTargets: MealTargets = .standard) {
             self.period = period
             self.target = target
             self.mealTargets = mealTargets
         }
 
+        /// Takes the next reading (in time order).
         public mutating func add(_ r: ReportReading) {
             self.count += 1
             if self.first == nil { self.first = r }
@@ -339,6 +391,7 @@ public struct ReportFigures: Sendable {
             }
         }
 
+        /// The figures of every reading added so far.
         public func figures() -> ReportFigures {
             let mean = self.numeric > 0 ? self.sum / Double(self.numeric) : nil
             var sd: Double?
@@ -372,6 +425,7 @@ public struct ReportFigures: Sendable {
         }
     }
 
+    /// Figures with every field given (the accumulator's result).
     init(
         period: ReportPeriod, target: TargetRange, mealTargets: MealTargets, readingCount: Int, readings: [ReportReading],
         readingsPerDay: Double, daysWithReadings: Int, dateCounts: [CivilDate: Int], beforeMealTarget: MealTargetFigures, afterMealTarget: MealTargetFigures,
@@ -445,6 +499,7 @@ struct ValueHistogram {
     /// Values up to and including each one: `cumulative[i]` counts those <= `values[i]`.
     private var cumulative: [Int] = []
 
+    /// A histogram of `counts` (value → how often).
     init(_ counts: [Double: Int]) {
         var total = 0
         for (value, n) in counts.sorted(by: { $0.key < $1.key }) {
@@ -454,6 +509,7 @@ struct ValueHistogram {
         }
     }
 
+    /// How many values it counts.
     var count: Int { self.cumulative.last ?? 0 }
 
     /// The value at `rank` (0-based) of the sorted values.
@@ -467,6 +523,7 @@ struct ValueHistogram {
         return self.values[low]
     }
 
+    /// The type-7 `p` quantile (0…1); traps without values.
     func percentile(_ p: Double) -> Double {
         precondition(self.count > 0, "percentile of no values")
         let h = Double(self.count - 1) * p

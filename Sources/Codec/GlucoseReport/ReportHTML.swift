@@ -17,6 +17,7 @@ extension ReportFigures {
     public static let printedLows = 30
     static let lowsPerColumn = 10
 
+    /// The page for these figures and `context`.
     public func html(_ context: ReportContext) -> String {
         let unit = context.unit
         let days = self.days
@@ -71,6 +72,7 @@ extension ReportFigures {
         return h
     }
 
+    /// The summary figures beside the previous period's, when there are those.
     private func statisticsHTML(_ context: ReportContext) -> String {
         let unit = context.unit
         let previous = context.previous
@@ -114,6 +116,7 @@ extension ReportFigures {
         return h + "</section>\n"
     }
 
+    /// Time in ranges as a stacked bar with each range's percent.
     private func rangesHTML(_ unit: ReportUnit) -> String {
         let bounds: [GlucoseRange: String] = [
             .veryLow: "&lt; \(unit.text(54))",
@@ -152,6 +155,7 @@ extension ReportFigures {
         return "<section class=\"ranges\"><h2>Time in ranges <small>share of readings</small></h2><div class=\"tir\">\(bar)\(table)</div></section>\n"
     }
 
+    /// Readings and mean per meal tag, with the meal targets met.
     private func mealHTML(_ unit: ReportUnit) -> String {
         var h = "<section><h2>By meal tag</h2><table><tr><th>Tag</th><th class=\"num\">Readings</th><th class=\"num\">Mean \(unit.symbol)</th>"
         h += "<th class=\"num\">Lows</th></tr>"
@@ -203,6 +207,8 @@ extension ReportFigures {
         return s + "</svg>\n"
     }
 
+    /// One day's small chart: its readings drawn by time of day (lows ringed), with the day's count
+    /// and how many were drawn when not all were kept.
     private func dayHTML(
         _ date: CivilDate, _ readings: [ReportReading], lowIDs: Set<Int64>, scale: GlucoseScale, unit: ReportUnit
     ) -> String {
@@ -227,6 +233,7 @@ extension ReportFigures {
         return h + "</svg></div>\n"
     }
 
+    /// The latest lows (at most ``printedLows``), with the time as measured.
     private func lowsHTML(_ unit: ReportUnit) -> String {
         let shown = Array(self.lows.suffix(Self.printedLows))
         let bounded = shown.count < self.lows.count ? "; the latest \(shown.count) of \(self.lows.count), every one is in the JSON" : ""
@@ -248,6 +255,7 @@ extension ReportFigures {
         return h + "</div></section>\n"
     }
 
+    /// The logbook: a row per day (the latest that fit page two), a cell per ``LogbookSlot``.
     private func logbookHTML(_ days: [(date: CivilDate, readings: [ReportReading])], unit: ReportUnit) -> String {
         let withReadings = days.filter { !$0.readings.isEmpty }
         // The latest days, as many as fit the logbook's share of page two (at least one, at most printedDays).
@@ -292,26 +300,37 @@ extension ReportFigures {
 
 /// Where a chart's plot area lies in its viewBox.
 struct ChartFrame {
+    /// X of the plot area's left edge.
     var left: Double
+    /// Y of its top edge.
     var top: Double
+    /// Its width.
     var width: Double
+    /// Its height.
     var height: Double
+    /// Y of its bottom edge.
     var bottom: Double { self.top + self.height }
+    /// X of its right edge.
     var right: Double { self.left + self.width }
 }
 
 /// The glucose axis every chart of a report shares: 40 mg/dL up to the highest reading (at least 300),
 /// HI drawn at the top edge and LO at the bottom edge.
 struct GlucoseScale {
+    /// The axis' lowest value, mg/dL.
     var minimum = 40.0
+    /// The axis' highest value: the highest reading rounded up to 50, between 300 and 600 mg/dL.
     var maximum: Double
+    /// The target band drawn.
     var target: TargetRange
 
+    /// The scale for a period whose highest numeric reading is `highest`.
     init(highestMgdL highest: Double, target: TargetRange) {
         self.maximum = min(600, max(300, (highest / 50).rounded(.up) * 50))
         self.target = target
     }
 
+    /// The y of a value in `frame`, clamped to the axis.
     func y(_ mgdL: Double, _ frame: ChartFrame) -> Double {
         let clamped = min(self.maximum, max(self.minimum, mgdL))
         return frame.bottom - (clamped - self.minimum) / (self.maximum - self.minimum) * frame.height

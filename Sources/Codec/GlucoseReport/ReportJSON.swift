@@ -5,9 +5,13 @@ public import JSON
 public struct ReportContext: Sendable {
     /// A meter as the header shows it.
     public struct Meter: Sendable, Hashable {
+        /// The meter's id (its Bluetooth address).
         public var id: String
+        /// The name to show.
         public var name: String
+        /// Its serial number, when known.
         public var serialNumber: String?
+        /// A meter with every field given.
         public init(id: String, name: String, serialNumber: String?) {
             self.id = id
             self.name = name
@@ -15,19 +19,25 @@ public struct ReportContext: Sendable {
         }
     }
 
+    /// The unit values are shown in.
     public var unit: ReportUnit
+    /// Who the report is about; nil for a report over every reading.
     public var person: String?
+    /// The meters whose readings it holds.
     public var meters: [Meter]
     /// When the report was made (milliseconds since the epoch) and the offset to show it at.
     public var madeAtMillis: Int64
+    /// (The UTC offset, in minutes.)
     public var madeAtUTCOffsetMinutes: Int
     /// Readings of the period left out: control-solution tests, and records that are not glucose values.
     public var controlSolutionCount: Int
+    /// (The records that are not glucose values: ketone, no value, suspect.)
     public var notGlucoseCount: Int
     /// The figures of the period of the same length just before the report's, shown beside its own;
     /// nil when not asked for.
     public var previous: ReportFigures?
 
+    /// A context; by default no person, meters, exclusions or previous figures, shown in UTC.
     public init(
         unit: ReportUnit, person: String? = nil, meters: [Meter] = [], madeAtMillis: Int64, madeAtUTCOffsetMinutes: Int = 0,
         controlSolutionCount: Int = 0, notGlucoseCount: Int = 0, previous: ReportFigures? = nil

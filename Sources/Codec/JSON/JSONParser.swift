@@ -11,6 +11,7 @@ public struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertibl
     /// What was wrong, in words.
     public var reason: String
 
+    /// `invalid JSON at byte N: reason`.
     public var description: String { "invalid JSON at byte \(self.offset): \(self.reason)" }
 }
 
@@ -28,6 +29,7 @@ public struct JSONParseLimits: Sendable, Hashable {
     /// Thread CPU time one parse may use (checked every 1 024 elements); nil: no budget.
     public var cpuBudget: Duration?
 
+    /// The defaults bound only the depth (64): enough for trusted input such as our own files.
     public init(maxDepth: Int = 64, maxElements: Int? = nil, cpuBudget: Duration? = nil) {
         self.maxDepth = maxDepth
         self.maxElements = maxElements
@@ -61,16 +63,25 @@ extension JSONValue {
     }
 }
 
+/// The recursive-descent parser behind ``JSONValue/init(parsing:limits:)`` and ``JSONReader``:
+/// a cursor over the whole text, with the limits of one parse.
 struct JSONParser {
+    /// The whole text.
     let bytes: [UInt8]
+    /// See ``JSONParseLimits/maxDepth``.
     let maxDepth: Int
+    /// See ``JSONParseLimits/maxElements``; `.max` when unbounded.
     let maxElements: Int
     /// Thread CPU time (ns) at which the parse gives up; nil: no budget.
     let cpuDeadline: Int64?
+    /// The budget as given, for the error message.
     let cpuBudget: Duration?
+    /// Offset of the next unread byte.
     var index = 0
+    /// Values and keys counted so far.
     var elements = 0
 
+    /// A parser at the start of `bytes`; a CPU budget starts counting now.
     init(bytes: [UInt8], limits: JSONParseLimits) {
         self.bytes = bytes
         self.maxDepth = limits.maxDepth
@@ -103,6 +114,7 @@ struct JSONParser {
         }
     }
 
+    /// One value with optional white space around it, and nothing else.
     mutating func parseDocument() throws(JSONParseError) -> JSONValue {
         self.skipWhitespace()
         let value = try self.parseValue(depth: 0)
@@ -113,10 +125,12 @@ struct JSONParser {
         return value
     }
 
+    /// An error at `offset`, or at the current position.
     func error(_ reason: String, at offset: Int? = nil) -> JSONParseError {
         JSONParseError(offset: offset ?? self.index, reason: reason)
     }
 
+    /// Skips the four white-space bytes JSON allows: space, tab, LF, CR.
     mutating func skipWhitespace() {
         while self.index < self.bytes.count {
             switch self.bytes[self.index] {
@@ -126,6 +140,8 @@ struct JSONParser {
         }
     }
 
+    /// The value starting at the current byte (white space already skipped), counted against the
+    /// limits; `depth` is how many containers enclose it.
     mutating func parseValue(depth: Int) throws(JSONParseError) -> JSONValue {
         guard self.index < self.bytes.count else { throw self.error("unexpected end of input") }
         try self.countElement()
@@ -141,6 +157,7 @@ struct JSONParser {
         }
     }
 
+    /// Consumes `literal` (`true`, `false`, `null`) or throws "invalid literal" at its start.
     mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
         let start = self.index
         let count = literal.utf8CodeUnitCount
@@ -152,6 +169,7 @@ struct JSONParser {
         self.index += count
     }
 
+    /// An object at `{`. Throws on a duplicate key (at the key's offset) and past ``maxDepth``.
     mutating func parseObject(depth: Int) throws(JSONParseError) -> JSONValue {
         guard depth <= self.maxDepth else { throw self.error("nesting deeper than \(self.maxDepth)") }
         self.index += 1
@@ -192,6 +210,7 @@ struct JSONParser {
         }
     }
 
+    /// An array at `[`. Throws past ``maxDepth``.
     mutating func parseArray(depth: Int) throws(JSONParseError) -> JSONValue {
         guard depth <= self.maxDepth else { throw self.error("nesting deeper than \(self.maxDepth)") }
         self.index += 1
@@ -218,6 +237,7 @@ struct JSONParser {
         }
     }
 
+    /// The four hex digits of a `\u` escape (either case), as a UTF-16 code unit.
     mutating func parseHex4() throws(JSONParseError) -> UInt32 {
         guard self.bytes.count - self.index >= 4 else { throw self.error("truncated \\u escape") }
         var value: UInt32 = 0
@@ -236,6 +256,8 @@ struct JSONParser {
         return value
     }
 
+    /// A string at its opening quote, escapes decoded and surrogate pairs joined. Throws on raw
+    /// control characters, unknown escapes, unpaired surrogates and invalid UTF-8 (never repaired).
     mutating func parseString() throws(JSONParseError) -> String {
         let start = self.index
         self.index += 1
@@ -362,6 +384,8 @@ struct JSONParser {
         return (start, isInteger, fractionDigits, hasExponent)
     }
 
+    /// A number at its first byte: `.int` when it has no fraction or exponent and fits `Int64`,
+    /// else a finite `.double` (an overflowing one such as `1e400` throws "number out of range").
     mutating func parseNumber() throws(JSONParseError) -> JSONValue {
         let (start, isInteger, fractionDigits, hasExponent) = try self.scanNumber()
         if isInteger, self.index - start <= 18 {

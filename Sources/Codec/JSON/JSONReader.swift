@@ -24,6 +24,7 @@ import Darwin
 /// try reader.end()
 /// ```
 public struct JSONReader {
+    /// The cursor and limits; the reader adds the container bookkeeping.
     private var parser: JSONParser
     /// Containers opened and not closed yet.
     private var depth = 0
@@ -31,8 +32,10 @@ public struct JSONReader {
     private var first = false
     /// The strings ``readRepeatedString()`` made so far (at most ``repeatedLimit``).
     private var repeated: [String] = []
+    /// How many distinct strings ``readRepeatedString()`` remembers; later new ones are not kept.
     private static var repeatedLimit: Int { 32 }
 
+    /// A reader at the start of `bytes`, counting every value and key against `limits`.
     public init(_ bytes: [UInt8], limits: JSONParseLimits = JSONParseLimits()) {
         self.parser = JSONParser(bytes: bytes, limits: limits)
     }
@@ -64,11 +67,13 @@ public struct JSONReader {
         return self.parser.index < self.parser.bytes.count && self.parser.bytes[self.parser.index] == byte
     }
 
+    /// Whether the next value starts with a byte in `bytes` (white space skipped).
     private mutating func next(in bytes: ClosedRange<UInt8>) -> Bool {
         self.parser.skipWhitespace()
         return self.parser.index < self.parser.bytes.count && bytes.contains(self.parser.bytes[self.parser.index])
     }
 
+    /// Throws "expected `what`, got …" unless the next value starts with `byte`; consumes nothing.
     private mutating func expect(_ byte: UInt8, _ what: String) throws(JSONParseError) {
         guard self.next(is: byte) else {
             throw self.parser.error("expected \(what), got \(self.nextKind())")
@@ -86,6 +91,7 @@ public struct JSONReader {
         return true
     }
 
+    /// A string value, escapes decoded; throws when the next value is not a string.
     public mutating func readString() throws(JSONParseError) -> String {
         try self.expect(UInt8(ascii: "\""), "a string")
         try self.parser.countElement()
@@ -182,11 +188,13 @@ public struct JSONReader {
         return value
     }
 
+    /// A number as a `Double`, integral or not; throws when the next value is not a number.
     public mutating func readDouble() throws(JSONParseError) -> Double {
         guard let value = try self.readNumber().doubleValue else { throw self.parser.error("expected a number") }
         return value
     }
 
+    /// The next number as `.int` or `.double`, by the parser's rules.
     private mutating func readNumber() throws(JSONParseError) -> JSONValue {
         try self.beginNumber()
         return try self.parser.parseNumber()
@@ -200,6 +208,7 @@ public struct JSONReader {
         try self.parser.countElement()
     }
 
+    /// `true` or `false`; throws for anything else (no truthiness).
     public mutating func readBool() throws(JSONParseError) -> Bool {
         guard self.next(is: UInt8(ascii: "t")) || self.next(is: UInt8(ascii: "f")) else {
             throw self.parser.error("expected a boolean, got \(self.nextKind())")
@@ -294,6 +303,7 @@ public struct JSONReader {
         guard self.parser.index == self.parser.bytes.count else { throw self.parser.error("unexpected data after the value") }
     }
 
+    /// Enters a container starting with `byte`, counted and checked against the depth limit.
     private mutating func open(_ byte: UInt8, _ what: String) throws(JSONParseError) {
         try self.expect(byte, what)
         try self.parser.countElement()
@@ -303,6 +313,8 @@ public struct JSONReader {
         self.first = true
     }
 
+    /// Steps past the separator before the next member or element (true), or past the closing
+    /// `close` byte (false, the container is left); throws on anything else.
     private mutating func next(close: UInt8, _ what: String) throws(JSONParseError) -> Bool {
         self.parser.skipWhitespace()
         guard self.parser.index < self.parser.bytes.count else { throw self.parser.error("unexpected end of input") }
@@ -333,15 +345,19 @@ public enum JSONKey: Equatable, Sendable {
 
 /// The member names a byte decoder knows, for ``JSONReader/nextKey(in:)`` (at most 64).
 public struct JSONKeys: Sendable {
+    /// The names, in the order ``JSONKey/known(_:)`` indexes them.
     public let names: [String]
+    /// The names' UTF-8, compared byte for byte.
     private let bytes: [[UInt8]]
 
+    /// Keys for `names`; traps with more than 64.
     public init(_ names: [String]) {
         precondition(names.count <= 64, "at most 64 keys")
         self.names = names
         self.bytes = names.map { Array($0.utf8) }
     }
 
+    /// The key whose bytes are `text`: `names[expected]` tried first, then the others in order.
     func match(_ text: UnsafeBufferPointer<UInt8>, expected: Int) -> JSONKey {
         func equal(_ index: Int) -> Bool {
             self.bytes[index].withUnsafeBufferPointer { name in

@@ -37,6 +37,8 @@ extension JSONValue {
         out.append(UInt8(ascii: "]"))
     }
 
+    /// The one writer behind every public entry point: compact, or indented two spaces per level
+    /// starting `indent` levels deep. Empty arrays and objects are written `[]` and `{}` either way.
     private func write(into out: inout [UInt8], pretty: Bool, indent: Int) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
@@ -76,11 +78,14 @@ extension JSONValue {
         }
     }
 
+    /// A line break followed by `indent` levels of two spaces.
     private static func newline(into out: inout [UInt8], indent: Int) {
         out.append(UInt8(ascii: "\n"))
         for _ in 0..<(indent * 2) { out.append(UInt8(ascii: " ")) }
     }
 
+    /// Appends a double as JSON: `null` when not finite, integral values below 2^53 as integers,
+    /// others in Swift's shortest round-trip spelling.
     private static func writeDouble(_ d: Double, into out: inout [UInt8]) {
         guard d.isFinite else {
             // JSON has no NaN or infinity.
@@ -112,8 +117,11 @@ extension JSONValue {
         }
     }
 
+    /// Lower-case hex digits for `\u00XX` escapes.
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
+    /// Appends `s` quoted: `"` and `\` escaped, `\n` `\r` `\t` as such, other control characters as
+    /// `\u00XX`; everything else (including `/` and non-ASCII) copied as UTF-8.
     private static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Most strings need no escape: one scan, then one copy.

@@ -3,12 +3,20 @@
 /// Objects keep their keys in insertion order, so output is deterministic and reads the way the
 /// code built it. Integers that fit `Int64` stay integers; every other number is a `Double`.
 public enum JSONValue: Sendable, Hashable {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// A number written without fraction or exponent that fits `Int64` (what the parser makes of one).
     case int(Int64)
+    /// Any other number; always finite (the parser rejects out-of-range numbers, the writer turns
+    /// NaN and infinities into `null`).
     case double(Double)
+    /// A string, valid Unicode (the parser rejects invalid UTF-8 and unpaired surrogates).
     case string(String)
+    /// An array, elements in order.
     case array([JSONValue])
+    /// An object, keys unique and in insertion order.
     case object(JSONObject)
 }
 
@@ -21,43 +29,54 @@ public enum JSONValue: Sendable, Hashable {
 /// are at most about 30 keys, most under 10) have no index and compare keys in order, at most
 /// `linearLimit` comparisons, which is cheaper than hashing. Removing a key is O(n).
 public struct JSONObject: Sendable, Hashable, ExpressibleByDictionaryLiteral {
+    /// One member: a key and its value.
     public struct Entry: Sendable, Hashable {
+        /// The member's name.
         public var key: String
+        /// The member's value.
         public var value: JSONValue
     }
 
     /// Objects with up to this many keys are searched in order; larger ones get the hash index.
     public static let linearLimit = 16
 
+    /// The members in insertion order, each key once: what serialization writes and what `==` compares.
     public private(set) var entries: [Entry]
     /// Position of each key in `entries`; nil while there are at most ``linearLimit`` keys.
     private var index: [String: Int]?
 
+    /// An empty object.
     public init() {
         self.entries = []
         self.index = nil
     }
 
+    /// An object from a literal; a repeated key keeps its first position and its last value.
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
         self.init()
         self.reserveCapacity(elements.count)
         for (key, value) in elements { self[key] = value }
     }
 
+    /// An object from `pairs` in order; a repeated key keeps its first position and its last value.
     public init(_ pairs: [(String, JSONValue)]) {
         self.init()
         self.reserveCapacity(pairs.count)
         for (key, value) in pairs { self[key] = value }
     }
 
+    /// Makes room for `count` members; above ``linearLimit`` it builds the hash index at once.
     public mutating func reserveCapacity(_ count: Int) {
         self.entries.reserveCapacity(count)
         if count > Self.linearLimit { self.buildIndex(capacity: count) }
     }
 
+    /// How many members there are.
     public var count: Int { self.entries.count }
+    /// The keys in insertion order.
     public var keys: [String] { self.entries.map(\.key) }
 
+    /// Builds the key → position index (a no-op when there is one), sized for `capacity` keys.
     private mutating func buildIndex(capacity: Int = 0) {
         guard self.index == nil else { return }
         var index: [String: Int] = [:]
@@ -73,6 +92,7 @@ public struct JSONObject: Sendable, Hashable, ExpressibleByDictionaryLiteral {
         return nil
     }
 
+    /// Appends a key known to be absent; builds the index when the object grows past ``linearLimit``.
     private mutating func append(_ key: String, _ value: JSONValue) {
         let position = self.entries.count
         self.entries.append(Entry(key: key, value: value))
@@ -122,6 +142,7 @@ public struct JSONObject: Sendable, Hashable, ExpressibleByDictionaryLiteral {
     }
 
     // Equality and hashing follow the ordered entries; the index is derived from them.
+    /// Equal when the same members are in the same order (`{"a":1,"b":2}` differs from `{"b":2,"a":1}`).
     public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool { lhs.entries == rhs.entries }
     public func hash(into hasher: inout Hasher) { hasher.combine(self.entries) }
 }
@@ -129,6 +150,7 @@ public struct JSONObject: Sendable, Hashable, ExpressibleByDictionaryLiteral {
 extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
     ExpressibleByFloatLiteral, ExpressibleByStringLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
 {
+    /// `nil` in a literal is `.null`.
     public init(nilLiteral: ()) { self = .null }
     public init(booleanLiteral value: Bool) { self = .bool(value) }
     public init(integerLiteral value: Int64) { self = .int(value) }
@@ -170,10 +192,15 @@ extension JSONValue {
         }
     }
 
+    /// True for `.null` only (not for a missing member: ``subscript(_:)`` gives nil for that).
     public var isNull: Bool { if case .null = self { return true } else { return false } }
+    /// The Boolean of a `.bool`; nil for any other value (no truthiness).
     public var boolValue: Bool? { if case .bool(let b) = self { return b } else { return nil } }
+    /// The text of a `.string`; nil for any other value (numbers are not converted).
     public var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
+    /// The elements of an `.array`; nil for any other value.
     public var arrayValue: [JSONValue]? { if case .array(let a) = self { return a } else { return nil } }
+    /// The members of an `.object`; nil for any other value.
     public var objectValue: JSONObject? { if case .object(let o) = self { return o } else { return nil } }
 
     /// The value as an integer: an `.int`, or a `.double` with no fractional part that fits.

@@ -1,14 +1,17 @@
 /// Base64 (RFC 4648 §4, with padding): how `Backup` and `RestoreUpload` carry a database file's
 /// bytes inside JSON.
 public enum Base64 {
+    /// The standard alphabet (not the URL-safe one).
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
+    /// Each byte's 6-bit value; 0xFF for bytes outside the alphabet.
     private static let values: [UInt8] = {
         var table = [UInt8](repeating: 0xff, count: 256)
         for (index, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(index) }
         return table
     }()
 
+    /// `bytes` as padded base64, without line breaks.
     public static func encode<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> String {
         var out: [UInt8] = []
         out.reserveCapacity((bytes.count + 2) / 3 * 4)

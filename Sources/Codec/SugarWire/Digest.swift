@@ -2,9 +2,12 @@
 /// and Nightscout's `api-secret` header (the hex digest of the secret). SHA-1 is used here only
 /// where those formats prescribe it, never to protect anything.
 public struct SHA1: Sendable {
+    /// The five working words H0–H4, starting at the standard's initial values.
     private var state: (UInt32, UInt32, UInt32, UInt32, UInt32) = (0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0)
+    /// The bytes not yet compressed, and the message length.
     private var blocks = DigestBlocks()
 
+    /// An empty message.
     public init() {}
 
     /// Adds bytes to the message.
@@ -33,6 +36,7 @@ public struct SHA1: Sendable {
         return String(self.digest(text.utf8).flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0F)]] })
     }
 
+    /// Processes one 64-byte block (FIPS 180-4 §6.1.2).
     private mutating func compress(_ block: [UInt8]) {
         var w = [UInt32](repeating: 0, count: 80)
         for i in 0..<16 {
@@ -73,6 +77,7 @@ public struct NameUUID: Hashable, Sendable, CustomStringConvertible {
     public static let urlNamespace = NameUUID(
         bytes: [0x6b, 0xa7, 0xb8, 0x11, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8])
 
+    /// A UUID of exactly these 16 bytes.
     init(bytes: [UInt8]) { self.bytes = bytes }
 
     /// The version-5 UUID of `name` (UTF-8) in `namespace`.
@@ -103,6 +108,7 @@ public struct NameUUID: Hashable, Sendable, CustomStringConvertible {
 /// forwarder's webhooks (`X-Sugard-Signature: sha256=<hex>`), which receivers check with the
 /// shared secret.
 public struct SHA256: Sendable {
+    /// The 64 round constants (FIPS 180-4 §4.2.2).
     private static let k: [UInt32] = [
         0x428a_2f98, 0x7137_4491, 0xb5c0_fbcf, 0xe9b5_dba5, 0x3956_c25b, 0x59f1_11f1, 0x923f_82a4, 0xab1c_5ed5,
         0xd807_aa98, 0x1283_5b01, 0x2431_85be, 0x550c_7dc3, 0x72be_5d74, 0x80de_b1fe, 0x9bdc_06a7, 0xc19b_f174,
@@ -113,13 +119,17 @@ public struct SHA256: Sendable {
         0x19a4_c116, 0x1e37_6c08, 0x2748_774c, 0x34b0_bcb5, 0x391c_0cb3, 0x4ed8_aa4a, 0x5b9c_ca4f, 0x682e_6ff3,
         0x748f_82ee, 0x78a5_636f, 0x84c8_7814, 0x8cc7_0208, 0x90be_fffa, 0xa450_6ceb, 0xbef9_a3f7, 0xc671_78f2,
     ]
+    /// The eight working words, starting at the standard's initial values.
     private var state: [UInt32] = [
         0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19,
     ]
+    /// The bytes not yet compressed, and the message length.
     private var blocks = DigestBlocks()
 
+    /// An empty message.
     public init() {}
 
+    /// Adds bytes to the message.
     public mutating func update<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
         for byte in bytes { if let block = self.blocks.append(byte) { self.compress(block) } }
     }
@@ -131,6 +141,7 @@ public struct SHA256: Sendable {
         return copy.state.flatMap { word in (0..<4).map { UInt8(truncatingIfNeeded: word >> UInt32(24 - 8 * $0)) } }
     }
 
+    /// The 32-byte digest of `bytes`.
     public static func digest<Bytes: Sequence>(_ bytes: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
         var hash = SHA256()
         hash.update(bytes)
@@ -156,6 +167,7 @@ public struct SHA256: Sendable {
         return String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] })
     }
 
+    /// Processes one 64-byte block (FIPS 180-4 §6.2.2).
     private mutating func compress(_ block: [UInt8]) {
         var w = [UInt32](repeating: 0, count: 64)
         for i in 0..<16 {
@@ -184,7 +196,9 @@ public struct SHA256: Sendable {
 /// The 64-byte blocks SHA-1 and SHA-256 share (FIPS 180-4, 5.1.1 and 5.2.1): the message cut into
 /// blocks, then padded with 0x80, zeros and its length in bits (big-endian, 64 bits).
 struct DigestBlocks: Sendable {
+    /// Bytes of the block being filled.
     private var buffer: [UInt8] = []
+    /// Bytes added in all.
     private var length: UInt64 = 0
 
     /// Adds one byte; the block it completes, if it does.

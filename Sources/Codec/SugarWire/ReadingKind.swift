@@ -8,6 +8,8 @@ extension Wire {
     /// LO is still not the person's glucose); a ketone record is ``ketone`` (its HI included);
     /// then LO, HI, a reading without a value (``noValue``), and otherwise ``glucose``.
     public enum ReadingKind: String, WireEnum, Hashable {
+        /// `glucose`: a value; `lo`/`hi`: below or above the meter's range; `controlSolution`: a control
+        /// test; `ketone`: a ketone record; `noValue`: a record without a usable value.
         case glucose, lo, hi, controlSolution, ketone, noValue
 
         /// The kind of a reading with these flag names (`ReadingFlags` names) and, when
@@ -21,12 +23,18 @@ extension Wire {
         /// The flags that decide a kind, gathered one name at a time (the byte decoder notes
         /// them as it reads the `flags` array, without making the strings).
         public struct Facts: Sendable, Hashable {
+            /// `controlSolution` was noted.
             public var controlSolution = false
+            /// `ketone` was noted.
             public var ketone = false
+            /// `lo` was noted.
             public var lo = false
+            /// `hi` was noted.
             public var hi = false
+            /// `noValue` was noted.
             public var noValue = false
 
+            /// No flag noted yet.
             public init() {}
 
             /// Notes one flag name (names that decide nothing are ignored).
@@ -42,6 +50,8 @@ extension Wire {
             }
         }
 
+        /// The kind the noted flags decide, in the order the type describes: control solution, ketone,
+        /// LO, HI, no value (also when `hasValue` is false), glucose.
         public init(_ facts: Facts, hasValue: Bool) {
             if facts.controlSolution {
                 self = .controlSolution

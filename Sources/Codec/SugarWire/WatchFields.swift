@@ -5,22 +5,38 @@ extension Wire {
     /// (a meter model), by its name in the interface.
     public enum WatchedField: Sendable {
         // State
+        /// `State.daemon`.
         case daemon(Daemon)
+        /// `State.adapter`.
         case adapter(Adapter)
+        /// `State.meters`.
         case meters([Meter])
+        /// `State.lastReading`.
         case lastReading(LastReading?)
+        /// `State.readingCount`.
         case readingCount(Int64)
+        /// `State.sync` (an object), as opposed to a meter's `sync` phase.
         case syncOverview(SyncOverview)
+        /// `State.errors`.
         case errors([ReportedError])
         // Meter
+        /// `Meter.identity`.
         case identity(MeterIdentity)
+        /// `Meter.link`.
         case link(Meter.Link)
+        /// `Meter.sync` (a phase name).
         case syncPhase(SyncPhase)
+        /// `Meter.progress`.
         case progress(Progress)
+        /// `Meter.lastSync`.
         case lastSync(LastSync?)
+        /// `Meter.highWater`.
         case highWater(Int64?)
+        /// `Meter.pairing`.
         case pairing(PairingState)
+        /// `Meter.lastError`.
         case lastError(ReportedError?)
+        /// `Meter.nextAttempt`.
         case nextAttempt(Instant?)
 
         /// The field `name` with its value; `sync` is the view model's (an object) or a meter's (a phase name).
@@ -47,6 +63,7 @@ extension Wire {
             }
         }
 
+        /// The field's value in its wire form (without its name).
         public var json: JSONValue {
             switch self {
             case .daemon(let value): return value.json

@@ -12,12 +12,16 @@ extension Wire {
     public struct CompactReading: WireValue, Hashable {
         /// `time`: when the reading was taken.
         public struct Time: Sendable, Hashable {
+            /// The instant in UTC, ISO 8601.
             public var iso: String
+            /// The instant in milliseconds since the epoch.
             public var epochMillis: Int64
             /// ISO 8601 with the zone offset used.
             public var local: String
+            /// The offset `local` carries, in minutes.
             public var utcOffsetMinutes: Int64
 
+            /// A time with every field given.
             public init(iso: String, epochMillis: Int64, local: String, utcOffsetMinutes: Int64) {
                 self.iso = iso
                 self.epochMillis = epochMillis
@@ -30,20 +34,32 @@ extension Wire {
         /// the full reading object has it.
         public typealias Coded = Wire.Coded
 
+        /// The store's id of the reading.
         public var id: Int64
+        /// The meter's id.
         public var meter: String
+        /// The meter's epoch the reading belongs to.
         public var epoch: Int64
+        /// The meter's record number.
         public var sequenceNumber: Int64
+        /// When it was taken.
         public var time: Time
+        /// The value in mg/dL; nil without a usable glucose value.
         public var mgdL: Double?
+        /// The value in mmol/L.
         public var mmolL: Double?
+        /// Reading flag names; with `mgdL` they decide ``kind``.
         public var flags: [String]
+        /// The sample type, when the measurement says.
         public var type: Coded?
+        /// The sample location, when the measurement says.
         public var sampleLocation: Coded?
         /// The context's meal (`context` is `{"meal": ...}`, or null without one).
         public var meal: Coded?
+        /// The person the reading belongs to; nil when nobody.
         public var person: String?
 
+        /// A reading with every field given.
         public init(
             id: Int64, meter: String, epoch: Int64, sequenceNumber: Int64, time: Time, mgdL: Double?, mmolL: Double?,
             flags: [String], type: Coded?, sampleLocation: Coded?, meal: Coded?, person: String?
@@ -117,6 +133,7 @@ extension Wire {
             out.append(UInt8(ascii: "}"))
         }
 
+        /// Appends `{"code":…,"name":…}` or `null`.
         private static func write(_ coded: Coded?, into out: inout [UInt8]) {
             guard let coded else { return out.append(contentsOf: "null".utf8) }
             out.append(contentsOf: #"{"code":"#.utf8)
@@ -194,14 +211,20 @@ extension Wire {
         /// JSON text lies in the reader's bytes (``JSONReader/appendText(_:to:)``), without making
         /// the reading's strings and arrays. It accepts and rejects what ``init(reading:)`` does.
         public struct Text: Sendable {
+            /// The store's id of the reading.
             public var id: Int64
+            /// The meter's id.
             public var meter: String
+            /// The meter's epoch.
             public var epoch: Int64
+            /// The meter's record number.
             public var sequenceNumber: Int64
+            /// `time.epochMillis`.
             public var epochMillis: Int64
             /// `time.iso` and `time.local`: JSON strings.
             public var iso: Range<Int>
             public var local: Range<Int>
+            /// `time.utcOffsetMinutes`.
             public var utcOffsetMinutes: Int64
             /// JSON numbers; nil for null.
             public var mgdL: Range<Int>?
@@ -262,6 +285,7 @@ extension Wire {
                 self.person = person
             }
 
+            /// The `time` object: its strings as ranges, its numbers read; every member required.
             private static func time(_ reader: inout JSONReader) throws(WireError) -> (iso: Range<Int>, millis: Int64, local: Range<Int>, offset: Int64) {
                 var iso: Range<Int>?, epochMillis: Int64?, local: Range<Int>?, offset: Int64?
                 try WireByteFields.object(&reader, TimeKey.self) { (member: TimeKey, r: inout JSONReader) throws(WireError) in
@@ -278,6 +302,7 @@ extension Wire {
                     try WireByteFields.present(local, "local"), try WireByteFields.present(offset, "utcOffsetMinutes"))
             }
 
+            /// The `flags` array as a range, noting the flags that decide the kind on the way.
             private static func flags(_ reader: inout JSONReader) throws(JSONParseError) -> (Range<Int>, Wire.ReadingKind.Facts) {
                 let start = reader.offset
                 var facts = Wire.ReadingKind.Facts()
@@ -288,6 +313,7 @@ extension Wire {
                 return (start..<reader.offset, facts)
             }
 
+            /// A `{"code","name"}` object: the code read, the name as a range; both required.
             private static func coded(_ reader: inout JSONReader) throws(WireError) -> (code: Int64, name: Range<Int>) {
                 var code: Int64?, name: Range<Int>?
                 try WireByteFields.object(&reader, CodedKey.self) { (member: CodedKey, r: inout JSONReader) throws(WireError) in
@@ -302,6 +328,7 @@ extension Wire {
                 return (try WireByteFields.present(code, "code"), try WireByteFields.present(name, "name"))
             }
 
+            /// The `context` object's `meal`; nil when it has none.
             private static func contextMeal(_ reader: inout JSONReader) throws(WireError) -> (code: Int64, name: Range<Int>)? {
                 var meal: (code: Int64, name: Range<Int>)?
                 try WireByteFields.object(&reader, ContextKey.self) { (member: ContextKey, r: inout JSONReader) throws(WireError) in
@@ -311,21 +338,25 @@ extension Wire {
             }
         }
 
+        /// The members of a compact reading.
         private enum Key: String, WireKeys {
             case id, meter, epoch, sequenceNumber, time, mgdL, mmolL, flags, type, sampleLocation, context, person
             static let table = WireKeyTable(Self.self)
         }
 
+        /// The members of `time`.
         private enum TimeKey: String, WireKeys {
             case iso, epochMillis, local, utcOffsetMinutes
             static let table = WireKeyTable(Self.self)
         }
 
+        /// The members of a coded value.
         private enum CodedKey: String, WireKeys {
             case code, name
             static let table = WireKeyTable(Self.self)
         }
 
+        /// The members of `context` a compact reading keeps.
         private enum ContextKey: String, WireKeys {
             case meal
             static let table = WireKeyTable(Self.self)
@@ -335,11 +366,14 @@ extension Wire {
     /// One reply of `FollowReadings(compact: true)`, batched (`readings`) or not (`reading`), read
     /// straight from its parameters' bytes: every reading with its cursor, in commit order.
     public struct CompactFollowReply: Sendable {
+        /// The (last) reading's place in the commit order: `after` for the next call.
         public var cursor: Int64
+        /// Every reading of the reply with its cursor, in commit order.
         public var readings: [(cursor: Int64, reading: CompactReading)]
         /// The database the cursors are positions in (absent from a daemon before identities).
         public var databaseId: String?
 
+        /// A reply with every field given.
         public init(cursor: Int64, readings: [(cursor: Int64, reading: CompactReading)], databaseId: String? = nil) {
             self.cursor = cursor
             self.readings = readings
@@ -401,6 +435,8 @@ extension Wire {
             try WireByteFields.end(&reader)
         }
 
+        /// The `readings` array: each `{"cursor","reading"}` object with its reading decoded by `item`;
+        /// errors name the `[index]`.
         private static func followed<Item>(
             _ reader: inout JSONReader, _ item: (inout JSONReader) throws(WireError) -> Item
         ) throws(WireError) -> [(cursor: Int64, reading: Item)] {
@@ -446,11 +482,13 @@ extension Wire {
             out.append(UInt8(ascii: "}"))
         }
 
+        /// The members of a compact follow reply.
         private enum Key: String, WireKeys {
             case cursor, reading, readings, databaseId
             static let table = WireKeyTable(Self.self)
         }
 
+        /// The members of a batched reading.
         private enum FollowedKey: String, WireKeys {
             case cursor, reading
             static let table = WireKeyTable(Self.self)
@@ -461,14 +499,18 @@ extension Wire {
 /// The members a byte decoder reads: an enum whose raw values are the keys, with its table
 /// (`static let table = WireKeyTable(Self.self)`).
 protocol WireKeys: RawRepresentable<String>, CaseIterable, Sendable {
+    /// The key table of the enum, made once.
     static var table: WireKeyTable<Self> { get }
 }
 
 /// The keys of a ``WireKeys`` enum, looked up on their bytes (``JSONReader/nextKey(in:)``).
 struct WireKeyTable<Key: WireKeys>: Sendable {
+    /// The raw values, for ``JSONReader/nextKey(in:expected:)``.
     let keys: JSONKeys
+    /// The cases, in the same order.
     let cases: [Key]
 
+    /// The table of every case of `type`, in declaration order.
     init(_ type: Key.Type) {
         self.cases = Array(Key.allCases)
         self.keys = JSONKeys(self.cases.map(\.rawValue))
@@ -478,6 +520,7 @@ struct WireKeyTable<Key: WireKeys>: Sendable {
 /// Reading an object's members from bytes for the byte decoders of the wire types: errors carry
 /// the field's path, as ``WireFields``' do.
 enum WireByteFields {
+    /// A JSON error as a wire error (no path: the caller adds it).
     static func parse(_ error: JSONParseError) -> WireError { WireError(path: [], reason: error.description) }
 
     /// The members of the object at the reader, for a decoder whose keys are `Key`'s:
@@ -557,6 +600,7 @@ enum WireByteFields {
         do throws(WireError) { return try read(&reader) } catch { throw error.within(key) }
     }
 
+    /// A required integer.
     static func int(_ key: String, _ reader: inout JSONReader) throws(WireError) -> Int64 {
         try Self.required(key, &reader) { (r: inout JSONReader) throws(JSONParseError) -> Int64 in try r.readInt() }
     }
@@ -580,11 +624,13 @@ enum WireByteFields {
         do throws(JSONParseError) { return try reader.readNull() } catch { throw Self.parse(error).within(key) }
     }
 
+    /// `value`, or "missing required field" at `key`.
     static func present<T>(_ value: T?, _ key: String) throws(WireError) -> T {
         guard let value else { throw WireError(path: [key], reason: "missing required field") }
         return value
     }
 
+    /// Only white space may follow.
     static func end(_ reader: inout JSONReader) throws(WireError) {
         do throws(JSONParseError) { try reader.end() } catch { throw Self.parse(error) }
     }

@@ -3,25 +3,32 @@ public import JSON
 /// Why a reply does not have the shape `io.sugard.HealthDataSync` describes. `path` leads from the
 /// reply's top level to the offending value, e.g. `["state", "meters", "[0]", "lastSync", "at"]`.
 public struct WireError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Keys and `[index]` steps from the reply's top level to the value; empty for the top level.
     public var path: [String]
+    /// What was wrong (`missing required field`, `expected a string, got a number`).
     public var reason: String
 
+    /// An error at `path`.
     public init(path: [String], reason: String) {
         self.path = path
         self.reason = reason
     }
 
+    /// `state.meters.[0].lastSync.at: reason`, or the reason alone at the top level.
     public var description: String {
         self.path.isEmpty ? self.reason : "\(self.path.joined(separator: ".")): \(self.reason)"
     }
 
+    /// The same error one level down, under `key` (how nested decoders build the path).
     public func within(_ key: String) -> WireError { WireError(path: [key] + self.path, reason: self.reason) }
 }
 
 /// A value of the interface: decoded from its JSON form (throwing on a missing or mistyped field,
 /// never defaulting) and encoded back to exactly that form.
 public protocol WireValue: Sendable {
+    /// Decodes the JSON form; throws ``WireError`` for a missing or mistyped field.
     init(json: JSONValue) throws(WireError)
+    /// The JSON form, with every declared field (absent optional ones as `null`).
     var json: JSONValue { get }
 }
 
@@ -29,6 +36,7 @@ public protocol WireValue: Sendable {
 public protocol WireEnum: WireValue, RawRepresentable<String>, CaseIterable {}
 
 extension WireEnum {
+    /// One of the names; throws for any other string or a non-string.
     public init(json: JSONValue) throws(WireError) {
         guard let name = json.stringValue else { throw WireError(path: [], reason: "expected a name, got \(json.kindName)") }
         guard let value = Self(rawValue: name) else {
@@ -38,10 +46,12 @@ extension WireEnum {
         self = value
     }
 
+    /// The stable name.
     public var json: JSONValue { .string(self.rawValue) }
 }
 
 extension String: WireValue {
+    /// A JSON string.
     public init(json: JSONValue) throws(WireError) {
         guard let value = json.stringValue else { throw WireError(path: [], reason: "expected a string, got \(json.kindName)") }
         self = value
@@ -51,6 +61,7 @@ extension String: WireValue {
 }
 
 extension Int64: WireValue {
+    /// A JSON number with no fractional part that fits `Int64`.
     public init(json: JSONValue) throws(WireError) {
         guard let value = json.intValue else { throw WireError(path: [], reason: "expected an integer, got \(json.kindName)") }
         self = value
@@ -60,15 +71,18 @@ extension Int64: WireValue {
 }
 
 extension Double: WireValue {
+    /// Any JSON number.
     public init(json: JSONValue) throws(WireError) {
         guard let value = json.doubleValue else { throw WireError(path: [], reason: "expected a number, got \(json.kindName)") }
         self = value
     }
 
+    /// A number; NaN and infinities become `null`.
     public var json: JSONValue { .from(self) }
 }
 
 extension Bool: WireValue {
+    /// `true` or `false`.
     public init(json: JSONValue) throws(WireError) {
         guard let value = json.boolValue else { throw WireError(path: [], reason: "expected a boolean, got \(json.kindName)") }
         self = value
@@ -79,10 +93,13 @@ extension Bool: WireValue {
 
 /// A `[string]T` map, keeping the order the keys came in (so it re-encodes to the same bytes).
 public struct WireMap<Value: WireValue>: WireValue {
+    /// The entries in the order they came.
     public var entries: [(key: String, value: Value)]
 
+    /// A map of `entries`, in this order.
     public init(_ entries: [(key: String, value: Value)]) { self.entries = entries }
 
+    /// An object whose every value decodes as `Value`; an error names the key.
     public init(json: JSONValue) throws(WireError) {
         guard let object = json.objectValue else { throw WireError(path: [], reason: "expected an object, got \(json.kindName)") }
         var entries: [(key: String, value: Value)] = []
@@ -96,17 +113,22 @@ public struct WireMap<Value: WireValue>: WireValue {
         self.entries = entries
     }
 
+    /// The object, keys in order.
     public var json: JSONValue { .object(JSONObject(self.entries.map { ($0.key, $0.value.json) })) }
 
+    /// The value of the first entry with `key` (a linear search).
     public subscript(key: String) -> Value? { self.entries.first { $0.key == key }?.value }
 
+    /// True when there are no entries.
     public var isEmpty: Bool { self.entries.isEmpty }
 }
 
 /// Reads the fields of one object of the interface.
 public struct WireFields {
+    /// The object being read.
     public let object: JSONObject
 
+    /// Reads the fields of `json`; throws when it is not an object.
     public init(_ json: JSONValue) throws(WireError) {
         guard let object = json.objectValue else { throw WireError(path: [], reason: "expected an object, got \(json.kindName)") }
         self.object = object
@@ -141,8 +163,10 @@ public struct WireFields {
 
 /// `[]T`.
 struct WireArray<Element: WireValue>: WireValue {
+    /// The decoded elements.
     var items: [Element]
 
+    /// An array whose every element decodes as `Element`; an error names the `[index]`.
     init(json: JSONValue) throws(WireError) {
         guard let array = json.arrayValue else { throw WireError(path: [], reason: "expected an array, got \(json.kindName)") }
         var items: [Element] = []
@@ -166,6 +190,7 @@ extension JSONValue {
 
 /// A decoded `object` (data the interface does not describe further) is kept as it came.
 extension JSONObject: WireValue {
+    /// Any JSON object, as it is.
     public init(json: JSONValue) throws(WireError) {
         guard let object = json.objectValue else { throw WireError(path: [], reason: "expected an object, got \(json.kindName)") }
         self = object

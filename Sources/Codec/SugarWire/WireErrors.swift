@@ -4,20 +4,33 @@ extension Wire {
     /// An error reply of `io.sugard.HealthDataSync` with its parameters, one case per `error`
     /// declaration.
     public enum Failure: Sendable, Hashable {
+        /// `MeterNotFound`: no meter with this id is known.
         case meterNotFound(meter: String, message: String?)
+        /// `PersonNotFound`: no person with this name is known.
         case personNotFound(person: String, message: String?)
+        /// `AdapterUnavailable`: no usable Bluetooth adapter (absent, powered off, or BlueZ not running).
         case adapterUnavailable(message: String?)
+        /// `PermissionDenied`: the caller may not call `method` (read methods need the socket group,
+        /// mutating ones the admin group or root).
         case permissionDenied(method: String, message: String?)
+        /// `SyncInProgress`: a sync of this meter (or of every meter) is already running.
         case syncInProgress(meter: String?, message: String?)
+        /// `StorageError`: the database could not be read or written.
         case storageError(code: String?, message: String?)
+        /// `InvalidParameter`: a parameter has the right type but a value the method cannot use.
         case invalidParameter(parameter: String, message: String?)
+        /// `PairingFailed`: pairing was refused, timed out, or the passkey was wrong.
         case pairingFailed(meter: String?, message: String?)
+        /// `SyncFailed`: the sync failed; readings received before the failure were kept.
         case syncFailed(meter: String?, message: String?)
+        /// `SlowConsumer`: a watcher fell too far behind; call `Watch` again for a fresh snapshot.
         case slowConsumer(message: String?)
+        /// `ShuttingDown`: the daemon is stopping.
         case shuttingDown(message: String?)
         /// A file given to `Restore` is not a sound sugard database; nothing was changed.
         case invalidDatabase(message: String)
 
+        /// The interface the errors belong to.
         public static let interface = "io.sugard.HealthDataSync"
 
         /// The error `name` (fully qualified, or the member name alone) with its parameters; nil for

@@ -3,12 +3,16 @@ public import JSON
 extension Wire {
     /// `io.sugard.Forward`'s `type Sink`: one of sugard-forward's sinks and its delivery state.
     public struct ForwardSink: WireValue, Hashable {
+        /// Which kind of sink it is.
         public enum Kind: String, WireEnum { case mqtt, nightscout }
+        /// `connected`; `retrying`: a transient failure, retried with backoff; `failing`: credentials, TLS,
+        /// an unknown host, a refused API secret or a batch the site will not take, retried slowly.
         public enum State: String, WireEnum { case connected, retrying, failing }
         /// A Nightscout sink's own state.
         public enum NightscoutState: String, WireEnum {
             /// Everything offered so far is delivered.
             case idle
+            /// A batch is on its way.
             case delivering
             /// A transient failure (refused, timeout, 5xx, TLS): retried with capped backoff.
             case retrying
@@ -18,25 +22,40 @@ extension Wire {
             case paused
         }
 
+        /// `mqtt` for the MQTT sink; a Nightscout sink's section name (`nightscout` for the keys before any section).
         public var name: String
+        /// MQTT or Nightscout.
         public var kind: Kind
+        /// The MQTT sink's `mqtt_url`.
         public var broker: String?
+        /// A Nightscout sink's site.
         public var url: String?
+        /// The one person whose readings the sink takes; nil: every reading, unassigned meters' too.
         public var person: String?
+        /// Connected, retrying or failing.
         public var state: State
+        /// A Nightscout sink's own state.
         public var nightscoutState: NightscoutState?
+        /// Why it is not connected (for Nightscout: "Nightscout refused the API secret", or the site's message).
         public var reason: String?
+        /// Readings held and not yet acknowledged by the broker or the site.
         public var pending: Int64
+        /// When the last acknowledgement moved the saved cursor (epoch ms).
         public var lastDeliveryMillis: Int64?
+        /// The saved cursor: the position in sugard's commit order delivered up to.
         public var cursor: Int64
+        /// What the sink delivered since it started.
         public var delivered: Int64
+        /// The sink's feed of sugard's readings is up.
         public var feedConnected: Bool
+        /// Why the feed is not up.
         public var feedReason: String?
         /// The sugard database the sink's cursor is a position in.
         public var databaseId: String? = nil
         /// The last time sugard's database changed and the sink started over from its beginning.
         public var databaseReset: DatabaseReset? = nil
 
+        /// A sink status with every field given.
         public init(
             name: String, kind: Kind, broker: String? = nil, url: String? = nil, person: String?, state: State,
             nightscoutState: NightscoutState? = nil, reason: String?, pending: Int64, lastDeliveryMillis: Int64?, cursor: Int64,
@@ -60,6 +79,9 @@ extension Wire {
             self.feedReason = feedReason
         }
 
+        /// Requires `name`, `kind`, `state`, `pending`, `cursor`, `delivered` and `feedConnected`; `broker`, `url`,
+        /// `person`, `nightscoutState`, `reason`, `lastDeliveryMillis`, `feedReason`, `databaseId` and
+        /// `databaseReset` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.name = try f.required("name")
@@ -93,16 +115,21 @@ extension Wire {
 
     /// `type DatabaseReset (atMillis: int, previousDatabaseId: string, databaseId: string)`
     public struct DatabaseReset: WireValue, Hashable {
+        /// When the sink noticed (epoch ms).
         public var atMillis: Int64
+        /// The database its cursor belonged to.
         public var previousDatabaseId: String
+        /// The database it started over from the beginning of (receivers drop readings they have, by id).
         public var databaseId: String
 
+        /// A reset with every field given.
         public init(atMillis: Int64, previousDatabaseId: String, databaseId: String) {
             self.atMillis = atMillis
             self.previousDatabaseId = previousDatabaseId
             self.databaseId = databaseId
         }
 
+        /// Requires `atMillis`, `previousDatabaseId` and `databaseId`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.atMillis = try f.required("atMillis")
@@ -120,15 +147,18 @@ extension Wire {
 
     /// `io.sugard.Forward.GetStatus() -> (sinks: []Sink, alerts: ?AlertsSummary)`
     public struct ForwardStatusReply: WireValue {
+        /// The MQTT sink first (when it runs), then the Nightscout sinks in config file order.
         public var sinks: [ForwardSink]
         /// The alert rules' state (nil from a forwarder without alerts).
         public var alerts: ForwardAlertsSummary?
 
+        /// A status reply.
         public init(sinks: [ForwardSink], alerts: ForwardAlertsSummary? = nil) {
             self.sinks = sinks
             self.alerts = alerts
         }
 
+        /// Requires `sinks`; `alerts` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.sinks = try f.array("sinks")
@@ -149,6 +179,7 @@ extension Wire {
     /// (`<meter>/<epoch>/<sequence>`, as in the reading payload) or null, `time` ISO 8601 UTC,
     /// `value` the reading's mg/dL (null for LO, HI and rules without a reading).
     public struct ForwardAlert: WireValue, Hashable {
+        /// The alert rule, with its snake_case wire name.
         public enum Rule: String, WireEnum {
             case low
             case urgentLow = "urgent_low"
@@ -157,19 +188,31 @@ extension Wire {
             case gatewayFailed = "gateway_failed"
         }
 
+        /// The alert started (`firing`) or ended (`resolved`).
         public enum State: String, WireEnum { case firing, resolved }
 
+        /// Names the episode: its firing and its resolved event share it.
         public var id: String
+        /// Which rule.
         public var rule: Rule
+        /// Firing or resolved.
         public var state: State
+        /// The person it is about, when one.
         public var person: String?
+        /// The meter it is about, when one.
         public var meter: String?
+        /// The reading's id (`<meter>/<epoch>/<sequence>`), when a reading set it off.
         public var reading: String?
+        /// When, ISO 8601 UTC.
         public var time: String
+        /// The same in epoch milliseconds.
         public var timeMillis: Int64
+        /// The reading's mg/dL; nil for LO, HI and the meter and gateway rules.
         public var value: Double?
+        /// One sentence for people.
         public var message: String
 
+        /// An alert event; `time` is made from `timeMillis`.
         public init(
             id: String, rule: Rule, state: State, person: String?, meter: String?, reading: String?, timeMillis: Int64,
             value: Double?, message: String
@@ -186,6 +229,8 @@ extension Wire {
             self.message = message
         }
 
+        /// Requires `id`, `rule`, `state`, `time`, `timeMillis` and `message`; `person`, `meter`, `reading` and
+        /// `value` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.id = try f.required("id")
@@ -216,16 +261,25 @@ extension Wire {
     /// `type Webhook`: one `[webhook NAME]` sink. state: idle (everything delivered), delivering,
     /// retrying (the last attempt failed: `reason`); pending: alert events not delivered yet.
     public struct ForwardWebhook: WireValue, Hashable {
+        /// `idle` (all delivered), `delivering`, or `retrying` (the last attempt failed).
         public enum State: String, WireEnum { case idle, delivering, retrying }
 
+        /// The `NAME` of its `[webhook NAME]` section.
         public var name: String
+        /// Where alert events are posted.
         public var url: String
+        /// `json`, `ntfy` or `gotify`.
         public var format: String
+        /// Idle, delivering or retrying.
         public var state: State
+        /// The last failure, while retrying.
         public var reason: String?
+        /// Alert events not delivered yet.
         public var pending: Int64
+        /// When the last event was delivered (epoch ms).
         public var lastDeliveryMillis: Int64?
 
+        /// A webhook status with every field given.
         public init(
             name: String, url: String, format: String, state: State, reason: String?, pending: Int64, lastDeliveryMillis: Int64?
         ) {
@@ -238,6 +292,8 @@ extension Wire {
             self.lastDeliveryMillis = lastDeliveryMillis
         }
 
+        /// Requires `name`, `url`, `format`, `state` and `pending`; `reason` and `lastDeliveryMillis` may be null
+        /// or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.name = try f.required("name")
@@ -260,14 +316,18 @@ extension Wire {
     /// `type AlertsSummary (enabled: bool, active: []Alert)`: GetStatus's view of the alerts: the
     /// firing ones (each its firing event).
     public struct ForwardAlertsSummary: WireValue, Hashable {
+        /// False with `alerts = off`.
         public var enabled: Bool
+        /// The firing alerts, each as its firing event.
         public var active: [ForwardAlert]
 
+        /// A summary with both fields.
         public init(enabled: Bool, active: [ForwardAlert]) {
             self.enabled = enabled
             self.active = active
         }
 
+        /// Requires `enabled` and `active`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.enabled = try f.required("enabled")
@@ -280,11 +340,16 @@ extension Wire {
     /// `io.sugard.Forward.GetAlerts() -> (enabled: bool, active: []Alert, recent: []Alert, webhooks: []Webhook)`:
     /// the firing alerts, the recent alert events (newest last) and the webhook sinks.
     public struct ForwardAlertsReply: WireValue {
+        /// False with `alerts = off`.
         public var enabled: Bool
+        /// The firing alerts.
         public var active: [ForwardAlert]
+        /// Recent alert events, oldest first.
         public var recent: [ForwardAlert]
+        /// The webhook sinks.
         public var webhooks: [ForwardWebhook]
 
+        /// An alerts reply with every parameter given.
         public init(enabled: Bool, active: [ForwardAlert], recent: [ForwardAlert], webhooks: [ForwardWebhook]) {
             self.enabled = enabled
             self.active = active
@@ -292,6 +357,7 @@ extension Wire {
             self.webhooks = webhooks
         }
 
+        /// Requires `enabled`, `active`, `recent` and `webhooks`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.enabled = try f.required("enabled")

@@ -5,14 +5,18 @@ public import JSON
 extension Wire {
     /// `type PersonIdentifier (system, value)`.
     public struct PersonIdentifier: WireValue, Hashable {
+        /// Who issued the identifier: a URI, such as a clinic's `urn:oid:…`.
         public var system: String
+        /// The identifier within that system.
         public var value: String
 
+        /// An identifier as given (``Person/identifier(system:value:)`` validates).
         public init(system: String, value: String) {
             self.system = system
             self.value = value
         }
 
+        /// Requires `system` and `value`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.system = try f.required("system")
@@ -27,16 +31,26 @@ extension Wire {
 
     /// `type Person`.
     public struct Person: WireValue, Hashable {
+        /// The person's row id.
         public var id: Int64
+        /// Unique on this gateway; names the person in readings, sinks and reports.
         public var name: String
+        /// Identifiers of the person in other systems.
         public var identifiers: [PersonIdentifier]
+        /// The low threshold reports and alerts use; nil: the default.
         public var low: Glucose?
+        /// The high threshold; nil: the default.
         public var high: Glucose?
+        /// The unit the person prefers; nil: the configured one.
         public var unit: Unit?
+        /// When the person was added.
         public var created: Instant
+        /// Readings that belong to the person.
         public var readingCount: Int64
+        /// Meters assigned to the person now.
         public var meters: [String]
 
+        /// A person with every field given.
         public init(
             id: Int64, name: String, identifiers: [PersonIdentifier], low: Glucose?, high: Glucose?, unit: Unit?,
             created: Instant, readingCount: Int64, meters: [String]
@@ -52,6 +66,8 @@ extension Wire {
             self.meters = meters
         }
 
+        /// Requires `id`, `name`, `identifiers`, `created`, `readingCount` and `meters`; `low`, `high` and `unit`
+        /// may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.id = try f.required("id")
@@ -76,13 +92,20 @@ extension Wire {
 
     /// `type Assignment`.
     public struct Assignment: WireValue, Hashable {
+        /// The meter's id.
         public var meter: String
+        /// Who the readings belong to; nil in a shared period (they wait for an attribution) or unassigned.
         public var person: String?
+        /// The meter was shared in this period.
         public var shared: Bool
+        /// Start of the period (inclusive).
         public var from: Instant
+        /// End of the period (exclusive); nil while it lasts.
         public var until: Instant?
+        /// The meter's readings measured in the period.
         public var readingCount: Int64
 
+        /// A period with every field given.
         public init(meter: String, person: String?, shared: Bool, from: Instant, until: Instant?, readingCount: Int64) {
             self.meter = meter
             self.person = person
@@ -92,6 +115,7 @@ extension Wire {
             self.readingCount = readingCount
         }
 
+        /// Requires `meter`, `shared`, `from` and `readingCount`; `person` and `until` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.meter = try f.required("meter")
@@ -112,10 +136,12 @@ extension Wire {
 
     /// `ListPeople() -> (people)`.
     public struct PeopleReply: WireValue {
+        /// People on this gateway, sorted by name.
         public var people: [Person]
 
         public init(people: [Person]) { self.people = people }
 
+        /// Requires `people`.
         public init(json: JSONValue) throws(WireError) { self.people = try WireFields(json).array("people") }
 
         public var json: JSONValue { .parameters([("people", .wire(self.people))]) }
@@ -123,10 +149,12 @@ extension Wire {
 
     /// `AddPerson(...) -> (person)` and `EditPerson(...) -> (person)`.
     public struct PersonReply: WireValue {
+        /// The person as added or changed.
         public var person: Person
 
         public init(person: Person) { self.person = person }
 
+        /// Requires `person`.
         public init(json: JSONValue) throws(WireError) { self.person = try WireFields(json).required("person") }
 
         public var json: JSONValue { .parameters([("person", self.person.json)]) }
@@ -134,14 +162,18 @@ extension Wire {
 
     /// `GetPerson(name) -> (person, assignments)`.
     public struct PersonHistoryReply: WireValue {
+        /// The person.
         public var person: Person
+        /// Every period that names them (any meter), oldest first.
         public var assignments: [Assignment]
 
+        /// The reply with both parameters.
         public init(person: Person, assignments: [Assignment]) {
             self.person = person
             self.assignments = assignments
         }
 
+        /// Requires `person` and `assignments`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.person = try f.required("person")
@@ -153,10 +185,12 @@ extension Wire {
 
     /// `ListAssignments(meter) -> (assignments)`.
     public struct AssignmentsReply: WireValue {
+        /// The meter's periods, oldest first.
         public var assignments: [Assignment]
 
         public init(assignments: [Assignment]) { self.assignments = assignments }
 
+        /// Requires `assignments`.
         public init(json: JSONValue) throws(WireError) { self.assignments = try WireFields(json).array("assignments") }
 
         public var json: JSONValue { .parameters([("assignments", .wire(self.assignments))]) }
@@ -164,14 +198,18 @@ extension Wire {
 
     /// `ShareMeter` and `AttributeReadings` -> (moved, unchanged).
     public struct AttributionReply: WireValue {
+        /// Readings whose person changed.
         public var moved: Int64
+        /// Readings named or covered whose person stayed.
         public var unchanged: Int64
 
+        /// The reply with both counts.
         public init(moved: Int64, unchanged: Int64) {
             self.moved = moved
             self.unchanged = unchanged
         }
 
+        /// Requires `moved` and `unchanged`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.moved = try f.required("moved")
@@ -184,16 +222,21 @@ extension Wire {
     /// `AssignMeter(meter, person, from) -> (moved, unchanged, addedPerson)`: every field optional
     /// (a daemon before assignment periods replied with none).
     public struct AssignReply: WireValue {
+        /// Readings whose person changed (with a `from` in the past).
         public var moved: Int64?
+        /// Readings in that span whose person stayed.
         public var unchanged: Int64?
+        /// The person was not known and was added.
         public var addedPerson: Bool?
 
+        /// The reply with the parameters given.
         public init(moved: Int64?, unchanged: Int64?, addedPerson: Bool?) {
             self.moved = moved
             self.unchanged = unchanged
             self.addedPerson = addedPerson
         }
 
+        /// `moved`, `unchanged` and `addedPerson` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.moved = try f.optional("moved")
@@ -210,14 +253,18 @@ extension Wire {
 
     /// `RemovePerson(name, force) -> (releasedReadings, removedAssignments)`.
     public struct RemovePersonReply: WireValue {
+        /// Readings kept without a person.
         public var releasedReadings: Int64
+        /// Assignment periods removed with the person.
         public var removedAssignments: Int64
 
+        /// The reply with both counts.
         public init(releasedReadings: Int64, removedAssignments: Int64) {
             self.releasedReadings = releasedReadings
             self.removedAssignments = removedAssignments
         }
 
+        /// Requires `releasedReadings` and `removedAssignments`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.releasedReadings = try f.required("releasedReadings")
@@ -231,16 +278,21 @@ extension Wire {
 
     /// `GetPeopleStatus() -> (gateway, people, unattributed)`.
     public struct PeopleStatusReply: WireValue {
+        /// The gateway's identity: a random UUID made once per database (FHIR exports scope identifiers with it).
         public var gateway: String
+        /// How many people are known.
         public var people: Int64
+        /// Readings that wait for an attribution.
         public var unattributed: Int64
 
+        /// The reply with every parameter given.
         public init(gateway: String, people: Int64, unattributed: Int64) {
             self.gateway = gateway
             self.people = people
             self.unattributed = unattributed
         }
 
+        /// Requires `gateway`, `people` and `unattributed`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.gateway = try f.required("gateway")

@@ -10,23 +10,35 @@ extension Wire {
     public struct Reading: WireValue, Hashable {
         /// The whole object as it came.
         public var object: JSONObject
+        /// The store's id of the reading (stays the same when its person changes).
         public var id: Int64
+        /// The meter's id.
         public var meter: String
+        /// The meter's epoch the reading belongs to (a new one after each meter reset).
         public var epoch: Int64
+        /// The meter's record number, unique within meter and epoch.
         public var sequenceNumber: Int64
+        /// The daemon's conclusion in mg/dL; nil when the reading has no usable glucose value.
         public var mgdL: Double?
+        /// The same in mmol/L.
         public var mmolL: Double?
+        /// A ketone value in mmol/L, for meters that send one.
         public var ketoneMmolL: Double?
+        /// Reading flag names (`controlSolution`, `hi`, `lo`, `timeFault`, `ketone`, …); see ``ReadingKind``.
         public var flags: [String]
+        /// When it was measured and how that was concluded.
         public var time: ReadingTime
+        /// When the daemon stored it.
         public var storedAt: Instant
         /// The decoded Measurement Context (`sugarctl decode context --json`), or nil.
         public var context: JSONObject?
         /// The measurement's sample type and location (`type`, `sampleLocation`), when it says.
         public var sampleType: Coded?
+        /// The measurement's sample location, when it says.
         public var sampleLocation: Coded?
         /// The context's meal (`preprandial`, ...), when the context carries one.
         public var meal: Coded?
+        /// The person the reading belongs to (by assignment or attribution); nil when nobody.
         public var person: String?
         /// Measured while its meter was shared, and nobody was given it yet (`awaitingAttribution`).
         public var awaitingAttribution: Bool
@@ -75,6 +87,8 @@ extension Wire {
             self.person = person
         }
 
+        /// Reads the stored facts from a reading object, keeping the whole object; throws when one is
+        /// missing or mistyped.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.object = f.object
@@ -124,17 +138,26 @@ extension Wire {
 
     /// A reading's `time`: when it was taken and how sugard concluded that.
     public struct ReadingTime: WireValue, Hashable {
+        /// The instant in UTC, ISO 8601.
         public var iso: String
+        /// The instant in milliseconds since the epoch.
         public var epochMillis: Int64
         /// ISO 8601 with the zone offset used.
         public var local: String
+        /// The UTC offset of `zone` at that instant, in minutes.
         public var utcOffsetMinutes: Int64
+        /// The zone the meter's wall-clock time was read in (IANA name, e.g. `Europe/Berlin`).
         public var zone: String
+        /// How the instant was found.
         public var method: LastReading.TimeMethod
+        /// The meter's own local time after quirks (base time + offset), without a zone.
         public var meterLocalTime: String
+        /// Meter clock minus host clock at sync, in seconds; nil when the clock was not read.
         public var meterClockSkewSeconds: Int64?
+        /// Vendor quirks applied to the time (names from the quirk table), in order.
         public var quirks: [String]
 
+        /// A reading time with every field given.
         public init(
             iso: String, epochMillis: Int64, local: String, utcOffsetMinutes: Int64, zone: String,
             method: LastReading.TimeMethod, meterLocalTime: String, meterClockSkewSeconds: Int64?, quirks: [String]

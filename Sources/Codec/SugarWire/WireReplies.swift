@@ -14,12 +14,18 @@ extension JSONValue {
 extension Wire {
     /// `GetStatus() -> (revision, revisions, state, unit, people)`
     public struct StatusReply: WireValue {
+        /// The view model's revision this status is at.
         public var revision: Int64
+        /// Each field's last-changed revision, by field name.
         public var revisions: WireMap<Int64>
+        /// The whole view model.
         public var state: State
+        /// The configured display unit.
         public var unit: Unit
+        /// Each assigned meter's id → its person (from the database, not the view model).
         public var people: WireMap<String>?
 
+        /// A status reply with every parameter given.
         public init(revision: Int64, revisions: WireMap<Int64>, state: State, unit: Unit, people: WireMap<String>?) {
             self.revision = revision
             self.revisions = revisions
@@ -28,6 +34,7 @@ extension Wire {
             self.people = people
         }
 
+        /// Requires `revision`, `revisions`, `state` and `unit`; `people` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.revision = try f.required("revision")
@@ -50,13 +57,20 @@ extension Wire {
     /// the shape of `State` (or `Meter`) restricted to the fields present: read them with
     /// ``WatchFields``.
     public struct WatchReply: WireValue {
+        /// Advances each time a `followSyncing` watch rebinds to another meter.
         public var generation: Int64
+        /// The revision this reply brings the watcher to.
         public var revision: Int64
+        /// The reply carries every watched field (the first, and the first after a rebind), not only changes.
         public var snapshot: Bool
+        /// The fields present, each with its value.
         public var fields: JSONObject
+        /// The last-changed revision of each field present.
         public var revisions: WireMap<Int64>
+        /// The meter a meter-model reply is about.
         public var meter: String?
 
+        /// A watch reply with every parameter given.
         public init(
             generation: Int64, revision: Int64, snapshot: Bool, fields: JSONObject, revisions: WireMap<Int64>, meter: String?
         ) {
@@ -68,6 +82,7 @@ extension Wire {
             self.meter = meter
         }
 
+        /// Requires `generation`, `revision`, `snapshot`, `fields` and `revisions`; `meter` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.generation = try f.required("generation")
@@ -92,16 +107,21 @@ extension Wire {
     /// object it came as (its keys are those of `sugarctl decode measurement --json` plus the stored
     /// facts); ``Reading`` reads the stored facts.
     public struct ReadingsReply: WireValue {
+        /// The readings, each as the object it came as.
         public var readings: [JSONObject]
+        /// In the last reply: the limit cut the list.
         public var truncated: Bool?
+        /// The configured display unit.
         public var unit: Unit
 
+        /// A readings reply with every parameter given.
         public init(readings: [JSONObject], truncated: Bool?, unit: Unit) {
             self.readings = readings
             self.truncated = truncated
             self.unit = unit
         }
 
+        /// Requires `readings` and `unit`; `truncated` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.readings = try f.array("readings")
@@ -122,12 +142,16 @@ extension Wire {
     /// without `batch` each reply has `reading`; with it, `readings` (several when several wait) and
     /// `cursor` is the last one's.
     public struct FollowReply: WireValue {
+        /// The (last) reading's place in the commit order: pass it as `after` to resume.
         public var cursor: Int64
+        /// The one reading of an unbatched reply.
         public var reading: JSONObject?
+        /// The readings of a batched reply, in commit order.
         public var readings: [FollowedReading]?
         /// The database the cursor is a position in.
         public var databaseId: String?
 
+        /// Requires `cursor`; `reading`, `readings` and `databaseId` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.cursor = try f.required("cursor")
@@ -152,14 +176,20 @@ extension Wire {
 
     /// `Backup() -> (size, readings, databaseId, schemaVersion, offset, data)`: one part of the copy.
     public struct BackupReply: WireValue {
+        /// The copy's total size in bytes.
         public var size: Int64
+        /// Readings in the copy.
         public var readings: Int64
+        /// The copied database's identity (a backup keeps it).
         public var databaseId: String?
+        /// The copy's schema version.
         public var schemaVersion: Int64
+        /// Where this part's bytes start in the copy.
         public var offset: Int64
         /// Base64 of the part's bytes.
         public var data: String
 
+        /// Requires `size`, `readings`, `schemaVersion`, `offset` and `data`; `databaseId` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.size = try f.required("size")
@@ -180,8 +210,10 @@ extension Wire {
 
     /// `RestoreUpload(upload, offset, data) -> (size)`
     public struct RestoreUploadReply: WireValue {
+        /// Bytes received so far for the upload.
         public var size: Int64
 
+        /// Requires `size`.
         public init(json: JSONValue) throws(WireError) { self.size = try WireFields(json).required("size") }
 
         public var json: JSONValue { .parameters([("size", .int(self.size))]) }
@@ -189,15 +221,25 @@ extension Wire {
 
     /// `Restore(upload) -> (path, size, readings, databaseId, previousDatabaseId, schemaVersion, migratedFrom, keptAs)`
     public struct RestoreReply: WireValue {
+        /// The database file now served.
         public var path: String
+        /// Its size in bytes.
         public var size: Int64
+        /// Readings in it.
         public var readings: Int64
+        /// Its new identity (a restore always gets a new one, so followers start over).
         public var databaseId: String?
+        /// The identity of the database it replaced.
         public var previousDatabaseId: String?
+        /// Its schema version after migration.
         public var schemaVersion: Int64
+        /// The schema version it had, when it was migrated.
         public var migratedFrom: Int64?
+        /// Where the replaced database was kept (`<database>.before-restore-<time>`).
         public var keptAs: String?
 
+        /// Requires `path`, `size`, `readings` and `schemaVersion`; `databaseId`, `previousDatabaseId`,
+        /// `migratedFrom` and `keptAs` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.path = try f.required("path")
@@ -221,14 +263,18 @@ extension Wire {
 
     /// `type FollowedReading (cursor: int, reading: object)`: one reading of a batched reply.
     public struct FollowedReading: WireValue {
+        /// The reading's place in the commit order.
         public var cursor: Int64
+        /// The reading, as the object it came as.
         public var reading: JSONObject
 
+        /// A followed reading at `cursor`.
         public init(cursor: Int64, reading: JSONObject) {
             self.cursor = cursor
             self.reading = reading
         }
 
+        /// Requires `cursor` and `reading`.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.cursor = try f.required("cursor")
@@ -245,10 +291,13 @@ extension Wire {
 
     /// `ListMeters() -> (meters: []MeterEntry)`
     public struct MetersReply: WireValue {
+        /// Every meter known to the daemon or its database, sorted by id.
         public var meters: [MeterEntry]
 
+        /// The reply carrying `meters`.
         public init(meters: [MeterEntry]) { self.meters = meters }
 
+        /// Requires `meters`.
         public init(json: JSONValue) throws(WireError) { self.meters = try WireFields(json).array("meters") }
 
         public var json: JSONValue { ["meters": .wire(self.meters)] }
@@ -258,12 +307,18 @@ extension Wire {
     /// meter, phase, received and expected (the daemon sends `expected` as null, not left out, until
     /// the meter has said); the final one the sessions.
     public struct SyncReply: WireValue {
+        /// The meter a progress reply is about.
         public var meter: String?
+        /// Where that meter's sync is.
         public var phase: SyncPhase?
+        /// Records received so far.
         public var received: Int64?
+        /// Records the meter announced; null until it has said.
         public var expected: Int64?
+        /// In the final reply: the sessions the sync recorded.
         public var sessions: [Session]?
 
+        /// A sync reply with the parameters given.
         public init(
             meter: String? = nil, phase: SyncPhase? = nil, received: Int64? = nil, expected: Int64? = nil, sessions: [Session]? = nil
         ) {
@@ -274,6 +329,7 @@ extension Wire {
             self.sessions = sessions
         }
 
+        /// `meter`, `phase`, `received`, `expected` and `sessions` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.meter = try f.optional("meter")
@@ -294,18 +350,24 @@ extension Wire {
 
     /// `Pair(meter) -> (meter, state: (pairing, waitingForPasskey, paired, failed), message)`
     public struct PairReply: WireValue {
+        /// Where pairing is; at `waitingForPasskey`, send the meter's PIN with `SubmitPasskey`.
         public enum State: String, WireEnum { case pairing, waitingForPasskey, paired, failed }
 
+        /// The meter being paired.
         public var meter: String
+        /// Where pairing is.
         public var state: State
+        /// A sentence about the state, when the daemon has one.
         public var message: String?
 
+        /// A pairing reply.
         public init(meter: String, state: State, message: String? = nil) {
             self.meter = meter
             self.state = state
             self.message = message
         }
 
+        /// Requires `meter` and `state`; `message` may be null or absent.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.meter = try f.required("meter")
@@ -320,10 +382,13 @@ extension Wire {
 
     /// `ListSyncSessions(meter, limit) -> (sessions: []Session)`
     public struct SessionsReply: WireValue {
+        /// Recorded sessions, newest first.
         public var sessions: [Session]
 
+        /// The reply carrying `sessions`.
         public init(sessions: [Session]) { self.sessions = sessions }
 
+        /// Requires `sessions`.
         public init(json: JSONValue) throws(WireError) { self.sessions = try WireFields(json).array("sessions") }
 
         public var json: JSONValue { ["sessions": .wire(self.sessions)] }

@@ -20,6 +20,7 @@ public struct BlueZTransportConfiguration: Sendable {
     /// Pause before reconnecting to the bus after it went away.
     public var reconnectDelay: Duration
 
+    /// A configuration; every default suits sugard on a real system bus.
     public init(
         bus: DBusBus = .system, adapter: String? = nil, agentPath: String = "/io/sugard/agent",
         callTimeout: Duration = .seconds(30), pairTimeout: Duration = .seconds(90),
@@ -42,18 +43,27 @@ public struct BlueZTransportConfiguration: Sendable {
 /// restarting), mirrors BlueZ's object tree, registers the pairing agent and resumes discovery each
 /// time bluetoothd appears. The `MeterTransport` calls work while `run()` is running.
 public final class BlueZTransport: MeterTransport {
+    /// Everything the session's tasks and the `MeterTransport` calls share, behind ``state``.
     private struct State {
+        /// The bus connection of the running session; nil between sessions.
         var connection: DBusConnection?
         /// Bumped whenever org.bluez appears or vanishes; work from an older generation is stale.
         var generation: UInt64 = 0
+        /// `org.bluez` has an owner now.
         var bluezPresent = false
+        /// BlueZ's object tree as last seen.
         var mirror = ObjectMirror()
+        /// The adapter state last published.
         var adapterState = AdapterState.absent
+        /// The engine asked for discovery (kept across bluetoothd restarts).
         var discoveryWanted = false
         /// Device paths announced with `meterAppeared`, with the RSSI last reported.
         var announced: [String: Int?] = [:]
+        /// `RequestPasskey` calls from bluetoothd waiting for ``submitPasskey(_:for:)``, by meter.
         var pendingPasskeys: [MeterID: DBusIncomingCall] = [:]
+        /// Ids for the waiters below.
         var nextWaiter: UInt64 = 0
+        /// Callers of ``waitForServicesResolved(_:)`` by device path.
         var resolvedWaiters: [String: [UInt64: CheckedContinuation<Bool, Never>]] = [:]
         /// Device paths with a `Device1.Pair` in flight, with the callers waiting for its outcome.
         var pairings: [String: [UInt64: CheckedContinuation<TransportError?, Never>]] = [:]
@@ -66,21 +76,30 @@ public final class BlueZTransport: MeterTransport {
         var deferredSignals: [DBusSignal] = []
         /// Agent calls refused since the last line logged about them (one line a second at most).
         var refusedAgentCalls = 0
+        /// When the last refusal line was written.
         var lastRefusalLogged: ContinuousClock.Instant?
     }
 
+    /// The settings given at creation.
     private let configuration: BlueZTransportConfiguration
+    /// The transport's log, named `bluez`.
     private let logger: Logger
+    /// The shared state.
     private let state = Lock(State())
+    /// The events the engine consumes.
     private let stream: AsyncStream<TransportEvent>
+    /// Where events are yielded; finished when ``run()`` returns.
     private let continuation: AsyncStream<TransportEvent>.Continuation
 
+    /// A transport that does nothing until ``run()``.
     public init(configuration: BlueZTransportConfiguration = BlueZTransportConfiguration(), logger: Logger = .disabled) {
         self.configuration = configuration
         self.logger = logger.named("bluez")
         (self.stream, self.continuation) = AsyncStream.makeStream(of: TransportEvent.self)
     }
 
+    /// Adapter changes, meters appearing and disappearing, values, disconnections and passkey
+    /// requests, in order; one stream for the transport's life.
     public func events() -> AsyncStream<TransportEvent> {
         self.stream
     }
@@ -106,6 +125,9 @@ public final class BlueZTransport: MeterTransport {
         }
     }
 
+    /// One bus connection's life: subscribes to BlueZ's signals, exports the pairing agent (only the
+    /// owner of `org.bluez` may call it), follows the `org.bluez` owner, and runs discovery kicks,
+    /// signal, agent-call and owner tasks until the connection drops or the task is cancelled.
     private func session(_ connection: DBusConnection) async {
         let signals: AsyncStream<DBusSignal>
         let owners: AsyncStream<String?>
@@ -274,10 +296,12 @@ public final class BlueZTransport: MeterTransport {
         return events
     }
 
+    /// Yields `events` in order.
     private func emit(_ events: [TransportEvent]) {
         for event in events { self.continuation.yield(event) }
     }
 
+    /// Yields an adapter event when the state changed.
     private func publishAdapter(_ adapter: AdapterState) {
         let changed = self.state.withLock { state -> Bool in
             guard state.adapterState != adapter else { return false }
@@ -289,6 +313,7 @@ public final class BlueZTransport: MeterTransport {
 
     // MARK: Signals
 
+    /// Applies one signal from `org.bluez`, or defers it while `GetManagedObjects` is awaited.
     private func apply(_ signal: DBusSignal) {
         var waiters: [CheckedContinuation<Bool, Never>] = []
         let events = self.state.withLock { state -> [TransportEvent] in
@@ -370,6 +395,9 @@ public final class BlueZTransport: MeterTransport {
 
     // MARK: The pairing agent (org.bluez.Agent1)
 
+    /// Answers a call to the pairing agent: only from bluetoothd (others are refused and logged at
+    /// most once a second); `RequestPasskey` waits for ``submitPasskey(_:for:)``, `Cancel` cancels
+    /// the waiting ones, PIN codes are refused, other agent methods are accepted.
     private func agentCall(_ call: DBusIncomingCall) {
         guard call.isFromTrustedCaller else {
             // Any other peer could otherwise read the passkey typed into `sugarctl pair`.
@@ -428,6 +456,8 @@ public final class BlueZTransport: MeterTransport {
 
     // MARK: MeterTransport
 
+    /// Starts or stops discovery filtered to the meter services (LE only). The wish is kept: when
+    /// BlueZ is not running, enabling throws `adapterUnavailable` and discovery starts once it runs.
     public func setDiscovery(_ enabled: Bool) async throws(TransportError) {
         let present = self.state.withLock { state -> Bool in
             state.discoveryWanted = enabled
@@ -440,6 +470,8 @@ public final class BlueZTransport: MeterTransport {
         try await self.applyDiscovery(enabled)
     }
 
+    /// Sets the discovery filter and starts discovery, or stops it, on the chosen adapter; "in
+    /// progress" answers are fine.
     private func applyDiscovery(_ enabled: Bool) async throws(TransportError) {
         guard let adapter = self.state.withLock({ $0.mirror.adapterPath(preferred: self.configuration.adapter) }) else {
             throw TransportError(.adapterUnavailable, "No Bluetooth adapter is available.")
@@ -459,6 +491,8 @@ public final class BlueZTransport: MeterTransport {
         }
     }
 
+    /// Connects (an existing connection is fine) and waits for ServicesResolved; returns the meter's
+    /// characteristics. Throws `connectFailed` when BlueZ cannot connect or resolve in time.
     public func connect(_ meter: MeterID) async throws(TransportError) -> MeterServices {
         let device = try self.devicePath(meter)
         do {
@@ -577,6 +611,8 @@ public final class BlueZTransport: MeterTransport {
         }
     }
 
+    /// Answers the meter's waiting passkey request with `passkey`, or cancels it (nil). Throws when
+    /// no request is waiting.
     public func submitPasskey(_ passkey: UInt32?, for meter: MeterID) async throws(TransportError) {
         guard let call = self.state.withLock({ $0.pendingPasskeys.removeValue(forKey: meter) }) else {
             throw TransportError(.other, "No passkey request from \(meter) is waiting for an answer.")
@@ -592,6 +628,7 @@ public final class BlueZTransport: MeterTransport {
         }
     }
 
+    /// `ReadValue` of the characteristic (inside the Glucose service first when the UUID repeats).
     public func read(_ characteristic: BluetoothUUID, on meter: MeterID) async throws(TransportError) -> [UInt8] {
         let path = try self.characteristicPath(characteristic, meter)
         let reply = try await self.call(
@@ -603,6 +640,8 @@ public final class BlueZTransport: MeterTransport {
         return bytes
     }
 
+    /// `StartNotify` or `StopNotify`. Enabling an already notifying characteristic stops it first so
+    /// that BlueZ writes the CCCD again (after a meter answered ATT 0x81).
     public func setNotifications(_ enabled: Bool, for characteristic: BluetoothUUID, on meter: MeterID)
         async throws(TransportError)
     {
@@ -622,6 +661,7 @@ public final class BlueZTransport: MeterTransport {
             what: "\(enabled ? "Enabling" : "Disabling") notifications of \(characteristic.shortString) on \(meter)")
     }
 
+    /// `WriteValue` as a write request (acknowledged), not a command.
     public func write(_ value: [UInt8], to characteristic: BluetoothUUID, on meter: MeterID) async throws(TransportError) {
         let path = try self.characteristicPath(characteristic, meter)
         _ = try await self.call(
@@ -629,6 +669,7 @@ public final class BlueZTransport: MeterTransport {
             [.bytes(value), .vardict(["type": .string("request")])], what: "Writing \(characteristic.shortString) on \(meter)")
     }
 
+    /// `Disconnect`, best effort (errors ignored).
     public func disconnect(_ meter: MeterID) async {
         guard let device = try? self.devicePath(meter) else { return }
         _ = try? await self.call(device, ObjectMirror.deviceInterface, "Disconnect", what: "Disconnecting \(meter)")
@@ -636,6 +677,7 @@ public final class BlueZTransport: MeterTransport {
 
     // MARK: Helpers
 
+    /// The meter's device object below the chosen adapter; throws `adapterUnavailable` or `meterNotFound`.
     private func devicePath(_ meter: MeterID) throws(TransportError) -> String {
         let (present, path) = self.state.withLock { state in
             (
@@ -649,6 +691,7 @@ public final class BlueZTransport: MeterTransport {
         return path
     }
 
+    /// The characteristic's object on a connected meter; throws `notConnected` or `characteristicNotFound`.
     private func characteristicPath(_ uuid: BluetoothUUID, _ meter: MeterID) throws(TransportError) -> String {
         let device = try self.devicePath(meter)
         let (connected, path) = self.state.withLock { state in
@@ -664,6 +707,8 @@ public final class BlueZTransport: MeterTransport {
         return path
     }
 
+    /// Calls a BlueZ method with the configured timeout (or `timeout`), errors mapped by
+    /// ``transportError(_:what:)``; throws `adapterUnavailable` while BlueZ is not running.
     private func call(
         _ path: String, _ interface: String, _ method: String, _ arguments: [DBusValue] = [],
         timeout: Duration? = nil, what: String
@@ -685,6 +730,9 @@ public final class BlueZTransport: MeterTransport {
         self.transportError(error, what: what)
     }
 
+    /// The mapping behind ``mapError(_:what:)``: timeouts, cancellation and a lost bus by kind, BlueZ's
+    /// error names by name (authentication, not connected, not ready, ATT errors in `Failed`), BlueZ
+    /// gone as `adapterUnavailable`; anything else `other` with the full detail.
     static func transportError(_ error: DBusError, what: String) -> TransportError {
         let detail = "\(what) failed: \(error.name): \(error.message)"
         switch error.kind {

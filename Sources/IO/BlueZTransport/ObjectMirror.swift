@@ -5,14 +5,19 @@ import HealthDataSync
 /// A copy of BlueZ's object tree (`GetManagedObjects` plus the ObjectManager and Properties signals),
 /// with variant wrappers removed from property values. Pure data: the transport keeps it behind a lock.
 struct ObjectMirror {
+    /// BlueZ's adapter interface.
     static let adapterInterface = "org.bluez.Adapter1"
+    /// BlueZ's device interface.
     static let deviceInterface = "org.bluez.Device1"
+    /// BlueZ's GATT service interface.
     static let serviceInterface = "org.bluez.GattService1"
+    /// BlueZ's GATT characteristic interface.
     static let characteristicInterface = "org.bluez.GattCharacteristic1"
 
     /// path -> interface -> property -> value
     private(set) var objects: [String: [String: [String: DBusValue]]] = [:]
 
+    /// Forgets every object (BlueZ went away).
     mutating func removeAll() {
         self.objects = [:]
     }
@@ -34,6 +39,7 @@ struct ObjectMirror {
         }
     }
 
+    /// Applies InterfacesRemoved: drops the interfaces, and the object once none is left.
     mutating func remove(path: String, interfaces: [String]) {
         for interface in interfaces { self.objects[path]?.removeValue(forKey: interface) }
         if self.objects[path]?.isEmpty == true { self.objects.removeValue(forKey: path) }
@@ -48,6 +54,7 @@ struct ObjectMirror {
         return true
     }
 
+    /// The properties of one interface of the object at `path`; nil when it has none.
     func properties(_ path: String, _ interface: String) -> [String: DBusValue]? {
         self.objects[path]?[interface]
     }
@@ -65,6 +72,7 @@ struct ObjectMirror {
         return adapters.first { self.objects[$0]?[Self.adapterInterface]?["Powered"]?.bool == true } ?? adapters.first
     }
 
+    /// The chosen adapter's presence, power, discovery, name (the path's last element, `hci0`) and address.
     func adapterState(preferred name: String?) -> AdapterState {
         guard let path = self.adapterPath(preferred: name), let props = self.properties(path, Self.adapterInterface)
         else { return .absent }
@@ -87,10 +95,13 @@ struct ObjectMirror {
         }.sorted()
     }
 
+    /// Whether a device's `UUIDs` list one of ``meterServices``.
     static func isGlucoseMeter(_ device: [String: DBusValue]) -> Bool {
         device["UUIDs"]?.strings?.contains(where: Self.meterServices.contains) == true
     }
 
+    /// The device object of the meter's address below `adapter` (any adapter when nil); the first in
+    /// path order when several match.
     func devicePath(for meter: MeterID, adapter: String?) -> String? {
         self.objects.keys.sorted().first { path in
             guard let props = self.properties(path, Self.deviceInterface),
@@ -101,6 +112,7 @@ struct ObjectMirror {
         }
     }
 
+    /// The device at `path` as an advertisement: address, `Alias` (else `Name`), RSSI, paired.
     func advertisement(_ path: String) -> MeterAdvertisement? {
         guard let props = self.properties(path, Self.deviceInterface), let address = props["Address"]?.string else {
             return nil
@@ -112,8 +124,11 @@ struct ObjectMirror {
 
     // MARK: GATT
 
+    /// A characteristic object and what it is.
     struct Characteristic {
+        /// Its object path.
         var path: String
+        /// Its UUID, service and properties.
         var info: DiscoveredCharacteristic
     }
 
@@ -156,6 +171,8 @@ struct ObjectMirror {
         return (device, uuid)
     }
 
+    /// BlueZ's `Flags` strings as properties; flags other than read, write(-without-response),
+    /// notify and indicate are ignored.
     static func properties(_ flags: [String]) -> CharacteristicProperties {
         var result: CharacteristicProperties = []
         for flag in flags {

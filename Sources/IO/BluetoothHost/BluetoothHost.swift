@@ -10,6 +10,7 @@ public struct BluetoothHostError: Error, Sendable, Hashable, CustomStringConvert
     /// What was attempted.
     public var operation: String
 
+    /// An error for `operation` with the errno it set.
     public init(code: Int32, operation: String) {
         self.code = code
         self.operation = operation
@@ -20,6 +21,7 @@ public struct BluetoothHostError: Error, Sendable, Hashable, CustomStringConvert
     /// Root or CAP_NET_RAW is needed.
     public var isPermissionDenied: Bool { self.code == EPERM || self.code == EACCES }
 
+    /// `operation failed: strerror text`.
     public var description: String { "\(self.operation) failed: \(String(cString: strerror(self.code)))" }
 }
 
@@ -101,16 +103,21 @@ public enum BluetoothHost {
 /// One frame of the HCI monitor channel: `struct hci_mon_hdr` (opcode, index, length, little-endian)
 /// and its payload.
 public struct MonitorFrame: Sendable, Hashable {
+    /// What the frame is (event, ACL in or out, new index…).
     public var opcode: MonitorOpcode
+    /// The controller it belongs to (0xFFFF: none).
     public var index: UInt16
+    /// The frame's bytes after the header.
     public var payload: [UInt8]
 
+    /// A frame with every field given.
     public init(opcode: MonitorOpcode, index: UInt16, payload: [UInt8]) {
         self.opcode = opcode
         self.index = index
         self.payload = payload
     }
 
+    /// `struct hci_mon_hdr`: opcode, index and length, 2 bytes each.
     public static let headerSize = 6
 
     /// Decodes one datagram read from the monitor socket. Nil when the header is incomplete or its
@@ -145,7 +152,9 @@ public enum MonitorRecorder {
         case endOfStream
     }
 
+    /// How a recording went.
     public struct Result: Sendable, Hashable {
+        /// Why it stopped.
         public var ending: Ending
         /// Frames written.
         public var frames: Int

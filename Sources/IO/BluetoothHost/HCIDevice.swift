@@ -7,6 +7,7 @@ public struct HCIDeviceInfo: Sendable, Hashable {
     public var id: UInt16
     /// The kernel's name (`hci0`).
     public var name: String
+    /// The controller's own address.
     public var address: BluetoothAddress
     /// The `HCI_UP` flag: the controller is powered up in the kernel.
     public var isUp: Bool

@@ -3,6 +3,7 @@ import SystemIO
 
 /// One rfkill switch (a radio's soft and hard block).
 public struct RfkillSwitch: Sendable, Hashable {
+    /// The switch's index (`rfkillN`).
     public var index: UInt32
     /// `RFKILL_TYPE_*`: 2 is Bluetooth.
     public var type: UInt8
@@ -11,9 +12,12 @@ public struct RfkillSwitch: Sendable, Hashable {
     /// Blocked by a hardware switch or the firmware: only the switch lifts it.
     public var hardBlocked: Bool
 
+    /// `RFKILL_TYPE_BLUETOOTH`.
     public static let bluetoothType: UInt8 = 2
+    /// True for a Bluetooth radio's switch.
     public var isBluetooth: Bool { self.type == Self.bluetoothType }
 
+    /// A switch with every field given.
     public init(index: UInt32, type: UInt8, softBlocked: Bool, hardBlocked: Bool) {
         self.index = index
         self.type = type
@@ -25,11 +29,14 @@ public struct RfkillSwitch: Sendable, Hashable {
 /// An event read from `/dev/rfkill` (`struct rfkill_event`: idx u32, type u8, op u8, soft u8, hard u8;
 /// newer kernels append fields, which are ignored).
 public struct RfkillEvent: Sendable, Hashable {
+    /// `RFKILL_OP_*`: a switch added, removed, changed, or every switch of a type changed.
     public enum Operation: UInt8, Sendable {
         case add = 0, delete = 1, change = 2, changeAll = 3
     }
 
+    /// What the event says happened.
     public var operation: Operation
+    /// The switch's state after it (for `changeAll`, the type and soft block that apply to all).
     public var state: RfkillSwitch
 
     /// The size of the original `struct rfkill_event`.
@@ -118,10 +125,12 @@ public enum RfkillState: Sendable, Hashable {
     }
 }
 
+/// `text` without surrounding spaces and newlines.
 private func trimmed(_ text: String) -> String {
     String(text.drop { $0 == " " || $0 == "\n" }.reversed().drop { $0 == " " || $0 == "\n" }.reversed())
 }
 
+/// The first 256 bytes of a small file (a sysfs attribute) as text; nil when it cannot be read or is empty.
 private func readText(_ path: String) -> String? {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return nil }

@@ -16,9 +16,13 @@ public enum DBusBus: Sendable, Hashable {
 public struct DBusSignal: Sendable, Hashable {
     /// The sender's unique name (e.g. `:1.42`).
     public var sender: String?
+    /// The object path that emitted the signal.
     public var path: String
+    /// The signal's interface, e.g. `org.freedesktop.DBus.Properties`.
     public var interface: String
+    /// The signal's name, e.g. `PropertiesChanged`.
     public var member: String
+    /// The signal's arguments, decoded.
     public var arguments: [DBusValue]
 }
 
@@ -26,15 +30,20 @@ public struct DBusSignal: Sendable, Hashable {
 /// same rule and the connection filters again locally (a well-known `sender` is resolved to its current
 /// owner, so signals from an earlier owner or an impostor are dropped).
 public struct DBusMatchRule: Sendable, Hashable {
+    /// Only signals from this bus name; a well-known name is resolved to its current owner.
     public var sender: String?
+    /// Only signals from exactly this object path (not together with `pathNamespace`).
     public var path: String?
     /// Matches this path and every path below it.
     public var pathNamespace: String?
+    /// Only signals of this interface.
     public var interface: String?
+    /// Only signals of this name.
     public var member: String?
     /// Matches when the first argument is this string.
     public var arg0: String?
 
+    /// A rule from the fields given; nil fields match anything.
     public init(
         sender: String? = nil, path: String? = nil, pathNamespace: String? = nil, interface: String? = nil,
         member: String? = nil, arg0: String? = nil
@@ -65,6 +74,8 @@ public struct DBusMatchRule: Sendable, Hashable {
         return parts.joined(separator: ",")
     }
 
+    /// Throws ``DBusError/Kind/invalidArgument`` for an invalid name or path, a NUL in `arg0`, or both
+    /// `path` and `pathNamespace`.
     func validate() throws(DBusError) {
         if let sender { try Validate.busName(sender) }
         if let path { try Validate.path(path) }
@@ -79,6 +90,8 @@ public struct DBusMatchRule: Sendable, Hashable {
         }
     }
 
+    /// The local check of path, path namespace, interface and member (sender and `arg0` are checked
+    /// by the loop, which knows the owners and the arguments).
     func matchesHeader(path: String, interface: String, member: String) -> Bool {
         if let expected = self.path, expected != path { return false }
         if let namespace = self.pathNamespace, namespace != "/", path != namespace,
@@ -103,17 +116,25 @@ public struct DBusMatchRule: Sendable, Hashable {
 public final class DBusIncomingCall: Sendable {
     /// The caller's unique name.
     public let sender: String?
+    /// The object path that was called.
     public let path: String
+    /// The interface the caller named (optional in D-Bus calls).
     public let interface: String?
+    /// The method name.
     public let member: String
+    /// The call's arguments, decoded.
     public let arguments: [DBusValue]
     /// Whether the sender was, when the call arrived, the current owner of the name the object was
     /// exported for (`exportObject(at:trustedCaller:)`); true when the export names none.
     public let isFromTrustedCaller: Bool
 
+    /// The loop that sends the reply.
     private let handle: LoopHandle
+    /// The call's serial, which the reply refers to.
     private let serial: UInt32
+    /// The caller asked for no reply: replies are counted but not sent.
     private let noReply: Bool
+    /// Set by the first reply; later ones are ignored.
     private let replied = Atomic<Bool>(false)
 
     init(
@@ -155,6 +176,7 @@ public final class DBusIncomingCall: Sendable {
         self.sendError(name: error.name, message: error.message)
     }
 
+    /// Sends an error reply, falling back to `org.freedesktop.DBus.Error.Failed` when `name` is invalid.
     private func sendError(name: String, message text: String) {
         guard !self.noReply else { return }
         let message =
@@ -169,9 +191,11 @@ public final class DBusIncomingCall: Sendable {
 /// An object path this connection answers method calls at. Iterate `calls` and reply to each one; the
 /// object stays exported until `unexport()`, until this handle is released, or until `calls` is dropped.
 public final class DBusExportedObject: Sendable {
+    /// The object path served.
     public let path: String
     /// Incoming method calls at `path`, in arrival order; finishes when unexported or disconnected.
     public let calls: AsyncStream<DBusIncomingCall>
+    /// Finishing it unexports the object (on the loop thread).
     private let continuation: AsyncStream<DBusIncomingCall>.Continuation
 
     init(path: String, calls: AsyncStream<DBusIncomingCall>, continuation: AsyncStream<DBusIncomingCall>.Continuation)
@@ -199,8 +223,11 @@ public final class DBusExportedObject: Sendable {
 /// `DBusError.Kind.disconnected`, every stream finishes and `waitUntilDisconnected()` returns. To
 /// reconnect, connect again.
 public final class DBusConnection: Sendable {
+    /// The event loop's job queue.
     private let handle: LoopHandle
+    /// Connected or not, and the unique name.
     private let state: ConnectionState
+    /// Ids for subscriptions and exports.
     private let nextID = Atomic<UInt64>(0)
 
     private init(handle: LoopHandle, state: ConnectionState) {
@@ -260,6 +287,8 @@ public final class DBusConnection: Sendable {
         return try await self.send(message, timeout: timeout, call: CallState(what: what)).get()
     }
 
+    /// Sends a call through the loop and waits for its outcome; cancelling the task finishes the call
+    /// with `.cancelled` at once and forgets the reply.
     private func send(_ message: OwnedMessage, timeout: Duration?, call: CallState) async -> CallState.Outcome {
         let milliseconds = Self.milliseconds(timeout)
         let handle = self.handle
@@ -280,6 +309,7 @@ public final class DBusConnection: Sendable {
         }
     }
 
+    /// A timeout in whole milliseconds for libdbus; nil is libdbus's default.
     private static func milliseconds(_ timeout: Duration?) -> Int32 {
         guard let timeout else { return CDBUS_TIMEOUT_USE_DEFAULT }
         let (seconds, attoseconds) = timeout.components
@@ -287,6 +317,8 @@ public final class DBusConnection: Sendable {
         return Int32(clamping: max(0, min(total, Int64(CDBUS_TIMEOUT_INFINITE - 1))))
     }
 
+    /// Calls a method of the bus daemon (`org.freedesktop.DBus`); `loopHook` sees the outcome on the
+    /// loop thread, in order with signals.
     private func callBus(_ method: String, _ arguments: [DBusValue], loopHook: (@Sendable (LoopCore, CallState.Outcome) -> Void)? = nil)
         async -> CallState.Outcome
     {
@@ -471,6 +503,7 @@ public final class DBusConnection: Sendable {
 
 /// Starts the event-loop thread.
 enum LoopThread {
+    /// What the new thread needs, passed through `pthread_create`'s argument.
     private final class Start {
         let core: LoopCore
         let bus: DBusBus

@@ -1,8 +1,11 @@
 /// One key/value pair of a D-Bus dictionary (`a{..}`).
 public struct DBusDictEntry: Sendable, Hashable {
+    /// The key: a basic type, usually a string or object path.
     public var key: DBusValue
+    /// The value, of the dictionary's value signature.
     public var value: DBusValue
 
+    /// An entry `key` → `value`.
     public init(_ key: DBusValue, _ value: DBusValue) {
         self.key = key
         self.value = value
@@ -14,17 +17,29 @@ public struct DBusDictEntry: Sendable, Hashable {
 /// Reading a message always produces `.bytes` for `ay` and `.dict` for arrays of dict entries; when
 /// building values, `.array(elementSignature: "y", …)` is accepted too and marshals the same.
 public indirect enum DBusValue: Sendable, Hashable {
+    /// `y`
     case byte(UInt8)
+    /// `b`
     case bool(Bool)
+    /// `n`
     case int16(Int16)
+    /// `q`
     case uint16(UInt16)
+    /// `i`
     case int32(Int32)
+    /// `u`
     case uint32(UInt32)
+    /// `x`
     case int64(Int64)
+    /// `t`
     case uint64(UInt64)
+    /// `d`
     case double(Double)
+    /// `s`: UTF-8 without NUL.
     case string(String)
+    /// `o`: a valid object path (checked before sending).
     case objectPath(String)
+    /// `g`: a type signature.
     case signature(String)
     /// `ay`, the byte array BlueZ uses for GATT values.
     case bytes([UInt8])

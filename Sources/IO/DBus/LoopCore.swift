@@ -5,55 +5,84 @@ import Glibc
 /// subscriptions, exported objects and calls in flight. Only ever used on that one thread (C callbacks
 /// from libdbus run there too, because only that thread calls into the connection).
 final class LoopCore {
+    /// One signal subscription: its match rule and where matching signals (and owner changes) go.
     struct Subscription {
+        /// The rule the bus was asked to route (`AddMatch`); matched again here, per subscription.
         var rule: DBusMatchRule
         /// The well-known sender name whose owner this subscription tracks, if any.
         var trackedName: String?
+        /// Receives each matching signal, on the loop thread.
         var deliver: (DBusSignal) -> Void
+        /// Receives the tracked name's new owner (nil: none).
         var deliverOwner: ((String?) -> Void)?
+        /// Ends the subscriber's stream when the connection closes.
         var finish: () -> Void
     }
 
+    /// An object path served here: incoming calls go to its stream.
     struct Export {
+        /// Tells this export from a later one at the same path, so an old unexport cannot remove a new one.
         var id: UInt64
+        /// Where calls to the path are yielded.
         var continuation: AsyncStream<DBusIncomingCall>.Continuation
         /// The well-known name whose current owner alone is a trusted caller (its owner is tracked).
         var trustedCaller: String?
     }
 
+    /// A tracked well-known name: how many subscriptions or exports use it, and its current owner.
     struct OwnerEntry {
+        /// Subscriptions and exports that need the name tracked.
         var references: Int
+        /// The name's current owner (a unique name); nil when unowned or not known yet.
         var owner: String?
     }
 
+    /// A libdbus timeout and its next deadline (monotonic ns); nil while disabled.
     private struct Timeout {
+        /// The `DBusTimeout*`, owned by libdbus.
         var timeout: OpaquePointer
+        /// When it fires next (monotonic ns); nil while disabled.
         var deadline: UInt64?
     }
 
+    /// The job queue other threads use.
     let handle: LoopHandle
+    /// What other threads may read about the connection.
     let state: ConnectionState
+    /// The private `DBusConnection*`; nil before connecting and after shutdown.
     private(set) var connection: OpaquePointer?
+    /// The file descriptors libdbus wants polled.
     private var watches: [OpaquePointer] = []
+    /// The timers libdbus asked for.
     private var timeouts: [Timeout] = []
+    /// `close()` asked the loop to end.
     private var stopRequested = false
+    /// libdbus reported the link lost (`org.freedesktop.DBus.Local.Disconnected`).
     private(set) var disconnected = false
+    /// Signal subscriptions by id, delivered in id order.
     var subscriptions: [UInt64: Subscription] = [:]
+    /// Exported objects by path.
     var exports: [String: Export] = [:]
+    /// Method calls waiting for their reply.
     private var calls: [ObjectIdentifier: CallState] = [:]
+    /// Well-known names whose owner is tracked (for sender checks), kept current by `NameOwnerChanged`.
     private var owners: [String: OwnerEntry] = [:]
 
+    /// A loop that has not connected yet.
     init(handle: LoopHandle, state: ConnectionState) {
         self.handle = handle
         self.state = state
     }
 
+    /// The loop behind the user-data pointer of a libdbus callback.
     static func from(_ data: UnsafeMutableRawPointer?) -> LoopCore {
         Unmanaged<LoopCore>.fromOpaque(data!).takeUnretainedValue()
     }
 
     // MARK: Thread body
 
+    /// The loop thread's whole life: connects to `bus`, reports the outcome through `ready`, runs until
+    /// stopped or disconnected, then fails everything pending. Jobs queued after the end run with nil.
     func main(bus: DBusBus, ready: @Sendable (Result<Void, DBusError>) -> Void) {
         switch self.open(bus) {
         case .failure(let error):
@@ -73,6 +102,8 @@ final class LoopCore {
         }
     }
 
+    /// Opens a private connection (registered with the bus for an address) and installs the watch,
+    /// timeout and filter callbacks; returns the unique name.
     private func open(_ bus: DBusBus) -> Result<String, DBusError> {
         _ = dbus_threads_init_default()
         var error = CDBus.DBusError()
@@ -151,6 +182,8 @@ final class LoopCore {
         return .success(unique)
     }
 
+    /// Runs jobs, dispatches messages, and polls the eventfd and libdbus's watches until a stop request
+    /// or a lost connection.
     private func run() {
         var fds: [pollfd] = []
         var polled: [OpaquePointer] = []
@@ -196,10 +229,13 @@ final class LoopCore {
         }
     }
 
+    /// Makes the loop end after the current round of jobs.
     func requestStop() {
         self.stopRequested = true
     }
 
+    /// Marks the connection down, fails every call in flight with `Disconnected`, ends every
+    /// subscription and export stream, frees the connection and drains the job queue.
     private func shutdown() {
         self.state.markDisconnected()
         if let connection = self.connection { dbus_connection_close(connection) }
@@ -226,6 +262,7 @@ final class LoopCore {
         self.finishQueue()
     }
 
+    /// Closes the job queue and its eventfd, then runs the jobs left with nil (so their callers fail).
     private func finishQueue() {
         let remaining = self.handle.closeQueue()
         close(self.handle.wakeFD)
@@ -234,17 +271,20 @@ final class LoopCore {
 
     // MARK: Timeouts
 
+    /// `CLOCK_MONOTONIC` in nanoseconds.
     private static func now() -> UInt64 {
         var spec = timespec()
         clock_gettime(CLOCK_MONOTONIC, &spec)
         return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
     }
 
+    /// When `timeout` fires next, from now and its interval; nil while it is disabled.
     private static func deadline(of timeout: OpaquePointer) -> UInt64? {
         guard dbus_timeout_get_enabled(timeout) != 0 else { return nil }
         return self.now() + UInt64(max(0, dbus_timeout_get_interval(timeout))) * 1_000_000
     }
 
+    /// Milliseconds until the earliest timeout (rounded up), or -1 for none.
     private func pollTimeout() -> Int32 {
         guard let earliest = self.timeouts.compactMap(\.deadline).min() else { return -1 }
         let now = LoopCore.now()
@@ -252,6 +292,7 @@ final class LoopCore {
         return Int32(min((earliest - now + 999_999) / 1_000_000, UInt64(Int32.max)))
     }
 
+    /// Handles every due timeout and rearms it (libdbus timeouts repeat).
     private func fireTimeouts() {
         let now = LoopCore.now()
         let due = self.timeouts.filter { ($0.deadline ?? .max) <= now }.map(\.timeout)
@@ -265,11 +306,14 @@ final class LoopCore {
 
     // MARK: Sending
 
+    /// Sends a message that expects no reply; dropped silently when disconnected.
     func send(_ message: OwnedMessage) {
         guard let connection = self.connection, !self.disconnected else { return }
         _ = dbus_connection_send(connection, message.pointer, nil)
     }
 
+    /// Sends a call and registers `call` for its reply; finishes it with `Disconnected` at once when the
+    /// link is down. A call already finished (cancelled before it reached the loop) is not sent.
     func startCall(_ message: OwnedMessage, timeoutMilliseconds: Int32, state call: CallState) {
         guard !call.isFinished else { return }
         guard let connection = self.connection, !self.disconnected else {
@@ -300,6 +344,7 @@ final class LoopCore {
         }
     }
 
+    /// libdbus's reply notification: turns the reply into an outcome, runs the loop hook, resumes the caller.
     private func completeCall(_ call: CallState) {
         guard let pending = call.pending else { return }
         let reply = dbus_pending_call_steal_reply(pending)
@@ -317,6 +362,7 @@ final class LoopCore {
         call.finish(outcome)
     }
 
+    /// Forgets an unfinished call (cancellation or timeout on the caller's side); its reply will be ignored.
     func cancelCall(_ call: CallState) {
         guard let pending = call.pending else { return }
         dbus_pending_call_cancel(pending)
@@ -325,6 +371,8 @@ final class LoopCore {
         self.calls.removeValue(forKey: ObjectIdentifier(call))
     }
 
+    /// The reply's arguments, or its error: libdbus's own `NoReply` becomes a timeout (or `Disconnected`
+    /// when the link is gone), any other error reply a remote error.
     private func outcome(of reply: OpaquePointer, what: String) -> CallState.Outcome {
         let header = ReceivedMessage(reply)
         if header.type == DBUS_MESSAGE_TYPE_ERROR {
@@ -349,6 +397,7 @@ final class LoopCore {
 
     // MARK: Name owners (for subscriptions whose sender is a well-known name)
 
+    /// The `NameOwnerChanged` match rule for `name`.
     static func ownerMatchRule(for name: String) -> DBusMatchRule {
         DBusMatchRule(
             sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
@@ -367,10 +416,12 @@ final class LoopCore {
         return true
     }
 
+    /// Records the current owner of a tracked name.
     func setOwner(_ name: String, _ owner: String?) {
         self.owners[name]?.owner = owner
     }
 
+    /// Drops one reference to a tracked name; the last one removes its match rule from the bus.
     func releaseOwner(_ name: String) {
         guard var entry = self.owners[name] else { return }
         entry.references -= 1
@@ -382,6 +433,7 @@ final class LoopCore {
         self.sendBusNoReply("RemoveMatch", [.string(LoopCore.ownerMatchRule(for: name).ruleString)])
     }
 
+    /// Calls a bus daemon method (`AddMatch`, `RemoveMatch`) without waiting for the reply.
     func sendBusNoReply(_ method: String, _ arguments: [DBusValue]) {
         guard
             let message = try? OwnedMessage.methodCall(
@@ -392,6 +444,7 @@ final class LoopCore {
         self.send(message)
     }
 
+    /// Ends subscription `id`: removes its match rule and releases its tracked name.
     func removeSubscription(_ id: UInt64) {
         guard let subscription = self.subscriptions.removeValue(forKey: id) else { return }
         self.sendBusNoReply("RemoveMatch", [.string(subscription.rule.ruleString)])
@@ -400,6 +453,9 @@ final class LoopCore {
 
     // MARK: Incoming messages
 
+    /// The connection's filter: notes the local `Disconnected` signal, dispatches other signals, and
+    /// turns method calls to an exported path into ``DBusIncomingCall``s (undecodable arguments get an
+    /// `InvalidArgs` error reply). Calls to other paths are left to libdbus (which answers `UnknownObject`).
     private func handle(message: OpaquePointer) -> DBusHandlerResult {
         let header = ReceivedMessage(message)
         switch header.type {
@@ -441,6 +497,9 @@ final class LoopCore {
         }
     }
 
+    /// Updates tracked owners from `NameOwnerChanged`, then delivers the signal to every subscription
+    /// whose rule matches (a sender given as a well-known name must be that name's current owner).
+    /// Arguments are decoded once, only when some subscription needs them.
     private func dispatchSignal(_ header: ReceivedMessage, _ message: OpaquePointer) {
         guard let path = header.path, let interface = header.interface, let member = header.member else { return }
         var arguments: [DBusValue]?

@@ -8,8 +8,11 @@ typealias LoopJob = @Sendable (LoopCore?) -> Void
 
 /// The thread-safe side of the event loop: a job queue plus an eventfd that wakes the loop's `poll`.
 final class LoopHandle: Sendable {
+    /// Jobs waiting for the loop, and whether the loop still takes them.
     private struct Queue {
+        /// Jobs in the order they were queued.
         var jobs: [LoopJob] = []
+        /// The loop ended: new jobs run at once with nil.
         var closed = false
     }
 
@@ -17,6 +20,7 @@ final class LoopHandle: Sendable {
     /// Written (under the queue lock) only while the queue is open; the loop closes it after closing the queue.
     let wakeFD: Int32
 
+    /// Creates the eventfd; throws ``DBusError/Kind/connectionFailed`` when it cannot.
     init() throws(DBusError) {
         let fd = cdbus_eventfd()
         guard fd >= 0 else {
@@ -41,6 +45,7 @@ final class LoopHandle: Sendable {
         if !accepted { job(nil) }
     }
 
+    /// On the loop thread: removes and returns the queued jobs, in order.
     func takeJobs() -> [LoopJob] {
         self.queue.withLock { queue in
             let jobs = queue.jobs
@@ -69,6 +74,7 @@ final class LoopHandle: Sendable {
 
 /// Connection-wide state readable from any thread.
 final class ConnectionState: Sendable {
+    /// Whether the connection is up, its unique name, and the tasks waiting for it to end.
     private struct State {
         var connected = false
         var uniqueName = ""
@@ -76,11 +82,15 @@ final class ConnectionState: Sendable {
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
     }
 
+    /// The connection's shared state.
     private let state = Lock(State())
 
+    /// True from a successful connect until the bus connection is lost or closed.
     var isConnected: Bool { self.state.withLock { $0.connected } }
+    /// The bus's name for this connection (`:1.42`); empty before connecting.
     var uniqueName: String { self.state.withLock { $0.uniqueName } }
 
+    /// Records a successful connection and its unique name.
     func markConnected(uniqueName: String) {
         self.state.withLock {
             $0.connected = true
@@ -88,6 +98,7 @@ final class ConnectionState: Sendable {
         }
     }
 
+    /// Records the end of the connection and resumes everyone in ``waitUntilDisconnected()``.
     func markDisconnected() {
         let waiters = self.state.withLock { state in
             state.connected = false
@@ -98,6 +109,7 @@ final class ConnectionState: Sendable {
         for waiter in waiters.values { waiter.resume() }
     }
 
+    /// Returns once the connection is down (at once when it already is), or when the task is cancelled.
     func waitUntilDisconnected() async {
         let id = self.state.withLock { state in
             state.nextWaiter += 1
@@ -125,26 +137,33 @@ final class ConnectionState: Sendable {
 /// `@unchecked Sendable` invariant: `pending` and `core` are only touched on the loop thread; the
 /// continuation and outcome are guarded by `slot`; `loopHook` is immutable.
 final class CallState: @unchecked Sendable {
+    /// The reply's arguments, or why there is none.
     typealias Outcome = Result<[DBusValue], DBusError>
 
+    /// The waiting caller (once installed) and the outcome (once known); whichever comes second resumes.
     private struct Slot {
         var continuation: CheckedContinuation<Outcome, Never>?
         var outcome: Outcome?
     }
 
+    /// The continuation and outcome, guarded.
     private let slot = Lock(Slot())
     /// The libdbus pending call (one reference, owned here) while the call is in flight.
     var pending: OpaquePointer?
+    /// The loop the call was sent on, while it is alive.
     weak var core: LoopCore?
     /// Runs on the loop thread when the reply is dispatched, before the caller resumes.
     let loopHook: (@Sendable (LoopCore, Outcome) -> Void)?
+    /// The call in words ("Calling Connect on /org/bluez/hci0/dev_…"), for error messages.
     let what: String
 
+    /// A call described by `what`, with an optional hook run on the loop thread at its outcome.
     init(what: String, loopHook: (@Sendable (LoopCore, Outcome) -> Void)? = nil) {
         self.what = what
         self.loopHook = loopHook
     }
 
+    /// True once an outcome was recorded.
     var isFinished: Bool {
         self.slot.withLock { slot in
             if case .some = slot.outcome { return true }
@@ -152,6 +171,7 @@ final class CallState: @unchecked Sendable {
         }
     }
 
+    /// Attaches the caller's continuation; resumes it at once when the outcome came first.
     func install(_ continuation: CheckedContinuation<Outcome, Never>) {
         let early = self.slot.withLock { slot -> Outcome? in
             if let outcome = slot.outcome { return outcome }
@@ -161,6 +181,7 @@ final class CallState: @unchecked Sendable {
         if let early { continuation.resume(returning: early) }
     }
 
+    /// Records the outcome and resumes the caller; only the first outcome counts.
     func finish(_ outcome: Outcome) {
         let continuation = self.slot.withLock { slot -> CheckedContinuation<Outcome, Never>? in
             if case .some = slot.outcome { return nil }

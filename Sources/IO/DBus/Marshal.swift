@@ -4,6 +4,9 @@ internal import CDBus
 enum Marshal {
     // MARK: Validation (libdbus aborts on malformed input, so everything is checked first)
 
+    /// Checks that `value` can be marshalled: strings without NUL, valid paths and signatures, array
+    /// elements and dictionary entries of the declared signatures, basic dictionary keys, non-empty
+    /// structures. Throws ``DBusError/Kind/invalidArgument`` naming the first problem.
     static func validate(_ value: DBusValue) throws(DBusError) {
         switch value {
         case .byte, .bool, .int16, .uint16, .int32, .uint32, .int64, .uint64, .double, .bytes:
@@ -53,6 +56,8 @@ enum Marshal {
 
     // MARK: Appending
 
+    /// Appends a validated value to a message iterator; `.bytes` goes in as one fixed array. Throws only
+    /// when libdbus runs out of memory.
     static func append(_ value: DBusValue, to iter: inout DBusMessageIter) throws(DBusError) {
         var ok: dbus_bool_t = 1
         switch value {
@@ -107,10 +112,12 @@ enum Marshal {
         guard ok != 0 else { throw self.outOfMemory }
     }
 
+    /// What an allocation failure inside libdbus is reported as.
     private static var outOfMemory: DBusError {
         DBusError.invalidArgument("libdbus ran out of memory while building a message.")
     }
 
+    /// Appends a string-like basic value (`s`, `o` or `g`) as a C string.
     private static func appendString(_ s: String, type: Int32, to iter: inout DBusMessageIter) -> dbus_bool_t {
         s.withCString { pointer in
             var p: UnsafePointer<CChar>? = pointer
@@ -118,6 +125,8 @@ enum Marshal {
         }
     }
 
+    /// Opens a container of `type` (with `signature` for arrays and variants), lets `body` fill it and
+    /// closes it; abandons it when `body` throws, so the message stays consistent.
     private static func container(
         _ type: Int32, _ signature: String?, _ iter: inout DBusMessageIter,
         _ body: (inout DBusMessageIter) throws(DBusError) -> Void
@@ -141,6 +150,7 @@ enum Marshal {
 
     // MARK: Reading
 
+    /// Reads every remaining value at this iterator's level.
     static func readAll(_ iter: inout DBusMessageIter) throws(DBusError) -> [DBusValue] {
         var values: [DBusValue] = []
         while dbus_message_iter_get_arg_type(&iter) != CDBUS_TYPE_INVALID {
@@ -150,12 +160,15 @@ enum Marshal {
         return values
     }
 
+    /// The full signature of the value at the iterator (e.g. `a{sv}`).
     private static func signature(of iter: inout DBusMessageIter) -> String {
         guard let raw = dbus_message_iter_get_signature(&iter) else { return "" }
         defer { dbus_free(raw) }
         return String(cString: raw)
     }
 
+    /// Reads the value at the iterator: `ay` becomes `.bytes`, arrays of dict entries `.dict`. Unix fds
+    /// (`h`) are not supported and throw ``DBusError/Kind/invalidMessage``.
     static func read(_ iter: inout DBusMessageIter) throws(DBusError) -> DBusValue {
         let type = dbus_message_iter_get_arg_type(&iter)
         var basic = DBusBasicValue()

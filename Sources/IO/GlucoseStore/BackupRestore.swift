@@ -6,15 +6,20 @@ import SystemIO
 
 /// What a backup or a restore found in a database file (for `sugarctl backup` and `restore`).
 public struct DatabaseFacts: Hashable, Sendable {
+    /// The database file described.
     public var path: String
     /// The file's size in bytes.
     public var size: Int64
+    /// Readings in it.
     public var readings: Int
+    /// Its identity (nil before schema version 4).
     public var databaseId: String?
+    /// Its schema version (`PRAGMA user_version`).
     public var schemaVersion: Int
     /// The schema version the file had before this build migrated it (restore only).
     public var migratedFrom: Int?
 
+    /// Facts with every field given.
     public init(path: String, size: Int64, readings: Int, databaseId: String?, schemaVersion: Int, migratedFrom: Int? = nil) {
         self.path = path
         self.size = size
@@ -169,6 +174,7 @@ extension SQLiteReadingStore {
         return RestoreOutcome(restored: facts, keptAs: kept, previousDatabaseId: previous)
     }
 
+    /// Readings, identity and schema version of an open database; `size` is left 0 for the caller.
     static func facts(of db: Connection) throws(StoreError) -> DatabaseFacts {
         DatabaseFacts(
             path: db.path, size: 0,

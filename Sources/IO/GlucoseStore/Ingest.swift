@@ -3,11 +3,14 @@ import HealthDataSync
 /// The body of one `commit`: runs inside the caller's transaction. The rules are documented at
 /// ``SQLiteReadingStore/commit(_:)``; this type applies them.
 struct Ingest {
+    /// The connection, inside the caller's transaction.
     let db: Connection
+    /// The commit time (storedAt, session commit time, reset events).
     let now: Instant
     /// Test hook: throw an I/O error after this many inserts.
     let failAfterInserts: Int?
 
+    /// An ingest on `db` at `now`.
     init(db: Connection, now: Instant, failAfterInserts: Int? = nil) {
         self.db = db
         self.now = now
@@ -26,6 +29,7 @@ struct Ingest {
         case new
     }
 
+    /// The stored rows of one meter and sequence number, every epoch (`reading_by_seq`).
     static let lookupSQL = """
         SELECT epoch, base_time, concentration_raw, measurement_bytes FROM reading WHERE meter_id = ? AND seq = ?
         """
@@ -53,10 +57,14 @@ struct Ingest {
     /// The rules of ``Match`` over the stored rows with a reading's sequence number, one row at a time
     /// (from the database or from the batch's own inserts: one rule for both).
     struct MatchRule {
+        /// The meter's current epoch.
         let epoch: Int
+        /// A row of the current epoch had other content.
         private var conflict = false
+        /// A row of an earlier epoch had the same content and bytes.
         private var earlierDuplicate = false
 
+        /// A rule for a meter whose current epoch is `epoch`.
         init(epoch: Int) { self.epoch = epoch }
 
         /// Takes one stored row: whether it has the reading's key (base time and raw value) and, when
@@ -110,13 +118,18 @@ struct Ingest {
     /// the one before it under the same number (an earlier epoch of this batch), as indices into
     /// the batch's `inserted` list.
     struct BatchRows {
+        /// Per sequence number, the index of its newest insert (−1: none).
         private var latestBySeq = [Int32](repeating: -1, count: 65536)
+        /// Per insert, the index of the previous insert with its number (−1: none).
         private var previousByIndex: [Int32] = []
 
+        /// Empty chains, room for `capacity` inserts.
         init(capacity: Int) { self.previousByIndex.reserveCapacity(capacity) }
 
+        /// The index of the newest insert with `seq`; −1 when none.
         func latest(_ seq: UInt16) -> Int32 { self.latestBySeq[Int(seq)] }
 
+        /// The index of the insert before `index` with the same number; −1 when none.
         func previous(_ index: Int32) -> Int32 { self.previousByIndex[Int(index)] }
 
         /// Records the insert that is `inserted[index]`; indices come in order 0, 1, 2, …
@@ -126,16 +139,20 @@ struct Ingest {
         }
     }
 
+    /// The stored sequence numbers of one meter in a range, every epoch (one range scan of `reading_by_seq`).
     static let storedSequencesSQL = "SELECT seq FROM reading WHERE meter_id = ? AND seq BETWEEN ? AND ?"
 
     /// Which sequence numbers of a meter have a stored reading in any epoch (65 536 bits): a
     /// reading whose number has none is new without a lookup. Filled by one range scan of
     /// `reading_by_seq` per batch and kept up to date with the batch's own inserts.
     struct SequenceSet {
+        /// One bit per sequence number.
         private var words = [UInt64](repeating: 0, count: 1024)
 
+        /// Whether some stored row has `seq`.
         func contains(_ seq: UInt16) -> Bool { self.words[Int(seq >> 6)] & (1 << UInt64(seq & 63)) != 0 }
 
+        /// Records that a row with `seq` exists now.
         mutating func insert(_ seq: UInt16) { self.words[Int(seq >> 6)] |= 1 << UInt64(seq & 63) }
     }
 
@@ -172,6 +189,9 @@ struct Ingest {
         meter.highWater = nil
     }
 
+    /// Applies the commit rules to one batch: upserts the meter, starts or continues the session row,
+    /// classifies and inserts the readings, opens epochs, moves the high-water mark and records the
+    /// session's counts. The caller's transaction makes it all or nothing.
     mutating func commit(_ batch: SyncBatch) throws(StoreError) -> CommitResult {
         let meterID = batch.meter.id
         if let stray = batch.readings.first(where: { $0.meter != meterID }) {

@@ -13,12 +13,15 @@ enum IntegrityCheck {
     /// thread, which clears the handle here (under the lock) before it closes the connection, so an
     /// interrupt never meets a closed handle.
     private final class Running: Sendable {
+        /// The open handle (as a bit pattern, so the state stays `Sendable`) and whether the task was cancelled.
         struct State {
             var handle: UInt?
             var cancelled = false
         }
+        /// The handle and the cancellation, guarded.
         let state = Lock(State())
 
+        /// Marks the check cancelled and interrupts it if it is running.
         func interrupt() {
             self.state.withLock { state in
                 state.cancelled = true
@@ -47,6 +50,8 @@ enum IntegrityCheck {
         }
     }
 
+    /// The check's thread body: opens the file read-only (never creating it), runs the pragma and
+    /// closes; a cancellation before or during the pragma ends as a failure.
     private static func check(path: String, kind: StorageCheck.Kind, busy: Int, _ running: Running) -> Result<[String], StoreError> {
         let pragma = kind == .quick ? "PRAGMA quick_check" : "PRAGMA integrity_check"
         let db: Connection

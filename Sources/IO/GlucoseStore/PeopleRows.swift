@@ -5,19 +5,27 @@ import HealthDataSync
 
 /// A `meter_assignment` row.
 struct AssignmentRow {
+    /// `meter_assignment.id`.
     var id: Int64
+    /// The person's row id; nil for a shared period.
     var personID: Int64?
+    /// The person's name; nil for a shared period.
     var personName: String?
+    /// Start of the period (epoch ms, inclusive).
     var from: Int64
+    /// End of the period (epoch ms, exclusive); nil while it lasts.
     var until: Int64?
 
+    /// Who holds the meter in the period.
     var holder: MeterHolder { self.personName.map { .person($0) } ?? .shared }
 
     /// Whether the period covers `instant` (milliseconds).
     func covers(_ instant: Int64) -> Bool { self.from <= instant && (self.until.map { instant < $0 } ?? true) }
 }
 
+/// `meter_assignment` rows and the reattribution of readings they imply.
 enum AssignmentRows {
+    /// The meter's periods, oldest first, with their persons' names.
     static func load(meterRowID: Int64, _ db: Connection) throws(StoreError) -> [AssignmentRow] {
         try db.withStatement(
             """
@@ -61,6 +69,7 @@ enum AssignmentRows {
         }
     }
 
+    /// The row id of the person `name`; throws ``StoreError/Code/constraint`` naming how to add them.
     static func personID(named name: String, _ db: Connection) throws(StoreError) -> Int64 {
         let id = try db.withStatement("SELECT id FROM person WHERE name = ?") { (s) throws(StoreError) -> Int64? in
             try s.bind(name, at: 1)
@@ -167,6 +176,7 @@ enum AssignmentRows {
         return AttributionResult(moved: moved, unchanged: unchanged)
     }
 
+    /// `assigned to NAME` or `shared`, for messages.
     static func describe(_ holder: MeterHolder) -> String {
         switch holder {
         case .person(let name): return "assigned to \(name)"
@@ -189,6 +199,8 @@ enum AssignmentRows {
 
 /// `person` and `person_identifier` rows.
 enum PersonRows {
+    /// People matching `condition` (its `?1` bound to `bind`), sorted by name, with their identifiers
+    /// and, when `counts`, their reading counts (0 otherwise).
     static func load(where condition: String, bind: String?, counts: Bool, _ db: Connection) throws(StoreError)
         -> [PersonRecord]
     {
@@ -222,14 +234,18 @@ enum PersonRows {
         return people
     }
 
+    /// The person `name`, if known.
     static func named(_ name: String, counts: Bool, _ db: Connection) throws(StoreError) -> PersonRecord? {
         try Self.load(where: "WHERE name = ?1", bind: name, counts: counts, db).first
     }
 
+    /// The `person.unit` column text: `mgdl`, `mmol` or NULL.
     static func unitText(_ unit: GlucoseUnit?) -> String? {
         unit.map { $0 == .mmolL ? "mmol" : "mgdl" }
     }
 
+    /// Throws ``StoreError/Code/constraint`` unless each threshold is above 0 and below 1000 mg/dL
+    /// and low is below high.
     static func checkThresholds(low: Double?, high: Double?) throws(StoreError) {
         for value in [low, high].compactMap({ $0 }) where !(value > 0 && value < 1000) {
             throw StoreError(.constraint, "A threshold is a glucose value above 0 and below 1000 mg/dL.")
@@ -239,6 +255,8 @@ enum PersonRows {
         }
     }
 
+    /// Adds identifiers to the person (`name` for messages); one another person holds throws
+    /// ``StoreError/Code/constraint``, one they hold already is kept.
     static func addIdentifiers(_ identifiers: [PersonIdentifier], personID: Int64, name: String, _ db: Connection)
         throws(StoreError)
     {

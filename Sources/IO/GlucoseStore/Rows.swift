@@ -6,24 +6,38 @@ import HealthDataSync
 
 /// A `meter` row.
 package struct MeterRow {
+    /// `meter.id`.
     package var rowID: Int64
+    /// Address and the strings the meter reported.
     var identity: MeterIdentity
+    /// Glucose Feature bits, when read.
     var features: UInt16?
+    /// When the meter was first seen.
     var firstSeen: Instant
+    /// When it was last seen (only moves forward).
     var lastSeen: Instant
+    /// The current epoch: counts the sequence resets.
     var epoch: Int
+    /// Highest sequence number committed after a successful sync in the current epoch.
     var highWater: UInt16?
+    /// When the last sync ended.
     var lastSync: Instant?
+    /// How it ended.
     var lastSyncResult: SyncResult?
+    /// When the meter was forgotten (hidden, data kept); nil for a listed meter.
     var forgotten: Instant?
+    /// How it is downloaded (schema v6); nil until a sync connected.
     var procedure: MeterProcedure?
+    /// Whether its clock can be set (schema v6); nil until a sync connected.
     var clockSettable: Bool?
 
+    /// The `meter` columns in the order ``init(_:)`` reads them.
     static let columns = """
         id, address, name, manufacturer, model, serial_number, firmware, features, first_seen_ms, last_seen_ms,
         epoch, high_water, last_sync_ms, last_sync_result, forgotten_ms, procedure, clock_settable
         """
 
+    /// The row at the statement's current result row (selected with ``columns``).
     init(_ s: Statement) {
         self.rowID = s.int64(0)
         self.identity = MeterIdentity(
@@ -56,6 +70,7 @@ package struct MeterRow {
         }
     }
 
+    /// The meter with this address, forgotten or not; nil when there is none.
     static func load(_ id: MeterID, _ db: Connection) throws(StoreError) -> MeterRow? {
         try db.withStatement("SELECT \(Self.columns) FROM meter WHERE address = ?") {
             (s) throws(StoreError) -> MeterRow? in
@@ -64,6 +79,7 @@ package struct MeterRow {
         }
     }
 
+    /// Every meter row, forgotten ones too, ordered by address.
     static func loadAll(_ db: Connection) throws(StoreError) -> [MeterRow] {
         try db.withStatement("SELECT \(Self.columns) FROM meter ORDER BY address") {
             (s) throws(StoreError) -> [MeterRow] in
@@ -148,6 +164,7 @@ package struct MeterRow {
         }
     }
 
+    /// Readings of this meter, every epoch.
     func readingCount(_ db: Connection) throws(StoreError) -> Int {
         try db.withStatement("SELECT count(*) FROM reading WHERE meter_id = ?") { (s) throws(StoreError) -> Int in
             try s.bind(self.rowID, at: 1)
@@ -156,6 +173,8 @@ package struct MeterRow {
         }
     }
 
+    /// The meter as the store reports it: the row, its reading count, when a sync last set its clock,
+    /// and who holds it now (a person, or shared).
     func stored(_ db: Connection) throws(StoreError) -> StoredMeter {
         let holder = try AssignmentRows.openHolder(meterRowID: self.rowID, db)
         var meter = StoredMeter(
@@ -178,6 +197,7 @@ package struct MeterRow {
         return meter
     }
 
+    /// The meter's figures: readings by kind, first and last instants, resets and sessions.
     func summary(_ db: Connection) throws(StoreError) -> MeterSummary {
         let control = Int64(ReadingFlags.controlSolution.rawValue)
         let ketone = Int64(ReadingFlags.ketone.rawValue)
@@ -217,6 +237,7 @@ package struct MeterRow {
 
 /// Reading rows: insert, decode, query.
 package enum ReadingRows {
+    /// The INSERT of one reading, every column but `id` and the v5 person columns (the trigger sets those).
     static let insertSQL = """
         INSERT INTO reading (meter_id, epoch, seq, measurement_bytes, context_bytes, base_time, time_offset_min,
             concentration_raw, unit, sample_type, sample_location, sensor_status, meal, instant_ms, time_method,
@@ -298,8 +319,10 @@ package enum ReadingRows {
     /// The meters of one query's rows by their stored address text: the address is checked and
     /// made canonical once per meter, not once per row.
     struct MeterIDs {
+        /// Ids made so far, by address text.
         private var known: [String: MeterID] = [:]
 
+        /// The meter id of `address`, made once per distinct address.
         mutating func id(_ address: String) -> MeterID {
             if let id = self.known[address] { return id }
             let id = MeterID(rawValue: address)
@@ -308,6 +331,8 @@ package enum ReadingRows {
         }
     }
 
+    /// The reading at the statement's current row (selected with ``selectColumns`` or ``feedColumns``).
+    /// Throws ``StoreError/Code/corrupt`` when a column the domain needs does not parse.
     static func decode(_ s: Statement, _ db: Connection, meters: inout MeterIDs) throws(StoreError) -> StoredReading {
         let id = s.int64(0)
         func damaged(_ what: String) -> StoreError {
@@ -341,6 +366,7 @@ package enum ReadingRows {
             position: s.optionalInt64(28))
     }
 
+    /// The readings `q` selects (meter, person, time range, keyset position), in its order and limit.
     static func query(_ q: ReadingQuery, _ db: Connection) throws(StoreError) -> [StoredReading] {
         var conditions: [String] = []
         if q.meter != nil { conditions.append("r.meter_id = (SELECT id FROM meter WHERE address = ?1)") }
@@ -378,6 +404,7 @@ package enum ReadingRows {
         }
     }
 
+    /// Feed entries after `cursor`, each reading at its latest entry only, at most `limit`.
     static func query(afterCursor cursor: Int64, limit: Int, _ db: Connection) throws(StoreError) -> [StoredReading] {
         // The feed (schema v5): a reading once when stored, again whenever its person changed, each
         // time with the person it got then. An entry a later one of the same reading superseded is
@@ -399,6 +426,7 @@ package enum ReadingRows {
         }
     }
 
+    /// Readings of `meter`, or of every meter.
     static func count(meter: MeterID?, _ db: Connection) throws(StoreError) -> Int {
         let sql =
             meter == nil
@@ -474,6 +502,8 @@ extension ReadingRows {
 
 /// Sync session rows.
 enum SessionRows {
+    /// Records a new attempt with zero counts (the batches add theirs) and the mark it started from;
+    /// returns its row id.
     static func insert(_ session: SyncSessionRecord, meterRowID: Int64, epoch: Int, highWater: UInt16?, now: Instant,
         _ db: Connection
     ) throws(StoreError) -> Int64 {
@@ -500,6 +530,7 @@ enum SessionRows {
         }
     }
 
+    /// Writes an attempt's final counts, epoch and the high-water mark it ended with.
     static func finish(
         id: Int64, received: Int, stored: Int, duplicates: Int, resets: Int, epoch: Int, highWater: UInt16?,
         _ db: Connection
@@ -588,6 +619,7 @@ enum SessionRows {
         }
     }
 
+    /// Sessions of `meter` (or every meter), newest first, at most `limit`; an unknown result is corruption.
     static func query(meter: MeterID?, limit: Int, _ db: Connection) throws(StoreError) -> [SyncSessionRecord] {
         let sql = """
             SELECT s.id, m.address, s.started_ms, s.ended_ms, s.result, s.expected, s.received, s.stored,
@@ -628,6 +660,7 @@ enum SessionRows {
 
 /// Sequence-reset event rows.
 enum EventRows {
+    /// Records a detected sequence reset.
     static func insert(
         meterRowID: Int64, oldEpoch: Int, newEpoch: Int, at: Instant, reason: SequenceResetEvent.Reason,
         sequenceNumber: UInt16?, oldHighWater: UInt16?, sessionID: Int64?, _ db: Connection
@@ -650,6 +683,7 @@ enum EventRows {
         }
     }
 
+    /// Reset events of `meter` (or every meter), newest first, at most `limit`.
     static func query(meter: MeterID?, limit: Int, _ db: Connection) throws(StoreError) -> [SequenceResetEvent] {
         let sql = """
             SELECT e.id, m.address, e.old_epoch, e.new_epoch, e.at_ms, e.reason, e.sequence_number,

@@ -27,8 +27,11 @@ func storeErrorCode(forSQLiteCode code: CInt) -> StoreError.Code {
 
 /// Owns one `sqlite3*` handle. Closes it in `deinit` or ``close()``.
 package final class Connection {
+    /// The database file, for messages.
     let path: String
+    /// The `sqlite3*`; nil once closed.
     private(set) var handle: OpaquePointer?
+    /// Prepared statements by SQL text, kept until the connection closes.
     private var statements: [String: Statement] = [:]
 
     /// Opens (and, unless `readOnly`, creates) the database file.
@@ -69,8 +72,10 @@ package final class Connection {
         }
     }
 
+    /// False once ``close()`` ran.
     var isOpen: Bool { self.handle != nil }
 
+    /// The handle, or a ``StoreError/Code/cannotOpen`` naming `operation` when the connection is closed.
     func requireHandle(_ operation: @autoclosure () -> String) throws(StoreError) -> OpaquePointer {
         guard let handle = self.handle else {
             throw StoreError(.cannotOpen, "\(operation()) failed for \(self.path): the database is closed.")
@@ -180,6 +185,7 @@ package final class Connection {
         return moved != 0
     }
 
+    /// The ``StoreError/Code/replaced`` error for `operation` on a file that was moved away.
     func movedError(_ operation: String) -> StoreError {
         StoreError(
             .replaced,
@@ -208,6 +214,7 @@ package final class Connection {
         try destination.check(finish, "Finishing the backup of \(self.path)")
     }
 
+    /// The row id of the last successful INSERT on this connection; 0 when closed.
     var lastInsertRowID: Int64 {
         guard let handle = self.handle else { return 0 }
         return sqlite3_last_insert_rowid(handle)
@@ -245,14 +252,19 @@ package final class Connection {
 /// buffer is rewritten only when its parameter is bound again, and freed after the statement is
 /// finalized, so SQLite never sees it change under a binding.
 final class Statement {
+    /// The `sqlite3_stmt*`, finalized in `deinit`.
     let handle: OpaquePointer
+    /// The connection it was prepared on (which outlives it: it holds the cached statements).
     unowned let connection: Connection
     /// Per parameter index (1-based; index 0 unused): the buffer its last text or BLOB was copied
     /// to and that buffer's capacity. Allocated at the first text or BLOB binding.
     private var buffers: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+    /// Per parameter index: the capacity of its buffer.
     private var capacities: UnsafeMutablePointer<Int>?
+    /// Entries in `buffers` and `capacities`: the parameter count plus one.
     private var bufferCount = 0
 
+    /// Takes ownership of a prepared statement of `connection`.
     init(handle: OpaquePointer, connection: Connection) {
         self.handle = handle
         self.connection = connection
@@ -324,15 +336,18 @@ final class Statement {
 
     // MARK: Binding (1-based indices, as in SQLite)
 
+    /// Binds an integer, or NULL for nil.
     func bind(_ value: Int64?, at index: CInt) throws(StoreError) {
         let code = value.map { sqlite3_bind_int64(self.handle, index, $0) } ?? sqlite3_bind_null(self.handle, index)
         try self.checkBinding(code, index)
     }
 
+    /// Binds an integer, or NULL for nil.
     func bind(_ value: Int?, at index: CInt) throws(StoreError) {
         try self.bind(value.map { Int64($0) }, at: index)
     }
 
+    /// Binds a REAL, or NULL for nil.
     func bind(_ value: Double?, at index: CInt) throws(StoreError) {
         let code = value.map { sqlite3_bind_double(self.handle, index, $0) } ?? sqlite3_bind_null(self.handle, index)
         try self.checkBinding(code, index)
@@ -397,23 +412,30 @@ final class Statement {
 
     // MARK: Columns (0-based indices)
 
+    /// Whether the current row's column is NULL.
     func isNull(_ index: CInt) -> Bool { sqlite3_column_type(self.handle, index) == SQLITE_NULL }
 
+    /// The column as an integer (NULL reads as 0).
     func int64(_ index: CInt) -> Int64 { sqlite3_column_int64(self.handle, index) }
 
+    /// The column as an integer; nil for NULL.
     func optionalInt64(_ index: CInt) -> Int64? { self.isNull(index) ? nil : self.int64(index) }
 
+    /// The column as an `Int`; nil for NULL.
     func optionalInt(_ index: CInt) -> Int? { self.optionalInt64(index).map { Int($0) } }
 
+    /// The column as a REAL; nil for NULL.
     func optionalDouble(_ index: CInt) -> Double? {
         self.isNull(index) ? nil : sqlite3_column_double(self.handle, index)
     }
 
+    /// The column as text (up to its first NUL); nil for NULL.
     func optionalText(_ index: CInt) -> String? {
         guard !self.isNull(index), let text = sqlite3_column_text(self.handle, index) else { return nil }
         return String(cString: text)
     }
 
+    /// The column's bytes; nil for NULL, empty for an empty BLOB.
     func optionalBlob(_ index: CInt) -> [UInt8]? {
         if self.isNull(index) { return nil }
         // Docs: call sqlite3_column_blob first, then sqlite3_column_bytes.

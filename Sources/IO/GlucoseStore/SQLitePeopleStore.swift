@@ -8,12 +8,14 @@ import HealthDataSync
 /// attribution (only readings of shared periods). Every change of a reading's person adds a feed
 /// entry, so followers (sugard-forward) see the reading again with its new person.
 extension SQLiteReadingStore: PeopleStore {
+    /// Every person, sorted by name, with identifiers (and reading counts when asked).
     public func people(includeCounts: Bool) throws(StoreError) -> [PersonRecord] {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [PersonRecord] in
             try PersonRows.load(where: "", bind: nil, counts: includeCounts, db)
         }
     }
 
+    /// The person `name` with identifiers and reading count; nil when unknown.
     public func person(named name: String) throws(StoreError) -> PersonRecord? {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> PersonRecord? in
             try PersonRows.named(name, counts: true, db)
@@ -35,6 +37,9 @@ extension SQLiteReadingStore: PeopleStore {
         }
     }
 
+    /// Applies `change` (rename, identifiers added and removed, thresholds, unit) in one transaction.
+    /// Throws `.constraint` for an unknown person, a name in use, an identifier held by another, or
+    /// thresholds out of order.
     public func editPerson(named name: String, _ change: PersonChange) throws(StoreError) -> PersonRecord {
         try self.withDatabase(writing: true) { (db: Connection) throws(StoreError) -> PersonRecord in
             try db.transaction("Editing person \(name)") { () throws(StoreError) -> PersonRecord in
@@ -215,12 +220,14 @@ extension SQLiteReadingStore: PeopleStore {
         }
     }
 
+    /// Readings of shared periods that nobody was given yet.
     public func unattributedCount() throws(StoreError) -> Int {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> Int in
             Int(try db.scalarInt("SELECT count(*) FROM reading WHERE shared = 1 AND person_id IS NULL", "Counting unattributed readings in \(db.path)") ?? 0)
         }
     }
 
+    /// The gateway's identity (schema v5); throws `.corrupt` when the row is missing.
     public func gatewayID() throws(StoreError) -> String {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> String in
             guard let id = try db.textColumn("SELECT uuid FROM gateway_identity WHERE id = 1", "Reading the gateway id of \(db.path)").first

@@ -18,10 +18,15 @@ import SystemIO
 public actor SQLiteReadingStore: ReadingStore {
     /// The database file.
     public nonisolated let path: String
+    /// How the store opens and runs its connection.
     let options: StoreOptions
+    /// The one connection; nil while the database cannot be opened (then every operation tries again).
     var connection: Connection?
+    /// An earlier failure asked for the connection to be reopened before the next operation.
     var needsReopen = false
+    /// ``close()`` ran: operations throw.
     private var closed = false
+    /// Health as the last operation left it (``healthWithChecks()`` adds the checks).
     var healthState: StorageHealth
     /// The open database's identity (``StorageHealth/databaseId``).
     var databaseId: String?
@@ -29,6 +34,7 @@ public actor SQLiteReadingStore: ReadingStore {
     var currentCheck: StorageCheck?
     /// The last finished check that could tell (ok or damaged); damage it found shows in health.
     var verdict: StorageCheck?
+    /// Counts checks started, so only the latest one becomes ``currentCheck``.
     var checkSerial = 0
 
     // Test hooks (internal; reached with `@testable import`).
@@ -78,6 +84,10 @@ public actor SQLiteReadingStore: ReadingStore {
 
     // MARK: Opening and health
 
+    /// Opens `path` (creating it 0600 when missing, tightening looser modes), switches it to WAL
+    /// with `synchronous=FULL` and foreign keys, runs the quick check when configured, and migrates
+    /// it. A file SQLite opens read-only is served `degraded` (reads only) when its schema is current.
+    /// - Throws: ``StoreError`` when the file cannot be opened, is damaged, or cannot be migrated.
     package static func open(path: String, options: StoreOptions, readOnly: Bool) throws(StoreError) -> (
         Connection, StorageHealth
     ) {
@@ -197,6 +207,7 @@ public actor SQLiteReadingStore: ReadingStore {
 
     /// How often the open file was found moved and replaced (``checkFile()``, or before an operation).
     public private(set) var replacements = 0
+    /// When the last replacement was noticed (monotonic), for ``StoreOptions/replacedNotice``.
     private var replacedAt: ContinuousClock.Instant?
     /// When the last replacement was noticed (wall clock, as sync sessions' start times are).
     var replacedAtWall: Instant?
@@ -259,6 +270,7 @@ public actor SQLiteReadingStore: ReadingStore {
         }
     }
 
+    /// Whether the database works now, with the latest integrity check laid over it.
     public func health() -> StorageHealth { self.healthWithChecks() }
 
     /// Runs `PRAGMA integrity_check`; `["ok"]` when the file is sound, else one line per problem.
@@ -270,6 +282,7 @@ public actor SQLiteReadingStore: ReadingStore {
 
     // MARK: Meters
 
+    /// The stored meter with this id; nil when unknown or forgotten.
     public func meter(_ id: MeterID) throws(StoreError) -> StoredMeter? {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> StoredMeter? in
             guard let row = try MeterRow.load(id, db), row.forgotten == nil else { return nil }
@@ -277,12 +290,15 @@ public actor SQLiteReadingStore: ReadingStore {
         }
     }
 
+    /// Every stored meter that is not forgotten.
     public func meters() throws(StoreError) -> [StoredMeter] {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [StoredMeter] in
             try MeterRow.loadAll(db).filter { $0.forgotten == nil }.map { (row) throws(StoreError) in try row.stored(db) }
         }
     }
 
+    /// Records that the meter was seen at `at` (adding it, or updating its identity and last sighting);
+    /// a changed serial number opens a new epoch (`serialNumberChanged`).
     public func noteMeterSeen(_ identity: MeterIdentity, at: Instant) throws(StoreError) {
         let now = self.options.now()
         try self.withDatabase(writing: true) { (db: Connection) throws(StoreError) in
@@ -298,6 +314,8 @@ public actor SQLiteReadingStore: ReadingStore {
         }
     }
 
+    /// Marks the meter forgotten and clears its high-water mark: it leaves the meter list and syncs
+    /// from scratch when seen again. Its readings stay.
     public func forget(_ meter: MeterID) throws(StoreError) {
         let now = self.options.now()
         try self.withDatabase(writing: true) { (db: Connection) throws(StoreError) in
@@ -350,11 +368,15 @@ public actor SQLiteReadingStore: ReadingStore {
         }
     }
 
+    /// The meter's row; throws ``StoreError/Code/constraint`` when no such meter is stored.
     private func meterRow(_ meter: MeterID, _ db: Connection) throws(StoreError) -> MeterRow {
         guard let row = try MeterRow.load(meter, db) else { throw StoreError(.constraint, "No meter \(meter) is stored.") }
         return row
     }
 
+    /// Adds a person with their identifiers (inside the caller's transaction) and returns the row id.
+    /// - Throws: ``StoreError/Code/constraint`` for a bad name or thresholds, a name taken, or an
+    ///   identifier held by someone else.
     @discardableResult
     func insertPersonRow(_ person: PersonRecord, now: Instant, _ db: Connection) throws(StoreError) -> Int64 {
         if person.name.isEmpty || person.name.count > Schema.maxPersonLength {
@@ -434,6 +456,7 @@ public actor SQLiteReadingStore: ReadingStore {
 
     // MARK: Queries
 
+    /// The readings `query` selects, in its order.
     public func readings(_ query: ReadingQuery) throws(StoreError) -> [StoredReading] {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [StoredReading] in
             try ReadingRows.query(query, db)
@@ -451,36 +474,42 @@ public actor SQLiteReadingStore: ReadingStore {
         }
     }
 
+    /// ``readings(afterCursor:limit:)`` together with the identity of the database they come from.
     public func page(afterCursor cursor: Int64, limit: Int) throws(StoreError) -> ReadingPage {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> ReadingPage in
             ReadingPage(databaseId: self.databaseId, readings: try ReadingRows.query(afterCursor: cursor, limit: limit, db))
         }
     }
 
+    /// Stored readings of `meter`, or of every meter.
     public func readingCount(meter: MeterID?) throws(StoreError) -> Int {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> Int in
             try ReadingRows.count(meter: meter, db)
         }
     }
 
+    /// Recorded sync sessions of `meter` (or every meter), newest first, at most `limit`.
     public func sessions(meter: MeterID?, limit: Int) throws(StoreError) -> [SyncSessionRecord] {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [SyncSessionRecord] in
             try SessionRows.query(meter: meter, limit: limit, db)
         }
     }
 
+    /// The stored measurement packet with this sequence number in the meter's current epoch, if any.
     public func storedMeasurement(meter: MeterID, sequenceNumber: UInt16) throws(StoreError) -> [UInt8]? {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> [UInt8]? in
             try ReadingRows.measurement(meter: meter, sequenceNumber: sequenceNumber, db)
         }
     }
 
+    /// The highest sequence number stored for the meter, over all its epochs.
     public func highestSequenceNumber(meter: MeterID) throws(StoreError) -> UInt16? {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> UInt16? in
             try ReadingRows.highestSequenceNumber(meter: meter, db)
         }
     }
 
+    /// Which of `candidates` (matched by content, for meters without usable sequence numbers) are stored.
     public func storedContent(meter: MeterID, among candidates: [ReadingContent]) throws(StoreError) -> Set<ReadingContent> {
         try self.withDatabase(writing: false) { (db: Connection) throws(StoreError) -> Set<ReadingContent> in
             try ReadingRows.storedContent(meter: meter, among: candidates, db)
@@ -517,10 +546,12 @@ public actor SQLiteReadingStore: ReadingStore {
         }
     }
 
+    /// Test hook: reopen read-only from the next operation on.
     func setForceReadOnlyOpenForTesting(_ value: Bool) {
         self.forceReadOnlyOpenForTesting = value
         self.needsReopen = true
     }
 
+    /// Test hook: fail a commit after `value` inserts (nil: never).
     func setFailAfterInsertsForTesting(_ value: Int?) { self.failAfterInsertsForTesting = value }
 }

@@ -11,6 +11,7 @@ enum Schema {
     /// Every schema version this build knows, in order.
     static let versions: [Int64] = [1, 2, 3, 4, 5, 6]
 
+    /// The version a new database is created at and every older one migrated to.
     static var latestVersion: Int64 { Self.versions[Self.versions.count - 1] }
 
     /// Brings the database to `target` (normally the latest version).
@@ -33,10 +34,13 @@ enum Schema {
         }
     }
 
+    /// `PRAGMA user_version`: 0 for a new, empty file.
     static func userVersion(_ db: Connection) throws(StoreError) -> Int64 {
         try db.scalarInt("PRAGMA user_version", "Reading the schema version of \(db.path)") ?? 0
     }
 
+    /// Runs the step that brings a database from `version − 1` to `version` (inside ``migrate(_:to:)``'s
+    /// transaction, which then sets `user_version`).
     static func apply(version: Int64, on db: Connection) throws(StoreError) {
         switch version {
         case 1: try db.execute(Self.v1, "Creating schema version 1 in \(db.path)")

@@ -13,6 +13,7 @@ extension Schema {
     /// The longest person name the store accepts (characters).
     static let maxPersonLength = 64
 
+    /// Runs the v3 step (inside the migration's transaction).
     static func applyV3(on db: Connection) throws(StoreError) {
         try db.execute(Self.v3, "Adding people (schema version 3) to \(db.path)")
     }

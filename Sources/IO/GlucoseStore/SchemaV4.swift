@@ -16,6 +16,7 @@ extension Schema {
         ) STRICT;
         """
 
+    /// Creates the identity table and gives the database a fresh random identity.
     static func applyV4(on db: Connection) throws(StoreError) {
         try db.execute(Self.v4, "Adding the database identity (schema version 4) to \(db.path)")
         try Self.setIdentity(DatabaseIdentity.random(), on: db)

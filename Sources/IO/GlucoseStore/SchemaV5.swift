@@ -96,6 +96,7 @@ extension Schema {
         END;
         """
 
+    /// Runs the v5 step (tables, data moved from `meter.person`, the insert trigger).
     static func applyV5(on db: Connection) throws(StoreError) {
         try db.execute(Self.v5, "Adding people records and assignments (schema version 5) to \(db.path)")
     }

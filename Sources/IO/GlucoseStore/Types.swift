@@ -17,12 +17,17 @@ public struct SequenceResetEvent: Hashable, Sendable {
         case meterReset
     }
 
+    /// The event's row id.
     public var id: Int64
+    /// The meter that was reset.
     public var meter: MeterID
+    /// The epoch the stored readings before the reset belong to.
     public var oldEpoch: Int
+    /// The epoch opened for the readings after it.
     public var newEpoch: Int
     /// When the store detected it (commit time).
     public var at: Instant
+    /// Why the store concluded it.
     public var reason: Reason
     /// The sequence number of the record that revealed the reset, when one did.
     public var sequenceNumber: UInt16?
@@ -31,6 +36,7 @@ public struct SequenceResetEvent: Hashable, Sendable {
     /// The sync session whose commit detected it.
     public var sessionID: Int64?
 
+    /// An event with every field given.
     public init(
         id: Int64, meter: MeterID, oldEpoch: Int, newEpoch: Int, at: Instant, reason: Reason,
         sequenceNumber: UInt16?, oldHighWater: UInt16?, sessionID: Int64?
@@ -55,15 +61,21 @@ public struct MeterSummary: Hashable, Sendable {
     public var forgotten: Bool
     /// Readings that count in glucose statistics (not control solution, not ketone, with a value).
     public var glucoseReadings: Int
+    /// Control-solution tests stored.
     public var controlSolutionReadings: Int
+    /// Ketone readings stored.
     public var ketoneReadings: Int
     /// Instants of the oldest and newest stored reading.
     public var firstReading: Instant?
     public var lastReading: Instant?
+    /// Sequence resets detected for the meter (each opened a new epoch).
     public var sequenceResets: Int
+    /// Recorded sync sessions.
     public var sessions: Int
+    /// Those that ended `failed`, `interrupted` or `aborted`.
     public var failedSessions: Int
 
+    /// A summary with every field given.
     public init(
         meter: StoredMeter, forgotten: Bool, glucoseReadings: Int, controlSolutionReadings: Int, ketoneReadings: Int,
         firstReading: Instant?, lastReading: Instant?, sequenceResets: Int, sessions: Int, failedSessions: Int
@@ -96,6 +108,7 @@ public struct StoreOptions: Sendable {
     /// for a person or a monitor to see it. The first successful write after that clears it.
     public var replacedNotice: Duration
 
+    /// Options with a 5 s busy timeout, a quick check on open, the system clock and a 60 s replaced notice.
     public init(
         busyTimeoutMilliseconds: Int = 5000, quickCheckOnOpen: Bool = true,
         now: @escaping WallClock = systemNow, replacedNotice: Duration = .seconds(60)

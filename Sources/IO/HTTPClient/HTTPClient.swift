@@ -3,16 +3,20 @@ import Locking
 
 /// One HTTP request for ``HTTPClient/send(_:)``.
 public struct HTTPRequest: Sendable {
+    /// `GET` (default), `POST`, or any other method (sent as a custom request).
     public var method: String
+    /// An `http` or `https` URL.
     public var url: String
     /// Header lines as `(name, value)`.
     public var headers: [(name: String, value: String)]
+    /// The request body; sent for POST (also when empty) and whenever not empty.
     public var body: [UInt8]
     /// The whole transfer's limit (connecting included).
     public var timeoutMilliseconds: Int
     /// A PEM file of CA certificates to trust instead of the system's (a private CA).
     public var caFile: String?
 
+    /// A request; `GET` with a 30 s limit and the system's CA certificates unless told.
     public init(
         method: String = "GET", url: String, headers: [(name: String, value: String)] = [], body: [UInt8] = [],
         timeoutMilliseconds: Int = 30_000, caFile: String? = nil
@@ -28,28 +32,37 @@ public struct HTTPRequest: Sendable {
 
 /// What the server answered (any status: the caller decides what a status means).
 public struct HTTPResponse: Sendable {
+    /// The HTTP status code.
     public var status: Int
+    /// The response body, at most 4 MiB (a longer one fails the transfer).
     public var body: [UInt8]
 
+    /// The body as UTF-8 text (invalid bytes replaced).
     public var text: String { String(decoding: self.body, as: UTF8.self) }
 }
 
 /// Why no answer came.
 public struct HTTPError: Error, Sendable, CustomStringConvertible {
+    /// The kind of failure, for callers that retry some and report others.
     public enum Kind: String, Sendable {
         /// Connection refused, host unknown or unreachable.
         case couldNotConnect
+        /// The transfer's time limit passed.
         case timedOut
         /// The certificate did not verify, or the TLS handshake failed.
         case tls
+        /// The calling task was cancelled.
         case cancelled
+        /// Anything else (a bad URL, an unsupported protocol, libcurl itself).
         case other
     }
 
+    /// What kind of failure.
     public var kind: Kind
     /// libcurl's explanation (never contains the request's headers or body).
     public var message: String
 
+    /// libcurl's explanation.
     public var description: String { self.message }
 }
 
@@ -58,6 +71,7 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
 /// not. Each transfer runs on a thread of its own (libcurl's easy interface blocks), so callers'
 /// tasks never block Swift's cooperative pool; cancelling the calling task aborts the transfer.
 public enum HTTPClient {
+    /// libcurl's one-time global set-up, run on first use.
     private static let globalInit: CURLcode = curl_global_init(SUGARD_CURL_GLOBAL_DEFAULT)
 
     /// Performs `request` and returns the response, whatever its status.
@@ -133,6 +147,8 @@ public enum HTTPClient {
         return .success(HTTPResponse(status: status, body: body))
     }
 
+    /// The error for a libcurl result: its error buffer's text (or `curl_easy_strerror`), and the kind
+    /// the code maps to.
     static func error(_ code: CURLcode, _ text: UnsafeMutablePointer<CChar>) -> HTTPError {
         let detail = String(cString: text)
         let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
@@ -155,8 +171,10 @@ public enum HTTPClient {
 /// @unchecked Sendable sound: the int is only touched through the shim's atomic load and store,
 /// and it lives as long as the box, which both the transfer and the cancel handler retain.
 final class CancelFlag: @unchecked Sendable {
+    /// The shared int: 0 until ``set()``.
     private let flag: UnsafeMutablePointer<CInt>
 
+    /// An unset flag.
     init() {
         self.flag = .allocate(capacity: 1)
         self.flag.initialize(to: 0)
@@ -164,7 +182,9 @@ final class CancelFlag: @unchecked Sendable {
 
     deinit { self.flag.deallocate() }
 
+    /// Asks the transfer to abort (its progress callback sees it).
     func set() { sugard_curl_set_flag(self.flag) }
 
+    /// Lends the int to the shim that installs the progress callback.
     func withPointer<T>(_ body: (UnsafeMutablePointer<CInt>) -> T) -> T { body(self.flag) }
 }

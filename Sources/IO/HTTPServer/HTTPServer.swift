@@ -4,6 +4,7 @@ import Locking
 
 /// One request, as libmicrohttpd parsed it.
 public struct HTTPRequest: Sendable {
+    /// `GET`, `POST`, … as sent.
     public var method: String
     /// The path without the query (`/api/readings`).
     public var path: String
@@ -15,11 +16,16 @@ public struct HTTPRequest: Sendable {
 
 /// What to answer.
 public struct HTTPResponse: Sendable {
+    /// The HTTP status code.
     public var status: Int
+    /// The `Content-Type` header.
     public var contentType: String
+    /// The response body.
     public var body: [UInt8]
+    /// Further headers, added after `Content-Type`, `Cache-Control: no-store` and `X-Content-Type-Options: nosniff`.
     public var headers: [(String, String)]
 
+    /// A response with every field given.
     public init(status: Int, contentType: String, body: [UInt8], headers: [(String, String)] = []) {
         self.status = status
         self.contentType = contentType
@@ -27,23 +33,31 @@ public struct HTTPResponse: Sendable {
         self.headers = headers
     }
 
+    /// A plain UTF-8 text response; a newline is appended to `text`.
     public static func text(_ status: Int, _ text: String) -> HTTPResponse {
         HTTPResponse(status: status, contentType: "text/plain; charset=utf-8", body: Array((text + "\n").utf8))
     }
 }
 
+/// The server could not start.
 public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
+    /// Why, in one sentence.
     public var description: String
+    /// An error worded as `description`.
     public init(_ description: String) { self.description = description }
 }
 
 /// An HTTP/1.1 server through libmicrohttpd (its own polling thread; requests are answered on it
 /// one at a time, so the handler needs no locking of its own for state only it touches).
 public final class HTTPServer: Sendable {
+    /// The handler, kept alive for libmicrohttpd's callback.
     private let box: Box
+    /// The `MHD_Daemon*`; nil once stopped.
     private let daemon: Lock<OpaquePointer?>
 
+    /// Carries the handler through libmicrohttpd's context pointer.
     final class Box: Sendable {
+        /// The server's request handler.
         let handler: @Sendable (HTTPRequest) -> HTTPResponse
         init(_ handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) { self.handler = handler }
     }
@@ -103,6 +117,7 @@ public final class HTTPServer: Sendable {
     deinit { self.stop() }
 }
 
+/// libmicrohttpd's iterator over query arguments: keeps the first value of each name.
 private func collect(
     _ cls: UnsafeMutableRawPointer?, _ kind: MHD_ValueKind, _ key: UnsafePointer<CChar>?, _ value: UnsafePointer<CChar>?
 ) -> MHD_Result {
@@ -113,6 +128,8 @@ private func collect(
     return .YES
 }
 
+/// libmicrohttpd's request callback: skips any request body, builds the ``HTTPRequest``, calls the
+/// handler and queues its answer with the fixed security headers.
 private func accessHandler(
     _ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?, _ url: UnsafePointer<CChar>?, _ method: UnsafePointer<CChar>?,
     _ version: UnsafePointer<CChar>?, _ uploadData: UnsafePointer<CChar>?, _ uploadSize: UnsafeMutablePointer<Int>?,

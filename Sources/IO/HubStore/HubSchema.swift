@@ -84,6 +84,7 @@ public enum HubSchema {
         ]
     ]
 
+    /// The schema version this hub creates and migrates to.
     public static var currentVersion: Int { self.steps.count }
 
     /// Brings the database to ``currentVersion``; returns the version found before. A database

@@ -1,22 +1,31 @@
 /// One reading as a gateway's forwarder published it, with the fields the hub queries by.
 public struct HubReading: Sendable, Equatable {
+    /// The gateway's id (from the topic it was published on).
     public var gateway: String
     /// The reading's `id` (`<meter>/<epoch>/<sequence>`): unique per gateway.
     public var id: String
+    /// The meter's id.
     public var meter: String
+    /// Who the reading belongs to, when the gateway named someone.
     public var person: String?
+    /// The meter's record number.
     public var sequenceNumber: Int64?
     /// The `time` text as the gateway wrote it (the meter's local time with its offset).
     public var time: String?
     /// Milliseconds since 1970 (`epochMillis`).
     public var epochMillis: Int64?
+    /// The value in mg/dL; nil for LO, HI and readings without one.
     public var mgdl: Double?
+    /// The value in mmol/L.
     public var mmolL: Double?
+    /// The payload's `kind` (what the reading means), as the gateway sent it.
     public var kind: String?
+    /// The reading is a control-solution test.
     public var controlSolution: Bool
     /// The whole payload (JSON text), kept as received.
     public var payload: String
 
+    /// A reading with every field given.
     public init(
         gateway: String, id: String, meter: String, person: String?, sequenceNumber: Int64?, time: String?, epochMillis: Int64?,
         mgdl: Double?, mmolL: Double?, kind: String?, controlSolution: Bool, payload: String
@@ -38,14 +47,22 @@ public struct HubReading: Sendable, Equatable {
 
 /// One meter as a gateway's health message names it.
 public struct HubMeter: Sendable, Equatable {
+    /// The meter's id.
     public var id: String
+    /// Its display name.
     public var name: String?
+    /// Who it is assigned to (nil keeps what the hub knows).
     public var person: String?
+    /// When its last sync ended (ISO 8601).
     public var lastSync: String?
+    /// How that sync ended.
     public var lastSyncResult: String?
+    /// The gateway says its sync is overdue.
     public var overdue: Bool
+    /// Readings the gateway stores for it.
     public var readingCount: Int64?
 
+    /// A meter with every field given.
     public init(id: String, name: String?, person: String?, lastSync: String?, lastSyncResult: String?, overdue: Bool, readingCount: Int64?) {
         self.id = id
         self.name = name
@@ -59,15 +76,24 @@ public struct HubMeter: Sendable, Equatable {
 
 /// An alert a gateway raised (or cleared).
 public struct HubAlert: Sendable, Equatable {
+    /// The gateway that raised it.
     public var gateway: String
+    /// The alert's id, unique per gateway (its raise and its clear share it).
     public var id: String
+    /// The alert's rule or kind.
     public var kind: String?
+    /// The meter it is about, if any.
     public var meter: String?
+    /// The person it is about, if any.
     public var person: String?
+    /// Raised (true) or cleared.
     public var active: Bool
+    /// One sentence for people.
     public var message: String?
+    /// The whole message (JSON text), kept as received.
     public var payload: String
 
+    /// An alert with every field given.
     public init(gateway: String, id: String, kind: String?, meter: String?, person: String?, active: Bool, message: String?, payload: String) {
         self.gateway = gateway
         self.id = id
@@ -84,8 +110,10 @@ public struct HubAlert: Sendable, Equatable {
 /// (PostgreSQL commits it before returning), so a caller that returns after a write returns
 /// after the commit.
 public final class HubStore {
+    /// The connection every call uses (not shared between threads).
     public let db: PostgresConnection
 
+    /// Connects to the hub's database (migrate it with ``HubSchema/migrate(_:)`` before use).
     public init(url: String) throws(PostgresError) {
         self.db = try PostgresConnection(url: url)
     }
@@ -173,6 +201,7 @@ public final class HubStore {
     /// An alert published on its own topic: raised, updated or cleared (`active` false).
     public func record(_ a: HubAlert) throws(PostgresError) { try self.upsert(a) }
 
+    /// Inserts the alert or updates it in place (its first `raised_at` kept).
     private func upsert(_ a: HubAlert) throws(PostgresError) {
         try self.db.execute(
             """
@@ -234,6 +263,7 @@ public final class HubStore {
             [String(after), person, gateway, sinceMillis.map(String.init), untilMillis.map(String.init), String(limit)])
     }
 
+    /// The single JSON value a query builds; `null` when it returns nothing.
     private func json(_ sql: String, _ parameters: [String?] = []) throws(PostgresError) -> String {
         try self.db.execute(sql, parameters).scalar ?? "null"
     }

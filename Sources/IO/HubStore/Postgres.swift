@@ -3,18 +3,24 @@ import Glibc
 
 /// A PostgreSQL failure: libpq's message and, for a statement, its SQLSTATE.
 public struct PostgresError: Error, Sendable, CustomStringConvertible {
+    /// libpq's message, trailing newlines removed.
     public var message: String
+    /// The SQLSTATE of a failed statement (`23505` unique violation, …); nil for a connection failure.
     public var sqlState: String?
+    /// An error with its message and, for a statement, its SQLSTATE.
     public init(_ message: String, sqlState: String? = nil) {
         self.message = message
         self.sqlState = sqlState
     }
+    /// The message, with `(SQLSTATE …)` when there is one.
     public var description: String { self.sqlState.map { "\(self.message) (SQLSTATE \($0))" } ?? self.message }
 }
 
 /// The rows of one statement, as text (libpq's text format); nil is SQL NULL.
 public struct PostgresRows: Sendable {
+    /// Column names, in order.
     public var columns: [String]
+    /// Each row's cells in column order, as text.
     public var rows: [[String?]]
 
     /// The first column of the first row (nil when there is none or it is NULL).
@@ -24,7 +30,9 @@ public struct PostgresRows: Sendable {
 /// One libpq connection (`PGconn`). Not shared between threads: each thread that talks to
 /// PostgreSQL owns one (the hub's MQTT thread has its own, the HTTP server another behind a lock).
 public final class PostgresConnection {
+    /// The `PGconn*`; nil when connecting failed.
     private var conn: OpaquePointer?
+    /// The connection URI it was made with (it may hold a password: never log it).
     public let url: String
 
     /// Connects to a libpq connection URI (`postgresql://user@host:port/db?...`).
@@ -42,6 +50,7 @@ public final class PostgresConnection {
 
     deinit { if let conn = self.conn { PQfinish(conn) } }
 
+    /// A libpq message as a Swift string without its trailing newlines.
     private static func text(_ p: UnsafePointer<CChar>?) -> String {
         guard let p else { return "" }
         var s = String(cString: p)

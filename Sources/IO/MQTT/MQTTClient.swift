@@ -4,11 +4,16 @@ import Locking
 
 /// A retained or plain message the client sends, with the MQTT will as one use.
 public struct MQTTMessage: Sendable, Hashable {
+    /// The topic published to.
     public var topic: String
+    /// The bytes published.
     public var payload: [UInt8]
+    /// 0 (at most once) or 1 (at least once, acknowledged by a PUBACK).
     public var qos: Int32
+    /// The broker keeps it as the topic's last value for later subscribers.
     public var retain: Bool
 
+    /// A message; QoS 1 and not retained unless told.
     public init(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool = false) {
         self.topic = topic
         self.payload = payload
@@ -19,13 +24,19 @@ public struct MQTTMessage: Sendable, Hashable {
 
 /// Where and how to connect.
 public struct MQTTOptions: Sendable {
+    /// The broker's host name or address.
     public var host: String
+    /// The broker's port (1883, 8883 with TLS by convention).
     public var port: Int32
+    /// The MQTT client identifier; a persistent session is found again by it.
     public var clientID: String
+    /// User name sent with CONNECT, if any.
     public var username: String?
+    /// Password sent with the user name.
     public var password: String?
     /// TLS with this CA file and certificate verification on (the host name is checked too).
     public var caFile: String?
+    /// MQTT keep-alive: the broker drops the connection after 1.5 times this without a packet.
     public var keepAliveSeconds: Int32 = 30
     /// Published by the broker when the connection ends without a DISCONNECT.
     public var will: MQTTMessage?
@@ -34,6 +45,7 @@ public struct MQTTOptions: Sendable {
     /// Reconnect delay after a lost connection or refused TCP connect: doubles from `retryMinimum`
     /// up to `retryMaximum` seconds; reset by a successful connect.
     public var retryMinimum: Double = 0.2
+    /// The cap of the doubling reconnect delay, in seconds.
     public var retryMaximum: Double = 30
     /// Delay after a failure that retrying soon cannot fix (credentials, TLS, unknown host,
     /// a refused publish): never a tight loop.
@@ -65,6 +77,7 @@ public struct MQTTOptions: Sendable {
     /// `MQTTEvent.message` is not reported.
     public var receive: (@Sendable (_ topic: String, _ payload: [UInt8], _ retained: Bool) -> Bool)?
 
+    /// Options for `host:port` as `clientID`, every other field at its default.
     public init(host: String, port: Int32, clientID: String) {
         self.host = host
         self.port = port
@@ -82,6 +95,7 @@ public enum MQTTEvent: Sendable, Equatable {
     /// PUBACKs for these publish tokens arrived (QoS 1), in arrival order. Reported in batches:
     /// when the client's thread has nothing else to do, or after 128 of them or 2 ms.
     case acknowledged(tokens: [Int64], session: Int)
+    /// A message arrived on a subscription (only without ``MQTTOptions/receive``).
     case message(topic: String, payload: [UInt8])
 }
 
@@ -94,8 +108,10 @@ public enum MQTTEvent: Sendable, Equatable {
 /// survives a reconnect inside the library: the owner re-publishes what it still needs, in its
 /// own order, after ``MQTTEvent/connected(session:)``.
 public final class MQTTClient: Sendable {
+    /// The thread's state and queue.
     private let core: Core
 
+    /// A client that does nothing until ``start()``; `events` is called on the client's thread.
     public init(options: MQTTOptions, events: @escaping @Sendable (MQTTEvent) -> Void) {
         self.core = Core(options: options, events: events)
     }
@@ -122,22 +138,29 @@ public final class MQTTClient: Sendable {
     }
 }
 
+/// The client could not start (libmosquitto or the thread).
 public struct MQTTError: Error, Sendable, CustomStringConvertible {
+    /// What failed, in one sentence.
     public var description: String
+    /// An error worded as `description`.
     public init(_ description: String) { self.description = description }
 }
 
 /// A one-shot flag a thread can wait on with a timeout.
 final class OneShot: Sendable {
+    /// Whether ``fire()`` ran.
     private let fired = Lock(false)
+    /// Closing the write end makes the read end readable: that is the signal.
     private let pipe: (read: Int32, write: Int32)
 
+    /// Makes the pipe; not fired.
     init() {
         var fds: [Int32] = [-1, -1]
         _ = Glibc.pipe(&fds)
         self.pipe = (fds[0], fds[1])
     }
 
+    /// Fires once; later calls do nothing.
     func fire() {
         let first = self.fired.withLock { f -> Bool in
             defer { f = true }
@@ -146,17 +169,22 @@ final class OneShot: Sendable {
         if first { _ = Glibc.close(self.pipe.write) }
     }
 
+    /// Returns once fired or after `seconds`.
     func wait(seconds: Double) {
         var fd = pollfd(fd: self.pipe.read, events: Int16(POLLIN), revents: 0)
         _ = Glibc.poll(&fd, 1, Int32(seconds * 1000))
     }
 }
 
+/// What the owner asks of the thread.
 private enum Command: Sendable {
+    /// Publish on connection `session`, reporting its PUBACK as `token`.
     case publish(MQTTMessage, token: Int64, session: Int)
+    /// Publish a last message (when connected), disconnect and end the thread.
     case stop(MQTTMessage?)
 }
 
+/// `CLOCK_MONOTONIC` in seconds.
 private func monotonicSeconds() -> Double {
     var spec = timespec()
     clock_gettime(CLOCK_MONOTONIC, &spec)
@@ -165,35 +193,53 @@ private func monotonicSeconds() -> Double {
 
 /// A publish waiting for room in the in-flight window.
 private struct Waiting {
+    /// The message to publish.
     var message: MQTTMessage
+    /// Its PUBACK token (negative: none).
     var token: Int64
 }
 
 /// The thread's state. `queue` is shared (locked); everything else belongs to the thread.
 private final class Core: @unchecked Sendable {
+    /// The options given at creation.
     let options: MQTTOptions
+    /// The owner's event handler.
     let events: @Sendable (MQTTEvent) -> Void
+    /// Commands from other threads, taken whole when the thread wakes.
     let queue = Lock<[Command]>([])
+    /// The non-blocking wake-up pipe.
     let wake: (read: Int32, write: Int32)
+    /// Fires when the thread ends.
     let stopped = OneShot()
 
     // Thread-only state (the @unchecked Sendable invariant: touched by run() and the callbacks it drives).
+    /// The libmosquitto handle of the current connection attempt; nil between attempts.
     var mosq: OpaquePointer?
+    /// Numbers successful connections.
     var session = 0
+    /// CONNACK success arrived on this handle.
     var connected = false
+    /// When the current attempt began (monotonic seconds), for ``MQTTOptions/connectTimeout``.
     var connectStarted = 0.0
+    /// libmosquitto message id → publish token, for QoS 1 publishes in flight.
     var tokens: [Int32: Int64] = [:]
+    /// Tokens acknowledged and not yet reported.
     var acked: [Int64] = []
     /// When `acked` was last reported (monotonic seconds).
     var ackedReported = 0.0
     /// Publishes of the current connection waiting for the window, oldest first from `waitingHead`
     /// (emptied when the connection ends).
     var waiting: [Waiting] = []
+    /// The first publish in `waiting` not yet handed over.
     var waitingHead = 0
+    /// Set when the connection failed; the loop tears the handle down at the end of the turn.
     var failure: (reason: String, permanent: Bool)?
+    /// Messages received this turn, reported after it.
     var messages: [(String, [UInt8])] = []
+    /// The next reconnect delay (doubles up to the maximum).
     var delay: Double
 
+    /// Makes the wake-up pipe; nothing connects yet.
     init(options: MQTTOptions, events: @escaping @Sendable (MQTTEvent) -> Void) {
         self.options = options
         self.events = events
@@ -205,6 +251,7 @@ private final class Core: @unchecked Sendable {
         self.wake = (fds[0], fds[1])
     }
 
+    /// Queues a command from any thread and wakes the client's thread.
     func submit(_ command: Command) {
         // One wake-up per batch: the thread takes the whole queue when it wakes.
         let wasEmpty = self.queue.withLock { q -> Bool in
@@ -216,6 +263,7 @@ private final class Core: @unchecked Sendable {
         _ = Glibc.write(self.wake.write, &byte, 1)
     }
 
+    /// Empties the wake-up pipe.
     private func drainWake() {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 256) { buffer in
             while Glibc.read(self.wake.read, buffer.baseAddress, buffer.count) > 0 {}
@@ -239,6 +287,9 @@ private final class Core: @unchecked Sendable {
         return (wake, sock & Int16(POLLIN | POLLERR | POLLHUP) != 0, sock & Int16(POLLOUT) != 0)
     }
 
+    /// The thread body: connects (with backoff), then polls and runs libmosquitto's read, write and
+    /// housekeeping steps, hands waiting publishes over, reports acknowledgements and messages, and
+    /// tears down and schedules a retry on failure; returns after a stop command.
     func run() {
         defer { self.stopped.fire() }
         var nextAttempt = 0.0
@@ -369,6 +420,7 @@ private final class Core: @unchecked Sendable {
         }
     }
 
+    /// Reports the acknowledged tokens as one event.
     private func reportAcknowledged() {
         self.ackedReported = monotonicSeconds()
         guard !self.acked.isEmpty else { return }
@@ -376,6 +428,8 @@ private final class Core: @unchecked Sendable {
         self.acked.removeAll(keepingCapacity: true)
     }
 
+    /// Starts a connection: a fresh handle (clean start as configured), callbacks, credentials, TLS
+    /// with peer verification, the will, and a blocking TCP connect; sets ``failure`` when any step fails.
     private func connect() {
         let o = self.options
         let userdata = Unmanaged.passUnretained(self).toOpaque()
@@ -455,8 +509,10 @@ private final class Core: @unchecked Sendable {
         }
     }
 
+    /// libmosquitto's text for an error code.
     private static func text(_ rc: Int32) -> String { String(cString: mosquitto_strerror(rc)) }
 
+    /// A failure's sentence, and whether it is permanent (an unknown host or TLS: retrying soon cannot help).
     private func classify(_ rc: Int32, errno code: Int32, connecting: Bool) -> (String, Bool) {
         let endpoint = "\(self.options.host):\(self.options.port)"
         switch rc {
@@ -468,6 +524,7 @@ private final class Core: @unchecked Sendable {
         }
     }
 
+    /// Records the first failure of a loop step.
     private func noteLoopError(_ rc: Int32) {
         if self.failure == nil { self.failure = self.classify(rc, errno: errno, connecting: false) }
     }
@@ -502,6 +559,8 @@ private final class Core: @unchecked Sendable {
 
     // MARK: Callbacks (on this thread, inside loop_read/loop_write)
 
+    /// CONNACK: success starts a new session and subscribes; a refusal for credentials,
+    /// authorization, client id, protocol or a ban is permanent.
     func onConnect(_ rc: Int32) {
         guard rc == 0 else {
             let reason = String(cString: mosquitto_reason_string(rc))
@@ -521,6 +580,8 @@ private final class Core: @unchecked Sendable {
         self.events(.connected(session: self.session))
     }
 
+    /// A message arrived: handed to ``MQTTOptions/receive`` (see there for when its PUBACK leaves), or
+    /// kept for the event.
     func onMessage(_ topic: String, _ payload: [UInt8], retained: Bool) {
         guard let receive = self.options.receive else {
             self.messages.append((topic, payload))
@@ -539,6 +600,7 @@ private final class Core: @unchecked Sendable {
         }
     }
 
+    /// The connection ended; an unrequested end becomes the failure.
     func onDisconnect(_ rc: Int32) {
         if self.failure == nil, rc != 0 {
             // rc is a libmosquitto error for a lost connection, an MQTT reason code for a DISCONNECT.
@@ -547,6 +609,8 @@ private final class Core: @unchecked Sendable {
         }
     }
 
+    /// A PUBACK: its token is acknowledged, or, with a reason code of 0x80 or more, the publish was
+    /// refused (a permanent failure).
     func onPublish(_ mid: Int32, _ reason: Int32) {
         guard let token = self.tokens.removeValue(forKey: mid) else { return }
         if reason >= 0x80 {

@@ -10,6 +10,7 @@ public enum BTSnoopDatalink: UInt32, Sendable, Hashable, CustomStringConvertible
     /// Linux monitor format (`btmon -w`): flags carry `controllerIndex << 16 | opcode`.
     case monitor = 2001
 
+    /// The datalink's name with its number, e.g. `HCI UART/H4 (1002)`.
     public var description: String {
         switch self {
         case .hciUnencapsulated: "HCI (1001)"
@@ -21,39 +22,67 @@ public enum BTSnoopDatalink: UInt32, Sendable, Hashable, CustomStringConvertible
 
 /// Opcodes of the Linux monitor format (BlueZ `src/shared/btsnoop.h`), the low 16 bits of a 2001 record's flags.
 public struct MonitorOpcode: Hashable, Sendable, CustomStringConvertible {
+    /// The opcode (low 16 bits of the record flags).
     public let rawValue: UInt16
+    /// Wraps any value; unknown opcodes are kept.
     public init(rawValue: UInt16) { self.rawValue = rawValue }
 
+    /// A controller was added (its index appears).
     public static let newIndex = MonitorOpcode(rawValue: 0)
+    /// A controller was removed: its connections are gone.
     public static let deleteIndex = MonitorOpcode(rawValue: 1)
+    /// An HCI command to the controller.
     public static let commandPacket = MonitorOpcode(rawValue: 2)
+    /// An HCI event from the controller.
     public static let eventPacket = MonitorOpcode(rawValue: 3)
+    /// ACL data sent by the host.
     public static let aclTX = MonitorOpcode(rawValue: 4)
+    /// ACL data received by the host.
     public static let aclRX = MonitorOpcode(rawValue: 5)
+    /// SCO data sent.
     public static let scoTX = MonitorOpcode(rawValue: 6)
+    /// SCO data received.
     public static let scoRX = MonitorOpcode(rawValue: 7)
+    /// A controller was opened (powered up).
     public static let openIndex = MonitorOpcode(rawValue: 8)
+    /// A controller was closed (powered down): its connections are gone.
     public static let closeIndex = MonitorOpcode(rawValue: 9)
+    /// A controller's address and manufacturer.
     public static let indexInfo = MonitorOpcode(rawValue: 10)
+    /// A vendor diagnostic packet.
     public static let vendorDiagnostic = MonitorOpcode(rawValue: 11)
+    /// A text note (also the redactor's placeholder, "redacted").
     public static let systemNote = MonitorOpcode(rawValue: 12)
+    /// A log line of a user-space program (bluetoothd).
     public static let userLogging = MonitorOpcode(rawValue: 13)
+    /// A management-socket client opened.
     public static let controlOpen = MonitorOpcode(rawValue: 14)
+    /// A management-socket client closed.
     public static let controlClose = MonitorOpcode(rawValue: 15)
+    /// A management command (it may carry keys bluetoothd loads).
     public static let controlCommand = MonitorOpcode(rawValue: 16)
+    /// A management event.
     public static let controlEvent = MonitorOpcode(rawValue: 17)
+    /// ISO data sent.
     public static let isoTX = MonitorOpcode(rawValue: 18)
+    /// ISO data received.
     public static let isoRX = MonitorOpcode(rawValue: 19)
 
+    /// `monitor opcode N`.
     public var description: String { "monitor opcode \(self.rawValue)" }
 }
 
 /// The H4 packet type byte (first byte of a 1002 record).
 public enum H4PacketType: UInt8, Sendable, Hashable {
+    /// HCI command (host to controller).
     case command = 0x01
+    /// ACL data, either direction.
     case acl = 0x02
+    /// SCO (voice) data; ignored.
     case sco = 0x03
+    /// HCI event (controller to host).
     case event = 0x04
+    /// ISO data; ignored.
     case iso = 0x05
 }
 
@@ -78,11 +107,14 @@ public struct BTSnoopRecord: Sendable, Hashable {
     public var originalLength: Int
     /// Bytes of it stored in the file; less than `originalLength` when the capture cut the packet.
     public var includedLength: Int
+    /// The record flags; their meaning depends on the datalink (see ``BTSnoopFlags``).
     public var flags: UInt32
     /// Packets the capturing tool lost since the capture began (cumulative).
     public var cumulativeDrops: UInt32
+    /// When the packet was captured.
     public var timestamp: CaptureTimestamp
 
+    /// A record header with every field given.
     public init(
         frame: Int, originalLength: Int, includedLength: Int, flags: UInt32, cumulativeDrops: UInt32,
         timestamp: CaptureTimestamp
@@ -101,7 +133,9 @@ public struct BTSnoopRecord: Sendable, Hashable {
 
 /// A record with a copy of its bytes (convenience; the hot path uses `BTSnoopReader.withNextRecord`).
 public struct BTSnoopFrame: Sendable, Hashable {
+    /// The record's header.
     public var record: BTSnoopRecord
+    /// The record's stored bytes (`includedLength` of them).
     public var payload: [UInt8]
 }
 
@@ -114,6 +148,7 @@ public struct TruncatedRecord: Sendable, Hashable, CustomStringConvertible {
     /// Bytes the file still had.
     public var availableBytes: Int
 
+    /// One sentence naming the frame and the bytes present and needed.
     public var description: String {
         "The capture ends inside frame \(self.frame): \(self.availableBytes) of \(self.expectedBytes) bytes are present."
     }
@@ -136,6 +171,7 @@ public final class BTSnoopReader {
     public var bytesRead: Int { self.cursor.bytesRead }
 
     // All mutable state sits in one struct so the hot path pays one exclusivity check per record.
+    /// The buffer and the position in the input.
     private var cursor: RecordCursor
 
     /// Default ceiling on a record's included length: the largest H4 ACL packet (1 + 4 + 65535) with room
@@ -161,6 +197,7 @@ public final class BTSnoopReader {
         try self.init(path: nil, bytes: bytes, maxRecordLength: maxRecordLength)
     }
 
+    /// Opens `path`, or reads `bytes` when `path` is nil, and checks the header.
     private init(path: String?, bytes: [UInt8], maxRecordLength: Int) throws(CaptureError) {
         (self.cursor, self.datalink) = try RecordCursor.open(path: path, bytes: bytes, maxRecordLength: maxRecordLength)
         self.version = 1  // `open` accepts no other version.
@@ -187,10 +224,14 @@ public final class BTSnoopReader {
 
 /// Owns the read buffer and the file descriptor.
 final class InputStorage {
+    /// The open file, closed with the storage; nil for an in-memory image.
     let fd: Int32?
+    /// `file <path>` or `capture image`, for messages.
     let name: String
+    /// The read buffer: 1 MiB for files, 64 KiB for images, and always room for the largest record.
     let buffer: UnsafeMutableRawBufferPointer
 
+    /// Takes ownership of `fd` and allocates a buffer of `capacity` bytes.
     init(fd: Int32?, name: String, capacity: Int) {
         self.fd = fd
         self.name = name
@@ -205,19 +246,30 @@ final class InputStorage {
 
 /// Record framing over a reusable buffer refilled from a file or an in-memory image.
 struct RecordCursor {
+    /// The buffer and the file.
     let storage: InputStorage
+    /// The in-memory image, when there is no file.
     private let memory: [UInt8]
+    /// How much of `memory` was copied into the buffer.
     private var memoryPosition = 0
+    /// Included lengths above this are corruption.
     private let maxRecordLength: Int
+    /// Offset in the buffer of the first unconsumed byte.
     private var start = 0
+    /// Offset in the buffer after the last byte read.
     private var end = 0
+    /// The input is exhausted.
     private var atEOF = false
+    /// Set when the input ended inside a record; no record is returned after it.
     private(set) var truncatedTail: TruncatedRecord?
+    /// Records returned (and damaged records skipped).
     private(set) var framesRead = 0
+    /// Bytes consumed, file header included.
     private(set) var bytesRead = 0
     /// Timestamp of the last good record, for resynchronizing after a damaged one.
     private var lastTimestamp: Int64?
 
+    /// A cursor at the start of the input, before the header is read.
     init(storage: InputStorage, memory: [UInt8], maxRecordLength: Int) {
         self.storage = storage
         self.memory = memory
@@ -369,6 +421,8 @@ struct RecordCursor {
         return self.end - self.start
     }
 
+    /// Reads more input into `target`: from the file (EINTR retried) or the image. 0 at the end;
+    /// throws `.io` when `read` fails.
     private mutating func fill(_ target: UnsafeMutableRawBufferPointer) throws(CaptureError) -> Int {
         guard let fd = self.storage.fd else {
             let count = min(target.count, self.memory.count - self.memoryPosition)
@@ -391,6 +445,7 @@ struct RecordCursor {
         UnsafeRawBufferPointer(start: self.storage.buffer.baseAddress! + self.start, count: count)
     }
 
+    /// Steps over `count` available bytes.
     mutating func consume(_ count: Int) {
         self.start += count
         self.bytesRead += count

@@ -11,10 +11,15 @@ public final class BTSnoopWriter {
     /// Records appended so far.
     public private(set) var recordCount = 0
 
+    /// The file; nil for a memory writer and after `close()`.
     private var fd: Int32?
+    /// The file's path, for error messages.
     private let path: String?
+    /// Bytes not yet written to the file (or moved to `memory`).
     private var pending: [UInt8] = []
+    /// A memory writer's flushed image.
     private var memory: [UInt8] = []
+    /// Pending bytes that trigger a flush (64 KiB).
     private let flushThreshold = 1 << 16
 
     /// Creates (or truncates) a btsnoop file and writes its header.
@@ -46,6 +51,7 @@ public final class BTSnoopWriter {
     /// The file image so far (memory writers only; file writers return what is not yet flushed).
     public var bytes: [UInt8] { self.memory + self.pending }
 
+    /// The 16-byte file header: `btsnoop\0`, version 1, the datalink (big-endian).
     private func writeHeader() {
         self.pending.append(contentsOf: Array("btsnoop".utf8) + [0])
         self.appendBE32(1)
@@ -107,6 +113,7 @@ public final class BTSnoopWriter {
         if self.fd != nil || !self.pending.isEmpty { try self.flush() }
     }
 
+    /// Appends a big-endian 32-bit field (btsnoop is big-endian throughout).
     private func appendBE32(_ value: UInt32) {
         self.pending.append(UInt8(truncatingIfNeeded: value >> 24))
         self.pending.append(UInt8(truncatingIfNeeded: value >> 16))

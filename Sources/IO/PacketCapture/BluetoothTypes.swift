@@ -37,6 +37,7 @@ public struct BluetoothAddress: Hashable, Sendable, Comparable, CustomStringConv
         (0..<6).map { UInt8(truncatingIfNeeded: self.rawValue >> (8 * UInt64($0))) }
     }
 
+    /// Most significant byte first, in lower-case hex: `aa:bb:cc:dd:ee:ff`.
     public var description: String {
         var text = ""
         text.reserveCapacity(17)
@@ -48,21 +49,27 @@ public struct BluetoothAddress: Hashable, Sendable, Comparable, CustomStringConv
         return text
     }
 
+    /// Orders by the 48-bit value.
     public static func < (lhs: BluetoothAddress, rhs: BluetoothAddress) -> Bool { lhs.rawValue < rhs.rawValue }
 }
 
 /// How an LE peer address was given in the connection event (Core Vol 4 Part E 7.7.65.1).
 public struct AddressType: Hashable, Sendable, CustomStringConvertible {
+    /// The Address_Type byte as the controller reported it.
     public let rawValue: UInt8
+    /// Wraps any byte; values above 3 are kept and shown as `type-N`.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
+    /// A public device address (IEEE-assigned).
     public static let `public` = AddressType(rawValue: 0x00)
+    /// A random device address (static or private).
     public static let random = AddressType(rawValue: 0x01)
     /// A public identity address resolved by the controller from a resolvable private address.
     public static let publicIdentity = AddressType(rawValue: 0x02)
     /// A random (static) identity address resolved by the controller.
     public static let randomIdentity = AddressType(rawValue: 0x03)
 
+    /// `public`, `random`, `public-identity`, `random-identity` or `type-N`.
     public var description: String {
         switch self.rawValue {
         case 0: "public"
@@ -127,6 +134,7 @@ public enum Direction: UInt8, Hashable, Sendable, CustomStringConvertible {
     /// The other direction.
     public var reversed: Direction { self == .sent ? .received : .sent }
 
+    /// `sent` or `received`.
     public var description: String { self == .sent ? "sent" : "received" }
 }
 
@@ -138,10 +146,12 @@ public struct CaptureTimestamp: Hashable, Sendable, Comparable, CustomStringConv
     /// Microseconds between 0 AD and the Unix epoch in the btsnoop convention.
     public static let unixEpochOffset: Int64 = 0x00DC_DDB3_0F2F_8000
 
+    /// A timestamp from the stored btsnoop field.
     public init(microsecondsSinceYear0: Int64) {
         self.microsecondsSinceYear0 = microsecondsSinceYear0
     }
 
+    /// A timestamp from microseconds since the Unix epoch.
     public init(unixMicroseconds: Int64) {
         self.microsecondsSinceYear0 = unixMicroseconds &+ Self.unixEpochOffset
     }
@@ -149,6 +159,7 @@ public struct CaptureTimestamp: Hashable, Sendable, Comparable, CustomStringConv
     /// Microseconds since 1970-01-01T00:00:00Z.
     public var unixMicroseconds: Int64 { self.microsecondsSinceYear0 &- Self.unixEpochOffset }
 
+    /// Earlier first.
     public static func < (lhs: CaptureTimestamp, rhs: CaptureTimestamp) -> Bool {
         lhs.microsecondsSinceYear0 < rhs.microsecondsSinceYear0
     }
@@ -166,6 +177,7 @@ public struct CaptureTimestamp: Hashable, Sendable, Comparable, CustomStringConv
     }
 }
 
+/// Two hex digits for `byte`, lower-case unless `upper`.
 func hexByte(_ byte: UInt8, upper: Bool = false) -> String {
     let digits: StaticString = upper ? "0123456789ABCDEF" : "0123456789abcdef"
     return digits.withUTF8Buffer { table in
@@ -178,27 +190,34 @@ func hex16(_ value: UInt16) -> String {
     "0x" + hexByte(UInt8(value >> 8)) + hexByte(UInt8(value & 0xFF))
 }
 
+/// Bytes as space-separated lower-case hex pairs (`01 06 00`), for messages and inspection text.
 func hexBytes(_ bytes: some Sequence<UInt8>) -> String {
     bytes.map { hexByte($0) }.joined(separator: " ")
 }
 
 // Unaligned little/big-endian loads; callers check bounds first.
 extension UnsafeRawBufferPointer {
+    /// Little-endian UInt16 at `offset`.
     func loadLE16(at offset: Int) -> UInt16 {
         UInt16(littleEndian: self.loadUnaligned(fromByteOffset: offset, as: UInt16.self))
     }
+    /// Little-endian UInt32 at `offset`.
     func loadLE32(at offset: Int) -> UInt32 {
         UInt32(littleEndian: self.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
     }
+    /// Little-endian UInt64 at `offset`.
     func loadLE64(at offset: Int) -> UInt64 {
         UInt64(littleEndian: self.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
     }
+    /// Big-endian UInt32 at `offset` (btsnoop headers).
     func loadBE32(at offset: Int) -> UInt32 {
         UInt32(bigEndian: self.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
     }
+    /// Big-endian UInt64 at `offset` (btsnoop timestamps).
     func loadBE64(at offset: Int) -> UInt64 {
         UInt64(bigEndian: self.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
     }
+    /// The 6-byte little-endian Bluetooth address at `offset`.
     func address(at offset: Int) -> BluetoothAddress {
         var value: UInt64 = 0
         for index in 0..<6 { value |= UInt64(self[offset + index]) << (8 * UInt64(index)) }

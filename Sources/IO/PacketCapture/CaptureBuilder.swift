@@ -26,6 +26,7 @@ public struct CaptureBuilder: Sendable {
         case monitor
     }
 
+    /// The flavour being built (fixed at creation: the header is already in ``image``).
     public let format: Format
     /// Largest ACL data payload per HCI packet (LE controllers commonly report 27 or 251).
     public var aclBufferSize: Int
@@ -42,6 +43,7 @@ public struct CaptureBuilder: Sendable {
     /// The btsnoop image so far.
     public private(set) var image: [UInt8]
 
+    /// The ATT MTU per (controller index, connection handle), set by connect and MTU exchange.
     private var mtus: [UInt32: Int] = [:]
 
     /// - Parameters:
@@ -150,6 +152,7 @@ public struct CaptureBuilder: Sendable {
         self.l2cap(handle: handle, direction: direction, cid: 0x0006, payload: pdu)
     }
 
+    /// Appends one HCI packet as a record of the builder's format (H4 type byte and flags, or monitor opcode).
     private mutating func packet(_ type: H4PacketType, direction: Direction, _ packet: [UInt8]) {
         switch self.format {
         case .h4:
@@ -285,6 +288,7 @@ public struct CaptureBuilder: Sendable {
         }
     }
 
+    /// The "Attribute Not Found" Error Response that ends a discovery procedure at `attribute`.
     private mutating func notFound(_ handle: UInt16, _ request: ATTOpcode, _ attribute: UInt16, _ client: Direction) {
         self.att(handle: handle, direction: client.reversed,
                  ATTEncoder.errorResponse(request: request, handle: attribute, code: .attributeNotFound))
@@ -365,13 +369,20 @@ public struct CaptureBuilder: Sendable {
 
     /// The keys one side distributes at the end of pairing.
     public struct DistributedKeys: Sendable, Hashable {
+        /// Long Term Key (16 bytes), sent in Encryption Information.
         public var ltk: [UInt8]
+        /// Encrypted Diversifier, sent in Central Identification.
         public var ediv: UInt16
+        /// Random number (8 bytes), sent in Central Identification.
         public var rand: [UInt8]
+        /// Identity Resolving Key (16 bytes), sent in Identity Information.
         public var irk: [UInt8]
+        /// Identity address (public), sent in Identity Address Information.
         public var identity: BluetoothAddress
+        /// Connection Signature Resolving Key (16 bytes), sent in Signing Information.
         public var csrk: [UInt8]
 
+        /// Keys with every field given (lengths are not checked).
         public init(ltk: [UInt8], ediv: UInt16, rand: [UInt8], irk: [UInt8], identity: BluetoothAddress, csrk: [UInt8]) {
             self.ltk = ltk
             self.ediv = ediv
@@ -450,10 +461,13 @@ public struct CaptureBuilder: Sendable {
         try writer.close()
     }
 
+    /// The MTU table key of `handle` on the current controller.
     private func key(_ handle: UInt16) -> UInt32 { UInt32(self.controllerIndex) << 16 | UInt32(handle) }
 
+    /// Little-endian 16-bit field.
     static func le16(_ value: UInt16) -> [UInt8] { ATTEncoder.le16(value) }
 
+    /// Big-endian 32-bit field (btsnoop headers).
     static func be32(_ value: UInt32) -> [UInt8] {
         [UInt8(truncatingIfNeeded: value >> 24), UInt8(truncatingIfNeeded: value >> 16),
          UInt8(truncatingIfNeeded: value >> 8), UInt8(truncatingIfNeeded: value)]

@@ -21,20 +21,24 @@ public struct CaptureError: Error, Sendable, Hashable, CustomStringConvertible {
         /// A caller-supplied value (address, UUID, handle override, builder call) is invalid.
         public static let invalidArgument = Code(.invalidArgument)
 
+        /// The code's name, e.g. `corruptRecord`.
         public var description: String { "\(self.raw)" }
     }
 
+    /// What kind of failure it is, for callers that branch on it.
     public let code: Code
     /// The 1-based frame number the error is about, when it is about one.
     public let frame: Int?
     /// One human sentence.
     public let message: String
 
+    /// An error of `code`, about `frame` when given, worded as `message`.
     public init(_ code: Code, frame: Int? = nil, _ message: String) {
         self.code = code
         self.frame = frame
         self.message = message
     }
 
+    /// The message alone (the frame, when known, is already in it where it matters).
     public var description: String { self.message }
 }

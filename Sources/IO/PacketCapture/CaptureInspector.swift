@@ -16,8 +16,10 @@ public struct InspectedRecord: Hashable, Sendable {
     public var contextFrame: Int?
     /// The context packet exactly as captured.
     public var contextBytes: [UInt8]?
+    /// The joined context, decoded; nil when none came (or it did not decode).
     public var context: MeasurementContext?
 
+    /// A record with every field given.
     public init(
         frame: Int, session: Int, measurementBytes: [UInt8], measurement: GlucoseMeasurement, contextFrame: Int? = nil,
         contextBytes: [UInt8]? = nil, context: MeasurementContext? = nil
@@ -52,6 +54,7 @@ public struct InspectionAnomaly: Hashable, Sendable, CustomStringConvertible {
     /// One human sentence.
     public var reason: String
 
+    /// An anomaly with every field given.
     public init(frame: Int?, session: Int?, characteristic: BluetoothUUID?, reason: String) {
         self.frame = frame
         self.session = session
@@ -71,6 +74,7 @@ public struct InspectionAnomaly: Hashable, Sendable, CustomStringConvertible {
         ])
     }
 
+    /// `frame N [2a18]: reason` (`capture: reason` when no frame is concerned).
     public var description: String {
         (self.frame.map { "frame \($0)" } ?? "capture") + (self.characteristicText.map { " [\($0)]" } ?? "") + ": "
             + self.reason
@@ -81,18 +85,22 @@ public struct InspectionAnomaly: Hashable, Sendable, CustomStringConvertible {
 public struct RACPExchange: Hashable, Sendable {
     /// Frame of the Write Request, nil for an indication nobody asked for.
     public var requestFrame: Int?
+    /// The RACP value written, as captured.
     public var requestBytes: [UInt8]?
     /// Nil when there was no request or it did not decode.
     public var request: RACPMessage?
     /// An ATT Error Response to the write (0x80 procedure already in progress, 0x81 CCCD…).
     public var writeError: ATTErrorCode?
+    /// Frame of the answering indication.
     public var responseFrame: Int?
+    /// The indication's value, as captured.
     public var responseBytes: [UInt8]?
     /// The decoded `05` or `06` indication that answered the request.
     public var response: RACPMessage?
     /// Glucose Measurement notifications between the request and the response.
     public var measurements: Int
 
+    /// An exchange with every field given.
     public init(
         requestFrame: Int? = nil, requestBytes: [UInt8]? = nil, request: RACPMessage? = nil,
         writeError: ATTErrorCode? = nil, responseFrame: Int? = nil, responseBytes: [UInt8]? = nil,
@@ -113,6 +121,8 @@ public struct RACPExchange: Hashable, Sendable {
         self.request != nil && self.response == nil && self.writeError == nil && self.request?.opCode != .abortOperation
     }
 
+    /// Every field: frames as numbers, bytes as hex text, messages as `RACPMessage.json`, the write
+    /// error as `{"code","name"}`; absent ones `null`.
     public var jsonValue: JSONValue {
         var object = JSONObject()
         object["requestFrame"] = .from(self.requestFrame)
@@ -131,14 +141,22 @@ public struct RACPExchange: Hashable, Sendable {
 
 /// Device Information strings (0x180A) and the GAP device name, as read in a session.
 public struct DeviceInformation: Hashable, Sendable {
+    /// GAP Device Name (0x2A00).
     public var deviceName: String?
+    /// Manufacturer Name String (0x2A29).
     public var manufacturer: String?
+    /// Model Number String (0x2A24).
     public var model: String?
+    /// Serial Number String (0x2A25).
     public var serialNumber: String?
+    /// Hardware Revision String (0x2A27).
     public var hardware: String?
+    /// Firmware Revision String (0x2A26).
     public var firmware: String?
+    /// Software Revision String (0x2A28).
     public var software: String?
 
+    /// Device information with the strings given (none by default).
     public init(
         deviceName: String? = nil, manufacturer: String? = nil, model: String? = nil, serialNumber: String? = nil,
         hardware: String? = nil, firmware: String? = nil, software: String? = nil
@@ -152,8 +170,10 @@ public struct DeviceInformation: Hashable, Sendable {
         self.software = software
     }
 
+    /// True when no string was read.
     public var isEmpty: Bool { self == DeviceInformation() }
 
+    /// Every string under its field name; unread ones `null`.
     public var jsonValue: JSONValue {
         .object([
             "deviceName": .from(self.deviceName), "manufacturer": .from(self.manufacturer), "model": .from(self.model),
@@ -165,16 +185,20 @@ public struct DeviceInformation: Hashable, Sendable {
 
 /// The meter clock as read in a session: Current Time 0x2A2B or Date Time 0x2A08.
 public struct InspectedClock: Hashable, Sendable {
+    /// 0x2A2B Current Time or 0x2A08 Date Time.
     public var characteristic: BluetoothUUID
+    /// Frame of the read response.
     public var frame: Int
     /// When the value was read (the capture's clock), so a replay can keep the meter's skew.
     public var timestamp: CaptureTimestamp
+    /// The value as read.
     public var bytes: [UInt8]
     /// The clock's local date and time (nil when the value did not decode).
     public var dateTime: DateTime?
     /// The whole Current Time value, for 0x2A2B.
     public var currentTime: CurrentTime?
 
+    /// `characteristic`, `frame`, `bytes` (hex), `dateTime` and `currentTime` (`null` when undecoded).
     public var jsonValue: JSONValue {
         .object([
             "characteristic": .string(self.characteristic.shortString), "frame": .int(Int64(self.frame)),
@@ -188,24 +212,32 @@ public struct InspectedClock: Hashable, Sendable {
 public struct InspectedSession: Hashable, Sendable {
     /// Position in ``CaptureInspection/sessions`` (0-based); `capture.index` is the reader's 1-based number.
     public var position: Int
+    /// The reader's account of the connection.
     public var capture: CaptureSession
+    /// Strings read in the session.
     public var deviceInformation = DeviceInformation()
+    /// Glucose Feature (0x2A51) as read.
     public var feature: GlucoseFeature?
+    /// The meter clock as read, if it was.
     public var clock: InspectedClock?
     /// CCCD writes in order: characteristic and the written value (`01 00` notify, `02 00` indicate).
     public var subscriptions: [(frame: Int, characteristic: BluetoothUUID?, value: [UInt8])] = []
+    /// RACP exchanges in request order.
     public var racp: [RACPExchange] = []
     /// Measurements decoded in this session.
     public var recordCount = 0
     /// SMP Pairing Requests seen, and the reasons of SMP Pairing Failed (0x04: wrong passkey).
     public var pairingRequests = 0
+    /// SMP Pairing Failed reasons, in order.
     public var pairingFailures: [UInt8] = []
 
+    /// A session at `position` with nothing learned yet.
     init(position: Int, capture: CaptureSession) {
         self.position = position
         self.capture = capture
     }
 
+    /// Equal when every field is (subscriptions compared element by element: tuples are not Equatable).
     public static func == (lhs: InspectedSession, rhs: InspectedSession) -> Bool {
         lhs.position == rhs.position && lhs.capture == rhs.capture && lhs.deviceInformation == rhs.deviceInformation
             && lhs.feature == rhs.feature && lhs.clock == rhs.clock && lhs.racp == rhs.racp
@@ -216,6 +248,7 @@ public struct InspectedSession: Hashable, Sendable {
             }
     }
 
+    /// Hashes position, capture and record count (consistent with `==`).
     public func hash(into hasher: inout Hasher) {
         hasher.combine(self.position)
         hasher.combine(self.capture)
@@ -242,6 +275,8 @@ public struct InspectedSession: Hashable, Sendable {
         self.capture.database.services.first { $0.uuid == .glucoseService }
     }
 
+    /// The session's reader fields (without its database and event count), its glucose service range,
+    /// the meter's characteristics with handles, and what was read in it.
     public var jsonValue: JSONValue {
         var object = JSONObject()
         object["index"] = .int(Int64(self.position))
@@ -293,8 +328,10 @@ public struct CaptureInspection: Hashable, Sendable {
     public var recordCount = 0
     /// Capture-level and glucose-level anomalies in frame order.
     public var anomalies: [InspectionAnomaly] = []
+    /// The reader's counters over the whole capture.
     public var statistics = CaptureStatistics()
 
+    /// An empty inspection.
     public init() {}
 
     /// `{"sessions": [...], "records": [...], "anomalies": [...]}`.
@@ -329,6 +366,7 @@ public struct CaptureInspector {
         /// Keep decoded records in ``CaptureInspection/records`` (off: count only, memory flat).
         public var keepRecords: Bool
 
+        /// Options keeping the records unless told.
         public init(keepRecords: Bool = true) { self.keepRecords = keepRecords }
     }
 
@@ -337,12 +375,15 @@ public struct CaptureInspector {
     /// in the session's length. A context that comes later than this is an anomaly and joins nothing.
     public static let contextWindow = 4096
 
+    /// What the inspector holds for a session still open.
     private struct OpenSession {
         /// The records that may still get a context (the last `contextWindow` of the session): a ring of
         /// `contextWindow + 1` slots, the record of ordinal `o` (its position among the session's records)
         /// in slot `o % ringSize`, pending from ordinal `headOrdinal` to `tailOrdinal` (exclusive).
         var window: [InspectedRecord] = []
+        /// The ordinal of the oldest pending record.
         var headOrdinal = 0
+        /// The ordinal the next record gets.
         var tailOrdinal = 0
         /// Sequence number → ordinal of the session's newest record with it (a record with an ordinal
         /// before the window's has left it: its number's context comes too late).
@@ -351,20 +392,31 @@ public struct CaptureInspector {
         var previousSameSequence: [Int] = []
         /// Contexts that came before any measurement with their sequence number.
         var earlyContexts: [UInt16: (frame: Int, bytes: [UInt8], context: MeasurementContext)] = [:]
+        /// The last measurement seen, to report one repeated byte for byte.
         var lastMeasurement: (frame: Int, bytes: [UInt8])?
+        /// Device name and DIS strings read so far, by UUID (long values joined from Read Blob parts).
         var deviceValues: [UInt16: [UInt8]] = [:]
+        /// Glucose Feature as read.
         var feature: GlucoseFeature?
+        /// The meter clock as read last.
         var clock: InspectedClock?
+        /// CCCD writes, in order.
         var subscriptions: [(frame: Int, characteristic: BluetoothUUID?, value: [UInt8])] = []
+        /// RACP exchanges, in request order.
         var racp: [RACPExchange] = []
         /// Index in `racp` of the exchange waiting for its answer.
         var openExchange: Int?
+        /// Measurements decoded in the session.
         var recordCount = 0
+        /// SMP Pairing Requests seen.
         var pairingRequests = 0
+        /// SMP Pairing Failed reasons.
         var pairingFailures: [UInt8] = []
 
+        /// Slots of the ring: the window and one more.
         static let ringSize = CaptureInspector.contextWindow + 1
 
+        /// Records in the window.
         var pendingCount: Int { self.tailOrdinal - self.headOrdinal }
 
         /// The earliest frame a record of this session not yet final has (Int.max when none).
@@ -428,10 +480,12 @@ public struct CaptureInspector {
     /// Sequence number → the newest record ordinal with it: 16 flat tables of 4096 slots, each made when a
     /// number in its range first comes, so a lookup is two loads, not a hash.
     fileprivate final class SequenceIndex {
+        /// Per 4096 numbers, a table of ordinal + 1 (0: none); nil until a number in it comes.
         private var chunks = [UnsafeMutablePointer<UInt32>?](repeating: nil, count: 16)
 
         deinit { for chunk in self.chunks { chunk?.deallocate() } }
 
+        /// The newest ordinal with `seq`, if any.
         subscript(seq: UInt16) -> Int? {
             guard let chunk = self.chunks[Int(seq >> 12)] else { return nil }
             let value = chunk[Int(seq & 0x0FFF)]
@@ -454,22 +508,32 @@ public struct CaptureInspector {
         }
     }
 
+    /// Where a context goes (see ``OpenSession/joinTarget(_:)``).
     private enum JoinTarget {
+        /// No record has the number; its records left the window; every one in the window has a context.
         case none, tooLate, allJoined
+        /// The ordinal of the record the context joins.
         case record(Int)
     }
 
+    /// What to keep.
     public let options: Options
+    /// Open sessions by the reader's session number, except the ``hot`` one.
     private var open: [Int: OpenSession] = [:]
     /// The open session of the last event (not in `open`).
     private var hot: (key: Int, state: OpenSession)?
+    /// Sessions that ended, in the order they did.
     private var finished: [InspectedSession] = []
+    /// Final records (when kept).
     private var records: [InspectedRecord] = []
+    /// Anomalies, in the order they were found.
     private var anomalies: [InspectionAnomaly] = []
+    /// Measurements decoded in all.
     private var recordCount = 0
     /// Set by `writeJSON`: records and anomalies go there as they are decided instead of being kept.
     var stream: CaptureJSONStream?
 
+    /// An inspector with nothing seen yet.
     public init(options: Options = Options()) {
         self.options = options
     }
@@ -497,6 +561,7 @@ public struct CaptureInspector {
         GATTEventReader.Options(handleOverrides: handleOverrides, skipCorruptRecords: true)
     }
 
+    /// Inspects every item of `reader`, with its statistics; throws when damage left nothing readable.
     private static func inspect(_ reader: GATTEventReader, options: Options) throws(CaptureError) -> CaptureInspection {
         var inspector = CaptureInspector(options: options)
         var firstCorrupt: CaptureAnomaly?
@@ -546,6 +611,7 @@ public struct CaptureInspector {
 
     // MARK: - Events
 
+    /// Applies an event to its session's state (taken out of the table and put back as the hot one).
     private mutating func event(_ event: GATTEvent) {
         let key = event.session
         var state = self.takeSession(key)
@@ -572,6 +638,9 @@ public struct CaptureInspector {
         return earliest
     }
 
+    /// Routes an event: glucose values to the measurement and context decoders, RACP values to the
+    /// exchanges, reads of the peer's own attributes to the device facts, CCCD and RACP writes, RACP
+    /// write errors and SMP pairing.
     private mutating func apply(_ event: GATTEvent, position: Int, _ state: inout OpenSession) {
         switch event.kind {
         case .notification(let attribute, let value):
@@ -617,12 +686,14 @@ public struct CaptureInspector {
         }
     }
 
+    /// Reports an anomaly about a packet of session `position`.
     private mutating func note(
         _ frame: Int, _ position: Int, _ characteristic: BluetoothUUID?, _ reason: String
     ) {
         self.add(InspectionAnomaly(frame: frame, session: position, characteristic: characteristic, reason: reason))
     }
 
+    /// Keeps the anomaly, or writes it to the JSON stream.
     private mutating func add(_ anomaly: InspectionAnomaly) {
         if let stream = self.stream { stream.add(anomaly: anomaly) } else { self.anomalies.append(anomaly) }
     }
@@ -652,6 +723,9 @@ public struct CaptureInspector {
         }
     }
 
+    /// Decodes a measurement leniently and adds its record to the window (joining an early context),
+    /// reporting what is odd about it: trailing bytes, a bad base time, reserved flags or values, a
+    /// repeat of the previous measurement. One that does not decode is an anomaly, not a record.
     private mutating func measurement(_ bytes: [UInt8], frame: Int, position: Int, _ state: inout OpenSession) {
         let measurement: GlucoseMeasurement
         var reader = ByteReader(bytes)
@@ -711,6 +785,8 @@ public struct CaptureInspector {
         }
     }
 
+    /// Joins a context to the newest window record with its number that has none, or keeps it for a
+    /// measurement still to come; a second, a late or an undecodable context is an anomaly.
     private mutating func context(_ bytes: [UInt8], frame: Int, position: Int, _ state: inout OpenSession) {
         let context: MeasurementContext
         do throws(GlucoseProfileError) {
@@ -747,6 +823,8 @@ public struct CaptureInspector {
         state.earlyContexts[seq] = (frame, bytes, context)
     }
 
+    /// Keeps a read value of the peer: device name and DIS strings (long ones from their parts),
+    /// Glucose Feature, and the clock (Current Time or Date Time).
     private mutating func read(
         _ uuid: BluetoothUUID, _ value: [UInt8], offset: Int, frame: Int, timestamp: CaptureTimestamp, position: Int,
         _ state: inout OpenSession
@@ -788,6 +866,7 @@ public struct CaptureInspector {
         }
     }
 
+    /// Opens an exchange for a RACP write; a request while another is unanswered is an anomaly (aborts aside).
     private mutating func racpRequest(_ bytes: [UInt8], frame: Int, position: Int, _ state: inout OpenSession) {
         var exchange = RACPExchange(requestFrame: frame, requestBytes: bytes)
         do throws(GlucoseProfileError) {
@@ -805,6 +884,8 @@ public struct CaptureInspector {
         state.openExchange = state.racp.count - 1
     }
 
+    /// Answers the exchange a RACP response belongs to (matched by op code, so an abort's answer may
+    /// overtake); a request indicated, a reserved code or an answer nobody waits for is an anomaly.
     private mutating func racpIndication(_ bytes: [UInt8], frame: Int, position: Int, _ state: inout OpenSession) {
         let message: RACPMessage
         do throws(GlucoseProfileError) {
@@ -843,6 +924,8 @@ public struct CaptureInspector {
         if state.openExchange == index { state.openExchange = nil }
     }
 
+    /// Closes a session: orphan contexts and unanswered requests are anomalies, its records are final,
+    /// and its summary is kept (or written to the JSON stream).
     private mutating func sessionEnded(_ capture: CaptureSession) {
         let state = self.takeSession(capture.index)
         let position = capture.index - 1

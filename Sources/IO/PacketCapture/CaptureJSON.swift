@@ -97,6 +97,8 @@ extension GATTEvent {
 }
 
 extension CaptureAnomaly {
+    /// `{"kind": "unknownHandle", "frame": 12, "session": 1, "attribute": {…}, "reason": "…"}`; absent
+    /// frame, session and attribute are `null`.
     public var jsonValue: JSONValue {
         var object = JSONObject()
         object["kind"] = .string(self.kind.rawValue)
@@ -134,6 +136,8 @@ extension GATTDatabase {
 }
 
 extension CaptureSession {
+    /// The session's fields, its `start`/`end` instants (ISO 8601 and `…EpochMs`), `ended` (with
+    /// `disconnectReason`), `discovery` (with `discoveryFromSession` when reused) and its `database`.
     public var jsonValue: JSONValue {
         var object = JSONObject()
         object["index"] = .int(Int64(self.index))

@@ -264,12 +264,17 @@ struct JSONTextBuffer: TextOutputStream {
 /// Record texts made once and copied after: per concentration (SFLOAT and unit; a direct-mapped table of
 /// 4096 slots, so its memory is fixed) and per sample type and location code (16 each).
 final class RecordTextMemo {
+    /// Slots of the concentration table (the key's low bits pick one).
     private static let slots = 4096
+    /// Room per slot; a longer text is not remembered.
     private static let slotBytes = 160
     /// Per slot: the key (−1 when empty) and the text's length; made on the first text remembered.
     private var keys: UnsafeMutablePointer<Int>?
+    /// (See ``keys``.)
     private var lengths: UnsafeMutablePointer<Int>?
+    /// The texts, `slotBytes` per slot.
     private var arena: UnsafeMutablePointer<UInt8>?
+    /// Sample type (0–15) and location (16–31) objects, made on first use.
     private var codeNames: [[UInt8]?] = Array(repeating: nil, count: 32)
 
     deinit {
@@ -405,10 +410,14 @@ final class ByteStore {
 
 /// A JSON array's elements spilled to an anonymous temporary file as they are decided.
 final class SpilledArray {
+    /// The anonymous temporary file (`tmpfile`), removed by the system when closed.
     private var file: UnsafeMutablePointer<FILE>?
+    /// Elements not yet written to the file.
     var buffer = JSONTextBuffer()
+    /// Elements started.
     private(set) var count = 0
 
+    /// Opens the temporary file; throws `.io` when none can be made.
     init() throws(CaptureError) {
         guard let file = tmpfile() else {
             throw CaptureError(.io, "Cannot create a temporary file: \(String(cString: strerror(errno))).")
@@ -424,6 +433,7 @@ final class SpilledArray {
         self.count += 1
     }
 
+    /// Writes the buffer out once it holds 64 KiB or more.
     func flushIfFull() throws(CaptureError) {
         if self.buffer.bytes.count >= 1 << 16 { try self.flush() }
     }
@@ -434,8 +444,10 @@ final class SpilledArray {
         do throws(CaptureError) { try self.flush() } catch { self.deferredError = error }
     }
 
+    /// A write failure of ``flushIfFullDeferringError()``, thrown by the next ``flush()``.
     private var deferredError: CaptureError?
 
+    /// Throws a deferred write failure, else writes the buffer to the file (`.io` when the write falls short).
     func flush() throws(CaptureError) {
         if let error = self.deferredError { throw error }
         guard !self.buffer.bytes.isEmpty else { return }
@@ -478,14 +490,18 @@ final class SpilledArray {
 
 /// Buffered writes to a file descriptor.
 struct OutputStream {
+    /// The descriptor written to (not owned).
     let fd: Int32
+    /// Bytes not yet written.
     var buffer = JSONTextBuffer()
 
+    /// Buffers bytes, writing out at 64 KiB.
     mutating func write(_ bytes: some Collection<UInt8>) throws(CaptureError) {
         self.buffer.bytes.append(contentsOf: bytes)
         if self.buffer.bytes.count >= 1 << 16 { try self.flush() }
     }
 
+    /// Writes the buffer to the descriptor; throws `.io` on failure.
     mutating func flush() throws(CaptureError) {
         let code = self.buffer.bytes.withUnsafeBytes { writeAll(self.fd, $0) }
         if code != 0 { throw CaptureError(.io, "Writing the output failed: \(String(cString: strerror(code))).") }
@@ -499,11 +515,15 @@ struct OutputStream {
 /// precede, sessions that ended before an earlier one). The document's bytes are those of
 /// `CaptureInspection.jsonValue.serialized()`.
 final class CaptureJSONStream {
+    /// The `sessions` array's elements.
     let sessions: SpilledArray
+    /// The `records` array's elements.
     let records: SpilledArray
+    /// The `anomalies` array's elements.
     let anomalies: SpilledArray
     /// Ended sessions waiting for an earlier one (sessions are written in the reader's order, 1, 2, …).
     private var pendingSessions: [Int: InspectedSession] = [:]
+    /// The reader's number of the next session to write.
     private var nextSession = 1
     /// Final records not written yet (another open session may still hold earlier ones).
     private var pendingRecords: [InspectedRecord] = []
@@ -511,21 +531,25 @@ final class CaptureJSONStream {
     private var pendingAnomalies: [(order: Int, anomaly: InspectionAnomaly)] = []
     /// Anomalies without a frame: they sort last, in arrival order.
     private var framelessAnomalies: [InspectionAnomaly] = []
+    /// Anomalies added so far, their arrival numbers.
     private var arrivals = 0
     /// `pendingCount` at which the next flush is due (doubles while what is pending cannot be written).
     private var flushThreshold = 4096
 
+    /// A stream with its three spill files open.
     init() throws(CaptureError) {
         self.sessions = try SpilledArray()
         self.records = try SpilledArray()
         self.anomalies = try SpilledArray()
     }
 
+    /// Records and anomalies held because an earlier one may still come.
     var pendingCount: Int { self.pendingRecords.count + self.pendingAnomalies.count + self.framelessAnomalies.count }
 
     /// The most records and anomalies held at once, waiting for an earlier frame to be decided.
     private(set) var peakPendingCount = 0
 
+    /// Enough is held for a ``flush(recordsBelow:anomaliesBelow:)`` to be worth it.
     var needsFlush: Bool { self.pendingCount >= self.flushThreshold }
 
     /// A final record; `final` also says no record still to come has an earlier frame, so it is written
@@ -542,6 +566,7 @@ final class CaptureJSONStream {
         }
     }
 
+    /// Holds an anomaly until no earlier frame can come (frameless ones go last).
     func add(anomaly: InspectionAnomaly) {
         self.arrivals += 1
         if anomaly.frame == nil {
@@ -562,6 +587,7 @@ final class CaptureJSONStream {
         }
     }
 
+    /// Writes one session's element, numbered by its place in the array.
     private func write(session: InspectedSession) {
         var session = session
         session.position = self.sessions.count
@@ -664,6 +690,8 @@ extension CaptureInspector {
         public var peakPendingItems = 0
     }
 
+    /// Inspects every item of `reader`, streaming decided records and anomalies to the spill files and
+    /// the document to `fd` at the end; what it held at most.
     @discardableResult
     private static func writeJSON(_ reader: GATTEventReader, to fd: Int32) throws(CaptureError) -> StreamStatistics {
         let stream = try CaptureJSONStream()

@@ -3,6 +3,9 @@ import GlucoseProfile
 /// ATT PDUs to GATT events: requests paired with their responses, discovery tracked into the layouts,
 /// handles named.
 extension DecoderCore {
+    /// One ATT PDU of the connection in `slot`: requests are remembered, responses paired with them and
+    /// folded into the discovered layouts, writes, notifications and indications named and emitted.
+    /// Malformed PDUs become anomalies.
     mutating func att(_ slot: Int, _ direction: Direction, _ pdu: UnsafeRawBufferPointer) {
         guard pdu.count >= 1 else {
             self.malformed(slot, "Empty ATT PDU.")
@@ -68,6 +71,7 @@ extension DecoderCore {
         }
     }
 
+    /// Remembers the outstanding request of the side that sent it (one per direction, as ATT allows).
     mutating func setPending(_ slot: Int, _ requester: Direction, _ request: PendingRequest) {
         if requester == .sent { self.slots[slot].pendingSent = request } else { self.slots[slot].pendingReceived = request }
     }
@@ -82,6 +86,8 @@ extension DecoderCore {
         return self.slots[slot].pendingReceived
     }
 
+    /// A request whose answer is decoded later: keeps the fields its response needs (handle, offset,
+    /// proposed MTU, discovery type and value).
     mutating func request(_ slot: Int, _ direction: Direction, _ opcode: ATTOpcode, _ p: UnsafeRawBufferPointer) {
         var pending = PendingRequest(opcode: opcode)
         switch opcode.rawValue {
@@ -114,6 +120,8 @@ extension DecoderCore {
         self.setPending(slot, direction, pending)
     }
 
+    /// A response paired with its request: MTU exchange, discovery responses (into the serving side's
+    /// layout), read values and write acknowledgements. A response without its request is an anomaly.
     mutating func response(_ slot: Int, _ direction: Direction, _ opcode: ATTOpcode, _ p: UnsafeRawBufferPointer) {
         let serverIsPeer = direction == .received
         guard let pending = self.takePending(slot, answeredBy: direction), pending.opcode.expectedResponse == opcode
@@ -200,6 +208,7 @@ extension DecoderCore {
         }
     }
 
+    /// Changes the peer's layout (clearing the lookup cache) or the local one.
     mutating func updateDatabase(_ slot: Int, peer: Bool, _ body: (inout GATTDatabase) -> Void) {
         if peer {
             body(&self.slots[slot].peerDB)
@@ -209,6 +218,8 @@ extension DecoderCore {
         }
     }
 
+    /// Names `handle` in the serving side's layout; the peer's handles also fall back on the inherited
+    /// layout and the overrides (cached per session).
     mutating func attribute(_ slot: Int, _ handle: UInt16, serverIsPeer: Bool) -> GATTAttribute {
         guard serverIsPeer else { return self.slots[slot].localDB.attribute(at: handle) }
         if let cached = self.slots[slot].attributeCache[handle] { return cached }
@@ -233,6 +244,7 @@ extension DecoderCore {
         return attribute
     }
 
+    /// Reports a malformed ATT PDU on the connection.
     mutating func malformed(_ slot: Int, _ reason: String) {
         self.anomaly(.malformedATT, session: self.slots[slot].session,
                      reason: "Malformed ATT PDU on handle \(hex16(self.slots[slot].handle)): \(reason)")
@@ -241,11 +253,17 @@ extension DecoderCore {
 
 /// An outstanding ATT request (ATT allows one per direction).
 struct PendingRequest {
+    /// The request's opcode; its response must be `opcode.expectedResponse`.
     var opcode: ATTOpcode
+    /// The handle read, written or started from.
     var handle: UInt16 = 0
+    /// The Read Blob offset.
     var offset = 0
+    /// The client's proposed MTU (Exchange MTU).
     var mtu: UInt16 = 23
+    /// The attribute type of a Read By (Group) Type or Find By Type Value request.
     var type: BluetoothUUID?
+    /// The service UUID searched for by Find By Type Value.
     var typeValue: BluetoothUUID?
 
     /// Discovery procedures end with "Attribute Not Found"; that answer is routine.

@@ -1,5 +1,8 @@
 /// HCI events: LE connections opening and closing (a session each), encryption, controllers going away.
 extension DecoderCore {
+    /// One HCI event from controller `index`: LE (Enhanced) Connection Complete opens a session,
+    /// Disconnection Complete closes it, a classic Connection Complete marks its handle as ignored,
+    /// Encryption Change is recorded. Short or truncated events are reported as anomalies.
     mutating func hciEvent(index: UInt16, _ body: UnsafeRawBufferPointer) {
         self.statistics.hciEvents += 1
         guard body.count >= 2 else {
@@ -59,6 +62,9 @@ extension DecoderCore {
         }
     }
 
+    /// Opens a session for `handle` (closing a stale one that reused it) with the layout known for the
+    /// peer: learned in an earlier session, else provided by the options; applies handle overrides.
+    /// - Returns: the new connection's slot.
     @discardableResult
     mutating func leConnected(
         index: UInt16, handle: UInt16, peer: BluetoothAddress?, addressType: AddressType?, role: LinkRole?
@@ -99,6 +105,7 @@ extension DecoderCore {
         return slot
     }
 
+    /// Controller `index` was removed or closed (monitor captures): closes its sessions and forgets its handles.
     mutating func controllerGone(_ index: UInt16) {
         let gone = self.slots.indices.filter { self.slots[$0].isOpen && self.slots[$0].index == index }
             .sorted { self.slots[$0].session < self.slots[$1].session }
@@ -138,11 +145,16 @@ extension DecoderCore {
 /// (controller index, connection handle) → connection slot, `none` or `classic`. Index 0 (every H4
 /// capture, most monitor captures) uses a flat table so the hot path does not hash.
 struct HandleTable {
+    /// No connection on this handle.
     static let none: Int32 = -1
+    /// A BR/EDR connection: its traffic is not GATT over LE and is skipped.
     static let classic: Int32 = -2
+    /// Controller 0, indexed by the 12-bit handle.
     private var zero = [Int32](repeating: HandleTable.none, count: 4096)
+    /// Other controllers, keyed by index << 16 | handle.
     private var others: [UInt32: Int32] = [:]
 
+    /// The slot (≥ 0), ``none`` or ``classic`` for a handle of a controller.
     subscript(index: UInt16, handle: UInt16) -> Int32 {
         get {
             index == 0 ? self.zero[Int(handle & 0x0FFF)] : self.others[UInt32(index) << 16 | UInt32(handle)] ?? Self.none
@@ -158,6 +170,7 @@ struct HandleTable {
         }
     }
 
+    /// Forgets every handle of controller `index`.
     mutating func removeAll(index: UInt16) {
         if index == 0 {
             for position in self.zero.indices { self.zero[position] = Self.none }
@@ -169,42 +182,65 @@ struct HandleTable {
 
 /// State of one LE connection.
 struct ConnectionState {
+    /// The placeholder a closed slot holds until it is reused.
     static let closed = ConnectionState(
         session: 0, index: 0, handle: 0, peer: nil, addressType: nil, role: nil, frame: 0,
         timestamp: CaptureTimestamp(microsecondsSinceYear0: 0), isOpen: false)
 
+    /// False once the session was reported.
     var isOpen: Bool
+    /// The session number (1-based, in connection order).
     let session: Int
+    /// The controller index (0 for non-monitor captures).
     let index: UInt16
+    /// The HCI connection handle.
     let handle: UInt16
+    /// The peer's address; nil when the connection event was not captured.
     let peer: BluetoothAddress?
+    /// How the peer's address was given.
     let addressType: AddressType?
+    /// The local controller's role (central or peripheral).
     let role: LinkRole?
+    /// The frame that opened the session.
     let firstFrame: Int
+    /// When it opened.
     let start: CaptureTimestamp
+    /// The last frame that carried something of this session.
     var lastFrame: Int
+    /// When that frame was captured.
     var end: CaptureTimestamp
+    /// The ATT MTU agreed (23 until an Exchange MTU completes).
     var mtu = 23
     /// Reassembly of host-to-controller and controller-to-host PDUs.
     var tx = Reassembly()
+    /// Controller-to-host reassembly.
     var rx = Reassembly()
     /// Outstanding request sent by the local host / by the peer.
     var pendingSent: PendingRequest?
+    /// Outstanding request sent by the peer.
     var pendingReceived: PendingRequest?
     /// The peer's GATT server as discovered in this session.
     var peerDB = GATTDatabase()
     /// The local GATT server as the peer discovered it.
     var localDB = GATTDatabase()
+    /// The layout known before this session (learned earlier or provided), used until discovery says otherwise.
     var inherited = GATTDatabase()
+    /// Where `inherited` came from.
     var inheritedSource = DiscoverySource.none
+    /// Handle overrides from the options; they win over discovered and inherited handles.
     var overrides = GATTDatabase()
     /// Peer-side lookups, cleared whenever `peerDB` changes.
     var attributeCache: [UInt16: GATTAttribute] = [:]
+    /// Handles already reported as unknown, so each is reported once.
     var reportedUnknown: Set<UInt16> = []
+    /// GATT events emitted for this session.
     var eventCount = 0
+    /// An SMP Pairing Failed was seen.
     var pairingFailed = false
+    /// The link was encrypted successfully.
     var encrypted = false
 
+    /// An open connection starting at `frame`.
     init(session: Int, index: UInt16, handle: UInt16, peer: BluetoothAddress?, addressType: AddressType?,
          role: LinkRole?, frame: Int, timestamp: CaptureTimestamp, isOpen: Bool = true) {
         self.isOpen = isOpen

@@ -1,5 +1,8 @@
 /// ACL packets to L2CAP PDUs: reassembly per connection and direction, ATT (CID 4) and SMP (CID 6) kept.
 extension DecoderCore {
+    /// One ACL data packet: starts or continues the L2CAP PDU of its handle and direction. Traffic on a
+    /// handle without a captured connection event opens a session with an unknown peer (reported).
+    /// Classic handles are skipped.
     mutating func acl(index: UInt16, direction: Direction, _ body: UnsafeRawBufferPointer) {
         self.statistics.aclFrames += 1
         guard body.count >= 4 else {
@@ -37,10 +40,13 @@ extension DecoderCore {
         }
     }
 
+    /// Runs `body` on the reassembly state of `slot` for `direction`, in place.
     mutating func withReassembly<R>(_ slot: Int, _ direction: Direction, _ body: (inout Reassembly) -> R) -> R {
         direction == .sent ? body(&self.slots[slot].tx) : body(&self.slots[slot].rx)
     }
 
+    /// An ACL start fragment: a complete PDU is handled at once, a partial one begins reassembly (an
+    /// unfinished previous PDU is reported and dropped), an oversized one is reported and dropped.
     mutating func start(_ slot: Int, _ direction: Direction, _ data: UnsafeRawBufferPointer) {
         if self.withReassembly(slot, direction, { $0.active }) {
             let state = direction == .sent ? self.slots[slot].tx : self.slots[slot].rx
@@ -76,6 +82,8 @@ extension DecoderCore {
         }
     }
 
+    /// An ACL continuation fragment: appends it and handles the PDU once complete; more bytes than the
+    /// header announced drop the PDU (reported).
     mutating func continuation(_ slot: Int, _ direction: Direction, _ data: UnsafeRawBufferPointer) {
         let complete = self.withReassembly(slot, direction) { state -> Bool? in
             state.append(data)
@@ -113,6 +121,8 @@ extension DecoderCore {
         }
     }
 
+    /// A complete L2CAP PDU: ATT (CID 4) is decoded; of SMP (CID 6) only Pairing Request and Pairing
+    /// Failed become events.
     mutating func l2cap(_ slot: Int, _ direction: Direction, _ cid: UInt16, _ pdu: UnsafeRawBufferPointer) {
         self.statistics.l2capPDUs += 1
         self.slots[slot].lastFrame = self.frame
@@ -134,14 +144,20 @@ extension DecoderCore {
 
 /// L2CAP reassembly for one handle and direction.
 struct Reassembly {
+    /// A PDU is being collected.
     var active = false
+    /// Its channel is ATT or SMP, so its bytes are kept (others are only counted).
     var interesting = false
     /// Total L2CAP bytes including the 4-byte header; −1 until the header is complete.
     var expected = 0
+    /// Bytes received so far, header included.
     var collected = 0
+    /// The frame of the start fragment.
     var firstFrame = 0
+    /// The bytes of an interesting PDU; its capacity is reused.
     var buffer: [UInt8] = []
 
+    /// Starts a PDU of `expected` bytes (−1: header not complete yet).
     mutating func begin(expected: Int, interesting: Bool, frame: Int) {
         self.active = true
         self.expected = expected
@@ -151,11 +167,13 @@ struct Reassembly {
         self.buffer.removeAll(keepingCapacity: true)
     }
 
+    /// Adds a fragment (its bytes kept only when interesting).
     mutating func append(_ data: UnsafeRawBufferPointer) {
         self.collected += data.count
         if self.interesting { self.buffer.append(contentsOf: data) }
     }
 
+    /// Reads length and channel once the 4-byte header has arrived.
     mutating func learnHeader() {
         self.expected = 4 + Int(UInt16(self.buffer[0]) | UInt16(self.buffer[1]) << 8)
         let cid = UInt16(self.buffer[2]) | UInt16(self.buffer[3]) << 8
@@ -163,6 +181,7 @@ struct Reassembly {
         if !self.interesting { self.buffer.removeAll(keepingCapacity: true) }
     }
 
+    /// Back to idle, keeping the buffer's capacity.
     mutating func reset() {
         self.active = false
         self.expected = 0

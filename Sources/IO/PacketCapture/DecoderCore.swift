@@ -2,26 +2,41 @@
 /// by layer: HCI events and connections (DecoderCore+HCI.swift), ACL and L2CAP reassembly
 /// (DecoderCore+L2CAP.swift), ATT and GATT discovery (DecoderCore+ATT.swift).
 struct DecoderCore {
+    /// The capture's datalink: how a record's payload and flags are to be read.
     let datalink: BTSnoopDatalink
+    /// The reader's options (handle overrides, what to skip).
     let options: GATTEventReader.Options
+    /// Items decoded and not yet taken by the reader.
     var queue: [CaptureItem] = []
+    /// ``finish(truncatedTail:)`` ran: every connection is closed.
     var finished = false
+    /// Counts kept while decoding (frames, bytes, drops, corrupt records…).
     var statistics = CaptureStatistics()
+    /// The GATT database learned per peer, kept across reconnections (a client caches discovery).
     var learned: [BluetoothAddress: (database: GATTDatabase, source: DiscoverySource)] = [:]
 
     /// Connection slots; `handles` maps (controller index, handle) to a slot or to "classic".
     var slots: [ConnectionState] = []
+    /// Indices of closed slots, reused for new connections.
     var freeSlots: [Int] = []
+    /// (controller index, connection handle) → slot.
     var handles = HandleTable()
+    /// The session number the next connection gets (1-based, in order of connection).
     var nextSession = 1
+    /// Handle overrides that apply to every peer (those given without an address).
     let globalOverrides: GATTDatabase
+    /// The cumulative drop count of the previous record.
     var lastDrops: UInt32 = 0
 
     // The record being processed.
+    /// 1-based frame number of the record being processed.
     var frame = 0
+    /// Its timestamp.
     var timestamp = CaptureTimestamp(microsecondsSinceYear0: 0)
+    /// Its payload was cut short by the capturing tool.
     var snapped = false
 
+    /// A decoder for one capture of `datalink`.
     init(datalink: BTSnoopDatalink, options: GATTEventReader.Options) {
         self.datalink = datalink
         self.options = options
@@ -31,6 +46,8 @@ struct DecoderCore {
 
     // MARK: - Records
 
+    /// At the end of the capture: reports a truncated last record and closes every open connection
+    /// (`endOfCapture`) in session order. Runs once.
     mutating func finish(truncatedTail: TruncatedRecord?) {
         guard !self.finished else { return }
         self.finished = true
@@ -43,6 +60,8 @@ struct DecoderCore {
         for slot in open { self.close(slot, .endOfCapture) }
     }
 
+    /// Decodes one record: counts it, reports drops and snapped frames, then routes HCI events and ACL
+    /// data by datalink (H4 type byte for 1002, flags for 1001, monitor opcode and index for 2001).
     mutating func process(_ record: BTSnoopRecord, _ payload: UnsafeRawBufferPointer) {
         self.frame = record.frame
         self.timestamp = record.timestamp
@@ -94,6 +113,7 @@ struct DecoderCore {
 
     // MARK: - Output
 
+    /// Queues a GATT event of the connection in `slot`, at the current frame and time.
     mutating func emit(_ slot: Int, _ direction: Direction, _ kind: GATTEventKind) {
         self.slots[slot].eventCount += 1
         self.slots[slot].lastFrame = self.frame
@@ -111,6 +131,7 @@ struct DecoderCore {
         self.anomaly(.corruptRecord, frame: frame, reason: reason)
     }
 
+    /// Queues an anomaly, at the current frame unless `frame` is given.
     mutating func anomaly(_ kind: CaptureAnomaly.Kind, frame: Int? = nil, session: Int? = nil,
                           attribute: GATTAttribute? = nil, reason: String) {
         self.queue.append(.anomaly(CaptureAnomaly(

@@ -2,11 +2,16 @@ import GlucoseProfile
 
 /// A service learned from discovery (Read By Group Type or Find By Type Value responses).
 public struct GATTService: Hashable, Sendable {
+    /// The service type, e.g. 0x1808 Glucose.
     public var uuid: BluetoothUUID
+    /// Handle of the service declaration.
     public var startHandle: UInt16
+    /// Last handle of the service's group.
     public var endHandle: UInt16
+    /// Primary (0x2800) or secondary (0x2801) service.
     public var isPrimary: Bool
 
+    /// A service covering `startHandle...endHandle`.
     public init(uuid: BluetoothUUID, startHandle: UInt16, endHandle: UInt16, isPrimary: Bool = true) {
         self.uuid = uuid
         self.startHandle = startHandle
@@ -17,9 +22,12 @@ public struct GATTService: Hashable, Sendable {
 
 /// A descriptor learned from Find Information responses.
 public struct GATTDescriptor: Hashable, Sendable {
+    /// The descriptor's handle.
     public var handle: UInt16
+    /// The descriptor type, e.g. 0x2902 CCCD.
     public var uuid: BluetoothUUID
 
+    /// A descriptor of type `uuid` at `handle`.
     public init(handle: UInt16, uuid: BluetoothUUID) {
         self.handle = handle
         self.uuid = uuid
@@ -28,16 +36,20 @@ public struct GATTDescriptor: Hashable, Sendable {
 
 /// A characteristic learned from a characteristic declaration (0x2803) or from a handle override.
 public struct GATTCharacteristic: Hashable, Sendable {
+    /// The characteristic type, e.g. 0x2A18 Glucose Measurement.
     public var uuid: BluetoothUUID
     /// Handle of the declaration attribute (value handle − 1 for overrides).
     public var declarationHandle: UInt16
+    /// Handle of the value attribute: what reads, writes and notifications refer to.
     public var valueHandle: UInt16
     /// Nil when the characteristic came from an override or Find Information, not a declaration.
     public var properties: CharacteristicProperties?
     /// The enclosing service, when it was discovered.
     public var service: BluetoothUUID?
+    /// Descriptors between the value and the next declaration, in handle order.
     public var descriptors: [GATTDescriptor]
 
+    /// A characteristic with every field given.
     public init(
         uuid: BluetoothUUID, declarationHandle: UInt16, valueHandle: UInt16, properties: CharacteristicProperties?,
         service: BluetoothUUID? = nil, descriptors: [GATTDescriptor] = []
@@ -58,6 +70,7 @@ public struct GATTCharacteristic: Hashable, Sendable {
 
 /// What is known about one attribute handle: its type and what it belongs to.
 public struct GATTAttribute: Hashable, Sendable, CustomStringConvertible {
+    /// The attribute handle.
     public var handle: UInt16
     /// The attribute type: the characteristic UUID for a value handle, the descriptor UUID for a descriptor.
     /// Nil when discovery never covered this handle and no override names it.
@@ -67,6 +80,7 @@ public struct GATTAttribute: Hashable, Sendable, CustomStringConvertible {
     /// The enclosing service, when known.
     public var service: BluetoothUUID?
 
+    /// An attribute with what is known about it.
     public init(handle: UInt16, uuid: BluetoothUUID? = nil, characteristic: BluetoothUUID? = nil,
                 service: BluetoothUUID? = nil) {
         self.handle = handle
@@ -89,6 +103,8 @@ public struct GATTAttribute: Hashable, Sendable, CustomStringConvertible {
     /// True when this is a Client Characteristic Configuration descriptor.
     public var isCCCD: Bool { self.uuid == .clientCharacteristicConfiguration }
 
+    /// The handle in hex with its type, and the owning characteristic for a descriptor:
+    /// `0x0013 (2902 of 2a18)`.
     public var description: String {
         var text = hex16(self.handle)
         if let uuid = self.uuid {
@@ -110,6 +126,7 @@ public struct GATTDatabase: Hashable, Sendable {
     /// Attribute types learned from Find Information and Read By Type responses, and overrides.
     private var types: [UInt16: BluetoothUUID] = [:]
 
+    /// An empty layout.
     public init() {}
 
     /// Builds a database from handle overrides (`0x0012=2a18`): a non-descriptor UUID becomes a
@@ -224,13 +241,16 @@ public struct GATTDatabase: Hashable, Sendable {
         for (handle, type) in other.types where self.types[handle] == nil { self.types[handle] = type }
     }
 
+    /// True when services or characteristic declarations were learned (not only attribute types).
     var hasServiceOrCharacteristicDiscovery: Bool { !self.services.isEmpty || !self.declarations.isEmpty }
 
+    /// A 0x28xx declaration type or a 0x29xx descriptor type (not a characteristic value).
     private static func isDescriptorOrDeclaration(_ uuid: BluetoothUUID) -> Bool {
         guard let short = uuid.uuid16 else { return false }
         return (0x2800...0x28FF).contains(short) || (0x2900...0x29FF).contains(short)
     }
 
+    /// The service whose range covers `handle`.
     private func service(containing handle: UInt16) -> GATTService? {
         // Innermost (latest-starting) service that covers the handle.
         self.services.last { $0.startHandle <= handle && handle <= $0.endHandle }
@@ -257,6 +277,7 @@ public struct GATTDatabase: Hashable, Sendable {
         return index
     }
 
+    /// The last handle of the characteristic at `index`: before the next declaration, within its service.
     private func characteristicEnd(at index: Int) -> UInt16 {
         let declaration = self.declarations[index]
         var end: UInt16 = 0xFFFF
@@ -269,10 +290,14 @@ public struct GATTDatabase: Hashable, Sendable {
 /// A user-supplied handle → UUID mapping for captures without discovery, e.g. `0x0012=2a18`, optionally
 /// limited to one peer: `AA:BB:CC:DD:EE:FF/0x0012=2a18`.
 public struct HandleOverride: Hashable, Sendable, CustomStringConvertible {
+    /// Only for this peer; nil: every peer.
     public var peer: BluetoothAddress?
+    /// The attribute handle (1…0xFFFF).
     public var handle: UInt16
+    /// Its type: a characteristic UUID names a value handle, a 0x29xx UUID a descriptor.
     public var uuid: BluetoothUUID
 
+    /// An override of `handle` to `uuid`, for `peer` or every peer.
     public init(peer: BluetoothAddress? = nil, handle: UInt16, uuid: BluetoothUUID) {
         self.peer = peer
         self.handle = handle
@@ -304,6 +329,7 @@ public struct HandleOverride: Hashable, Sendable, CustomStringConvertible {
         self.init(peer: peer, handle: handle, uuid: try BluetoothUUID(parsing: String(rest[rest.index(after: equals)...])))
     }
 
+    /// The form `init(parsing:)` reads: `[AA:BB:…/]0x0012=2a18`.
     public var description: String {
         (self.peer.map { "\($0)/" } ?? "") + "\(hex16(self.handle))=\(self.uuid.description)"
     }

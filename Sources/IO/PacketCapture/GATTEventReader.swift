@@ -29,6 +29,7 @@ public final class GATTEventReader {
         /// reading goes on at the next plausible record, instead of `next()` throwing.
         public var skipCorruptRecords: Bool
 
+        /// Options with no overrides, no known layouts, the default record cap, and errors on corrupt records.
         public init(
             handleOverrides: [HandleOverride] = [], knownDatabases: [BluetoothAddress: GATTDatabase] = [:],
             maxRecordLength: Int = BTSnoopReader.defaultMaxRecordLength, skipCorruptRecords: Bool = false
@@ -50,6 +51,7 @@ public final class GATTEventReader {
     }
 
     // All mutable state sits in one struct: one exclusivity check per item, not one per field and record.
+    /// The cursor and the decoder.
     private var pipeline: Pipeline
 
     /// Opens a capture file.
@@ -64,6 +66,7 @@ public final class GATTEventReader {
         try self.init(path: nil, bytes: bytes, options: options)
     }
 
+    /// Opens the file at `path`, or reads `bytes` when `path` is nil, and checks its header.
     private init(path: String?, bytes: [UInt8], options: Options) throws(CaptureError) {
         let (cursor, datalink) = try RecordCursor.open(path: path, bytes: bytes, maxRecordLength: options.maxRecordLength)
         self.datalink = datalink
@@ -90,6 +93,7 @@ public final class GATTEventReader {
         try GATTEventReader(bytes: bytes, options: options).drain()
     }
 
+    /// Reads every item into a summary.
     private func drain() throws(CaptureError) -> CaptureSummary {
         var summary = CaptureSummary(datalink: self.datalink)
         while let item = try self.next() {
@@ -107,10 +111,15 @@ public final class GATTEventReader {
 
 /// Records from the cursor through the decoder, items out one at a time.
 struct Pipeline {
+    /// Where records come from.
     var cursor: RecordCursor
+    /// What turns them into items.
     var core: DecoderCore
+    /// The next item of `core.queue` to hand out.
     var queueHead = 0
 
+    /// The next item, decoding records until one is queued. A corrupt record is skipped (resynchronizing
+    /// on the next plausible header) when the options say so; otherwise it ends the sessions and throws.
     mutating func next() throws(CaptureError) -> CaptureItem? {
         while self.queueHead == self.core.queue.count {
             self.core.queue.removeAll(keepingCapacity: true)
@@ -143,12 +152,17 @@ struct Pipeline {
 
 /// Everything a capture produced, collected (see `GATTEventReader.readAll`).
 public struct CaptureSummary: Hashable, Sendable {
+    /// The capture's datalink.
     public var datalink: BTSnoopDatalink
+    /// Every GATT event, in capture order.
     public var events: [GATTEvent] = []
+    /// Every anomaly, in capture order.
     public var anomalies: [CaptureAnomaly] = []
     /// Sessions in the order they ended.
     public var sessions: [CaptureSession] = []
+    /// The counters at the end.
     public var statistics = CaptureStatistics()
 
+    /// An empty summary of a `datalink` capture.
     public init(datalink: BTSnoopDatalink) { self.datalink = datalink }
 }

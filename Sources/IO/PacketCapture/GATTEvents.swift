@@ -7,6 +7,7 @@ public enum LinkRole: UInt8, Hashable, Sendable, CustomStringConvertible {
     /// The capturing device was the peripheral (e.g. a meter simulator's own capture).
     case peripheral = 1
 
+    /// `central` or `peripheral`.
     public var description: String { self == .central ? "central" : "peripheral" }
 }
 
@@ -18,6 +19,7 @@ public enum LinkRole: UInt8, Hashable, Sendable, CustomStringConvertible {
 public struct GATTEvent: Hashable, Sendable {
     /// 1-based frame number.
     public var frame: Int
+    /// The capture time of that frame.
     public var timestamp: CaptureTimestamp
     /// 1-based session number (see `CaptureSession.index`).
     public var session: Int
@@ -29,8 +31,10 @@ public struct GATTEvent: Hashable, Sendable {
     public var peer: BluetoothAddress?
     /// Direction of the PDU that produced the event.
     public var direction: Direction
+    /// What happened.
     public var kind: GATTEventKind
 
+    /// An event with every field given (the decoder's, and tests').
     public init(
         frame: Int, timestamp: CaptureTimestamp, session: Int, controllerIndex: UInt16, connectionHandle: UInt16,
         peer: BluetoothAddress?, direction: Direction, kind: GATTEventKind
@@ -127,6 +131,7 @@ public struct CaptureAnomaly: Hashable, Sendable, CustomStringConvertible {
         case corruptRecord
     }
 
+    /// What sort of anomaly it is.
     public var kind: Kind
     /// 1-based frame number, when the anomaly is about one frame.
     public var frame: Int?
@@ -137,6 +142,7 @@ public struct CaptureAnomaly: Hashable, Sendable, CustomStringConvertible {
     /// One human sentence.
     public var reason: String
 
+    /// An anomaly of `kind` with its sentence.
     public init(kind: Kind, frame: Int?, session: Int? = nil, attribute: GATTAttribute? = nil, reason: String) {
         self.kind = kind
         self.frame = frame
@@ -148,6 +154,7 @@ public struct CaptureAnomaly: Hashable, Sendable, CustomStringConvertible {
     /// The characteristic involved, when known.
     public var characteristic: BluetoothUUID? { self.attribute?.characteristic }
 
+    /// `frame N: reason`, or the reason alone.
     public var description: String {
         (self.frame.map { "frame \($0): " } ?? "") + self.reason
     }
@@ -164,6 +171,7 @@ public enum DiscoverySource: Hashable, Sendable, CustomStringConvertible {
     /// No discovery and nothing to reuse; only handle overrides (if any) name the handles.
     case none
 
+    /// `performed`, `reused from session N`, `provided` or `none`.
     public var description: String {
         switch self {
         case .performed: "performed"
@@ -190,18 +198,29 @@ public enum SessionEnd: Hashable, Sendable {
 public struct CaptureSession: Hashable, Sendable {
     /// 1-based, in order of the connection's first frame.
     public var index: Int
+    /// Controller index (0 for H4 captures).
     public var controllerIndex: UInt16
+    /// The HCI connection handle.
     public var connectionHandle: UInt16
+    /// The peer's address; nil when the connection event is not in the capture.
     public var peer: BluetoothAddress?
+    /// How the peer's address was given.
     public var peerAddressType: AddressType?
+    /// The capturing device's role.
     public var role: LinkRole?
+    /// The frame that opened the session.
     public var firstFrame: Int
+    /// The last frame that carried something of it.
     public var lastFrame: Int
+    /// When the session opened.
     public var start: CaptureTimestamp
+    /// When its last frame was captured.
     public var end: CaptureTimestamp
+    /// Why it ended.
     public var ended: SessionEnd
     /// Effective ATT MTU at the end (23 unless exchanged).
     public var mtu: Int
+    /// How the session knew its peer's handles.
     public var discovery: DiscoverySource
     /// What the session discovered itself (peer's GATT server).
     public var discovered: GATTDatabase
@@ -218,7 +237,9 @@ public struct CaptureSession: Hashable, Sendable {
 
 /// One item of the reader's output stream.
 public enum CaptureItem: Hashable, Sendable {
+    /// A GATT happening.
     case event(GATTEvent)
+    /// Something not to be taken at face value.
     case anomaly(CaptureAnomaly)
     /// A session ended (disconnect, handle replaced, controller removed, end of capture).
     case sessionEnded(CaptureSession)
@@ -226,15 +247,22 @@ public enum CaptureItem: Hashable, Sendable {
 
 /// Counters over the whole read.
 public struct CaptureStatistics: Hashable, Sendable {
+    /// Records read.
     public var frames = 0
+    /// Bytes read, record headers (24 each) included.
     public var bytes = 0
+    /// ACL data packets.
     public var aclFrames = 0
+    /// HCI event packets.
     public var hciEvents = 0
+    /// Complete L2CAP PDUs on ATT or SMP channels.
     public var l2capPDUs = 0
+    /// ATT PDUs among them.
     public var attPDUs = 0
     /// The last cumulative drop counter seen.
     public var droppedPackets = 0
     /// Damaged records skipped (``GATTEventReader/Options/skipCorruptRecords``).
     public var corruptRecords = 0
+    /// All counters zero.
     public init() {}
 }

@@ -4,11 +4,14 @@ import GlucoseProfile
 public struct GATTLayout: Hashable, Sendable {
     /// What a characteristic should look like; handles are assigned by `GATTLayout.init`.
     public struct CharacteristicSpec: Hashable, Sendable {
+        /// The characteristic type.
         public var uuid: BluetoothUUID
+        /// Its properties; `notify` or `indicate` adds a CCCD.
         public var properties: CharacteristicProperties
         /// Descriptors besides the CCCD (which is added for notify/indicate).
         public var extraDescriptors: [BluetoothUUID]
 
+        /// A characteristic of `uuid` with `properties` and any descriptors besides the CCCD.
         public init(_ uuid: BluetoothUUID, _ properties: CharacteristicProperties, extraDescriptors: [BluetoothUUID] = []) {
             self.uuid = uuid
             self.properties = properties
@@ -18,11 +21,14 @@ public struct GATTLayout: Hashable, Sendable {
 
     /// What a service should look like.
     public struct ServiceSpec: Hashable, Sendable {
+        /// The service type.
         public var uuid: BluetoothUUID
+        /// Its characteristics, laid out in this order.
         public var characteristics: [CharacteristicSpec]
         /// Unused handles left before this service starts (meters have gaps).
         public var gapBefore: UInt16
 
+        /// A service of `uuid` starting `gapBefore` handles after the previous one ends.
         public init(_ uuid: BluetoothUUID, gapBefore: UInt16 = 0, _ characteristics: [CharacteristicSpec]) {
             self.uuid = uuid
             self.characteristics = characteristics
@@ -30,6 +36,7 @@ public struct GATTLayout: Hashable, Sendable {
         }
     }
 
+    /// Services with their handle ranges, in handle order.
     public private(set) var services: [GATTService] = []
     /// Characteristics with handles and descriptors, in handle order.
     public private(set) var characteristics: [GATTCharacteristic] = []

@@ -145,6 +145,7 @@ extension InspectedRecord {
     }
 }
 
+/// `value` rounded to `digits` decimals, without a trailing `.0` for whole numbers.
 private func rounded(_ value: Double, _ digits: Int) -> String {
     var scale = 1.0
     for _ in 0..<digits { scale *= 10 }

@@ -37,6 +37,7 @@ public struct RedactionOptions: Sendable, Hashable {
     /// Leave addresses as they are (keys are removed regardless).
     public var keepAddresses: Bool
 
+    /// Options keeping every glucose meter (or only `meter`) with fake addresses unless `keepAddresses`.
     public init(meter: BluetoothAddress? = nil, keepAddresses: Bool = false) {
         self.meter = meter
         self.keepAddresses = keepAddresses
@@ -55,10 +56,12 @@ public struct RedactionSummary: Sendable, Hashable {
     public var keysZeroed = 0
     /// LE connections kept and removed.
     public var connectionsKept = 0
+    /// LE connections to other peers, removed.
     public var connectionsRemoved = 0
     /// Distinct addresses replaced.
     public var addressesReplaced = 0
 
+    /// All counts zero.
     public init() {}
 }
 
@@ -67,8 +70,11 @@ public struct RedactionSummary: Sendable, Hashable {
 ///
 /// Not thread-safe: one owner.
 public struct CaptureRedactor: Sendable {
+    /// The datalink of the records redacted (and written).
     public let datalink: BTSnoopDatalink
+    /// Which peers are kept and whether addresses are replaced.
     public let options: RedactionOptions
+    /// What was removed and replaced so far.
     public private(set) var summary = RedactionSummary()
     /// Original → fake address, for every address replaced so far.
     public private(set) var addressMap: [BluetoothAddress: BluetoothAddress] = [:]
@@ -145,6 +151,8 @@ public struct CaptureRedactor: Sendable {
         return kept ? (flags, bytes) : self.placeholder(flags)
     }
 
+    /// The record that stands in for a removed one: an empty vendor event, or a monitor system note
+    /// "redacted" on index 0xFFFF.
     private mutating func placeholder(_ flags: UInt32) -> (flags: UInt32, payload: [UInt8]) {
         self.summary.framesRemoved += 1
         switch self.datalink {
@@ -156,8 +164,11 @@ public struct CaptureRedactor: Sendable {
 
     // MARK: - Addresses
 
+    /// True for a peer whose traffic is kept.
     private func isMeter(_ address: BluetoothAddress) -> Bool { self.meters.contains(address) }
 
+    /// Replaces the 6-byte address at `offset` by its fake (made on first sight), unless addresses are
+    /// kept or it is all zeros or all ones.
     private mutating func replaceAddress(_ bytes: inout [UInt8], at offset: Int) {
         guard !self.options.keepAddresses, offset + 6 <= bytes.count else { return }
         let original = BluetoothAddress(littleEndianBytes: Array(bytes[offset..<(offset + 6)]))
@@ -173,6 +184,7 @@ public struct CaptureRedactor: Sendable {
         bytes.replaceSubrange(offset..<(offset + 6), with: fake.littleEndianBytes)
     }
 
+    /// Zero-fills the part of `range` the packet has, and counts it as one key zeroed.
     private mutating func zero(_ bytes: inout [UInt8], _ range: Range<Int>) {
         let range = range.clamped(to: 0..<bytes.count)
         guard !range.isEmpty else { return }
@@ -180,6 +192,7 @@ public struct CaptureRedactor: Sendable {
         self.summary.keysZeroed += 1
     }
 
+    /// True for a kept connection, or a kept orphan handle not seen connecting.
     private func handleKept(_ index: UInt16, _ handle: UInt16) -> Bool {
         let key = UInt32(index) << 16 | UInt32(handle & 0x0FFF)
         return self.handles[key] ?? self.orphanHandles.contains(key)
@@ -196,11 +209,14 @@ public struct CaptureRedactor: Sendable {
     /// Commands with nothing identifying in them or in their completion.
     static let harmlessCommands: Set<UInt16> = [0x0C03, 0x200B, 0x200C, 0x200E, 0x2041, 0x2042]
 
+    /// Whether a Command Complete or Command Status for `opcode` may stay.
     static func isKeptCommand(_ opcode: UInt16) -> Bool {
         Self.connectionCommands.contains(opcode) || Self.addressCommands[opcode] != nil
             || Self.harmlessCommands.contains(opcode)
     }
 
+    /// Decides on an HCI command (zeroing the keys of kept encryption and resolving-list commands and
+    /// replacing kept peers' addresses); true when it stays.
     private mutating func command(_ packet: inout [UInt8]) -> Bool {
         guard packet.count >= 3 else { return false }
         let opcode = UInt16(packet[0]) | UInt16(packet[1]) << 8
@@ -242,6 +258,8 @@ public struct CaptureRedactor: Sendable {
         return (UInt16(packet[2 + offset]) | UInt16(packet[3 + offset]) << 8) & 0x0FFF
     }
 
+    /// Decides on an HCI event of controller `index`: kept connections' disconnection, encryption and
+    /// remote-version events, flow control, completions of kept commands and LE meta events; true when it stays.
     private mutating func event(_ packet: inout [UInt8], index: UInt16) -> Bool {
         guard packet.count >= 2, packet.count >= 2 + Int(packet[1]) else { return false }
         let code = packet[0]
@@ -277,6 +295,9 @@ public struct CaptureRedactor: Sendable {
         }
     }
 
+    /// Decides on an LE meta event: a connection event records whether its connection is kept (and
+    /// replaces its addresses), advertising reports are filtered, kept connections' other events stay
+    /// (the LTK request's Rand and EDIV zeroed).
     private mutating func leEvent(_ packet: inout [UInt8], index: UInt16) -> Bool {
         let p = 2
         func handle(at offset: Int) -> UInt16? { Self.handle(packet, at: offset) }
@@ -381,6 +402,9 @@ public struct CaptureRedactor: Sendable {
     /// SMP key distribution opcodes: the PDU is removed.
     static let keyDistributionSMP: ClosedRange<UInt8> = 0x06...0x0A
 
+    /// Decides on an ACL packet: kept connections only. A whole SMP key distribution PDU is removed;
+    /// pairing values and fragmented key PDUs are zeroed byte by byte, following each PDU across
+    /// fragments (a continuation whose start was not seen is zeroed entirely).
     private mutating func acl(_ packet: inout [UInt8], index: UInt16, direction: Direction) -> Bool {
         guard packet.count >= 4 else { return false }
         let header = UInt16(packet[0]) | UInt16(packet[1]) << 8
@@ -433,9 +457,13 @@ public struct CaptureRedactor: Sendable {
 
 /// Where a reassembly stands in an L2CAP PDU (for zero-filling across fragments).
 struct L2CAPPosition: Sendable {
+    /// Bytes of the PDU seen so far, header included.
     var seen = 0
+    /// The PDU's payload length, from its header.
     var length = 0
+    /// The PDU's channel.
     var cid: UInt16 = 0
+    /// The first payload byte (the SMP opcode on channel 6).
     var opcode: UInt8 = 0
     /// A continuation without its start: what it carries is unknown, so its bytes are zeroed.
     var lost = false
@@ -499,6 +527,8 @@ public enum CaptureRedaction {
         return (writer.bytes, redactor.summary, redactor.addressMap)
     }
 
+    /// Second pass: every record through the redactor into the writer, timestamps and drop counts kept
+    /// (the original length too when the bytes kept their length).
     private static func copy(_ reader: BTSnoopReader, _ writer: BTSnoopWriter, _ redactor: inout CaptureRedactor)
         throws(CaptureError)
     {

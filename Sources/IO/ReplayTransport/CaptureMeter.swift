@@ -35,6 +35,8 @@ extension ReplayTransport {
         return try Self.meter(reader, passkey: passkey, source: "the capture")
     }
 
+    /// Reads the whole capture: the records of the meter's sessions (the first peer with glucose or
+    /// Verio traffic), its identity, layout, clock and pairing; a Verio download becomes a Verio.
     private static func meter(
         _ reader: GATTEventReader, passkey: UInt32?, source: String
     ) throws(CaptureError) -> MeterSimulator {
@@ -150,11 +152,14 @@ struct VerioCapture {
     var sessions: Set<Int> = []
     /// The last command written, per session (replies carry no command code).
     var asked: [Int: VerioCommand] = [:]
+    /// Records by number, as replied.
     var records: [UInt16: VerioRecord] = [:]
+    /// The highest record number a `27 00` reply gave.
     var highest: UInt32 = 0
     /// The first clock reply and when it came (Unix microseconds).
     var clock: (seconds: UInt32, at: Int64)?
 
+    /// Notes a Verio command write, or the data reply that answers the session's last command.
     mutating func consume(_ event: GATTEvent) {
         switch event.kind {
         case .write(let attribute, let value, _) where attribute.uuid == Verio.commandCharacteristic:

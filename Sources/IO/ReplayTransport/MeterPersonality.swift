@@ -31,23 +31,31 @@ public struct MeterPersonality: Sendable, Hashable {
         /// Glucose characteristics need a bond; pairing needs the passkey the meter shows.
         case passkey(UInt32)
 
+        /// True when the glucose characteristics need a bond.
         public var isRequired: Bool { self != .none }
     }
 
+    /// The meter's Bluetooth address (its id for the sync engine).
     public var address: BluetoothAddress
     /// The advertised name (also GAP Device Name 0x2A00).
     public var name: String
+    /// Device Information Manufacturer Name (0x2A29).
     public var manufacturer: String?
+    /// Device Information Model Number (0x2A24).
     public var model: String?
+    /// Device Information Serial Number (0x2A25).
     public var serialNumber: String?
+    /// Device Information Firmware Revision (0x2A26).
     public var firmware: String?
     /// Glucose Feature (0x2A51).
     public var feature: GlucoseFeature
+    /// Where the clock is and what it shows.
     public var clock: Clock
     /// When set, the clock runs: it showed `clock.value` at this instant (Unix microseconds) and reads
     /// `clock.value + (now − clockReference)` later, so a replayed capture keeps the meter's skew.
     /// Nil: the clock reads `clock.value` (or the transport's ``ReplayTransport/Options/clock``).
     public var clockReference: Int64?
+    /// Whether and how the meter bonds.
     public var pairing: Pairing
     /// The server's ATT MTU (the effective MTU is the smaller of this and the client's).
     public var mtu: UInt16
@@ -57,6 +65,7 @@ public struct MeterPersonality: Sendable, Hashable {
     public var layout: GATTLayout
     /// RACP writes before RACP indications are enabled fail with ATT 0x81 (Contour does this).
     public var requiresRACPIndications: Bool
+    /// The misbehaviour asked for.
     public var faults: SimulatorFaults
 
     /// - Parameters:
@@ -181,6 +190,7 @@ public struct SimulatorFaults: Sendable, Hashable {
     /// out part-way; never cleared).
     public var alwaysDisconnectAfterRecords: Int?
 
+    /// No fault.
     public init(
         countNotSupported: Bool = false, reportNotSupported: Bool = false, noRecords: Bool = false,
         racpWriteErrors: [UInt8] = [], disconnectAfterRecords: Int? = nil, alwaysDisconnectAfterRecords: Int? = nil
@@ -213,6 +223,7 @@ public struct SimulatedRecord: Sendable, Hashable {
         /// A RACP (0x2A52) indication sent among the records (a misbehaving meter).
         case racpIndication([UInt8])
 
+        /// The packet's value as sent.
         public var bytes: [UInt8] {
             switch self {
             case .measurement(let bytes), .context(let bytes), .racpIndication(let bytes): bytes
@@ -222,8 +233,10 @@ public struct SimulatedRecord: Sendable, Hashable {
 
     /// Nil for packets that belong to no record (they are sent with the record before them).
     public var sequenceNumber: UInt16?
+    /// The packets a report sends for it, in order.
     public var packets: [Packet]
 
+    /// A record of exactly these packets (recorded bytes, malformed ones included).
     public init(sequenceNumber: UInt16?, packets: [Packet]) {
         self.sequenceNumber = sequenceNumber
         self.packets = packets
@@ -252,24 +265,32 @@ public struct SimulatedRecord: Sendable, Hashable {
 /// simulated meter of 100 000 records costs the process about 3 MB. Reads give
 /// ``SimulatedRecord`` values; ``sequenceNumber(at:)`` reads a number without building one.
 public struct SimulatedRecordList: RandomAccessCollection, Sendable, Hashable {
+    /// Every packet's bytes, back to back.
     private var bytes: [UInt8] = []
     /// Per packet: where its bytes end in ``bytes``, and its kind (0 measurement, 1 context, 2 RACP).
     private var packetEnds: [UInt32] = []
+    /// (See ``packetEnds``.)
     private var packetKinds: [UInt8] = []
     /// Per record: its first packet, and its sequence number (`UInt32.max`: none).
     private var firstPackets: [UInt32] = []
+    /// (See ``firstPackets``.)
     private var numbers: [UInt32] = []
 
+    /// An empty list.
     public init() {}
 
+    /// A list of `records`, in order.
     public init<S: Sequence>(_ records: S) where S.Element == SimulatedRecord {
         self.init()
         for record in records { self.append(record) }
     }
 
+    /// The first record's index, 0.
     public var startIndex: Int { 0 }
+    /// The number of records.
     public var endIndex: Int { self.firstPackets.count }
 
+    /// The record at `index`, built from the stored bytes.
     public subscript(index: Int) -> SimulatedRecord {
         SimulatedRecord(sequenceNumber: self.sequenceNumber(at: index), packets: self.packets(at: index))
     }
@@ -295,6 +316,7 @@ public struct SimulatedRecordList: RandomAccessCollection, Sendable, Hashable {
         }
     }
 
+    /// Stores a record after the others.
     public mutating func append(_ record: SimulatedRecord) {
         self.firstPackets.append(UInt32(self.packetEnds.count))
         self.numbers.append(record.sequenceNumber.map { UInt32($0) } ?? UInt32.max)

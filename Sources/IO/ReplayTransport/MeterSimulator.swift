@@ -16,8 +16,10 @@ public enum SimulatorOutput: Sendable, Hashable {
 public struct SimulatorWriteResult: Sendable, Hashable {
     /// Nil for a Write Response, else the ATT Error Response code.
     public var error: ATTErrorCode?
+    /// What the server sends after answering (RACP indications, notifications, a dropped link).
     public var outputs: [SimulatorOutput]
 
+    /// A write result; by default a plain Write Response with nothing after it.
     public init(error: ATTErrorCode? = nil, outputs: [SimulatorOutput] = []) {
         self.error = error
         self.outputs = outputs
@@ -26,6 +28,7 @@ public struct SimulatorWriteResult: Sendable, Hashable {
 
 /// The answer to a read.
 public enum SimulatorReadResult: Sendable, Hashable {
+    /// A Read Response carrying the value.
     case value([UInt8])
     /// An ATT Error Response.
     case error(ATTErrorCode)
@@ -56,9 +59,11 @@ public enum SimulatorPairingResult: Sendable, Hashable {
 /// too; the engine's deduplication makes either safe.) "First" is the oldest record taken, "last" the
 /// newest.
 public struct MeterSimulator: Sendable {
+    /// What the meter is.
     public private(set) var personality: MeterPersonality
     /// Stored records, oldest first.
     public private(set) var records: SimulatedRecordList
+    /// A central is connected now.
     public private(set) var isConnected = false
     /// The bond survives disconnects (as a bond does).
     public private(set) var isBonded = false
@@ -81,16 +86,22 @@ public struct MeterSimulator: Sendable {
     public var verioCapacity = 500
     /// Verio record replies sent on the current connection.
     private var verioSent = 0
+    /// The faults still armed.
     private var faults: SimulatorFaults
+    /// The capture being recorded, when recording.
     private var recorder: CaptureBuilder?
+    /// The current write asked for streamed reports.
     private var streamReports = false
     /// A record report being sent a record at a time (``write(_:_:streamingReports:)``).
     private var streaming: ReportCursor?
 
     /// Where a streamed record report is.
     private struct ReportCursor: Sendable {
+        /// The records to send, in order.
         var indices: [Int]
+        /// The next of `indices` to send.
         var position = 0
+        /// Records sent so far (for the disconnect faults).
         var sent = 0
     }
 
@@ -99,12 +110,14 @@ public struct MeterSimulator: Sendable {
     /// The central's address in recorded captures.
     public static let centralAddress = BluetoothAddress(rawValue: 0x00_1A_7D_DA_71_13)
 
+    /// A disconnected, unbonded meter holding `records`, oldest first.
     public init(personality: MeterPersonality, records: [SimulatedRecord] = []) {
         self.personality = personality
         self.records = SimulatedRecordList(records)
         self.faults = personality.faults
     }
 
+    /// The meter's id as the sync engine knows it.
     public var id: MeterID { self.personality.id }
 
     /// A Verio takes a new reading: it gets the next record number (the oldest record goes when the
@@ -181,6 +194,7 @@ public struct MeterSimulator: Sendable {
         self.characteristic(uuid)?.cccdHandle
     }
 
+    /// The characteristic with `uuid`, the one in the Glucose service first.
     private func characteristic(_ uuid: BluetoothUUID) -> GATTCharacteristic? {
         let matches = self.personality.layout.characteristics.filter { $0.uuid == uuid }
         return matches.first { $0.service == .glucoseService } ?? matches.first
@@ -232,6 +246,7 @@ public struct MeterSimulator: Sendable {
     /// Forgets the bond (the meter was reset or paired elsewhere).
     public mutating func removeBond() { self.isBonded = false }
 
+    /// The link may reach bonded-only characteristics.
     private var linkAuthenticated: Bool { !self.personality.pairing.isRequired || self.isBonded }
 
     /// Whether a handle lies in a service that needs a bond.
@@ -256,6 +271,8 @@ public struct MeterSimulator: Sendable {
         return result
     }
 
+    /// The value a read of `handle` gets: GAP name and appearance, Device Information, Feature, the
+    /// clock (Date Time or Current Time), or an ATT error.
     private func readValue(_ handle: UInt16) -> SimulatorReadResult {
         guard let item = self.personality.layout.characteristics.first(where: { $0.valueHandle == handle }) else {
             return .error(.invalidHandle)
@@ -330,6 +347,9 @@ public struct MeterSimulator: Sendable {
         return self.write(handle, value)
     }
 
+    /// Dispatches a write: a CCCD (2 bytes, only the bits the characteristic supports, bonded where
+    /// needed), the Verio command, a clock write, or the RACP (bond, indications enabled when the
+    /// personality requires them, armed write faults); anything else is refused.
     private mutating func handleWrite(_ handle: UInt16, _ value: [UInt8]) -> SimulatorWriteResult {
         let layout = self.personality.layout
         if let owner = layout.characteristics.first(where: { $0.cccdHandle == handle }) {
@@ -371,6 +391,7 @@ public struct MeterSimulator: Sendable {
         return SimulatorWriteResult(outputs: self.racp(value))
     }
 
+    /// Whether the characteristic's CCCD has `bit` set (0x01 notify, 0x02 indicate).
     private func enabled(_ uuid: BluetoothUUID, bit: UInt8) -> Bool {
         guard let cccd = self.cccdHandle(uuid), let value = self.cccds[cccd] else { return false }
         return value[0] & bit != 0
@@ -445,15 +466,19 @@ public struct MeterSimulator: Sendable {
 
     // MARK: - RACP
 
+    /// A RACP response indication (`06 00 <request> <code>`).
     private func response(_ request: UInt8, _ code: RACPResponseCode) -> SimulatorOutput {
         self.racpIndication(RACPMessage.response(requestOpCode: RACPOpCode(rawValue: request), responseCode: code).encoded())
     }
 
+    /// An indication on the RACP characteristic.
     private func racpIndication(_ bytes: [UInt8]) -> SimulatorOutput {
         .indication(handle: self.valueHandle(.recordAccessControlPoint) ?? 0, characteristic: .recordAccessControlPoint,
                     value: bytes)
     }
 
+    /// Answers a RACP request: undecodable ones with the response code for the field at fault, abort
+    /// with success, count and report per ``select(_:)`` and the faults, other op codes not supported.
     private mutating func racp(_ value: [UInt8]) -> [SimulatorOutput] {
         let message: RACPMessage
         do throws(GlucoseProfileError) {
@@ -497,8 +522,11 @@ public struct MeterSimulator: Sendable {
         }
     }
 
+    /// The records a request selects, or why it is refused.
     private enum Selection {
+        /// Record indices, strays included.
         case records([Int])
+        /// The RACP response code to answer with.
         case rejected(RACPResponseCode)
     }
 
@@ -534,6 +562,7 @@ public struct MeterSimulator: Sendable {
         return .records(result)
     }
 
+    /// A whole report at once: every record's packets, then its end.
     private mutating func report(_ indices: [Int]) -> [SimulatorOutput] {
         var cursor = ReportCursor(indices: indices)
         var out: [SimulatorOutput] = []
@@ -625,6 +654,7 @@ public struct MeterSimulator: Sendable {
         return self.recorder
     }
 
+    /// Writes frames to the recording, when recording.
     private mutating func record(_ body: (inout CaptureBuilder) -> Void) {
         guard var builder = self.recorder else { return }
         self.recorder = nil  // keep the builder uniquely referenced while it grows

@@ -37,6 +37,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
         /// set for meters made from a capture). Defaults to the system's real-time clock.
         public var wallClock: @Sendable () -> Int64
 
+        /// Options with no delay, adapter `replay`, the personalities' clocks and the system wall clock.
         public init(
             operationDelay: Duration = .zero, adapterName: String = "replay", clock: (@Sendable () -> DateTime)? = nil,
             wallClock: @escaping @Sendable () -> Int64 = ReplayTransport.systemMicroseconds
@@ -48,25 +49,39 @@ public final class ReplayTransport: MeterTransport, Sendable {
         }
     }
 
+    /// One hosted meter: its simulator, the passkey a pairing waits for, and the task delivering a report.
     private struct Slot {
+        /// The meter's model.
         var simulator: MeterSimulator
+        /// Feeds ``submitPasskey(_:for:)``'s answer to the waiting ``pair(_:)``.
         var passkeyInput: AsyncStream<UInt32?>.Continuation?
+        /// The task trickling a write's outputs out (with a delay); nil when none runs.
         var delivery: Task<Void, Never>?
         /// Bumps on every connection so a stale delivery task stops.
         var generation = 0
     }
 
+    /// Everything behind the transport's lock.
     private struct State {
+        /// The hosted meters.
         var slots: [MeterID: Slot] = [:]
+        /// Their ids in the order they were added.
         var order: [MeterID] = []
+        /// Discovery is on (for the adapter events).
         var discovering = false
+        /// ``setAdapterPresent(_:)`` took the adapter away.
         var adapterAbsent = false
+        /// ``shutdown()`` ran: every operation fails.
         var shutDown = false
+        /// Where events go; nil after shutdown.
         var continuation: AsyncStream<TransportEvent>.Continuation?
     }
 
+    /// The options given at creation.
     public let options: Options
+    /// The hosted meters and the transport's state.
     private let state: Lock<State>
+    /// The one event stream (unbounded: events queued before anyone listens are kept).
     private let stream: AsyncStream<TransportEvent>
 
     /// - Parameters:
@@ -80,6 +95,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
         for meter in meters { self.addMeter(meter) }
     }
 
+    /// A present, powered adapter named as the options say.
     private func adapterState(discovering: Bool) -> AdapterState {
         AdapterState(present: true, powered: true, discovering: discovering, name: self.options.adapterName)
     }
@@ -158,6 +174,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
         return self.addReading(measurement, context: meal.map { MeasurementContext(sequenceNumber: 0, meal: $0) }, to: id)
     }
 
+    /// The meter as discovery reports it (RSSI −60, paired when bonded).
     private func advertisement(_ simulator: MeterSimulator) -> MeterAdvertisement {
         MeterAdvertisement(id: simulator.id, name: simulator.personality.name, rssi: -60, paired: simulator.isBonded)
     }
@@ -184,8 +201,10 @@ public final class ReplayTransport: MeterTransport, Sendable {
 
     // MARK: - MeterTransport
 
+    /// The transport's events (see the type's description); one stream for its life.
     public func events() -> AsyncStream<TransportEvent> { self.stream }
 
+    /// Turns discovery on or off; turning it on announces every hosted meter again.
     public func setDiscovery(_ enabled: Bool) async throws(TransportError) {
         try self.checkRunning()
         self.state.withLock { state in
@@ -197,6 +216,8 @@ public final class ReplayTransport: MeterTransport, Sendable {
         }
     }
 
+    /// Connects (a no-op when connected), setting the meter's clock from the options' clock or its
+    /// running reference unless a sync set it; returns its services.
     public func connect(_ meter: MeterID) async throws(TransportError) -> MeterServices {
         try await self.pause()
         return try self.withSlot(meter) { slot throws(TransportError) in
@@ -254,6 +275,9 @@ public final class ReplayTransport: MeterTransport, Sendable {
         if connectedHere { await self.disconnect(meter) }
     }
 
+    /// Announces `passkeyRequested`, waits for the answer and pairs with it: `authenticationFailed`
+    /// for a wrong passkey or a cancelled entry, `cancelled` when the wait ended without an answer,
+    /// `disconnected` when the link dropped meanwhile.
     private func awaitPasskey(_ stream: AsyncStream<UInt32?>, meter: MeterID) async throws(TransportError) {
         self.emit(.passkeyRequested(meter))
         var iterator = stream.makeAsyncIterator()
@@ -275,6 +299,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
         }
     }
 
+    /// Answers the pairing waiting for the meter's passkey (nil cancels the entry).
     public func submitPasskey(_ passkey: UInt32?, for meter: MeterID) async throws(TransportError) {
         let input = self.state.withLock { $0.slots[meter]?.passkeyInput }
         guard let input else { throw TransportError(.other, "\(meter) is not waiting for a passkey.") }
@@ -282,6 +307,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
         input.finish()
     }
 
+    /// Reads a characteristic of a connected meter; ATT errors as the type describes.
     public func read(_ characteristic: BluetoothUUID, on meter: MeterID) async throws(TransportError) -> [UInt8] {
         try await self.pause()
         return try self.withSlot(meter) { slot throws(TransportError) -> [UInt8] in
@@ -296,6 +322,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
         }
     }
 
+    /// Writes the characteristic's CCCD on a connected meter.
     public func setNotifications(
         _ enabled: Bool, for characteristic: BluetoothUUID, on meter: MeterID
     ) async throws(TransportError) {
@@ -310,6 +337,9 @@ public final class ReplayTransport: MeterTransport, Sendable {
         }
     }
 
+    /// Writes a value on a connected meter. Without a delay the outputs it causes are emitted before
+    /// this returns; with one, a delivery task emits them one per delay (reports streamed a record
+    /// at a time), and another RACP write while it runs gets ATT 0x80 (an abort stops it).
     public func write(
         _ value: [UInt8], to characteristic: BluetoothUUID, on meter: MeterID
     ) async throws(TransportError) {
@@ -371,6 +401,7 @@ public final class ReplayTransport: MeterTransport, Sendable {
         }
     }
 
+    /// Drops the link: stops a delivery in progress and a waiting pairing.
     public func disconnect(_ meter: MeterID) async {
         self.state.withLock { state in
             guard state.slots[meter] != nil else { return }
@@ -400,12 +431,14 @@ public final class ReplayTransport: MeterTransport, Sendable {
             hours: UInt8(clamping: local.hour), minutes: UInt8(clamping: local.minute), seconds: UInt8(clamping: local.second))
     }
 
+    /// Throws `adapterUnavailable` after shutdown.
     private func checkRunning() throws(TransportError) {
         if self.state.withLock({ $0.shutDown }) {
             throw TransportError(.adapterUnavailable, "The replay transport has shut down.")
         }
     }
 
+    /// Waits the operation delay (none by default); `cancelled` when the task is cancelled.
     private func pause() async throws(TransportError) {
         try self.checkRunning()
         guard self.options.operationDelay > .zero else { return }
@@ -416,6 +449,8 @@ public final class ReplayTransport: MeterTransport, Sendable {
         }
     }
 
+    /// Runs `body` on the meter's slot under the lock; throws for a shut-down transport, an absent
+    /// adapter or an unknown meter.
     private func withSlot<R>(
         _ meter: MeterID, _ body: (inout Slot) throws(TransportError) -> R
     ) throws(TransportError) -> R {
@@ -427,10 +462,12 @@ public final class ReplayTransport: MeterTransport, Sendable {
         }
     }
 
+    /// Yields an event, unless shut down.
     private func emit(_ event: TransportEvent) {
         _ = self.state.withLock { $0.continuation?.yield(event) }
     }
 
+    /// Turns a simulator output into the transport event the engine sees.
     private func emit(_ output: SimulatorOutput, meter: MeterID) {
         switch output {
         case .notification(_, let uuid, let value), .indication(_, let uuid, let value):
@@ -440,6 +477,8 @@ public final class ReplayTransport: MeterTransport, Sendable {
         }
     }
 
+    /// An ATT error as BlueZ reports it: `authenticationRequired` for the insufficient-security codes,
+    /// `attError` with the code otherwise.
     static func error(_ code: ATTErrorCode, _ what: String) -> TransportError {
         switch code {
         case .insufficientAuthentication, .insufficientEncryption, .insufficientAuthorization:

@@ -10,9 +10,13 @@ import PacketCapture
 public enum SimulatedClient {
     /// What the download saw.
     public struct Transcript: Sendable, Hashable {
+        /// Notification values, in order.
         public var notifications: [[UInt8]] = []
+        /// Indication values, in order.
         public var indications: [[UInt8]] = []
+        /// ATT errors the meter answered with.
         public var errors: [ATTErrorCode] = []
+        /// A pairing succeeded.
         public var bonded = false
     }
 
@@ -125,6 +129,7 @@ public enum SimulatedClient {
         return ended
     }
 
+    /// Records the simulator's outputs and turns them into the events the machine gets next.
     private static func deliver(_ outputs: [SimulatorOutput], _ events: inout [SyncEvent], _ transcript: inout Transcript) {
         for output in outputs {
             switch output {

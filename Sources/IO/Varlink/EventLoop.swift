@@ -8,12 +8,16 @@ import SystemIO
 /// What the I/O thread and the handler side share about one connection. The I/O thread owns the socket
 /// and its buffers; this object only carries what other threads may read or must learn.
 final class ConnectionHandle: Sendable {
+    /// The loop's key for the connection (its epoll token); unique for the server's lifetime.
     let id: UInt64
+    /// The credentials read at accept.
     let peer: VarlinkPeer
     /// Output bytes accepted from repliers and not yet written to the socket.
     let pendingOutput = Atomic<Int>(0)
+    /// Fires once when the loop closed the connection, for whatever reason.
     let closed = OneShotSignal()
 
+    /// The handle of connection `id` from `peer`.
     init(id: UInt64, peer: VarlinkPeer) {
         self.id = id
         self.peer = peer
@@ -22,17 +26,25 @@ final class ConnectionHandle: Sendable {
 
 /// A complete message read from a connection, handed to the handler side.
 struct IncomingMessage: Sendable {
+    /// The connection it came from, where its replies go.
     let connection: ConnectionHandle
+    /// The message without its terminating NUL.
     let bytes: [UInt8]
 }
 
 /// Limits the I/O thread enforces, in bytes and nanoseconds.
 struct LoopLimits: Sendable {
+    /// Open connections in total (already lowered to the open-files limit).
     var maxConnections: Int
+    /// Open connections per unprivileged uid.
     var maxConnectionsPerUID: Int
+    /// Largest message, without its NUL.
     var maxMessageBytes: Int
+    /// Unread reply bytes past which a connection counts as congested.
     var maxPendingOutputBytes: Int
+    /// How long (ns) a connection may stay congested, or take to read a closing error, before it is closed.
     var slowClientTimeout: Int64
+    /// How long (ns) a connection may sit without a call before it is closed; 0: never.
     var idleTimeout: Int64
     /// Buffered input, unsent output and messages in flight, summed over all connections.
     var memoryBudget: Int = 16 << 20
@@ -42,6 +54,7 @@ struct LoopLimits: Sendable {
     var privilegedUIDs: Set<UInt32> = [0]
     /// Peers that may call nothing: their messages are capped at `restrictedMessageBytes`.
     var isRestricted: (@Sendable (VarlinkPeer) -> Bool)?
+    /// Largest message from a restricted peer.
     var restrictedMessageBytes: Int = 4096
     /// What a refused peer can do about a cap: the end of the `hint` of `TooManyConnections`.
     var connectionCapAdvice = VarlinkServerConfiguration.defaultConnectionCapAdvice
@@ -56,6 +69,7 @@ struct LoopLimits: Sendable {
 /// `@unchecked Sendable`. The epoll fd and the eventfd live as long as this object, so a late `submit` from a
 /// handler never writes to a closed (and possibly reused) descriptor.
 final class EventLoop: @unchecked Sendable {
+    /// What other threads ask of the loop through ``submit(_:)``.
     enum Command {
         /// Append bytes to the connection's output buffer.
         case output(ConnectionHandle, [UInt8])
@@ -67,39 +81,63 @@ final class EventLoop: @unchecked Sendable {
         case close(ConnectionHandle)
         /// The connection's handler streams: its kernel send buffer grows to ``streamingSendBufferBytes``.
         case widenSendBuffer(ConnectionHandle)
+        /// Leave the loop: close everything and fire `stopped`.
         case stop
     }
 
+    /// Commands waiting for the loop, whether an eventfd wake is already on its way, and whether the
+    /// loop stopped (then commands are refused).
     private struct Inbox {
+        /// Commands not yet taken by the loop, in order.
         var commands: [Command] = []
+        /// An eventfd write is on its way: later submits need not write again.
         var wakePending = false
+        /// The loop ended: submits are refused.
         var stopped = false
     }
 
+    /// epoll token of the listening socket; connection ids start at 2.
     private static let listenerToken: UInt64 = 0
+    /// epoll token of the eventfd.
     private static let wakeToken: UInt64 = 1
 
+    /// The epoll instance; lives as long as this object.
     private let epollFD: Int32
+    /// The eventfd other threads write to wake the loop.
     private let wakeFD: Int32
+    /// Commands from other threads.
     private let inbox = Lock(Inbox())
+    /// The limits this loop enforces.
     let limits: LoopLimits
+    /// Fires when the loop has shut down and closed every connection.
     let stopped = OneShotSignal()
     /// Why the loop ended on its own, if it did (read after `stopped` fired).
     let failure = Lock<VarlinkSystemError?>(nil)
 
     // I/O thread only.
+    /// The listening socket, closed at shutdown.
     private var listenFD: Int32
+    /// The socket file to remove at shutdown, if it is still ours (same inode).
     private let unlinkPath: String?
+    /// Inode of the socket file when the loop started, so shutdown never unlinks a successor's socket.
     private var listenerInode: ino_t = 0
+    /// Open connections by id.
     private var connections: [UInt64: Connection] = [:]
+    /// Open connections per peer uid (absent: none).
     private var perUID: [UInt32: Int] = [:]
     /// Open connections with a widened send buffer (at most ``maxWidenedConnections``).
     private var widenedCount = 0
+    /// The id of the next accepted connection.
     private var nextID: UInt64 = 2
+    /// The buffer every `recv` reads into before bytes are appended to a connection's input.
     private var scratch = [UInt8](repeating: 0, count: 65536)
+    /// The earliest deadline (monotonic ns) a connection may have reached: slow reader, idle, closing.
     private var nextTimerScan: Int64 = .max
+    /// Set while accepting is paused after running out of descriptors.
     private var acceptPausedUntil: Int64?
+    /// Where complete messages go, to `VarlinkServer.run()`.
     private var deliver: AsyncStream<IncomingMessage>.Continuation?
+    /// Connections to service before the next `epoll_wait` (output to write, input to dispatch).
     private var dirty: [Connection] = []
     /// Sum of every connection's `charge`.
     private var charged = 0
@@ -108,22 +146,37 @@ final class EventLoop: @unchecked Sendable {
     /// When each kind of log line was last written, and how many were held back since.
     private var lastLog: [String: (at: Int64, suppressed: Int)] = [:]
 
+    /// One client's socket and buffers; the I/O thread's alone.
     private final class Connection {
+        /// What other threads know of the connection.
         let handle: ConnectionHandle
+        /// The connected socket (non-blocking).
         let fd: Int32
+        /// Bytes received; those before `inputStart` are already handed on.
         var input: [UInt8] = []
+        /// Offset in `input` of the first byte not handed on.
         var inputStart = 0
+        /// Where the search for the next NUL resumes (bytes before it hold none).
         var scanFrom = 0
+        /// Bytes to send; those before `outputStart` are already sent.
         var output: [UInt8] = []
+        /// Offset in `output` of the first byte not yet sent.
         var outputStart = 0
+        /// A message was handed on and its call has not finished: the next one waits (replies stay in order).
         var callInFlight = false
+        /// The peer shut down its sending side.
         var readClosed = false
+        /// Close as soon as the output is written (after an error that ends the connection).
         var closeAfterFlush = false
+        /// The epoll events currently asked for, so unchanged interest costs no `epoll_ctl`.
         var registeredEvents: UInt32 = 0
+        /// When the last call arrived or finished (monotonic ns), for the idle timeout.
         var lastActivity: Int64
+        /// Since when unread output has been over the soft limit.
         var congestedSince: Int64?
         /// Set when the connection is to close once its output is flushed; it closes anyway at this time.
         var closeDeadline: Int64?
+        /// Already in the loop's `dirty` list.
         var isDirty = false
         /// Largest message this peer may send (smaller for a peer refused every method).
         let maxMessageBytes: Int
@@ -134,6 +187,7 @@ final class EventLoop: @unchecked Sendable {
         /// Its send buffer was widened (``streamingSendBufferBytes``).
         var widened = false
 
+        /// A connection accepted at `now` with its message cap.
         init(handle: ConnectionHandle, fd: Int32, now: Int64, maxMessageBytes: Int) {
             self.handle = handle
             self.fd = fd
@@ -141,7 +195,9 @@ final class EventLoop: @unchecked Sendable {
             self.maxMessageBytes = maxMessageBytes
         }
 
+        /// Received bytes not yet handed on.
         var unprocessedInput: Int { self.input.count - self.inputStart }
+        /// Queued bytes not yet written to the socket.
         var unsentOutput: Int { self.output.count - self.outputStart }
     }
 
@@ -198,6 +254,7 @@ final class EventLoop: @unchecked Sendable {
         return true
     }
 
+    /// Asks the loop to stop; the server's `run()` waits for ``stopped``.
     func requestStop() {
         self.submit(.stop)
     }
@@ -241,6 +298,8 @@ final class EventLoop: @unchecked Sendable {
         self.shutdown()
     }
 
+    /// Refuses further commands, closes every connection and the listening socket, removes the socket
+    /// file if it is still ours, ends the message stream and fires ``stopped``.
     private func shutdown() {
         self.inbox.withLock { inbox in
             inbox.stopped = true
@@ -257,6 +316,7 @@ final class EventLoop: @unchecked Sendable {
         self.stopped.fire()
     }
 
+    /// `epoll_ctl` with `token` as the event's data; false when it failed.
     private func control(_ operation: Int32, _ fd: Int32, events: UInt32, token: UInt64) -> Bool {
         var event = epoll_event()
         event.events = events
@@ -264,6 +324,7 @@ final class EventLoop: @unchecked Sendable {
         return epoll_ctl(self.epollFD, operation, fd, &event) == 0
     }
 
+    /// The `epoll_wait` timeout up to the next deadline, rounded up; -1 (no timeout) when none is pending.
     private func timeoutMilliseconds() -> Int32 {
         var deadline = self.nextTimerScan
         if let paused = self.acceptPausedUntil { deadline = min(deadline, paused) }
@@ -273,6 +334,7 @@ final class EventLoop: @unchecked Sendable {
         return Int32(clamping: (remaining + 999_999) / 1_000_000)
     }
 
+    /// Makes the loop wake by `deadline` (monotonic ns) to check the timers.
     private func schedule(_ deadline: Int64) {
         if deadline < self.nextTimerScan { self.nextTimerScan = deadline }
     }
@@ -334,6 +396,7 @@ final class EventLoop: @unchecked Sendable {
         self.markDirty(connection)
     }
 
+    /// Queues the connection for ``flushDirty()`` once per round.
     private func markDirty(_ connection: Connection) {
         guard !connection.isDirty else { return }
         connection.isDirty = true
@@ -353,6 +416,7 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// One connection's turn: write its output, close it when it is done for, else hand on its next message.
     private func service(_ connection: Connection) {
         if connection.unsentOutput > 0 {
             guard self.flush(connection) else { return }
@@ -378,6 +442,7 @@ final class EventLoop: @unchecked Sendable {
         return connection.maxMessageBytes
     }
 
+    /// Asks epoll for input only while the connection may buffer more, and for output only while some is queued.
     private func updateInterest(_ connection: Connection) {
         var events: UInt32 = 0
         if !connection.readClosed && !connection.closeAfterFlush
@@ -392,6 +457,9 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// Accepts every waiting connection: refuses (with `TooManyConnections` and a hint of who holds
+    /// the connections) those over the total, reserved or per-uid caps, pauses 100 ms when out of
+    /// descriptors, and registers the rest with a small send buffer.
     private func acceptConnections() {
         if self.acceptPausedUntil != nil { return }
         while true {
@@ -459,6 +527,7 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// Reacts to one epoll event: closes on error or hang-up, writes on `EPOLLOUT`, reads on input.
     private func handleEvents(_ events: UInt32, on connection: Connection) {
         if events & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 {
             // Both directions are gone: no reply can be delivered any more.
@@ -651,6 +720,7 @@ final class EventLoop: @unchecked Sendable {
         return "\(open) of \(self.limits.maxConnections) connections are open" + (named.isEmpty ? "" : " (\(named))")
     }
 
+    /// Writes a log line for `kind` at most once a second, counting the ones held back.
     private func log(_ kind: String, _ line: String) {
         guard let log = self.limits.log else { return }
         let now = Sys.now()
@@ -675,6 +745,8 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// Removes the connection from epoll and the tables, closes its socket, releases its memory
+    /// charge and fires its `closed` signal; a no-op for one already closed.
     private func closeConnection(_ connection: Connection) {
         guard self.connections.removeValue(forKey: connection.handle.id) != nil else { return }
         _ = epoll_ctl(self.epollFD, EPOLL_CTL_DEL, connection.fd, nil)
@@ -698,6 +770,8 @@ final class EventLoop: @unchecked Sendable {
         _ = malloc_trim(0)
     }
 
+    /// Ends a paused accept, and closes connections past a deadline: a closing one whose error was not
+    /// read, a slow reader, an idle one. Computes the next deadline.
     private func runTimersIfDue() {
         let now = Sys.now()
         if let paused = self.acceptPausedUntil, paused <= now {

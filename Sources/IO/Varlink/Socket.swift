@@ -8,19 +8,25 @@ public struct VarlinkSystemError: Error, Sendable, Equatable, CustomStringConver
     public var call: String
     /// What it was applied to, e.g. the socket path.
     public var subject: String
+    /// The errno value the call set.
     public var errno: Int32
 
+    /// `call(subject) failed: strerror text (errno N)`.
     public var description: String {
         "\(self.call)(\(self.subject)) failed: \(Self.message(for: self.errno)) (errno \(self.errno))"
     }
 
+    /// `strerror` text for an errno value.
     static func message(for code: Int32) -> String {
         guard let text = strerror(code) else { return "unknown error" }
         return String(cString: text)
     }
 }
 
+/// The socket system calls this module makes, each returning an error value instead of
+/// throwing so that the I/O loop can decide.
 enum Sys {
+    /// `errno` as it is right now (read before any other call can change it).
     static func currentErrno() -> Int32 { errno }
 
     /// Fills a `sockaddr_un` for `path`; nil when the path does not fit `sun_path` (108 bytes with NUL).
@@ -36,6 +42,7 @@ enum Sys {
         return address
     }
 
+    /// Calls `body` with `address` as the `sockaddr` pointer and length that `bind` and `connect` take.
     static func withAddress<R>(_ address: sockaddr_un, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
         var copy = address
         return withUnsafePointer(to: &copy) { pointer in
@@ -43,6 +50,7 @@ enum Sys {
         }
     }
 
+    /// Sets `O_NONBLOCK` on `fd`; false when `fcntl` failed.
     static func setNonBlocking(_ fd: Int32) -> Bool {
         let flags = fcntl(fd, F_GETFL)
         return flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0

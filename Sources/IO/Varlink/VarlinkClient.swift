@@ -21,6 +21,7 @@ public enum VarlinkClientError: Error, Sendable, Equatable, CustomStringConverti
     /// this long (it is stopped, wedged or overloaded).
     case timedOut(Duration)
 
+    /// One sentence for the command line (`cannot connect to /run/sugard/socket: No such file or directory`).
     public var description: String {
         switch self {
         case .cannotConnect(let path, let code):
@@ -50,6 +51,7 @@ extension VarlinkClientError {
 /// client) blocks in `recv` so no task of the cooperative pool ever does. Closing the client (or cancelling a
 /// waiting call or stream) closes the connection, which is how Varlink ends a `more` call.
 public final class VarlinkClient: Sendable {
+    /// The socket and the pending calls, shared with the reader thread.
     private let core: ClientCore
 
     /// Connects to `socketPath`.
@@ -90,6 +92,7 @@ public final class VarlinkClient: Sendable {
         self.core.shutdown()
     }
 
+    /// A duration in whole nanoseconds.
     static func nanoseconds(_ duration: Duration) -> Int64 {
         let (seconds, attoseconds) = duration.components
         return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
@@ -195,17 +198,24 @@ public final class VarlinkClient: Sendable {
 
 /// The replies of ``VarlinkClient/callMore(_:_:window:decoding:)``: each one taken makes room for the next.
 public struct VarlinkWindowedReplies<Element: Sendable>: AsyncSequence, Sendable {
+    /// The decoded replies.
     let stream: AsyncThrowingStream<Element, any Error>
+    /// The window the reader thread waits in.
     let gate: ReplyWindow
 
+    /// An iterator whose end (or loss) closes the window, so the reader never waits for a consumer that left.
     public func makeAsyncIterator() -> Iterator {
         Iterator(base: self.stream.makeAsyncIterator(), holder: ReplyWindow.Holder(self.gate))
     }
 
+    /// Takes replies one by one, each taken one freeing a place in the window.
     public struct Iterator: AsyncIteratorProtocol {
+        /// The underlying stream's iterator.
         var base: AsyncThrowingStream<Element, any Error>.AsyncIterator
+        /// Keeps the window open while the iterator lives.
         let holder: ReplyWindow.Holder
 
+        /// The next reply; nil after the last one; throws ``VarlinkClientError`` when the stream failed.
         public mutating func next() async throws -> Element? {
             let value = try await self.base.next()
             if value != nil { self.holder.window.took() }
@@ -218,8 +228,11 @@ public struct VarlinkWindowedReplies<Element: Sendable>: AsyncSequence, Sendable
 /// waits in ``enter()`` while the window is full. Closed (the reader never waits again) when the
 /// consumer is gone or the connection shuts down.
 final class ReplyWindow: Sendable {
+    /// Decoded and not taken replies, and whether the window is closed.
     struct State {
+        /// Replies decoded and not yet taken.
         var unread = 0
+        /// The window never makes the reader wait again.
         var closed = false
     }
 
@@ -230,10 +243,14 @@ final class ReplyWindow: Sendable {
         deinit { self.window.close() }
     }
 
+    /// Unread count and closed flag.
     private let state = Lock(State())
+    /// Wakes the reader thread when a reply is taken or the window closes.
     private let condition = Condition()
+    /// How many replies may wait untaken.
     private let size: Int
 
+    /// A window of `size` replies (at least 1).
     init(size: Int) {
         self.size = size
     }
@@ -254,6 +271,7 @@ final class ReplyWindow: Sendable {
         self.condition.broadcast()
     }
 
+    /// Stops all waiting for good and wakes a waiting reader.
     func close() {
         self.state.withLock { $0.closed = true }
         self.condition.broadcast()
@@ -263,17 +281,24 @@ final class ReplyWindow: Sendable {
 /// A `more` call whose replies are decoded from their bytes: `decode` reads one reply's parameters
 /// and returns what hands the value on (called once the whole reply is read and is not an error).
 private struct DecodingStream: Sendable {
+    /// Reads one reply's parameters; the returned closure yields the value to the consumer.
     let decode: @Sendable (inout JSONReader) throws -> @Sendable () -> Void
+    /// Ends the consumer's stream, with an error or normally (nil).
     let finish: @Sendable (VarlinkClientError?) -> Void
 }
 
 /// The client's shared state, owned jointly by the client object and its reader thread.
 private final class ClientCore: Sendable {
+    /// A call waiting for replies, in the order it was sent.
     enum Pending {
+        /// A plain call: one reply resumes it.
         case single(CheckedContinuation<Result<JSONObject, VarlinkClientError>, Never>)
+        /// A `more` call whose replies are parsed into trees.
         case stream(AsyncThrowingStream<JSONObject, any Error>.Continuation)
+        /// A `more` call whose replies are decoded from their bytes.
         case decoding(DecodingStream)
 
+        /// Ends the call with `error`.
         func fail(_ error: VarlinkClientError) {
             switch self {
             case .single(let continuation): continuation.resume(returning: .failure(error))
@@ -284,11 +309,13 @@ private final class ClientCore: Sendable {
     }
 
     struct State {
+        /// Calls sent and not finished, oldest first (replies come in this order).
         var pending: [Pending] = []
         /// Set once the connection is over; later calls fail with it.
         var failure: VarlinkClientError?
         /// An error the server sent before any call (e.g. the connection limit), reported to the next call.
         var unsolicited: VarlinkError?
+        /// `shutdown()` ran: the connection ends as `.closed`.
         var shutdownRequested = false
         /// Since when a call (not a stream) has waited with nothing received: the last reply, or the send
         /// when none was waiting. nil when no call waits.
@@ -297,16 +324,21 @@ private final class ClientCore: Sendable {
 
     /// The socket, guarded so that writers and the final close never race: -1 once closed.
     private let fd: Lock<Int32>
+    /// The pending calls and how the connection ended.
     private let state = Lock(State())
+    /// Largest reply accepted; a bigger one ends the connection with a protocol violation.
     private let maxMessageBytes: Int
+    /// How long a plain call may wait with nothing received; nil: forever.
     private let timeout: Duration?
 
+    /// Takes ownership of the connected socket `fd`.
     init(fd: Int32, maxMessageBytes: Int, timeout: Duration?) {
         self.fd = Lock(fd)
         self.maxMessageBytes = maxMessageBytes
         self.timeout = timeout
     }
 
+    /// Writes a call and queues what waits for its replies; fails it at once when the connection is already over.
     func send(_ bytes: [UInt8], expecting pending: Pending) {
         self.fd.withLock { fd in
             let failure = self.state.withLock { state -> VarlinkClientError? in
@@ -324,6 +356,7 @@ private final class ClientCore: Sendable {
         }
     }
 
+    /// Writes a `oneway` call; throws how the connection ended when it is over or the write failed.
     func sendOneway(_ bytes: [UInt8]) throws(VarlinkClientError) {
         let ok = self.fd.withLock { fd -> Bool in
             if self.state.withLock({ $0.failure }) != nil { return false }
@@ -332,6 +365,7 @@ private final class ClientCore: Sendable {
         if !ok { throw self.state.withLock { $0.failure } ?? .disconnected }
     }
 
+    /// Writes all of `bytes` (blocking); false when the socket is closed or a write failed.
     private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         guard fd >= 0 else { return false }
         var offset = 0
@@ -349,6 +383,7 @@ private final class ClientCore: Sendable {
     /// reader thread may be waiting in one).
     private let windows = Lock<[ReplyWindow]>([])
 
+    /// Tracks a windowed stream's window, so shutdown can open it; closes it at once after a shutdown.
     func register(_ window: ReplyWindow) {
         // Added first, checked after: shutdown sets its flag before it opens the windows, so either
         // it finds this one or this sees the flag.
@@ -374,6 +409,9 @@ private final class ClientCore: Sendable {
         }
     }
 
+    /// The reader thread: reads NUL-terminated replies and hands each to the oldest pending call, until
+    /// the connection ends (EOF, shutdown, a malformed or oversized reply, or a call's timeout); then fails
+    /// every pending call with the reason and closes the socket.
     func readLoop() {
         let fd = self.fd.withLock { $0 }
         var buffer: [UInt8] = []
@@ -528,7 +566,9 @@ private final class ClientCore: Sendable {
         return nil
     }
 
+    /// What ``decode(_:_:)`` made of a reply.
     enum Decoded {
+        /// Parameters decoded: call `yield` to hand on the value; `continues` as the reply said.
         case decoded(yield: @Sendable () -> Void, continues: Bool)
         /// Not a Varlink reply, or parameters `decode` rejected.
         case failed(String)

@@ -2,9 +2,13 @@ public import JSON
 
 /// A type in a Varlink interface description.
 public indirect enum VarlinkType: Sendable, Hashable, CustomStringConvertible {
+    /// `bool`: JSON `true` or `false`.
     case bool
+    /// `int`: a JSON number with no fractional part that fits `Int64` (`3.0` passes).
     case int
+    /// `float`: any JSON number.
     case float
+    /// `string`: a JSON string.
     case string
     /// Any JSON object (`object`, "foreign" data the interface does not describe).
     case object
@@ -21,6 +25,7 @@ public indirect enum VarlinkType: Sendable, Hashable, CustomStringConvertible {
     /// `(one, two)`, sent as one of the strings.
     case enumeration([String])
 
+    /// The type in interface-description syntax (`?[]string`, `(a: int, b: string)`).
     public var description: String {
         switch self {
         case .bool: return "bool"
@@ -40,9 +45,12 @@ public indirect enum VarlinkType: Sendable, Hashable, CustomStringConvertible {
 
 /// A named member of a struct, a method's input or output, or an error's parameters.
 public struct VarlinkField: Sendable, Hashable {
+    /// The field name (`[A-Za-z](_?[A-Za-z0-9])*`).
     public var name: String
+    /// The field's type; `?T` makes it optional (null or absent).
     public var type: VarlinkType
 
+    /// A field `name: type`.
     public init(name: String, type: VarlinkType) {
         self.name = name
         self.type = type
@@ -53,28 +61,38 @@ public struct VarlinkField: Sendable, Hashable {
 public struct VarlinkMethod: Sendable, Hashable {
     /// The member name, e.g. `Ping`.
     public var name: String
+    /// The call's parameters, in declaration order.
     public var input: [VarlinkField]
+    /// The reply's parameters, in declaration order.
     public var output: [VarlinkField]
 }
 
 /// Why an interface description was rejected, with the 1-based line and column of the problem.
 public struct VarlinkIDLError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// 1-based line of the problem.
     public var line: Int
+    /// 1-based column of the problem, counted in Unicode scalars.
     public var column: Int
+    /// What was wrong, in words (`expected ',' or ')', found '}'`).
     public var reason: String
 
+    /// `interface description line L, column C: reason`.
     public var description: String { "interface description line \(self.line), column \(self.column): \(self.reason)" }
 }
 
 /// Why a value does not match its declared type. `path` leads from the top-level parameter to the offending
 /// value, e.g. `["reading", "values", "[2]"]`.
 public struct VarlinkValidationError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Field names, map keys and `[index]` steps from the top-level parameter down; empty when
+    /// the whole call is wrong (an unknown method or error).
     public var path: [String]
+    /// What was wrong (`unknown field`, `missing required int value`, `expected string, got a number`).
     public var reason: String
 
     /// The top-level parameter concerned: what `org.varlink.service.InvalidParameter` names.
     public var parameter: String { self.path.first ?? "" }
 
+    /// `path.joined(".")` (or `parameters`) and the reason.
     public var description: String {
         let location = self.path.isEmpty ? "parameters" : self.path.joined(separator: ".")
         return "\(location): \(self.reason)"
@@ -143,6 +161,8 @@ public struct VarlinkInterfaceDefinition: Sendable {
         try self.validate(value, as: type, path: [])
     }
 
+    /// Checks an object against struct fields: no unknown field, every non-optional field present and
+    /// not null, each value of its type.
     private func validate(_ object: JSONObject, fields: [VarlinkField], path: [String]) throws(VarlinkValidationError) {
         for entry in object.entries where !fields.contains(where: { $0.name == entry.key }) {
             throw VarlinkValidationError(path: path + [entry.key], reason: "unknown field")
@@ -157,6 +177,7 @@ public struct VarlinkInterfaceDefinition: Sendable {
         }
     }
 
+    /// Checks `value` against `type`, resolving named types; `path` leads to the value for the error.
     private func validate(_ value: JSONValue, as type: VarlinkType, path: [String]) throws(VarlinkValidationError) {
         func mismatch() -> VarlinkValidationError {
             VarlinkValidationError(path: path, reason: "expected \(type), got \(value.kindName)")
@@ -201,6 +222,7 @@ public struct VarlinkInterfaceDefinition: Sendable {
         }
     }
 
+    /// Checks an array element or map value: null only where the element type is optional.
     private func validateElement(_ value: JSONValue, as type: VarlinkType, path: [String]) throws(VarlinkValidationError) {
         if value.isNull {
             if case .optional = type { return }
@@ -213,41 +235,53 @@ public struct VarlinkInterfaceDefinition: Sendable {
 /// Recursive-descent parser for the Varlink interface definition grammar
 /// (https://varlink.org/Interface-Definition). `#` starts a comment that runs to the end of the line.
 private struct IDLParser {
+    /// What the parser collected; becomes the ``VarlinkInterfaceDefinition``.
     struct Parsed {
         var name = ""
         var types: [String: VarlinkType] = [:]
         var methods: [String: VarlinkMethod] = [:]
         var errors: [String: [VarlinkField]] = [:]
+        /// Member names in declaration order.
         var order: [String] = []
     }
 
+    /// A place in the text: byte index plus the 1-based line and column for messages.
     struct Position {
+        /// Byte offset in the text.
         var index: Int
         var line: Int
         var column: Int
     }
 
+    /// The description's UTF-8.
     let bytes: [UInt8]
+    /// Offset of the next unread byte.
     var index = 0
     var line = 1
     var column = 1
     /// Named-type references, checked once every `type` is known.
     var references: [(name: String, at: Position)] = []
 
+    /// A parser at the start of `text`.
     init(text: String) {
         self.bytes = Array(text.utf8)
     }
 
+    /// Where the parser is now.
     var position: Position { Position(index: self.index, line: self.line, column: self.column) }
 
+    /// An error at `position`, or at the current position.
     func error(_ reason: String, at position: Position? = nil) -> VarlinkIDLError {
         let at = position ?? self.position
         return VarlinkIDLError(line: at.line, column: at.column, reason: reason)
     }
 
+    /// True when the whole text is read.
     var atEnd: Bool { self.index >= self.bytes.count }
+    /// The next byte, nil at the end.
     var current: UInt8? { self.index < self.bytes.count ? self.bytes[self.index] : nil }
 
+    /// Steps over one byte, keeping line and column (a column per UTF-8 lead byte, not per byte).
     mutating func advance() {
         if self.bytes[self.index] == UInt8(ascii: "\n") {
             self.line += 1
@@ -258,6 +292,7 @@ private struct IDLParser {
         self.index += 1
     }
 
+    /// Skips white space and `#` comments.
     mutating func skipBlanks() {
         while let byte = self.current {
             switch byte {
@@ -271,6 +306,7 @@ private struct IDLParser {
         }
     }
 
+    /// A byte that may be part of a word: ASCII letter, digit, `_`, `.` or `-`.
     static func isWordByte(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
@@ -289,6 +325,7 @@ private struct IDLParser {
         return (String(decoding: self.bytes[start.index..<self.index], as: UTF8.self), start)
     }
 
+    /// Consumes `symbol` after blanks, or throws "expected 'symbol', found …".
     mutating func expect(_ symbol: String) throws(VarlinkIDLError) {
         self.skipBlanks()
         let symbolBytes = Array(symbol.utf8)
@@ -300,6 +337,7 @@ private struct IDLParser {
         for _ in symbolBytes { self.advance() }
     }
 
+    /// Consumes `byte` after blanks when it comes next; false (nothing consumed but blanks) otherwise.
     mutating func consume(_ byte: UInt8) -> Bool {
         self.skipBlanks()
         guard self.current == byte else { return false }
@@ -307,6 +345,7 @@ private struct IDLParser {
         return true
     }
 
+    /// What stands at the current position, for messages: the quoted word or byte, or "end of text".
     func found() -> String {
         guard let byte = self.current else { return "end of text" }
         if Self.isWordByte(byte) {
@@ -317,6 +356,8 @@ private struct IDLParser {
         return "'\(String(decoding: [byte], as: UTF8.self))'"
     }
 
+    /// A reverse-domain interface name of at least two labels (`org.example.ping`); see the comment
+    /// inside for where it is more lenient than the spec.
     static func isInterfaceName(_ name: String) -> Bool {
         // The spec's grammar is [a-z]([-]*[a-z0-9])*(\.[a-z0-9]([-]*[a-z0-9])*)+, but systemd
         // (io.systemd.Resolve) and the reference Python implementation accept upper-case letters after
@@ -343,6 +384,7 @@ private struct IDLParser {
         return true
     }
 
+    /// A type, method or error name: an upper-case letter, then letters and digits.
     static func isMemberName(_ name: String) -> Bool {
         // [A-Z][A-Za-z0-9]*
         let bytes = Array(name.utf8)
@@ -350,6 +392,7 @@ private struct IDLParser {
         return bytes.allSatisfy { Self.isAlphanumeric($0) }
     }
 
+    /// A field or enum value name: a letter, then letters and digits, with single `_` between them.
     static func isFieldName(_ name: String) -> Bool {
         // [A-Za-z](_?[A-Za-z0-9])*
         let bytes = Array(name.utf8)
@@ -368,14 +411,18 @@ private struct IDLParser {
         return true
     }
 
+    /// An ASCII letter.
     static func isLetter(_ byte: UInt8) -> Bool {
         (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
     }
 
+    /// An ASCII letter or digit.
     static func isAlphanumeric(_ byte: UInt8) -> Bool {
         Self.isLetter(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
     }
 
+    /// The whole description: `interface name`, then `type`, `method` and `error` members until the
+    /// end. Member names must be unique; named-type references are checked once all types are known.
     mutating func parseInterface() throws(VarlinkIDLError) -> Parsed {
         var parsed = Parsed()
         let (keyword, keywordAt) = self.word()
@@ -430,6 +477,8 @@ private struct IDLParser {
         return parsed
     }
 
+    /// A `( … )` that must be a struct (method input or output, error parameters); `what` names it in
+    /// errors.
     mutating func parseStruct(what: String) throws(VarlinkIDLError) -> [VarlinkField] {
         self.skipBlanks()
         let start = self.position
@@ -475,6 +524,8 @@ private struct IDLParser {
         return isStruct == true ? .structure(fields) : .enumeration(cases)
     }
 
+    /// A type: `?T`, `[]T`, `[string]T`, an inline struct or enum, a built-in name or a declared
+    /// type's name (recorded for the check at the end).
     mutating func parseType() throws(VarlinkIDLError) -> VarlinkType {
         self.skipBlanks()
         let start = self.position

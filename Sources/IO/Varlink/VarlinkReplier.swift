@@ -9,13 +9,17 @@ import Locking
 /// `more: true` may send any number of `continues: true` replies before it. For `oneway` calls every reply is
 /// dropped.
 public final class VarlinkReplier: Sendable {
+    /// The connection the call arrived on; replies go to it.
     let connection: ConnectionHandle
+    /// The server's I/O loop, which does the writing.
     let loop: EventLoop
     /// The client set `more: true`, so `continues: true` replies are allowed.
     public let more: Bool
     /// The client set `oneway: true`, so nothing is sent.
     public let oneway: Bool
+    /// Unread output bytes past which the client is considered not reading and is dropped.
     private let hardOutputLimit: Int
+    /// True once the final reply (or error) was claimed.
     private let finished = Lock(false)
 
     init(connection: ConnectionHandle, loop: EventLoop, more: Bool, oneway: Bool, hardOutputLimit: Int) {
@@ -100,6 +104,7 @@ public final class VarlinkReplier: Sendable {
     /// The peer of the connection this call arrived on.
     public var peer: VarlinkPeer { self.connection.peer }
 
+    /// Whether a reply may still go out; a final reply claims the call, so a second one gets false.
     private func claim(final isFinal: Bool) -> Bool {
         self.finished.withLock { finished in
             if finished { return false }
@@ -108,6 +113,8 @@ public final class VarlinkReplier: Sendable {
         }
     }
 
+    /// Queues `bytes` for the I/O thread and counts them as pending output; closes the connection
+    /// instead when that would pass the hard output limit.
     private func send(_ bytes: [UInt8]) -> Bool {
         guard !self.isClosed else { return false }
         let pending = self.connection.pendingOutput.add(bytes.count, ordering: .relaxed).newValue

@@ -17,15 +17,20 @@ public protocol VarlinkInterfaceHandler: Sendable {
 }
 
 extension VarlinkInterfaceHandler {
+    /// No method requires `more`.
     public var methodsRequiringMore: Set<String> { [] }
 }
 
 /// A `VarlinkInterfaceHandler` made from a closure.
 public struct VarlinkInterface: VarlinkInterfaceHandler {
+    /// The interface description calls are validated against.
     public let definition: VarlinkInterfaceDefinition
+    /// Member names of methods answered with `ExpectedMore` unless called with `more: true`.
     public let methodsRequiringMore: Set<String>
+    /// The closure that handles every method of the interface.
     private let body: @Sendable (VarlinkCall, VarlinkReplier) async throws(VarlinkError) -> Void
 
+    /// An interface whose every method `handler` handles (it switches on ``VarlinkCall/methodName``).
     public init(
         _ definition: VarlinkInterfaceDefinition, methodsRequiringMore: Set<String> = [],
         handler: @escaping @Sendable (VarlinkCall, VarlinkReplier) async throws(VarlinkError) -> Void
@@ -35,6 +40,7 @@ public struct VarlinkInterface: VarlinkInterfaceHandler {
         self.body = handler
     }
 
+    /// Runs the closure.
     public func handle(_ call: VarlinkCall, replier: VarlinkReplier) async throws(VarlinkError) {
         try await self.body(call, replier)
     }
@@ -42,6 +48,7 @@ public struct VarlinkInterface: VarlinkInterfaceHandler {
 
 /// How and where a `VarlinkServer` listens, what it says about itself, and its limits.
 public struct VarlinkServerConfiguration: Sendable {
+    /// Where the listening socket comes from.
     public enum Listen: Sendable, Equatable {
         /// Bind a new socket at this path. A stale socket file is removed first; a path where a live server
         /// answers is refused. The file is removed again when the server stops.
@@ -51,6 +58,7 @@ public struct VarlinkServerConfiguration: Sendable {
         case fileDescriptor(Int32)
     }
 
+    /// The socket to serve on.
     public var listen: Listen
     /// Permission bits of a socket file the server creates. Default 0660.
     public var socketMode: UInt32 = 0o660
@@ -59,8 +67,11 @@ public struct VarlinkServerConfiguration: Sendable {
 
     /// `org.varlink.service.GetInfo` fields.
     public var vendor: String = ""
+    /// `GetInfo` `product`.
     public var product: String = ""
+    /// `GetInfo` `version`.
     public var version: String = ""
+    /// `GetInfo` `url`.
     public var url: String = ""
 
     /// Open connections, in total. Default 4096 (as sd-varlink).
@@ -74,6 +85,7 @@ public struct VarlinkServerConfiguration: Sendable {
     /// What a peer refused by a connection cap can do (the end of the `hint` parameter of
     /// `org.varlink.protocol.TooManyConnections`; its start says who holds the connections).
     public var connectionCapAdvice = Self.defaultConnectionCapAdvice
+    /// The advice used unless a service words its own.
     public static let defaultConnectionCapAdvice =
         "close connections you no longer need and try again, or ask the service's administrator to raise its connection limits"
     /// Largest message accepted, without its NUL. Bigger ones get `org.varlink.protocol.MessageTooLarge` and the
@@ -113,6 +125,7 @@ public struct VarlinkServerConfiguration: Sendable {
     /// line per kind per second, with a count of the ones held back). nil: silent.
     public var log: (@Sendable (String) -> Void)?
 
+    /// A configuration with every default above, listening on `listen`.
     public init(listen: Listen) {
         self.listen = listen
     }
@@ -141,8 +154,10 @@ public enum VarlinkServerError: Error, Sendable, CustomStringConvertible {
     case invalidConfiguration(String)
     /// `run()` was called a second time.
     case alreadyRunning
+    /// A system call failed (bind, listen, epoll, thread start), with its errno.
     case system(VarlinkSystemError)
 
+    /// One sentence for logs and the command line.
     public var description: String {
         switch self {
         case .addressInUse(let path): return "another Varlink server is already listening on \(path)"
@@ -161,16 +176,26 @@ public enum VarlinkServerError: Error, Sendable, CustomStringConvertible {
 /// Handlers reply through a `VarlinkReplier`, which queues bytes and wakes the loop through an eventfd. The
 /// loop sleeps in `epoll_wait` with no timeout unless a deadline (slow reader, idle connection) is pending.
 public final class VarlinkServer: Sendable {
+    /// The listening socket before `run()` took it (`ready`) and after (`taken`); a second `run()`
+    /// finds it taken.
     private enum ListenerState {
+        /// The socket is bound and waits for `run()`.
         case ready(fd: Int32)
+        /// `run()` took it (and closes it when it ends).
         case taken
     }
 
+    /// The configuration the server was made with.
     public let configuration: VarlinkServerConfiguration
+    /// Handlers by interface name (without `org.varlink.service`, which the server answers itself).
     private let handlers: [String: any VarlinkInterfaceHandler]
+    /// `org.varlink.service` followed by the handlers' interfaces in registration order, for `GetInfo`.
     private let interfaceNames: [String]
+    /// The parsed `org.varlink.service` description.
     private let service: VarlinkInterfaceDefinition
+    /// The listening socket, until `run()` takes it.
     private let listener: Lock<ListenerState>
+    /// The socket file this server bound, which it removes when it stops; nil for an adopted fd.
     private let createdPath: String?
     /// When a refused message was last logged (monotonic ns), and how many were not since.
     private let parseRefusals = Lock<(at: Int64, held: Int)>((0, 0))
@@ -224,6 +249,8 @@ public final class VarlinkServer: Sendable {
         }
     }
 
+    /// Binds and listens on a new non-blocking socket at `path` with `mode` and `group`. A socket file
+    /// nobody answers on is replaced; one a live server answers on throws ``VarlinkServerError/addressInUse(path:)``.
     private static func bind(path: String, mode: UInt32, group: UInt32?) throws(VarlinkServerError) -> Int32 {
         guard let address = Sys.unixAddress(path) else {
             throw .invalidConfiguration("socket path '\(path)' is empty or longer than 107 bytes")
@@ -295,6 +322,7 @@ public final class VarlinkServer: Sendable {
         return max(1, min(configuration.maxConnectionsPerUID, Int(Double(shared) * share)))
     }
 
+    /// A duration in whole nanoseconds, as the loop keeps its deadlines.
     private static func nanoseconds(_ duration: Duration) -> Int64 {
         let (seconds, attoseconds) = duration.components
         return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
@@ -362,6 +390,10 @@ public final class VarlinkServer: Sendable {
 
     // MARK: Calls
 
+    /// Handles one complete message from the loop: parses it within ``VarlinkServerConfiguration/parseLimits``,
+    /// checks the envelope (`method`, `parameters`, the `more`/`oneway`/`upgrade` flags) and routes the call.
+    /// A malformed envelope gets `org.varlink.protocol.InvalidMessage` and the connection is closed. `more`
+    /// is ignored on a `oneway` call.
     private func dispatch(_ message: IncomingMessage, loop: EventLoop) async {
         let hard = self.configuration.hardMaxPendingOutputBytes
         func reject(_ reason: String) {
@@ -426,6 +458,9 @@ public final class VarlinkServer: Sendable {
         log("refused a message from uid \(peer.uid) (pid \(peer.pid)) over the parse limits: \(error)" + (held > 0 ? " (and \(held) more like it)" : ""))
     }
 
+    /// Sends a validated call to `org.varlink.service` or to its interface's handler. Throws
+    /// `MethodNotFound`, `InterfaceNotFound`, `InvalidParameter`, `ExpectedMore`, or
+    /// `MethodNotImplemented` for an `upgrade` (not supported).
     private func route(_ call: VarlinkCall, upgrade: Bool, replier: VarlinkReplier) async throws(VarlinkError) {
         guard let dot = call.method.lastIndex(of: "."), dot != call.method.startIndex else {
             throw .methodNotFound(call.method)
@@ -444,6 +479,8 @@ public final class VarlinkServer: Sendable {
         try await Self.runCancellable(handler, call, replier)
     }
 
+    /// Throws `MethodNotFound` for an undeclared method, `InvalidParameter` (naming the top-level
+    /// parameter) when the parameters do not match its input.
     private func validate(_ call: VarlinkCall, member: String, in definition: VarlinkInterfaceDefinition)
         throws(VarlinkError)
     {
@@ -483,6 +520,7 @@ public final class VarlinkServer: Sendable {
         if let outcome { throw outcome }
     }
 
+    /// Answers `GetInfo` and `GetInterfaceDescription` from the configuration and the registered interfaces.
     private func serviceCall(member: String, _ parameters: JSONObject, replier: VarlinkReplier) {
         switch member {
         case "GetInfo":
@@ -516,6 +554,7 @@ public final class VarlinkServer: Sendable {
         }
     }()
 
+    /// The `org.varlink.service` description text, as the Varlink specification words it.
     static let serviceDescription = """
         # The Varlink Service Interface is provided by every varlink service. It
         # describes the service and the interfaces it implements.

@@ -3,13 +3,17 @@ public import JSON
 /// The credentials of the process on the other end of a connection, as the kernel reported them when it
 /// connected (`SO_PEERCRED`), plus its supplementary groups when they could be read.
 public struct VarlinkPeer: Sendable, Hashable {
+    /// The peer's process id when it connected (the process may have exited since).
     public var pid: Int32
+    /// The peer's effective user id: what authorisation decides on.
     public var uid: UInt32
+    /// The peer's effective primary group id.
     public var gid: UInt32
     /// Supplementary group ids (`SO_PEERGROUPS`, else the `Groups:` line of `/proc/<pid>/status`); empty
     /// when neither was available. Best effort: authorise on `uid`/`gid` first.
     public var groups: [UInt32]
 
+    /// Credentials with every field given.
     public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32]) {
         self.pid = pid
         self.uid = uid
@@ -25,14 +29,18 @@ public struct VarlinkPeer: Sendable, Hashable {
 
 /// A Varlink error reply: a fully qualified error name (`org.example.ping.Busy`) and its parameters.
 public struct VarlinkError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The fully qualified error name, e.g. `org.varlink.service.InvalidParameter`.
     public var name: String
+    /// The error's parameters, sent as the reply's `parameters` object (empty: `{}`).
     public var parameters: JSONObject
 
+    /// An error `name` with `parameters` (none by default).
     public init(_ name: String, _ parameters: JSONObject = [:]) {
         self.name = name
         self.parameters = parameters
     }
 
+    /// The name, followed by the parameters as compact JSON when there are any.
     public var description: String {
         self.parameters.count == 0 ? self.name : "\(self.name) \(JSONValue.object(self.parameters).serialized())"
     }
@@ -80,13 +88,16 @@ public struct VarlinkError: Error, Sendable, Hashable, CustomStringConvertible {
 public struct VarlinkCall: Sendable {
     /// The fully qualified method name, e.g. `org.example.ping.Ping`.
     public var method: String
+    /// The call's parameters, already checked against the method's input type in the interface.
     public var parameters: JSONObject
     /// The client asked for several replies (`more: true`).
     public var more: Bool
     /// The client wants no reply (`oneway: true`); the server drops whatever the handler replies.
     public var oneway: Bool
+    /// Who made the call: the credentials of the connection it arrived on.
     public var peer: VarlinkPeer
 
+    /// A call with every field given.
     public init(method: String, parameters: JSONObject, more: Bool, oneway: Bool, peer: VarlinkPeer) {
         self.method = method
         self.parameters = parameters

@@ -2,6 +2,7 @@ import JSON
 
 /// Encoding of Varlink messages: compact JSON followed by a NUL byte.
 enum VarlinkWire {
+    /// A reply message carrying `parameters`, with `"continues": true` when `continues`.
     static func reply(_ parameters: JSONObject, continues: Bool) -> [UInt8] {
         self.reply(continues: continues) { JSONValue.object(parameters).write(into: &$0) }
     }
@@ -17,6 +18,7 @@ enum VarlinkWire {
         return out
     }
 
+    /// An error reply: `{"error":name,"parameters":{…}}` and the NUL.
     static func error(_ error: VarlinkError) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(64)
@@ -28,6 +30,7 @@ enum VarlinkWire {
         return out
     }
 
+    /// A call message; the `more` and `oneway` flags are written only when true.
     static func call(_ method: String, _ parameters: JSONObject, more: Bool, oneway: Bool) -> [UInt8] {
         var message: JSONObject = ["method": .string(method), "parameters": .object(parameters)]
         if more { message["more"] = true }

@@ -4,17 +4,29 @@ import JSON
 /// `/`: one self-contained page (inline style, no script, refreshes itself every 30 s) with every
 /// gateway and every person, problems first.
 extension HubService {
+    /// One gateway's line on the page.
     struct GatewayRow {
+        /// The gateway's id.
         var id: String
+        /// Online and heard from within `offlineAfter`.
         var online: Bool
+        /// When it was last heard from (UTC, to the minute).
         var lastSeen: String?
+        /// The adapter in words (`unknown` before a health message).
         var adapter: String
+        /// The adapter is absent, off or in error.
         var adapterProblem: Bool
+        /// The storage state in words.
         var storage: String
+        /// The storage is not ok.
         var storageProblem: Bool
+        /// Meters whose sync is overdue, with their person.
         var overdue: [String]
+        /// Active alerts' messages, oldest first.
         var alerts: [String]
+        /// The gateway's sugard version.
         var version: String?
+        /// What is wrong, in words; empty for a healthy gateway (sorted after the troubled ones).
         var problems: [String] {
             var p: [String] = []
             if !self.online { p.append("offline") }
@@ -26,14 +38,23 @@ extension HubService {
         }
     }
 
+    /// One person's line on the page.
     struct PersonRow {
+        /// The person's name.
         var id: String
+        /// The time of their newest reading (not a control test), as the gateway wrote it.
         var lastTime: String?
+        /// Its value in mg/dL.
         var lastValue: Double?
+        /// Its flags.
         var lastFlags: [String]
+        /// Its age in hours; nil when they have no reading.
         var ageHours: Double?
+        /// Readings of the last 14 days between 70 and 180 mg/dL.
         var inRange: Int
+        /// Readings of the last 14 days (control tests excluded).
         var total: Int
+        /// What needs a look: a low (< 70) or high (> 250) last value, LO or HI, no reading for over 3 days, none yet.
         var problems: [String] {
             var p: [String] = []
             if let v = self.lastValue, v < 70 { p.append("last reading low") }
@@ -46,6 +67,7 @@ extension HubService {
         }
     }
 
+    /// Every gateway, with its overdue meters and active alerts, in one query.
     func gatewayRows(_ store: HubStore) throws(PostgresError) -> [GatewayRow] {
         let rows = try store.query(
             """
@@ -91,6 +113,7 @@ extension HubService {
         }
     }
 
+    /// Every person with their newest reading and the last 14 days' time in range, in one query.
     func personRows(_ store: HubStore) throws(PostgresError) -> [PersonRow] {
         let rows = try store.query(
             """
@@ -113,6 +136,7 @@ extension HubService {
         }
     }
 
+    /// The whole page: gateways, then people, troubled ones first, each list by id.
     func fleetPage(_ store: HubStore) throws(PostgresError) -> String {
         let gateways = try self.gatewayRows(store).sorted { ($0.problems.isEmpty ? 1 : 0, $0.id) < ($1.problems.isEmpty ? 1 : 0, $1.id) }
         let people = try self.personRows(store).sorted { ($0.problems.isEmpty ? 1 : 0, $0.id) < ($1.problems.isEmpty ? 1 : 0, $1.id) }

@@ -4,20 +4,32 @@ import JSON
 /// What one message on the hub's topics is. Parsed tolerantly: unknown keys are ignored, `kind`
 /// and `person` are optional, so gateways of newer and older versions mix.
 public enum HubMessage: Sendable, Equatable {
+    /// `<prefix>/<gateway>/<meter>/reading`: one reading (it needs an `id`).
     case reading(HubReading)
+    /// `<prefix>/<gateway>/alert` (or a meter's own level): an alert raised or cleared.
     case alert(HubAlert)
+    /// `<prefix>/<gateway>/status`: `online`, or `offline` (also the gateway's will, and an empty payload).
     case status(gateway: String, online: Bool)
+    /// `<prefix>/<gateway>/health`: the gateway's health message.
     case health(gateway: String, Health)
     /// Not for the hub, or malformed: acknowledged and logged (never retried forever).
     case ignored(reason: String)
 
+    /// A health message, with its objects kept as JSON text for the hub's `jsonb` columns.
     public struct Health: Sendable, Equatable {
+        /// The gateway's sugard version.
         public var version: String?
+        /// Its adapter state, as JSON text.
         public var adapter: String?
+        /// Its storage state, as JSON text (`ok` becomes `{"ok":true}`, another string `{"error":…}`).
         public var storage: String?
+        /// The identity of the gateway's database.
         public var databaseID: String?
+        /// The meters it lists.
         public var meters: [HubMeter]
+        /// Its active alerts (those it no longer lists are cleared).
         public var alerts: [HubAlert]
+        /// The whole message as received.
         public var payload: String
     }
 
@@ -57,11 +69,15 @@ public enum HubMessage: Sendable, Equatable {
         }
     }
 
+    /// The payload as a JSON object (at most 16 levels deep); nil when it is not one.
     static func object(_ payload: [UInt8]) -> JSONObject? {
         guard let value = try? JSONValue(parsing: payload, maxDepth: 16) else { return nil }
         return value.objectValue
     }
 
+    /// An alert from its object, tolerating older forms: kind from `rule`, `kind` or `type`; the id
+    /// made from kind and meter when absent; active unless `active` is false or `state` is
+    /// `cleared`/`resolved`.
     static func alert(_ o: JSONObject, gateway: String, meterLevel: String?, payload: String) -> HubAlert {
         let kind = o["rule"]?.stringValue ?? o["kind"]?.stringValue ?? o["type"]?.stringValue
         let meter = o["meter"]?.stringValue ?? meterLevel
@@ -72,6 +88,7 @@ public enum HubMessage: Sendable, Equatable {
             message: o["message"]?.stringValue ?? o["text"]?.stringValue, payload: payload)
     }
 
+    /// A health message from its object; meters without an id are skipped, every listed alert is active.
     static func health(_ o: JSONObject, gateway: String, payload: [UInt8]) -> Health {
         func text(_ v: JSONValue?) -> String? {
             guard let v, !v.isNull else { return nil }

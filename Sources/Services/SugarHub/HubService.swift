@@ -10,10 +10,15 @@ import SystemIO
 /// JSON API, all read from PostgreSQL through one connection of its own (requests come one at a
 /// time from libmicrohttpd's thread; the lock keeps that true whatever the server does).
 public final class HubService: Sendable {
+    /// The HTTP side's own connection; nil after it was lost (a new one is made on the next request).
     let store: Lock<HubStore?>
+    /// Where to connect again.
     let databaseURL: String
+    /// The bearer token every route but `/healthz` needs; nil: none.
     let token: String?
+    /// Seconds after its last health or status message a gateway counts as offline on the fleet page, will or not.
     let offlineAfter: Int
+    /// Where request failures are logged.
     let log: @Sendable (String) -> Void
 
     /// `token` nil: no authorization asked (loopback only; the config refuses it elsewhere).
@@ -25,6 +30,8 @@ public final class HubService: Sendable {
         self.log = log
     }
 
+    /// Answers one request: only GET and HEAD (405 otherwise), the bearer token checked in constant
+    /// time (401), then the route; a database failure is a 503 (a lost connection is made again next time).
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
         guard request.method == "GET" || request.method == "HEAD" else {
             return HTTPResponse(status: 405, contentType: "text/plain; charset=utf-8", body: Array("only GET\n".utf8), headers: [("Allow", "GET, HEAD")])
@@ -56,10 +63,14 @@ public final class HubService: Sendable {
         return diff == 0
     }
 
+    /// A 200 `application/json` response with a trailing newline.
     static func json(_ text: String) -> HTTPResponse {
         HTTPResponse(status: 200, contentType: "application/json", body: Array((text + "\n").utf8))
     }
 
+    /// `/` the fleet page, `/healthz`, `/api/gateways`, `/api/alerts`, `/api/readings` (`since`,
+    /// `until`, `limit` 1–10 000, `after`, `person`, `gateway`; 400 for bad values) and
+    /// `/person/NAME/report?days=N` (1–366, default 14); 404 otherwise.
     func route(_ request: HTTPRequest, _ store: HubStore) throws(PostgresError) -> HTTPResponse {
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         switch parts.count {
