@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import HealthDataSync
 import JSON
 import ReplayTransport
@@ -14,11 +14,9 @@ import Varlink
 
     /// The repository's `fixtures/` directory: found by walking up from this file to `Package.swift`.
     static let fixtures: String = {
-        var url = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        while url.path != "/", !FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path) {
-            url.deleteLastPathComponent()
-        }
-        return url.appendingPathComponent("fixtures").path
+        var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false).dropLast()
+        while parts.count > 1, access(parts.joined(separator: "/") + "/Package.swift", F_OK) != 0 { parts = parts.dropLast() }
+        return parts.joined(separator: "/") + "/fixtures"
     }()
 
     static func path(_ fixture: FixtureMeter) -> String { Self.fixtures + "/" + fixture.rawValue + ".btsnoop" }
