@@ -84,9 +84,12 @@ struct MetersOverBlueZTests {
             #expect((clock?["skewBeforeSeconds"]?.intValue ?? 0) < -100_000_000)
             #expect(abs(clock?["skewAfterSeconds"]?.intValue ?? 99) <= 2)
             let text = try await rig.sugarctl(["sessions", ctsMeter])
+            // Old and new skew: 2019 is years slow; the read-back is right.
             #expect(text.stdout.contains("clock set (was "), "\(text.stdout)")
+            #expect(text.stdout.contains(" slow, now "), "\(text.stdout)")
             let status = try await rig.sugarctl(["status"])
             #expect(status.stdout.contains("clock set (was "), "\(status.stdout)")
+            #expect(status.stdout.contains(" slow, now "), "\(status.stdout)")
             let json = try JSONValue(parsing: try await rig.sugarctl(["meters", "--json"]).stdout)
             let entry = json["meters"]?.arrayValue?.first { $0["id"]?.stringValue == ctsMeter }
             #expect(entry?["procedure"]?.stringValue == "gls")
