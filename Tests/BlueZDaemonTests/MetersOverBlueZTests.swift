@@ -8,6 +8,7 @@ private let verioMeter = "C0:26:DA:0E:0E:01"
 private let ctsMeter = "C0:26:DA:0C:0C:01"
 private let isensMeter = "C0:26:DA:15:0E:01"
 private let ctsResetMeter = "C0:26:DA:0C:0C:02"
+private let verioHiLoMeter = "C0:26:DA:0E:0E:02"
 
 /// Verio options for the stand-in: records `[number, seconds since 2000, mg/dL, trailer]`.
 private func verioOptions(_ records: [(Int, Int)], highest: Int? = nil, extra: String = "") -> String {
@@ -154,6 +155,26 @@ struct MetersOverBlueZTests {
             #expect(all.filter { $0["epoch"]?.intValue == 1 }.compactMap { $0["mgdL"]?.doubleValue } == [201, 202])
             // The clock is right now: the reset download writes it no more.
             #expect(try await rig.meterState(ctsResetMeter)["clock_writes"]?.arrayValue?.count == 1)
+        }
+    }
+
+    @Test("a Verio's HI (above 600 mg/dL), LO (below 20) and 0 are stored as HI, LO and no value, never as numbers")
+    func verioHiAndLo() async throws {
+        let options = verioOptions([(1, 612), (2, 12), (3, 0), (4, 600), (5, 20)])
+        let meter = SimulatedMeter(address: verioHiLoMeter, name: "OneTouch Verio", records: [], options: options)
+        try await withRig(standIn: standIn([meter])) { rig in
+            let readings = try await rig.waitForReadings(verioHiLoMeter, count: 5, seconds: 40)
+            func flags(_ n: Int64) -> Set<String> {
+                let reading = readings.first { $0["sequenceNumber"]?.intValue == n }
+                return Set(reading?["flags"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+            }
+            #expect(flags(1).contains("hi") && !flags(1).contains("lo"))
+            #expect(flags(2).contains("lo") && !flags(2).contains("hi"))
+            #expect(flags(3).contains("noValue"))
+            #expect(flags(4).isDisjoint(with: ["hi", "lo", "noValue"]) && flags(5).isDisjoint(with: ["hi", "lo", "noValue"]))
+            #expect(readings.map { $0["mgdL"]?.doubleValue } == [nil, nil, nil, 600, 20])
+            // The value as sent stays visible in the stored record.
+            #expect(readings.first?["meterSeconds"]?.intValue != nil)
         }
     }
 }
