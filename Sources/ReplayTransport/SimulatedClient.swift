@@ -2,10 +2,11 @@ import GlucoseProfile
 import HealthDataSync
 import PacketCapture
 
-/// A deterministic central that runs the production Glucose Profile download (``SyncStateMachine``)
-/// against a ``MeterSimulator``, synchronously: each action the machine returns is carried out on the
-/// simulator and its result fed back as the event the sync engine would feed. The order of operations
-/// is the machine's; this type only translates. Used to record fixture captures (see
+/// A deterministic central that runs the production download (``SyncStateMachine``: the Glucose Profile
+/// procedure, or the Verio one for a Verio, and the clock write after a complete download) against a
+/// ``MeterSimulator``, synchronously: each action the machine returns is carried out on the simulator
+/// and its result fed back as the event the sync engine would feed. The order of operations is the
+/// machine's; this type only translates. Used to record fixture captures (see
 /// ``MeterSimulator/startRecording(format:)``).
 public enum SimulatedClient {
     /// What the download saw.
