@@ -196,4 +196,25 @@ import Testing
             #expect(after.count == 2)
         }
     }
+
+    /// Never before the download and never after an interrupted one: an i-SENS meter whose link drops
+    /// part-way gets no time write; the complete download after it writes once.
+    @Test func anInterruptedISensDownloadLeavesTheClockAlone() async throws {
+        var meter = MeterSimulator(personality: MeterPersonality(
+            address: BluetoothAddress(rawValue: 0xD4_A0_03_00_0C_04), name: "CareSens 3", manufacturer: "i-SENS",
+            model: "CareSens N Premier", serialNumber: "I3", clock: .none, pairing: .justWorks,
+            faults: SimulatorFaults(disconnectAfterRecords: 1), isensTime: true))
+        for hour: UInt8 in [8, 9, 10] { Self.reading(&meter, mgdL: 100 + UInt16(hour), at: DateTime(year: 2025, month: 11, day: 24, hours: hour)) }
+        try await withSyncStack([meter]) { engine, transport, store, _ in
+            let first = try await engine.sync(meter: meter.id, force: true)
+            #expect(first.result == .interrupted, "\(first.error ?? "")")
+            #expect(first.clockSet == nil)
+            #expect(transport.simulator(meter.id)?.clockWrites.isEmpty == true)
+            let second = try await engine.sync(meter: meter.id, force: true)
+            #expect(second.result == .success, "\(second.error ?? "")")
+            #expect(second.clockSet?.method == .isens)
+            #expect(transport.simulator(meter.id)?.clockWrites == [Self.berlinNow])
+            #expect(try await store.readingCount(meter: meter.id) == 3)
+        }
+    }
 }
