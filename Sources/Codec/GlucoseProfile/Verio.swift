@@ -302,6 +302,59 @@ public struct VerioRecord: Hashable, Sendable {
     /// True when bytes 6–10 are zero: a blood-glucose result (anything else is not read as glucose).
     public var isBloodGlucose: Bool { self.trailer.allSatisfy { $0 == 0 } }
 
+    /// The values the meter measures, in mg/dL: a result below is LO, above is HI. Source: Tidepool
+    /// uploader `oneTouchVerioBLE.js` (values above 600 are "high" and below 20 "low", annotated
+    /// `bg/out-of-range`); the meter sends no other HI/LO marker over BLE.
+    public static let measuringRange: ClosedRange<UInt16> = 20...600
+
+    /// What a record's value means.
+    public enum Meaning: String, Hashable, Sendable {
+        /// A blood-glucose result within ``VerioRecord/measuringRange``.
+        case glucose
+        /// Below the measuring range (1–19 mg/dL): LO, never a number.
+        case lo
+        /// Above the measuring range (601 mg/dL and more): HI, never a number.
+        case hi
+        /// 0 mg/dL: no result (Tidepool reads it as "not a valid reading").
+        case noValue
+        /// Bytes 6–10 not zero: not a blood-glucose result (``VerioRecord/isBloodGlucose``).
+        case notBloodGlucose
+    }
+
+    /// The record's meaning, decided from its bytes alone.
+    public var meaning: Meaning {
+        guard self.isBloodGlucose else { return .notBloodGlucose }
+        if self.mgdL == 0 { return .noValue }
+        if self.mgdL < Self.measuringRange.lowerBound { return .lo }
+        if self.mgdL > Self.measuringRange.upperBound { return .hi }
+        return .glucose
+    }
+
+    /// The record as a Glucose Measurement, so it is stored and read like a GLS record: the record
+    /// number as sequence number, the meter's local time as Base Time (no offset), mg/dL as kg/L
+    /// × 10⁻⁵ (SFLOAT exponent −5). HI is +INF with status bit 5 (result too high), LO −INF with bit 6
+    /// (result too low), no value NaN: exactly what a GLS meter sends for them. Use it for blood-glucose
+    /// records only (``isBloodGlucose``).
+    public func measurement(sequenceNumber: UInt16) -> GlucoseMeasurement {
+        let concentration: SFloat
+        var status: SensorStatus?
+        switch self.meaning {
+        case .hi:
+            concentration = .positiveInfinity
+            status = .resultTooHigh
+        case .lo:
+            concentration = .negativeInfinity
+            status = .resultTooLow
+        case .noValue, .notBloodGlucose:
+            concentration = .nan
+        case .glucose:
+            concentration = SFloat(rawValue: 0xB000 | self.mgdL)
+        }
+        return GlucoseMeasurement(
+            sequenceNumber: sequenceNumber, baseTime: self.dateTime, concentration: concentration,
+            unit: .kilogramsPerLiter, sensorStatus: status)
+    }
+
     /// The meter's local wall-clock time of the record.
     public var dateTime: DateTime { Verio.dateTime(meterSeconds: self.meterSeconds) }
 

@@ -27,9 +27,16 @@ enum CaptureCommand {
             decoded); then the records, each Glucose Measurement joined with its context by sequence number (a context \
             more than 4096 measurements after its record joins nothing and is an anomaly); \
             then anomalies (truncated or undecodable packets, orphan contexts, missing contexts, reserved \
-            values) with their frame number. Anomalies never hide the records around them.
+            values) with their frame number. Anomalies never hide the records around them. Writes to a \
+            meter's clock (Current Time 0x2A2B, i-SENS 0xFFF1) are listed per session with the time written \
+            and its read-back. A OneTouch Verio session (LifeScan's vendor service, no Glucose service) \
+            shows its commands and replies paired in order: the clock, highest record number, count, any \
+            refused command, and each record with its number, meter time, mg/dL and meaning (glucose, \
+            hi above 600, lo below 20, noValue for 0, notBloodGlucose).
 
-            With --json each record is the `sugarctl decode measurement --json` object plus frame (1-based \
+            With --json each session also has clockWrites [{characteristic, frame, bytes, dateTime, \
+            writeError, readBack}] and verio (null, or {commands, acknowledgements, clock, \
+            highestRecordNumber, recordCount, records, refusals}); each record is the `sugarctl decode measurement --json` object plus frame (1-based \
             frame number), session (index into sessions) and context (the decoded context or null); each \
             anomaly is {frame, characteristic, reason}.
 

@@ -230,6 +230,10 @@ public struct InspectedSession: Hashable, Sendable {
     public var pairingRequests = 0
     /// SMP Pairing Failed reasons, in order.
     public var pairingFailures: [UInt8] = []
+    /// Writes to the meter's clock (Current Time 0x2A2B, i-SENS 0xFFF1), in order.
+    public var clockWrites: [InspectedClockWrite] = []
+    /// The OneTouch Verio download, when the session used the Verio service.
+    public var verio: InspectedVerio?
 
     /// A session at `position` with nothing learned yet.
     init(position: Int, capture: CaptureSession) {
@@ -242,7 +246,7 @@ public struct InspectedSession: Hashable, Sendable {
         lhs.position == rhs.position && lhs.capture == rhs.capture && lhs.deviceInformation == rhs.deviceInformation
             && lhs.feature == rhs.feature && lhs.clock == rhs.clock && lhs.racp == rhs.racp
             && lhs.recordCount == rhs.recordCount && lhs.pairingRequests == rhs.pairingRequests
-            && lhs.pairingFailures == rhs.pairingFailures
+            && lhs.pairingFailures == rhs.pairingFailures && lhs.clockWrites == rhs.clockWrites && lhs.verio == rhs.verio
             && lhs.subscriptions.elementsEqual(rhs.subscriptions) {
                 $0.frame == $1.frame && $0.characteristic == $1.characteristic && $0.value == $1.value
             }
@@ -259,7 +263,7 @@ public struct InspectedSession: Hashable, Sendable {
     /// with handles, from the session's layout (discovered, reused or provided).
     public var meterCharacteristics: [GATTCharacteristic] {
         let services: Set<BluetoothUUID> = [
-            .glucoseService, .deviceInformationService, .currentTimeService,
+            .glucoseService, .deviceInformationService, .currentTimeService, Verio.service,
         ]
         return self.capture.database.characteristics.filter { item in
             if let service = item.service { return services.contains(service) }
@@ -301,6 +305,7 @@ public struct InspectedSession: Hashable, Sendable {
         object["deviceInformation"] = self.deviceInformation.jsonValue
         object["feature"] = self.feature?.json ?? .null
         object["clock"] = self.clock?.jsonValue ?? .null
+        object["clockWrites"] = .array(self.clockWrites.map(\.jsonValue))
         object["subscriptions"] = .array(self.subscriptions.map { item in
             .object([
                 "frame": .int(Int64(item.frame)),
@@ -314,6 +319,7 @@ public struct InspectedSession: Hashable, Sendable {
             "requests": .int(Int64(self.pairingRequests)),
             "failures": .array(self.pairingFailures.map { .int(Int64($0)) }),
         ])
+        object["verio"] = self.verio?.jsonValue ?? .null
         return .object(object)
     }
 }
@@ -412,6 +418,8 @@ public struct CaptureInspector {
         var pairingRequests = 0
         /// SMP Pairing Failed reasons.
         var pairingFailures: [UInt8] = []
+        var clockWrites: [InspectedClockWrite] = []
+        var verio: InspectedVerio?
 
         /// Slots of the ring: the window and one more.
         static let ringSize = CaptureInspector.contextWindow + 1
@@ -428,6 +436,7 @@ public struct CaptureInspector {
             var earliest = self.earliestPendingRecordFrame
             for early in self.earlyContexts.values { earliest = min(earliest, early.frame) }
             for exchange in self.racp where exchange.awaitsResponse { earliest = min(earliest, exchange.requestFrame ?? 0) }
+            if let pending = self.verio?.pending { earliest = min(earliest, pending.frame) }
             return earliest
         }
 
@@ -651,6 +660,12 @@ public struct CaptureInspector {
                 self.context(value, frame: event.frame, position: position, &state)
             } else if uuid == .recordAccessControlPoint {
                 self.racpIndication(value, frame: event.frame, position: position, &state)
+            } else if uuid == Verio.replyCharacteristic {
+                var verio = state.verio ?? InspectedVerio()
+                if let reason = verio.notified(value, frame: event.frame, timestamp: event.timestamp, session: position) {
+                    self.note(event.frame, position, uuid, reason)
+                }
+                state.verio = verio
             }
         case .indication(let attribute, let value):
             guard let uuid = attribute.uuid else { return }
@@ -671,8 +686,26 @@ public struct CaptureInspector {
                 state.subscriptions.append((event.frame, attribute.characteristic, value))
             } else if attribute.uuid == .recordAccessControlPoint {
                 self.racpRequest(value, frame: event.frame, position: position, &state)
+            } else if attribute.uuid == Verio.commandCharacteristic {
+                var verio = state.verio ?? InspectedVerio()
+                if let reason = verio.written(value, frame: event.frame) {
+                    self.note(event.frame, position, Verio.commandCharacteristic, reason)
+                }
+                state.verio = verio
+            } else if let uuid = attribute.uuid, uuid == .currentTime || uuid == .isensTime {
+                let write = InspectedClockWrite(characteristic: uuid, frame: event.frame, bytes: value)
+                if uuid == .currentTime, write.dateTime == nil {
+                    self.note(event.frame, position, uuid, "Current Time write of \(value.count) bytes does not decode.")
+                }
+                state.clockWrites.append(write)
             }
         case .error(let request, let attribute, let code):
+            if request == .writeRequest, let uuid = attribute.uuid, uuid == .currentTime || uuid == .isensTime,
+                let last = state.clockWrites.indices.last, state.clockWrites[last].characteristic == uuid
+            {
+                state.clockWrites[last].error = code
+                return
+            }
             guard request == .writeRequest, attribute.uuid == .recordAccessControlPoint, let index = state.openExchange
             else { return }
             state.racp[index].writeError = code
@@ -852,7 +885,7 @@ public struct CaptureInspector {
             } catch {
                 self.note(frame, position, uuid, "Current Time does not decode (\(error.description)).")
             }
-            state.clock = clock
+            Self.clockRead(clock, &state)
         case .dateTime:
             var clock = InspectedClock(characteristic: uuid, frame: frame, timestamp: timestamp, bytes: value)
             do throws(GlucoseProfileError) {
@@ -860,9 +893,21 @@ public struct CaptureInspector {
             } catch {
                 self.note(frame, position, uuid, "Date Time does not decode (\(error.description)).")
             }
-            state.clock = clock
+            Self.clockRead(clock, &state)
         default:
             break
+        }
+    }
+
+    /// The session's clock is the first read (the one a download resolves its times with); a read after
+    /// a clock write is that write's read-back.
+    private static func clockRead(_ clock: InspectedClock, _ state: inout OpenSession) {
+        if let last = state.clockWrites.indices.last, state.clockWrites[last].readBack == nil,
+            state.clockWrites[last].error == nil
+        {
+            state.clockWrites[last].readBack = clock.dateTime
+        } else if state.clock == nil {
+            state.clock = clock
         }
     }
 
@@ -938,6 +983,10 @@ public struct CaptureInspector {
             self.note(exchange.requestFrame ?? capture.lastFrame, position, .recordAccessControlPoint,
                       "RACP \(exchange.request!.opCode.name) got no response before the session ended.")
         }
+        if let pending = state.verio?.pending {
+            self.note(pending.frame, position, Verio.commandCharacteristic,
+                      "Verio \(pending.command.name) got no reply before the session ended.")
+        }
         var session = InspectedSession(position: position, capture: capture)
         func text(_ uuid: BluetoothUUID) -> String? {
             uuid.uuid16.flatMap { state.deviceValues[$0] }.flatMap(deviceString)
@@ -953,6 +1002,8 @@ public struct CaptureInspector {
         session.recordCount = state.recordCount
         session.pairingRequests = state.pairingRequests
         session.pairingFailures = state.pairingFailures
+        session.clockWrites = state.clockWrites
+        session.verio = state.verio
         if let stream = self.stream { stream.add(session: session) } else { self.finished.append(session) }
     }
 }

@@ -6,8 +6,9 @@ extension CaptureInspection {
     /// Sessions, then records (one line each), then anomalies, for people.
     public var readableText: String {
         var out = ""
+        let verio = self.sessions.reduce(0) { $0 + ($1.verio?.records.count ?? 0) }
         out += "Frames: \(self.statistics.frames)  sessions: \(self.sessions.count)  records: \(self.recordCount)  "
-            + "anomalies: \(self.anomalies.count)\n"
+            + (verio > 0 ? "Verio records: \(verio)  " : "") + "anomalies: \(self.anomalies.count)\n"
         for session in self.sessions { out += "\n" + session.readableText }
         out += "\nRecords (\(self.records.count)):\n"
         if !self.records.isEmpty {
@@ -64,8 +65,16 @@ extension InspectedSession {
         if let clock = self.clock {
             out += "  Clock (\(clock.characteristic.shortString)): \(clock.dateTime?.isoString ?? hexBytes(clock.bytes))\n"
         }
+        for write in self.clockWrites {
+            out += "  Clock write (\(write.characteristic.shortString)) frame \(write.frame): "
+                + (write.dateTime?.isoString ?? hexBytes(write.bytes))
+            if let error = write.error { out += " → ATT error 0x\(hexByte(error.rawValue)) (\(error))" }
+            if let readBack = write.readBack { out += ", read back \(readBack.isoString)" }
+            out += "\n"
+        }
         for exchange in self.racp { out += "  RACP " + exchange.readableLine + "\n" }
         out += "  Records: \(self.recordCount)\n"
+        if let verio = self.verio { out += verio.readableText }
         return out
     }
 }
@@ -152,4 +161,37 @@ private func rounded(_ value: Double, _ digits: Int) -> String {
     let r = (value * scale).rounded() / scale
     if r == r.rounded() { return String(Int(r)) }
     return String(r)
+}
+
+extension InspectedVerio {
+    /// The Verio part of a session paragraph: counts, clock, then one line per record and refusal.
+    public var readableText: String {
+        var out = "  Verio: \(self.commands) command(s), \(self.acknowledgements) acknowledgement(s)"
+        if let clock = self.clock { out += ", clock \(Verio.dateTime(meterSeconds: clock.meterSeconds).isoString)" }
+        if let highest = self.highestRecordNumber { out += ", highest record \(highest)" }
+        if let count = self.recordCount { out += ", \(count) held" }
+        out += "\n"
+        for refusal in self.refusals {
+            out += "    frame \(refusal.frame): \(refusal.command ?? "(no command)") refused: \(refusal.status.name)\n"
+        }
+        out += "  Verio records: \(self.records.count)\n"
+        for item in self.records { out += "    " + item.readableLine + "\n" }
+        return out
+    }
+}
+
+extension InspectedVerioRecord {
+    /// `frame 41  record 3  2025-11-20T07:00:00  123 mg/dL`, with HI/LO and the rest named.
+    public var readableLine: String {
+        let r = self.record
+        let value: String =
+            switch r.meaning {
+            case .glucose: "\(r.mgdL) mg/dL"
+            case .lo: "LO (\(r.mgdL) mg/dL sent)"
+            case .hi: "HI (\(r.mgdL) mg/dL sent)"
+            case .noValue: "no value (0)"
+            case .notBloodGlucose: "not blood glucose (bytes 6–10 \(hexBytes(r.trailer)))"
+            }
+        return "frame \(self.frame)  record \(self.number)  \(r.dateTime.isoString)  \(value)"
+    }
 }

@@ -548,8 +548,10 @@ public enum CaptureRedaction {
         var peers = Set<BluetoothAddress>()
         var orphans = Set<UInt32>()
         var glucoseSessions = Set<Int>()
+        // A OneTouch Verio has no Glucose service: its command and reply characteristics mark it.
         let glucose: Set<BluetoothUUID> = [
             .glucoseMeasurement, .glucoseMeasurementContext, .recordAccessControlPoint, BluetoothUUID(0x2A51),
+            Verio.commandCharacteristic, Verio.replyCharacteristic,
         ]
         while let item = try reader.next() {
             switch item {
@@ -563,7 +565,7 @@ public enum CaptureRedaction {
             case .sessionEnded(let session):
                 let isGlucose =
                     glucoseSessions.contains(session.index)
-                    || session.database.services.contains { $0.uuid == BluetoothUUID(0x1808) }
+                    || session.database.services.contains { $0.uuid == BluetoothUUID(0x1808) || $0.uuid == Verio.service }
                 let wanted = options.meter.map { session.peer == $0 } ?? isGlucose
                 guard wanted else { continue }
                 if let peer = session.peer {
@@ -579,7 +581,7 @@ public enum CaptureRedaction {
             throw CaptureError(
                 .invalidArgument,
                 options.meter.map { "The capture holds no connection to \($0)." }
-                    ?? "The capture holds no glucose meter connection (no Glucose service, no glucose values); "
+                    ?? "The capture holds no glucose meter connection (no Glucose or Verio service, no glucose values); "
                     + "name the meter with --meter ADDR.")
         }
         return (peers, orphans)

@@ -10,8 +10,13 @@ extension ReplayTransport {
     /// are taken once.
     ///
     /// A OneTouch Verio capture (the Verio vendor service, docs/verio-protocol.md) plays as a simulated
-    /// Verio: its records are the data replies to the record commands (`b3 nn nn`) captured, by number;
-    /// its clock the captured clock reply, running from the time of that reply.
+    /// Verio: its records are the data replies to the record commands (`b3 nn nn`) captured, by number
+    /// (as ``CaptureInspector`` pairs them: ``InspectedSession/verio``); its clock the captured clock
+    /// reply, running from the time of that reply.
+    ///
+    /// The clock is the first one read in the session (the one the download resolved its times with),
+    /// not a read-back after a clock write: a capture in which the client set the meter's clock replays
+    /// as the meter was before, so a replay sets it again.
     ///
     /// - Parameters:
     ///   - path: a btsnoop file (H4 or btmon).
@@ -42,11 +47,9 @@ extension ReplayTransport {
     ) throws(CaptureError) -> MeterSimulator {
         var inspector = CaptureInspector(options: CaptureInspector.Options(keepRecords: false))
         var streams: [Int: [SimulatedRecord.Packet]] = [:]
-        var verio = VerioCapture()
         while let item = try reader.next() {
             inspector.consume(item)
             guard case .event(let event) = item else { continue }
-            verio.consume(event)
             switch event.kind {
             case .notification(let attribute, let value), .indication(let attribute, let value):
                 if attribute.uuid == .glucoseMeasurement {
@@ -62,7 +65,7 @@ extension ReplayTransport {
         }
         let inspection = inspector.finish()
         func isMeter(_ session: InspectedSession) -> Bool {
-            session.glucoseService != nil || streams[session.capture.index] != nil || verio.sessions.contains(session.capture.index)
+            session.glucoseService != nil || streams[session.capture.index] != nil || session.verio != nil
         }
         guard let first = inspection.sessions.first(where: isMeter) else {
             throw CaptureError(
@@ -103,8 +106,8 @@ extension ReplayTransport {
         }
         if let layout { personality.layout = layout }
         personality.clockReference = firstValue(\.clock)?.timestamp.unixMicroseconds
-        if !verio.sessions.isEmpty {
-            return Self.verioMeter(verio, personality, layout: layoutSource.map { GATTLayout(database: $0.capture.database) })
+        if sessions.contains(where: { $0.verio != nil }) {
+            return Self.verioMeter(sessions, personality, layout: layoutSource.map { GATTLayout(database: $0.capture.database) })
         }
         // Where the capture shows no discovery, the replay still needs CCCDs; a layout from overrides
         // only has values. The checks below keep the meter servable.
@@ -146,50 +149,22 @@ extension ReplayTransport {
     }
 }
 
-/// What a capture shows of a OneTouch Verio download: the commands written and the data replies to them.
-struct VerioCapture {
-    /// Sessions (capture indices) that wrote a Verio command.
-    var sessions: Set<Int> = []
-    /// The last command written, per session (replies carry no command code).
-    var asked: [Int: VerioCommand] = [:]
-    /// Records by number, as replied.
-    var records: [UInt16: VerioRecord] = [:]
-    /// The highest record number a `27 00` reply gave.
-    var highest: UInt32 = 0
-    /// The first clock reply and when it came (Unix microseconds).
-    var clock: (seconds: UInt32, at: Int64)?
-
-    /// Notes a Verio command write, or the data reply that answers the session's last command.
-    mutating func consume(_ event: GATTEvent) {
-        switch event.kind {
-        case .write(let attribute, let value, _) where attribute.uuid == Verio.commandCharacteristic:
-            guard let command = try? VerioCommand(bytes: value) else { return }
-            self.sessions.insert(event.session)
-            self.asked[event.session] = command
-        case .notification(let attribute, let value) where attribute.uuid == Verio.replyCharacteristic:
-            guard let command = self.asked[event.session], case .data(let payload)? = try? VerioReply(bytes: value),
-                let answer = try? command.answer(payload: payload)
-            else { return }
-            self.asked[event.session] = nil
-            switch answer {
-            case .record(let number, let record): self.records[number] = record
-            case .highestRecordNumber(let highest): self.highest = max(self.highest, highest)
-            case .clock(let seconds): if self.clock == nil { self.clock = (seconds, event.timestamp.unixMicroseconds) }
-            case .recordCount: break
-            }
-        default:
-            break
-        }
-    }
-}
-
 extension ReplayTransport {
     /// The simulated Verio a capture showed: its identity (from `base`), the captured layout when it holds
-    /// the Verio service, the captured clock (running) and records.
-    static func verioMeter(_ capture: VerioCapture, _ base: MeterPersonality, layout: GATTLayout?) -> MeterSimulator {
+    /// the Verio service, the first captured clock (running) and the records of every session (a later
+    /// session's reply for a number replaces an earlier one's).
+    static func verioMeter(_ sessions: [InspectedSession], _ base: MeterPersonality, layout: GATTLayout?) -> MeterSimulator {
+        var records: [UInt16: VerioRecord] = [:]
+        var highest: UInt32 = 0
+        var clock: (timestamp: CaptureTimestamp, meterSeconds: UInt32)?
+        for verio in sessions.compactMap(\.verio) {
+            for item in verio.records { records[item.number] = item.record }
+            highest = max(highest, verio.highestRecordNumber ?? 0)
+            if clock == nil, let read = verio.clock { clock = (read.timestamp, read.meterSeconds) }
+        }
         var personality = MeterPersonality.verio(
             address: base.address, name: base.name, serialNumber: base.serialNumber,
-            clock: capture.clock.map { Verio.dateTime(meterSeconds: $0.seconds) },
+            clock: clock.map { Verio.dateTime(meterSeconds: $0.meterSeconds) },
             pairing: base.pairing == .none ? .none : .justWorks)
         personality.manufacturer = base.manufacturer ?? personality.manufacturer
         personality.model = base.model ?? personality.model
@@ -197,9 +172,9 @@ extension ReplayTransport {
         if let layout, layout.valueHandle(Verio.commandCharacteristic) != nil, layout.valueHandle(Verio.replyCharacteristic) != nil {
             personality.layout = layout
         }
-        personality.clockReference = capture.clock?.at
+        personality.clockReference = clock?.timestamp.unixMicroseconds
         var meter = MeterSimulator(personality: personality)
-        meter.setVerioRecords(capture.records.map { ($0.key, $0.value) }, highest: capture.highest)
+        meter.setVerioRecords(records.map { ($0.key, $0.value) }, highest: highest)
         return meter
     }
 }

@@ -1,4 +1,5 @@
 import GlucoseProfile
+import HealthDataSync
 import JSON
 import PacketCapture
 
@@ -21,9 +22,25 @@ public enum FixtureMeter: String, CaseIterable, Sendable {
     /// i-SENS CareSens N Premier: no clock, Base Time month 13 (firmware bug), a ketone record (context
     /// meal 6), just-works bonding.
     case isensMonth13 = "isens-month13"
+    /// LifeScan OneTouch Verio Reflect over its vendor service (no Glucose service): bonding on the
+    /// first refused command, records 37–42 with a HI, a LO, a record that is not blood glucose and
+    /// one without a value.
+    case verioReflect = "onetouch-verio-reflect"
+    /// A Glucose Profile meter whose writable Current Time (CTS 0x1805) is 12 min 30 s fast: the
+    /// download, then the clock write and its read-back.
+    case ctsClockFast = "cts-clock-fast"
 
     /// The passkey the passkey meter shows.
     public static let accuChekPasskey: UInt32 = 246_810
+
+    /// Whether the fixture is a OneTouch Verio (records in ``verioRecords``, not ``records``).
+    public var isVerio: Bool { self == .verioReflect }
+
+    /// Central European Time (UTC+1, November): the zone the clock-setting capture was recorded in.
+    public static let recordingZoneCET = TimeZoneRules(
+        fixed: ZoneOffset(utcOffsetSeconds: 3600, isDST: false, abbreviation: "CET"), identifier: "CET")
+    /// 2025-11-24T16:00:00Z, the first frame of every capture (``CaptureBuilder``'s start).
+    public static let captureStart = Instant(epochMillis: 1_764_000_000_000)
 
     public var personality: MeterPersonality {
         switch self {
@@ -66,6 +83,18 @@ public enum FixtureMeter: String, CaseIterable, Sendable {
                 model: "CareSens N Premier", serialNumber: "GN12345678", firmware: "1.4.0",
                 feature: [.lowBatteryDetection, .resultHighLowDetection], hasContext: true, clock: .none,
                 pairing: .justWorks, mtu: 23, startHandle: 1, glucoseGap: 5)
+        case .verioReflect:
+            var personality = MeterPersonality.verio(
+                address: BluetoothAddress(rawValue: 0xC8_FD_19_3A_0E_07), name: "OneTouch 0E07", serialNumber: "C2MXD0G1",
+                clock: DateTime(year: 2025, month: 11, day: 24, hours: 17, minutes: 0, seconds: 20), pairing: .justWorks)
+            personality.model = "OneTouch Verio Reflect"
+            return personality
+        case .ctsClockFast:
+            return MeterPersonality(
+                address: BluetoothAddress(rawValue: 0xD4_A0_04_00_0C_75), name: "CTS-FAST", manufacturer: "sugard simulator",
+                model: "cts-clock-fast", serialNumber: "CTS0001", firmware: "2.1", hasContext: false,
+                clock: .currentTime(DateTime(year: 2025, month: 11, day: 24, hours: 17, minutes: 12, seconds: 30)),
+                mtu: 23, startHandle: 1, clockWritable: true)
         }
     }
 
@@ -142,11 +171,41 @@ public enum FixtureMeter: String, CaseIterable, Sendable {
                 SimulatedRecord(kgdl(32, at(2025, 1, 2, 8, 0), mgdl(14), type: .capillaryWholeBlood), context: meal(6)),
                 SimulatedRecord(kgdl(33, at(2025, 1, 2, 12, 0), mgdl(145), type: .capillaryWholeBlood), context: meal(2)),
             ]
+        case .verioReflect:
+            return []
+        case .ctsClockFast:
+            return [
+                SimulatedRecord(kgdl(11, at(2025, 11, 23, 8, 0), mgdl(112))),
+                SimulatedRecord(kgdl(12, at(2025, 11, 23, 13, 0), mgdl(148))),
+                SimulatedRecord(kgdl(13, at(2025, 11, 24, 7, 40), mgdl(95))),
+                SimulatedRecord(kgdl(14, at(2025, 11, 24, 12, 15), mgdl(131))),
+            ]
         }
     }
 
+    /// A Verio fixture's stored records (number, record), oldest first; empty for the others.
+    public var verioRecords: [(number: UInt16, record: VerioRecord)] {
+        guard self == .verioReflect else { return [] }
+        func record(_ d: UInt8, _ h: UInt8, _ mi: UInt8, _ mgdL: UInt16, trailer: [UInt8] = [0, 0, 0, 0, 0]) -> VerioRecord {
+            let time = DateTime(year: 2025, month: 11, day: d, hours: h, minutes: mi)
+            return VerioRecord(meterSeconds: Verio.meterSeconds(time) ?? 0, mgdL: mgdL, trailer: trailer)
+        }
+        return [
+            (37, record(22, 7, 45, 104)),
+            (38, record(22, 12, 30, 612)),  // HI: above the 20–600 mg/dL the meter measures
+            (39, record(22, 19, 10, 12)),  // LO
+            (40, record(23, 7, 50, 126, trailer: [0x01, 0, 0, 0, 0])),  // byte 6 set: not blood glucose
+            (41, record(23, 13, 5, 0)),  // no value
+            (42, record(24, 7, 20, 98)),
+        ]
+    }
+
     /// A fresh simulator of this meter.
-    public var simulator: MeterSimulator { MeterSimulator(personality: self.personality, records: self.records) }
+    public var simulator: MeterSimulator {
+        var meter = MeterSimulator(personality: self.personality, records: self.records)
+        if self.isVerio { meter.setVerioRecords(self.verioRecords, highest: UInt32(self.verioRecords.last?.number ?? 0)) }
+        return meter
+    }
 
     /// How the fixture capture was made, for `fixtures/README.md`.
     public var note: String {
@@ -173,7 +232,27 @@ public enum FixtureMeter: String, CaseIterable, Sendable {
             "i-SENS CareSens N Premier personality: no clock, just-works bonding. Records 30–33: 2024-12-31 23:50, "
                 + "Base Time 2024-13-01 00:20 (the month-13 firmware bug), a ketone record (context meal 6, 1.4 mmol/L "
                 + "sent as 14 mg/dL) and 145 mg/dL postprandial."
+        case .verioReflect:
+            "LifeScan OneTouch Verio Reflect personality over the Verio vendor service af9df7a1-e595-11e3-96b4-0002a5d5c51b "
+                + "(no Glucose service; docs/verio-protocol.md): the first command (read clock `20 02`) is refused "
+                + "\"not allowed\" until the client bonds (just works); then clock 2025-11-24 17:00:20, highest record "
+                + "number 42, 6 records held, records 37–42 one at a time (`b3 nn nn`), each acknowledged `81`: "
+                + "104 mg/dL, 612 mg/dL (HI: above the 20–600 the meter measures), 12 mg/dL (LO), a record whose byte 6 "
+                + "is set (not blood glucose, skipped by a sync), 0 (no value) and 98 mg/dL."
+        case .ctsClockFast:
+            "Generic Glucose Profile meter with a writable Current Time (0x2A2B in CTS 0x1805) that shows 2025-11-24 "
+                + "17:12:30 when the capture starts (16:00:00 UTC, 17:00:00 in the recording client's zone, CET): "
+                + "12 min 30 s fast. Records 11–14 in kg/L, no contexts. After the RACP report's success the client "
+                + "writes 17:00:00 (adjust reason manual update) and reads the clock back; the write comes after the "
+                + "download, never before."
         }
+    }
+
+    /// The zone the recording client resolves clocks in and the instant it thinks it is: CET at the
+    /// capture's start for the meter whose clock it sets (so the write is what sugard in Berlin would
+    /// write); UTC at the Unix epoch for the others (their clocks are only read, never set).
+    public var recordingClock: (zone: TimeZoneRules, now: Instant) {
+        self == .ctsClockFast ? (Self.recordingZoneCET, Self.captureStart) : (.utc, Instant(epochMillis: 0))
     }
 
     /// Passkeys the recording client enters, in order.
@@ -186,7 +265,8 @@ public enum FixtureMeter: String, CaseIterable, Sendable {
     public func capture() -> [UInt8] {
         var meter = self.simulator
         meter.startRecording(format: .h4)
-        SimulatedClient.download(&meter, passkeys: self.passkeysEntered)
+        let clock = self.recordingClock
+        SimulatedClient.download(&meter, passkeys: self.passkeysEntered, zone: clock.zone, now: clock.now)
         return meter.stopRecording()?.image ?? []
     }
 }
@@ -227,11 +307,16 @@ public enum FixtureFiles {
             How they are made: `\(Self.command)` builds each meter personality (`FixtureMeter` in
             `Sources/IO/ReplayTransport/FixtureMeters.swift`), runs the production sync (`SyncStateMachine`) against the `MeterSimulator`
             with `SimulatedClient` (connect, MTU 517, discovery, Glucose Feature, pairing when the meter asks, DIS
-            strings, clock, CCCDs, RACP `04 01` count, RACP `01 01` report, disconnect; a rejected passkey ends
-            that attempt and the next connection enters the next passkey) while recording every
+            strings, clock, CCCDs, RACP `04 01` count, RACP `01 01` report, the clock write when the meter's clock
+            can be set and is off, disconnect; a rejected passkey ends that attempt and the next connection enters
+            the next passkey; a OneTouch Verio gets the Verio procedure instead of RACP: clock, highest record
+            number, count, then the records one at a time) while recording every
             frame with `CaptureBuilder`, and writes the capture and its inspection. The output is deterministic:
             a test regenerates the directory and fails when a byte differs, and another replays every capture
             through the real sync engine into SQLite. Identities and values are invented.
+
+            GLS records are in the inspection's `records`; a Verio's are in its session's `verio.records`, and
+            clock writes in each session's `clockWrites`.
 
             """
         for meter in FixtureMeter.allCases {

@@ -144,6 +144,13 @@ public struct MeterSimulator: Sendable {
         self.verioHighest = 0
     }
 
+    /// A Glucose Profile meter's memory is cleared (a reset): no records, and numbering starts again
+    /// from 1 (``nextSequenceNumber``). A report being streamed ends.
+    public mutating func clearRecords() {
+        self.records = SimulatedRecordList()
+        self.streaming = nil
+    }
+
     /// The faults still armed (one-shot faults disappear once used).
     public var pendingFaults: SimulatorFaults { self.faults }
 

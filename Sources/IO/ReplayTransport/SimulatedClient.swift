@@ -2,10 +2,11 @@ import GlucoseProfile
 import HealthDataSync
 import PacketCapture
 
-/// A deterministic central that runs the production Glucose Profile download (``SyncStateMachine``)
-/// against a ``MeterSimulator``, synchronously: each action the machine returns is carried out on the
-/// simulator and its result fed back as the event the sync engine would feed. The order of operations
-/// is the machine's; this type only translates. Used to record fixture captures (see
+/// A deterministic central that runs the production download (``SyncStateMachine``: the Glucose Profile
+/// procedure, or the Verio one for a Verio, and the clock write after a complete download) against a
+/// ``MeterSimulator``, synchronously: each action the machine returns is carried out on the simulator
+/// and its result fed back as the event the sync engine would feed. The order of operations is the
+/// machine's; this type only translates. Used to record fixture captures (see
 /// ``MeterSimulator/startRecording(format:)``).
 public enum SimulatedClient {
     /// What the download saw.
@@ -31,28 +32,32 @@ public enum SimulatedClient {
     /// - Parameters:
     ///   - passkeys: passkeys entered, one per attempt that asks for one.
     ///   - highWater: the stored high-water sequence number; nil for a new meter.
+    ///   - zone: the zone meter clocks are resolved in (and a clock set to).
+    ///   - now: the instant the client thinks it is; a settable meter clock off by more than the tolerance
+    ///     from it is set after the download, as the daemon does.
     @discardableResult
     public static func download(
-        _ meter: inout MeterSimulator, passkeys: [UInt32] = [], highWater: UInt16? = nil
+        _ meter: inout MeterSimulator, passkeys: [UInt32] = [], highWater: UInt16? = nil, zone: TimeZoneRules = .utc,
+        now: Instant = Instant(epochMillis: 0)
     ) -> Transcript {
         var transcript = Transcript()
         var keys = passkeys[...]
         while true {
             let passkey = keys.popFirst()
-            let result = Self.attempt(&meter, passkey: passkey, highWater: highWater, &transcript)
+            let result = Self.attempt(&meter, passkey: passkey, highWater: highWater, zone: zone, now: now, &transcript)
             if result != .pairingFailed || keys.isEmpty { return transcript }
         }
     }
 
     /// One sync attempt (one connection), with at most one passkey entered; returns how it ended.
     private static func attempt(
-        _ meter: inout MeterSimulator, passkey: UInt32?, highWater: UInt16?, _ transcript: inout Transcript
+        _ meter: inout MeterSimulator, passkey: UInt32?, highWater: UInt16?, zone: TimeZoneRules, now: Instant,
+        _ transcript: inout Transcript
     ) -> SyncFailure.Code? {
         var ended: SyncFailure.Code?
         var machine = SyncStateMachine(.init(
-            meter: meter.id, advertisedName: meter.personality.name, highWater: highWater, zone: .utc))
+            meter: meter.id, advertisedName: meter.personality.name, highWater: highWater, zone: zone))
         var events: [SyncEvent] = [.start]
-        let now = Instant(epochMillis: 0)
         while !events.isEmpty {
             let event = events.removeFirst()
             for action in machine.handle(event, at: now) {

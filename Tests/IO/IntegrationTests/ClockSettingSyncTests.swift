@@ -145,4 +145,76 @@ import Testing
             #expect(later.reading.time.meterClockSkewSeconds == 0)
         }
     }
+
+    /// `clock_tolerance` through the engine: a CTS clock 10 minutes fast is left alone with a 15-minute
+    /// tolerance and set with a 5-minute one.
+    @Test func clockToleranceDecidesWhetherAClockIsSet() async throws {
+        for (tolerance, written) in [(900.0, false), (300.0, true)] {
+            let meter = Self.ctsMeter(clock: DateTime(year: 2025, month: 11, day: 24, hours: 17, minutes: 15))
+            var configuration = testConfiguration
+            configuration.clockToleranceSeconds = tolerance
+            try await withSyncStack([meter], configuration: configuration) { engine, transport, _, _ in
+                let first = try await engine.sync(meter: meter.id, force: true)
+                #expect(first.result == .success, "\(first.error ?? "")")
+                #expect((first.clockSet != nil) == written, "tolerance \(tolerance)")
+                #expect(transport.simulator(meter.id)?.clockWrites == (written ? [Self.berlinNow] : []))
+            }
+        }
+    }
+
+    /// An i-SENS meter (clock not readable, set after every complete download) across a time-zone
+    /// change: each write is the local time of the zone then in force; readings stay where they were.
+    @Test func anISensMeterIsSetToTheNewZonesLocalTimeAfterAZoneChange() async throws {
+        var meter = MeterSimulator(personality: MeterPersonality(
+            address: BluetoothAddress(rawValue: 0xD4_A0_03_00_0C_03), name: "CareSens 2", manufacturer: "i-SENS",
+            model: "CareSens N Premier", serialNumber: "I2", clock: .none, pairing: .justWorks, isensTime: true))
+        Self.reading(&meter, mgdL: 111, at: DateTime(year: 2025, month: 11, day: 24, hours: 12))
+        try await withSyncStack([meter]) { engine, transport, store, _ in
+            let first = try await engine.sync(meter: meter.id, force: true)
+            #expect(first.result == .success, "\(first.error ?? "")")
+            #expect(first.clockSet?.method == .isens)
+            #expect(transport.simulator(meter.id)?.clockWrites == [Self.berlinNow])
+            let before = try await stored(store, meter.id).map(\.reading.instant)
+
+            // The household moves to London: the next write is London's 16:05, not Berlin's 17:05.
+            await engine.setZone(try Self.london(), for: meter.id)
+            transport.updateMeter(meter.id) { sim in
+                // Taken at 16:02 on the clock sugard set to London time.
+                Self.reading(&sim, mgdL: 122, at: DateTime(year: 2025, month: 11, day: 24, hours: 16, minutes: 2))
+            }
+            let second = try await engine.sync(meter: meter.id, force: true)
+            #expect(second.result == .success, "\(second.error ?? "")")
+            let clock = try #require(second.clockSet)
+            #expect(clock.method == .isens)
+            #expect(clock.skewBeforeSeconds == nil && clock.skewAfterSeconds == nil)
+            #expect(clock.written == LocalDateTime(year: 2025, month: 11, day: 24, hour: 16, minute: 5))
+            #expect(transport.simulator(meter.id)?.clockWrites
+                == [Self.berlinNow, DateTime(year: 2025, month: 11, day: 24, hours: 16, minutes: 5)])
+            #expect(try await store.sessions(meter: meter.id, limit: 1).first?.clockSet == clock)
+            let after = try await stored(store, meter.id)
+            #expect(Array(after.map(\.reading.instant).prefix(1)) == before)
+            #expect(after.count == 2)
+        }
+    }
+
+    /// Never before the download and never after an interrupted one: an i-SENS meter whose link drops
+    /// part-way gets no time write; the complete download after it writes once.
+    @Test func anInterruptedISensDownloadLeavesTheClockAlone() async throws {
+        var meter = MeterSimulator(personality: MeterPersonality(
+            address: BluetoothAddress(rawValue: 0xD4_A0_03_00_0C_04), name: "CareSens 3", manufacturer: "i-SENS",
+            model: "CareSens N Premier", serialNumber: "I3", clock: .none, pairing: .justWorks,
+            faults: SimulatorFaults(disconnectAfterRecords: 1), isensTime: true))
+        for hour: UInt8 in [8, 9, 10] { Self.reading(&meter, mgdL: 100 + UInt16(hour), at: DateTime(year: 2025, month: 11, day: 24, hours: hour)) }
+        try await withSyncStack([meter]) { engine, transport, store, _ in
+            let first = try await engine.sync(meter: meter.id, force: true)
+            #expect(first.result == .interrupted, "\(first.error ?? "")")
+            #expect(first.clockSet == nil)
+            #expect(transport.simulator(meter.id)?.clockWrites.isEmpty == true)
+            let second = try await engine.sync(meter: meter.id, force: true)
+            #expect(second.result == .success, "\(second.error ?? "")")
+            #expect(second.clockSet?.method == .isens)
+            #expect(transport.simulator(meter.id)?.clockWrites == [Self.berlinNow])
+            #expect(try await store.readingCount(meter: meter.id) == 3)
+        }
+    }
 }

@@ -4,9 +4,13 @@ import PacketCapture
 import ReplayTransport
 import Testing
 
+/// The repository's `fixtures/` directory: found by walking up from this file to `Package.swift`.
 let fixturesDirectory: String = {
-    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("fixtures").path
+    var url = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    while url.path != "/", !FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path) {
+        url.deleteLastPathComponent()
+    }
+    return url.appendingPathComponent("fixtures").path
 }()
 
 @Suite struct FixtureFilesTests {
@@ -46,6 +50,10 @@ let fixturesDirectory: String = {
         #expect(replayed.personality.layout.characteristics.map(\.valueHandle)
             == original.personality.layout.characteristics.map(\.valueHandle))
         #expect(replayed.records.flatMap(\.packets) == original.records.flatMap(\.packets))
+        #expect(replayed.personality.isVerio == original.personality.isVerio)
+        #expect(replayed.verioRecords.map(\.number) == original.verioRecords.map(\.number))
+        #expect(replayed.verioRecords.map(\.record) == original.verioRecords.map(\.record))
+        #expect(replayed.verioHighest == original.verioHighest)
 
         // Recording a download from the replayed meter gives the same notifications again.
         var copy = replayed

@@ -934,23 +934,15 @@ public struct SyncStateMachine: Sendable {
         }
     }
 
-    /// One Verio record, read as a Glucose Measurement (sequence number = record number, Base Time =
-    /// the meter's local time, mg/dL as kg/L × 10⁻⁵) and stored with its 11 payload bytes as received.
+    /// One Verio record, read as a Glucose Measurement (``VerioRecord/measurement(sequenceNumber:)``:
+    /// HI and LO as GLS sends them) and stored with its 11 payload bytes as received.
     private mutating func acceptVerio(_ number: UInt16, _ record: VerioRecord, _ now: Instant, _ out: inout [SyncAction]) {
         guard record.isBloodGlucose else {
             self.note(SyncAnomaly(
                 .notBloodGlucose, sequenceNumber: number, "Record \(number) is not a blood-glucose result (bytes 6-10 not zero); skipped."))
             return
         }
-        guard record.mgdL <= UInt16(SFloat.maximumMantissa) else {
-            self.note(SyncAnomaly(.malformedMeasurement, sequenceNumber: number, "Record \(number) has a value beyond what a meter measures; skipped."))
-            self.gapPending = true
-            return
-        }
-        let measurement = GlucoseMeasurement(
-            sequenceNumber: number, baseTime: record.dateTime, concentration: SFloat(rawValue: 0xB000 | record.mgdL),
-            unit: .kilogramsPerLiter)
-        self.accept(bytes: record.encoded(), measurement: measurement, now, &out)
+        self.accept(bytes: record.encoded(), measurement: record.measurement(sequenceNumber: number), now, &out)
     }
 
     // MARK: - Setting the meter clock
