@@ -38,6 +38,7 @@ enum StorageChecks {
         close(fd)
     }
 
+    /// Removes the marker: the daemon stops cleanly.
     static func removeMarker(databasePath: String) {
         unlink(Self.markerPath(databasePath: databasePath))
     }
@@ -88,6 +89,8 @@ enum StorageChecks {
 }
 
 extension DaemonBackend {
+    /// `CheckStorage`: a full `integrity_check`, waited for. Throws `storageError` when the daemon's
+    /// store is not the SQLite one.
     public func checkStorage() async throws(SugarAPIError) -> StorageCheck {
         guard let database = self.database else {
             throw SugarAPIError(.storageError, "this daemon's storage cannot be checked")
