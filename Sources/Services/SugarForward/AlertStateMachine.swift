@@ -118,7 +118,7 @@ struct AlertState: Sendable, Equatable {
 struct AlertStateMachine: Sendable {
     /// The rules' settings from `forward.conf`.
     struct Settings: Sendable {
-        /// The `[alerts]`, `[alert …]` sections: limits per meter and person, which rules are on.
+        /// The alert keys at the top and in `[person NAME]` and `[meter ADDRESS]` sections.
         var config: AlertConfig
         /// The gateway's id, the start of each alert's id.
         var gateway: String

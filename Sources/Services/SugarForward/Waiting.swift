@@ -3,6 +3,7 @@ import Locking
 /// Locked state one task at a time can wait on: whoever changes the state so that the waiter's
 /// condition may hold takes `waiter` and resumes it.
 protocol HasWaiter: Sendable {
+    /// The task waiting for the condition; nil when none is.
     var waiter: CheckedContinuation<Void, Never>? { get set }
 }
 
