@@ -98,11 +98,13 @@ public struct DateTime: Hashable, Sendable, Comparable, CustomStringConvertible 
             minute: Int(self.minutes), second: Int(self.seconds))
     }
 
+    /// ``isoString``.
     public var description: String { self.isoString }
 
     /// The ISO string as JSON.
     public var json: JSONValue { .string(self.isoString) }
 
+    /// Field by field, year first (out-of-range fields compare as their numbers).
     public static func < (lhs: DateTime, rhs: DateTime) -> Bool {
         (lhs.year, lhs.month, lhs.day, lhs.hours, lhs.minutes, lhs.seconds)
             < (rhs.year, rhs.month, rhs.day, rhs.hours, rhs.minutes, rhs.seconds)
@@ -161,7 +163,9 @@ public struct DateTime: Hashable, Sendable, Comparable, CustomStringConvertible 
 
 /// Choices for decoding that relax the default checks.
 public struct GlucoseParsingOptions: OptionSet, Hashable, Sendable {
+    /// The option bits.
     public let rawValue: UInt8
+    /// Options from their bits.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
     /// Keep Date Time fields that are out of range (the i-SENS month 13) instead of throwing, so the caller

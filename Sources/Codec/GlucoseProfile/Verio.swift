@@ -206,7 +206,9 @@ public enum VerioAnswer: Hashable, Sendable {
 
 /// The status byte that starts a reply body.
 public struct VerioStatus: RawRepresentable, Hashable, Sendable {
+    /// The status byte.
     public let rawValue: UInt8
+    /// The status with this byte (any value).
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
     /// 0x06: data follows.
@@ -218,6 +220,7 @@ public struct VerioStatus: RawRepresentable, Hashable, Sendable {
     /// 0x09: command not understood.
     public static let notUnderstood = VerioStatus(rawValue: 0x09)
 
+    /// The stable name of the status; `unknown` for other bytes.
     public var name: String {
         switch self.rawValue {
         case 0x06: "data"
@@ -327,6 +330,7 @@ public struct ISensTime: Hashable, Sendable {
     /// The local time to set.
     public var dateTime: DateTime
 
+    /// A value setting the meter's clock to `dateTime`.
     public init(dateTime: DateTime) { self.dateTime = dateTime }
 
     /// Decodes the 11-byte value (what a simulated meter receives), validating the date-time.
