@@ -343,6 +343,9 @@ public struct RACPMessage: Hashable, Sendable {
         }
     }
 
+    /// The filter operand of operators 2–4: its type byte, then a minimum, a maximum or both as the
+    /// operator calls for (uint16 LE sequence numbers or 7-byte user-facing times); throws for a
+    /// reserved filter type.
     private static func parseFilter(
         operator op: RACPOperator, reader: inout ByteReader
     ) throws(GlucoseProfileError) -> RACPFilter {

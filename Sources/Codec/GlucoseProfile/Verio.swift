@@ -20,8 +20,11 @@ public enum Verio {
     /// instant read as UTC, in seconds since 1970.
     public static let clockEpoch: Int64 = 946_684_800
 
+    /// The first byte of every frame.
     static let linkByte: UInt8 = 0x01
+    /// STX: starts the frame's header.
     static let stx: UInt8 = 0x02
+    /// ETX: ends the body, before the CRC.
     static let etx: UInt8 = 0x03
     /// Link byte, STX, length, 0x00, 0x03 before the body; ETX and two CRC bytes after it.
     static let overhead = 8
@@ -77,6 +80,7 @@ public enum Verio {
         return body
     }
 
+    /// Reads one byte that must be `value`; throws `invalidValue` naming `field` otherwise.
     private static func expect(_ reader: inout ByteReader, _ value: UInt8, field: String) throws(GlucoseProfileError) {
         let offset = reader.offset
         let byte = try reader.readUInt8(field: field)
@@ -174,6 +178,7 @@ public enum VerioCommand: Hashable, Sendable {
         return answer
     }
 
+    /// A uint32 sent as two uint16 LE halves, low half first.
     static func readUInt32LE(_ reader: inout ByteReader, field: String) throws(GlucoseProfileError) -> UInt32 {
         let low = UInt32(try reader.readUInt16LE(field: field))
         let high = UInt32(try reader.readUInt16LE(field: field))
@@ -183,9 +188,13 @@ public enum VerioCommand: Hashable, Sendable {
 
 /// What a data reply says, read for the command it answers.
 public enum VerioAnswer: Hashable, Sendable {
+    /// The meter clock in seconds since 2000-01-01 00:00:00 (local wall-clock time).
     case clock(meterSeconds: UInt32)
+    /// The number of the newest record.
     case highestRecordNumber(UInt32)
+    /// How many records the meter holds.
     case recordCount(UInt16)
+    /// The record asked for, with its number.
     case record(number: UInt16, VerioRecord)
 
     /// The payload bytes (the simulated meter's side).
@@ -325,6 +334,7 @@ public struct VerioRecord: Hashable, Sendable {
 public struct ISensTime: Hashable, Sendable {
     /// Number of bytes on the wire.
     public static let byteCount = 11
+    /// The four bytes before the date-time.
     static let prefix: [UInt8] = [0xC0, 0x03, 0x01, 0x00]
 
     /// The local time to set.

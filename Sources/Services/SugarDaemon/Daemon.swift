@@ -34,6 +34,7 @@ public struct DaemonParts: Sendable {
     /// Called after the engine stopped, to release the transport.
     public var shutdown: (@Sendable () async -> Void)?
 
+    /// Parts with a transport and, when it needs them, background work and a shutdown.
     public init(
         transport: any MeterTransport, background: (@Sendable (DaemonRuntime) async -> Void)? = nil,
         shutdown: (@Sendable () async -> Void)? = nil
@@ -58,6 +59,7 @@ public struct DaemonError: Error, CustomStringConvertible, Sendable {
     public var message: String
     /// An error saying `message`.
     public init(_ message: String) { self.message = message }
+    /// The message.
     public var description: String { self.message }
 }
 

@@ -414,6 +414,7 @@ public final class Forwarder: Sendable {
         let tasks: [Task<Void, Never>]
         /// The machine's timers, while armed.
         var timer: Task<Void, Never>?
+        /// The settle timer (readings wait after a first discovery config).
         var settleTimer: Task<Void, Never>?
         /// The machine stopped and its last actions are done.
         var finished = false

@@ -169,14 +169,23 @@ public struct MeterState: Hashable, Sendable {
 
     /// A typed field value of a meter model.
     public enum Value: Hashable, Sendable {
+        /// ``MeterState/identity``.
         case identity(MeterIdentity)
+        /// ``MeterState/link``.
         case link(LinkPhase)
+        /// ``MeterState/sync``.
         case sync(SyncPhase)
+        /// ``MeterState/progress``.
         case progress(SyncProgress)
+        /// ``MeterState/lastSync``.
         case lastSync(LastSync?)
+        /// ``MeterState/highWater``.
         case highWater(UInt16?)
+        /// ``MeterState/pairing``.
         case pairing(PairingState)
+        /// ``MeterState/lastError``.
         case lastError(ReportedError?)
+        /// ``MeterState/nextAttempt``.
         case nextAttempt(Instant?)
     }
 }

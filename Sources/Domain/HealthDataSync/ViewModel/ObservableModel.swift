@@ -17,6 +17,7 @@ final class Hub<State: ObservableState>: Sendable {
         stats.hubCreated()
     }
 
+    /// Counts the hub gone.
     deinit { self.stats.hubDestroyed() }
 
     /// Never blocks on watchers: an append under a short lock and a ring.
