@@ -196,6 +196,8 @@ public struct CurrentTime: Hashable, Sendable {
     }
 
     /// Decodes the 10-byte characteristic value.
+    /// Throws `truncated` for fewer than 10 bytes, `outOfRange` for an invalid date-time unless
+    /// `options` has ``GlucoseParsingOptions/lenientDateTime``.
     public init(parsing reader: inout ByteReader, options: GlucoseParsingOptions = []) throws(GlucoseProfileError) {
         try reader.require(Self.byteCount, for: "currentTime")
         self.dateTime = try reader.readDateTime(field: "dateTime", validate: !options.contains(.lenientDateTime))
@@ -205,6 +207,7 @@ public struct CurrentTime: Hashable, Sendable {
     }
 
     /// Decodes exactly one 10-byte value; extra bytes are an error.
+    /// Throws as ``init(parsing:options:)`` does, and `trailingBytes` after the 10th byte.
     public init(bytes: [UInt8], options: GlucoseParsingOptions = []) throws(GlucoseProfileError) {
         var reader = ByteReader(bytes)
         try self.init(parsing: &reader, options: options)

@@ -44,11 +44,13 @@ public struct GlucoseFeature: OptionSet, Hashable, Sendable {
     ]
 
     /// Reads the 2-byte field.
+    /// Throws `truncated` when fewer than 2 bytes are left.
     public init(parsing reader: inout ByteReader) throws(GlucoseProfileError) {
         self.rawValue = try reader.readUInt16LE(field: "feature")
     }
 
     /// Decodes exactly 2 bytes.
+    /// Throws `truncated` for fewer, `trailingBytes` for more.
     public init(bytes: [UInt8]) throws(GlucoseProfileError) {
         var reader = ByteReader(bytes)
         try self.init(parsing: &reader)

@@ -296,6 +296,8 @@ public struct RACPMessage: Hashable, Sendable {
     }
 
     /// Decodes one message; RACP messages fill the whole value, so this reads to the end of `reader`.
+    /// Throws for a reserved op code, operator or filter type, an operator the op code does not take
+    /// (a response's must be null), or a truncated operand.
     public init(parsing reader: inout ByteReader) throws(GlucoseProfileError) {
         let opOffset = reader.offset
         self.opCode = RACPOpCode(rawValue: try reader.readUInt8(field: "opCode"))

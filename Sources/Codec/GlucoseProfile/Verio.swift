@@ -133,6 +133,7 @@ public enum VerioCommand: Hashable, Sendable {
     public func encoded() -> [UInt8] { Verio.frame(self.body) }
 
     /// Decodes a command packet (what a simulated meter receives).
+    /// Throws for a bad frame (see ``Verio/unframe(_:)``) or a body that is none of the four commands.
     public init(bytes: [UInt8]) throws(GlucoseProfileError) {
         let body = try Verio.unframe(bytes)
         switch body {
@@ -251,6 +252,8 @@ public enum VerioReply: Hashable, Sendable {
     case refused(VerioStatus)
 
     /// Decodes one notification.
+    /// Throws for a one-byte packet without bits 0x81, a bad frame, an empty body, or a refusal
+    /// with bytes after its status.
     public init(bytes: [UInt8]) throws(GlucoseProfileError) {
         if bytes.count == 1 {
             guard bytes[0] & 0x81 == 0x81 else {
@@ -304,6 +307,7 @@ public struct VerioRecord: Hashable, Sendable {
     }
 
     /// Decodes the 11 bytes at the reader.
+    /// Throws `truncated` when fewer than 11 bytes are left.
     public init(parsing reader: inout ByteReader) throws(GlucoseProfileError) {
         try reader.require(Self.byteCount, for: "record")
         self.meterSeconds = try VerioCommand.readUInt32LE(&reader, field: "time")
@@ -344,6 +348,8 @@ public struct ISensTime: Hashable, Sendable {
     public init(dateTime: DateTime) { self.dateTime = dateTime }
 
     /// Decodes the 11-byte value (what a simulated meter receives), validating the date-time.
+    /// Throws `truncated` for fewer than 11 bytes, `invalidValue` for another prefix than
+    /// `c0 03 01 00`, `outOfRange` for an invalid date-time, `trailingBytes` for more.
     public init(bytes: [UInt8]) throws(GlucoseProfileError) {
         var reader = ByteReader(bytes)
         try reader.require(Self.byteCount, for: "isensTime")

@@ -173,6 +173,10 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
 /// indications may arrive before the reply of the write that triggered them (BlueZ and its
 /// stand-ins do both), so the engine must not assume an order between a write's completion and
 /// the values it causes.
+///
+/// Operations throw a ``TransportError`` whose code says why: no adapter, unknown meter, not
+/// connected, a failed connect or pairing, a bond the meter requires, a missing characteristic, an
+/// ATT error, a timeout, the link dropped, or cancellation.
 public protocol MeterTransport: Sendable {
     /// The event stream. Called once; the stream ends when the transport shuts down.
     func events() -> AsyncStream<TransportEvent>

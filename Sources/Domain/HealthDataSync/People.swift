@@ -170,16 +170,23 @@ public protocol PeopleStore: Sendable {
     /// a name in use, an identifier held by another, or thresholds out of order.
     func editPerson(named name: String, _ change: PersonChange) async throws(StoreError) -> PersonRecord
     /// Removes a person. With readings and without `force`, throws `.constraint` saying how many.
+    /// Returns what the removal did to readings and periods.
     func removePerson(named name: String, force: Bool) async throws(StoreError) -> PersonRemoval
     /// Starts a period for `holder` at `from` (nil holder: ends the period covering `from`).
+    /// Readings measured inside the changed span move to the new holder. Throws `.constraint` for
+    /// an unknown meter or person, a holder the meter already has at `from`, or nothing to end.
     func setAssignment(_ meter: MeterID, holder: MeterHolder?, from: Instant) async throws(StoreError) -> AttributionResult
     /// The meter's periods, oldest first, each with its reading count; throws `.constraint` for an
     /// unknown meter.
     func assignments(_ meter: MeterID) async throws(StoreError) -> [MeterAssignment]
     /// Gives readings of shared periods to `person`.
+    /// A reading named by id must exist and be of a shared period; a meter's window gives only the
+    /// readings that wait. Throws `.constraint` for an unknown person, reading or meter, or a reading
+    /// not of a shared period.
     func attribute(_ target: AttributionTarget, person: String) async throws(StoreError) -> AttributionResult
     /// Readings of shared periods that nobody was given yet.
     func unattributedCount() async throws(StoreError) -> Int
     /// This gateway's persistent random identity (a UUID, lower case).
+    /// Throws `.corrupt` when the stored identity is missing.
     func gatewayID() async throws(StoreError) -> String
 }

@@ -460,6 +460,9 @@ public struct StorageCheck: Hashable, Sendable {
 /// sequence number (within the same reset epoch), base time and raw value is a duplicate. The
 /// same sequence number with different content, or a high-water mark that goes backwards, is a
 /// sequence reset that opens a new epoch.
+///
+/// Every throwing method throws a ``StoreError`` whose code says why (the message never holds
+/// reading values); a write that throws has changed nothing.
 public protocol ReadingStore: Sendable {
     /// The stored state of a meter, or nil for a meter never seen.
     func meter(_ id: MeterID) async throws(StoreError) -> StoredMeter?
@@ -468,6 +471,7 @@ public protocol ReadingStore: Sendable {
     /// Records that a meter was seen (creates it when new; updates identity strings when known).
     func noteMeterSeen(_ identity: MeterIdentity, at: Instant) async throws(StoreError)
     /// Commits a sync attempt in one transaction; see the protocol's rules.
+    /// Throws when the batch cannot be committed: then none of it is stored.
     func commit(_ batch: SyncBatch) async throws(StoreError) -> CommitResult
     /// The readings the query selects, in its order.
     func readings(_ query: ReadingQuery) async throws(StoreError) -> [StoredReading]
