@@ -52,28 +52,37 @@ public protocol SugarBackend: Sendable {
     /// Runs a sync of one meter, or of every known meter when `meter` is nil, and returns the
     /// sessions as they ended. An unforced sync within the cooldown is skipped (not an error:
     /// no session is returned for it).
+    /// Throws `meterNotFound` (an unknown meter, or none known), `adapterUnavailable`,
+    /// `syncInProgress`, `storageError` or `syncFailed`.
     func sync(meter: MeterID?, force: Bool) async throws(SugarAPIError) -> [SyncSessionRecord]
     /// Forgets a meter (its readings stay).
+    /// Throws `meterNotFound` or `storageError`.
     func forget(meter: MeterID) async throws(SugarAPIError)
     /// Pairs with a meter; returns when pairing ended. Passkey requests show up in the meter
     /// model's `pairing` field (`waitingForPasskey`) meanwhile.
+    /// Throws `adapterUnavailable`, `meterNotFound` or `pairingFailed`.
     func pair(meter: MeterID) async throws(SugarAPIError)
     /// Answers a passkey request.
+    /// Throws `meterNotFound`, or `pairingFailed` when no pairing takes it.
     func submitPasskey(_ passkey: UInt32, meter: MeterID) async throws(SugarAPIError)
     /// Starts a period of the meter for `holder` at `from` (nil: ends the covering period); a meter
     /// that is live but not stored yet is stored first. Throws `meterNotFound` for a meter neither
     /// live nor stored, `invalidParameter` for a change the store refuses (with its reason).
     func setAssignment(meter: MeterID, holder: MeterHolder?, from: Instant) async throws(SugarAPIError) -> AttributionResult
     /// Makes a consistent copy of the database (see ``BackupCopy``).
+    /// Throws `storageError` when the copy cannot be made or read.
     func backup() async throws(SugarAPIError) -> BackupCopy
     /// Appends `bytes` at `offset` to the upload `upload` (offset 0 starts it, dropping any other
     /// upload); returns the size received.
+    /// Throws `invalidParameter` (subject `upload` or `offset`) for a part that does not continue
+    /// the open upload, `storageError` when it cannot be written.
     func restoreUpload(_ upload: String, offset: Int64, bytes: [UInt8]) async throws(SugarAPIError) -> Int64
     /// Checks the upload and swaps it in as the database (``RestoreReport``). A file that is not a
     /// sound sugard database throws `invalidDatabase` and changes nothing.
     func restore(_ upload: String) async throws(SugarAPIError) -> RestoreReport
     /// Checks the whole database file now (`PRAGMA integrity_check` beside the daemon's work) and
     /// returns the finished check; its result also shows in the status.
+    /// Throws `storageError` when this daemon's storage cannot be checked.
     func checkStorage() async throws(SugarAPIError) -> StorageCheck
 }
 

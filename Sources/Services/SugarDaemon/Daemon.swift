@@ -109,6 +109,8 @@ public final class Daemon: Sendable {
     /// Runs until a stop signal (or ``stop()``); returns normally after a clean shutdown.
     /// - Parameter handleSignals: take over SIGTERM/SIGINT/SIGHUP (the executable); off when the
     ///   daemon is hosted in another program, which then stops it with ``stop()``.
+    /// - Throws: a ``DaemonError`` when the state or socket directory cannot be made, or what the
+    ///   transport or server factory throws (a socket that cannot be bound); nothing after start-up.
     public func run(transportFactory: TransportFactory, serverFactory: ServerFactory, handleSignals: Bool = true) async throws {
         let config = self.config.withLock { $0 }
         let logger = self.sink.logger(label: "sugard")

@@ -104,6 +104,7 @@ public struct CursorFile: Sendable {
     }
 
     /// Replaces the file with `state`, durably.
+    /// Throws when the temporary file cannot be written or synced, or the rename fails.
     public func save(_ state: ForwardState) throws(ForwardFileError) {
         try Self.replace(self.path, with: Array((state.json.serialized() + "\n").utf8))
     }

@@ -36,6 +36,7 @@ public struct ForwardTopics: Sendable {
 
     /// The reading payload of a reading (the compact form `FollowReadings` sends): its compact
     /// text read back as ``payload(_:from:)`` reads a reply's.
+    /// Throws a `WireError` when the written text does not read back as a compact reading.
     public static func payloadBytes(_ r: Wire.CompactReading) throws(WireError) -> [UInt8] {
         var compact: [UInt8] = []
         r.write(into: &compact)
