@@ -176,6 +176,7 @@ public protocol GlucoseProfileEncodable {
     func serialize(into writer: inout ByteWriter)
 }
 
+/// Encoding into a plain byte array, for types that encode into a ``ByteWriter``.
 extension GlucoseProfileEncodable {
     /// Appends the wire encoding to `bytes`.
     public func serialize(into bytes: inout [UInt8]) {

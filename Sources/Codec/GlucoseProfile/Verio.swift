@@ -369,6 +369,7 @@ public struct ISensTime: Hashable, Sendable {
     }
 }
 
+/// The i-SENS vendor UUIDs, used to set a CareSens meter's clock.
 extension BluetoothUUID {
     /// i-SENS CareSens vendor service carrying the time characteristic (0xFFF0).
     public static let isensTimeService = BluetoothUUID(0xFFF0)

@@ -559,6 +559,7 @@ public struct ReadingPage: Sendable {
     }
 }
 
+/// Defaults for stores without an identity of their own or indexed lookups.
 extension ReadingStore {
     /// For stores without an identity of their own: the readings and the health's identity.
     public func page(afterCursor cursor: Int64, limit: Int) async throws(StoreError) -> ReadingPage {

@@ -312,5 +312,6 @@ extension SugarBackend {
 }
 
 extension Wire.AttributionReply {
+    /// An attribution's counts.
     init(_ result: AttributionResult) { self.init(moved: Int64(result.moved), unchanged: Int64(result.unchanged)) }
 }

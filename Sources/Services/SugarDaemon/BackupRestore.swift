@@ -21,6 +21,7 @@ final class RestoreUploads: Sendable {
     let current = Lock<Upload?>(nil)
 }
 
+/// `Backup`, `RestoreUpload` and `Restore` on the SQLite store.
 extension DaemonBackend {
     /// The SQLite store; throws `storageError` when the daemon's store is not one.
     private func requireDatabase() throws(SugarAPIError) -> SQLiteReadingStore {

@@ -88,6 +88,7 @@ enum StorageChecks {
     }
 }
 
+/// `CheckStorage` on the SQLite store.
 extension DaemonBackend {
     /// `CheckStorage`: a full `integrity_check`, waited for. Throws `storageError` when the daemon's
     /// store is not the SQLite one.

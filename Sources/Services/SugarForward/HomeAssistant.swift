@@ -44,6 +44,7 @@ struct ReadingUpdates: Sendable, Equatable {
     var personLevel = false
 }
 
+/// The topics and messages of the Home Assistant entities: per meter, per person and the gateway's.
 extension ForwardTopics {
     /// The topics of `meter`, under `<topic_prefix>/<gateway_id>/<meter level>`.
     func meterTopics(_ meter: String) -> MeterTopics {

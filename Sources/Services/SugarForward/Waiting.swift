@@ -7,6 +7,7 @@ protocol HasWaiter: Sendable {
     var waiter: CheckedContinuation<Void, Never>? { get set }
 }
 
+/// Waiting on the locked state for a condition.
 extension Lock where Value: HasWaiter {
     /// Returns once `ready` holds for the locked value, or the task is cancelled.
     func wait(until ready: (Value) -> Bool) async {

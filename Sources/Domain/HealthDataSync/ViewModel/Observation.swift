@@ -12,6 +12,7 @@ public protocol ObservableState: Hashable, Sendable {
     func differs(from other: Self, in field: Field) -> Bool
 }
 
+/// The default change detection: compare the field's values.
 extension ObservableState {
     /// Compares the two states' values of `field`.
     public func differs(from other: Self, in field: Field) -> Bool {
