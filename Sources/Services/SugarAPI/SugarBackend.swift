@@ -86,8 +86,8 @@ public protocol SugarBackend: Sendable {
     func checkStorage() async throws(SugarAPIError) -> StorageCheck
 }
 
-/// What a backend without the SQLite store offers: its people store when there is one, and
-/// refusals of backups, restores and storage checks.
+/// Defaults: the people store when the store keeps people, and refusals of backups, restores and
+/// storage checks for a backend that does not offer them.
 extension SugarBackend {
     /// People, assignments and attributions, when the store keeps them (the SQLite store does).
     public var people: (any PeopleStore)? { self.store as? any PeopleStore }
