@@ -143,7 +143,7 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
         case timeout
         /// The link dropped during the operation.
         case disconnected
-        /// The operation was cancelled (the sync ended or the transport shut down).
+        /// The operation was cancelled.
         case cancelled
         /// Anything else; the message says what.
         case other

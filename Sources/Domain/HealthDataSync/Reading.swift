@@ -104,7 +104,7 @@ public struct Reading: Hashable, Sendable {
     // Raw facts.
     /// The meter that sent the record.
     public var meter: MeterID
-    /// The record's sequence number on the meter (wraps at 65535; resets when the meter is reset).
+    /// The record's sequence number on the meter (a reset meter numbers its records afresh).
     public var sequenceNumber: UInt16
     /// The Glucose Measurement (0x2A18) packet exactly as received.
     public var measurementBytes: [UInt8]
@@ -134,7 +134,7 @@ public struct Reading: Hashable, Sendable {
     public var time: TimeResolution
     /// Value in mg/dL (for ketone records: nil; see ``ketoneMmolL``).
     public var mgdL: Double?
-    /// Value in mmol/L, nil exactly when ``mgdL`` is.
+    /// Value in mmol/L (nil when ``mgdL`` is).
     public var mmolL: Double?
     /// Blood ketone in mmol/L for ketone records.
     public var ketoneMmolL: Double?

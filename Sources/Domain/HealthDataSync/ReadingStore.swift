@@ -164,7 +164,7 @@ public struct SyncBatch: Sendable {
 
 /// A reading as stored, with its store identity.
 public struct StoredReading: Hashable, Sendable {
-    /// The store's row id: unique, never reused, growing in insertion order.
+    /// The store's row id, unique in its database; later readings get larger ids.
     public var id: Int64
     /// Sequence-reset epoch the reading belongs to (0 until the meter's first reset).
     public var epoch: Int
@@ -208,7 +208,7 @@ public struct StoredMeter: Hashable, Sendable {
     public var features: UInt16?
     /// When the meter was first seen.
     public var firstSeen: Instant
-    /// When the meter was last seen (advertising or syncing).
+    /// When a sync last saw the meter (or it was stored for an assignment).
     public var lastSeen: Instant
     /// Highest sequence number committed after a successful sync in the current epoch.
     public var highWater: UInt16?

@@ -105,8 +105,8 @@ extension DaemonBackend {
     }
 
     /// Replaces the database with the finished upload: checks it (migrating an older schema), swaps it
-    /// in keeping the previous file, then reloads storage health and every meter's model. The staging
-    /// files are deleted in every case. Throws `invalidParameter` for an unknown upload,
+    /// in keeping the previous file, then reads storage health, the counts and the stored meters into
+    /// the view model. The staging files are deleted in every case. Throws `invalidParameter` for an unknown upload,
     /// `invalidDatabase` when the file is not a usable sugard database, `storageError` when the swap fails.
     public func restore(_ upload: String) async throws(SugarAPIError) -> RestoreReport {
         let database = try self.requireDatabase()

@@ -138,7 +138,7 @@ public struct DaemonBackend: SugarBackend {
 
     /// Assigns the meter to a person (or to nobody) from `from` on, storing a live meter first if no
     /// sync has stored it yet. Throws `storageError` when the store keeps no assignments,
-    /// `meterNotFound`, or `invalidParameter` (subject `from`) when the store refuses the date.
+    /// `meterNotFound`, or `invalidParameter` (subject `from`) when the store refuses the change.
     public func setAssignment(meter: MeterID, holder: MeterHolder?, from: Instant) async throws(SugarAPIError) -> AttributionResult {
         guard let people = self.people else {
             throw SugarAPIError(.storageError, "This daemon's store keeps no assignments.")

@@ -46,7 +46,8 @@ public final class ModelBridge: SyncObserver {
         return model
     }
 
-    /// Logs what a person running the daemon wants to know of the event; progress events are not logged.
+    /// Logs what a person running the daemon wants to know of the event; phase, progress, identity
+    /// and adapter changes are not logged.
     private func log(_ event: SyncProgressEvent) {
         switch event {
         case .meterAppeared(let advertisement):

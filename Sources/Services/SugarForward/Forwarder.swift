@@ -135,7 +135,7 @@ public final class Forwarder: Sendable {
     /// the most that can arrive twice after a crash. At that many the forwarder hands over nothing
     /// more until PUBACKs and a save make room.
     let maxUnsaved: Int
-    /// Holds the feed back while this many readings are held.
+    /// Holds the feed back while the held readings fill it (`maxHeld`, at least twice ``maxInFlight``).
     let window: Window
     /// The other sinks' states (the Nightscout sinks'), for the gateway's health message.
     let otherSinks: @Sendable () -> [Wire.ForwardSink]
