@@ -15,7 +15,8 @@ public struct SinkStatus: Sendable, Equatable {
     public var name = "mqtt"
     /// The broker's URL as configured.
     public var broker: String
-    /// Connected, retrying, or failed for good.
+    /// Connected, retrying (a transient failure) or failing (one retrying soon cannot fix: credentials,
+    /// TLS, an unknown host).
     public var state: State = .retrying
     /// Why it is not connected (nil when connected).
     public var reason: String? = "connecting"
@@ -122,7 +123,7 @@ public final class Forwarder: Sendable {
     public let config: ForwardConfig
     /// Its topics and payloads.
     let topics: ForwardTopics
-    /// The broker password (from its file); nil without one.
+    /// The broker password (`mqtt_password_file`'s first line); nil without one.
     let password: String?
     /// Where it logs (reading values only at debug).
     let logger: Logger
