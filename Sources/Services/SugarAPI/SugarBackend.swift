@@ -116,7 +116,7 @@ extension SugarBackend {
 /// A backup the daemon made: an open, already unlinked file (its descriptor, owned by the
 /// receiver, who closes it) and what it holds.
 public struct BackupCopy: Sendable {
-    /// The open copy, positioned nowhere in particular (read it with `pread`).
+    /// The open copy's descriptor (read-only; the receiver closes it).
     public var fileDescriptor: Int32
     /// Its size in bytes.
     public var size: Int64

@@ -106,8 +106,9 @@ extension DaemonBackend {
 
     /// Replaces the database with the finished upload: checks it (migrating an older schema), swaps it
     /// in keeping the previous file, then reads storage health, the counts and the stored meters into
-    /// the view model. The staging files are deleted in every case. Throws `invalidParameter` for an unknown upload,
-    /// `invalidDatabase` when the file is not a usable sugard database, `storageError` when the swap fails.
+    /// the view model. The staging files are deleted in every case. Throws `invalidParameter` for an
+    /// unknown upload, `invalidDatabase` when the file is not a usable sugard database, `storageError`
+    /// when the swap fails.
     public func restore(_ upload: String) async throws(SugarAPIError) -> RestoreReport {
         let database = try self.requireDatabase()
         let staged = try self.uploads.current.withLock { (current: inout RestoreUploads.Upload?) throws(SugarAPIError) -> String in

@@ -81,8 +81,8 @@ public struct DaemonBackend: SugarBackend {
         }
     }
 
-    /// Ends the meter's syncs, deletes its readings and sessions, and removes its view model. Throws
-    /// `meterNotFound` or `storageError`.
+    /// Ends the meter's syncs, forgets it in the store (its readings and sessions stay) and removes
+    /// its view model. Throws `meterNotFound` or `storageError`.
     public func forget(meter: MeterID) async throws(SugarAPIError) {
         guard try await self.isKnown(meter) else {
             throw SugarAPIError(.meterNotFound, "no meter \(meter) is known", subject: meter.rawValue)

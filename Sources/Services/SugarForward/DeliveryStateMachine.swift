@@ -160,7 +160,7 @@ struct DeliveryStateMachine: Sendable {
         case alertsDelivered(upTo: Int64)
     }
 
-    /// One publish, as the driver makes its MQTT messages.
+    /// One thing to publish; the driver makes its MQTT messages (a discovery is several).
     enum Message: Sendable, Equatable {
         /// Message `index` of the reading at `cursor` (its reading message is `0`).
         case reading(cursor: Int64, index: Int, MQTTMessage)
