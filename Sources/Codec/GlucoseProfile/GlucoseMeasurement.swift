@@ -31,7 +31,7 @@ public struct SampleType: RawRepresentable, Hashable, Sendable {
     /// Wraps a nibble; only the low 4 bits are kept.
     @inlinable public init(code: UInt8) { self.init(rawValue: code) }
 
-    /// 1: capillary whole blood (a finger-stick meter's usual type).
+    /// 1: capillary whole blood.
     public static let capillaryWholeBlood = SampleType(code: 1)
     /// 2: capillary plasma.
     public static let capillaryPlasma = SampleType(code: 2)

@@ -121,7 +121,7 @@ public struct MeasurementContext: Hashable, Sendable {
     }
 
     /// Decodes one context record from `reader`, leaving later bytes unread.
-    /// Throws `truncated` naming the first field the flags announce that is cut short.
+    /// Throws `truncated` naming the first field that is cut short.
     public init(parsing reader: inout ByteReader) throws(GlucoseProfileError) {
         let flags = try reader.readUInt8(field: "flags")
         self.sequenceNumber = try reader.readUInt16LE(field: "sequenceNumber")
