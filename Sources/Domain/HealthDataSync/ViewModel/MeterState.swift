@@ -12,7 +12,7 @@ public enum LinkPhase: String, Hashable, Sendable, CaseIterable {
 
 /// Whether the daemon holds a bond with a meter, and where pairing is.
 public enum PairingState: String, Hashable, Sendable, CaseIterable {
-    /// Not known yet (a meter restored from the store before any pairing was tried).
+    /// Not known yet: no advertisement, sync or pairing has told since the daemon started.
     case unknown
     /// No bond.
     case notPaired

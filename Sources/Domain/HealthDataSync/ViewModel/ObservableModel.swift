@@ -78,7 +78,7 @@ public final class ObservableModel<State: ObservableState>: Sendable {
         var lifecycle: Lifecycle = .inactive
         /// The leases, by token.
         var registrations: [UInt64: Registration<State>] = [:]
-        /// ``registrations`` as an array for the collector, rebuilt after a change.
+        /// ``registrations`` as an array, cached for the collector; nil after a change until it rebuilds it.
         var registrationList: [Registration<State>]?
         /// The token of the next lease.
         var nextToken: UInt64 = 1

@@ -159,7 +159,8 @@ struct MessageQueue<Element> {
     /// Queues an element at the end.
     mutating func append(_ element: Element) { self.items.append(element) }
 
-    /// The oldest element, removed; nil when empty. Popped storage is compacted once half is used up.
+    /// The oldest element, removed; nil when empty. The popped front is dropped once it is 64 elements
+    /// and half the storage, or everything is popped.
     mutating func popFirst() -> Element? {
         guard self.head < self.items.count else { return nil }
         let element = self.items[self.head]
