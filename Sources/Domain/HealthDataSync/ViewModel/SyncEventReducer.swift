@@ -111,7 +111,7 @@ public enum SyncEventReducer {
         case started
         /// The passkey was handed to the transport (waiting for it becomes pairing).
         case passkeySubmitted
-        /// The pairing ended with a bond (a pairing error shown on the meter is cleared).
+        /// The pairing ended with a bond (the meter's last error is cleared when it was a pairing error).
         case succeeded
         /// It failed; `duringSync` when a running sync reports the error itself.
         case failed(ReportedError, duringSync: Bool)

@@ -138,7 +138,7 @@ public struct ViewState: Hashable, Sendable {
     public var adapter: AdapterState
     /// Every known meter's state, by id (set through the meter models).
     public internal(set) var meters: [MeterID: MeterState]
-    /// The newest reading; nil when none is stored.
+    /// The newest reading by measured time; nil when none is known.
     public var lastReading: ReadingSummary?
     /// How many readings are stored.
     public var readingCount: Int
