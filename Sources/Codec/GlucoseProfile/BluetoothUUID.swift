@@ -8,7 +8,9 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
     /// The least significant 64 bits of the 128-bit value.
     public let low: UInt64
 
+    /// The Bluetooth Base UUID's high 64 bits without the 16/32-bit part (`0000xxxx-0000-1000`).
     private static let baseHighLow: UInt64 = 0x0000_1000
+    /// The Bluetooth Base UUID's low 64 bits (`8000-00805F9B34FB`).
     private static let baseLow: UInt64 = 0x8000_0080_5F9B_34FB
 
     /// Creates a UUID from its 128-bit value.
@@ -84,11 +86,13 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
     /// handle overrides).
     public var description: String { self.shortForm(upper: true) }
 
+    /// The 16-bit UUID as four hex digits when this is one, else the full UUID string.
     private func shortForm(upper: Bool) -> String {
         guard let short = self.uuid16 else { return self.uuidString }
         return Self.hex(UInt8(short >> 8), upper: upper) + Self.hex(UInt8(short & 0xFF), upper: upper)
     }
 
+    /// Two hex digits of `byte`.
     private static func hex(_ byte: UInt8, upper: Bool) -> String {
         let digits: StaticString = upper ? "0123456789ABCDEF" : "0123456789abcdef"
         return digits.withUTF8Buffer { table in

@@ -83,11 +83,13 @@ public struct ByteReader: Sendable {
     }
 
     /// Reads a little-endian `sint16`.
+    /// Throws `truncated` when fewer than 2 bytes are left.
     public mutating func readInt16LE(field: String) throws(GlucoseProfileError) -> Int16 {
         Int16(bitPattern: try self.readUInt16LE(field: field))
     }
 
     /// Reads an IEEE 11073 16-bit SFLOAT (GLS §3); specials are kept, not converted.
+    /// Throws `truncated` when fewer than 2 bytes are left.
     public mutating func readSFloat(field: String) throws(GlucoseProfileError) -> SFloat {
         SFloat(rawValue: try self.readUInt16LE(field: field))
     }
@@ -118,6 +120,7 @@ public struct ByteReader: Sendable {
     }
 
     /// Reads `count` bytes into a new array.
+    /// Throws `truncated` when fewer than `count` bytes are left.
     public mutating func readBytes(count: Int, field: String) throws(GlucoseProfileError) -> [UInt8] {
         try self.require(count, for: field)
         let slice = self.bytes[self.readerIndex..<(self.readerIndex + count)]
@@ -173,6 +176,7 @@ public protocol GlucoseProfileEncodable {
     func serialize(into writer: inout ByteWriter)
 }
 
+/// Encoding into a plain byte array, for types that encode into a ``ByteWriter``.
 extension GlucoseProfileEncodable {
     /// Appends the wire encoding to `bytes`.
     public func serialize(into bytes: inout [UInt8]) {

@@ -98,11 +98,13 @@ public struct DateTime: Hashable, Sendable, Comparable, CustomStringConvertible 
             minute: Int(self.minutes), second: Int(self.seconds))
     }
 
+    /// ``isoString``.
     public var description: String { self.isoString }
 
     /// The ISO string as JSON.
     public var json: JSONValue { .string(self.isoString) }
 
+    /// Field by field, year first (out-of-range fields compare as their numbers).
     public static func < (lhs: DateTime, rhs: DateTime) -> Bool {
         (lhs.year, lhs.month, lhs.day, lhs.hours, lhs.minutes, lhs.seconds)
             < (rhs.year, rhs.month, rhs.day, rhs.hours, rhs.minutes, rhs.seconds)
@@ -161,7 +163,9 @@ public struct DateTime: Hashable, Sendable, Comparable, CustomStringConvertible 
 
 /// Choices for decoding that relax the default checks.
 public struct GlucoseParsingOptions: OptionSet, Hashable, Sendable {
+    /// The option bits.
     public let rawValue: UInt8
+    /// Options from their bits.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
     /// Keep Date Time fields that are out of range (the i-SENS month 13) instead of throwing, so the caller
@@ -192,6 +196,8 @@ public struct CurrentTime: Hashable, Sendable {
     }
 
     /// Decodes the 10-byte characteristic value.
+    /// Throws `truncated` for fewer than 10 bytes, `outOfRange` for an invalid date-time unless
+    /// `options` has ``GlucoseParsingOptions/lenientDateTime``.
     public init(parsing reader: inout ByteReader, options: GlucoseParsingOptions = []) throws(GlucoseProfileError) {
         try reader.require(Self.byteCount, for: "currentTime")
         self.dateTime = try reader.readDateTime(field: "dateTime", validate: !options.contains(.lenientDateTime))
@@ -201,6 +207,7 @@ public struct CurrentTime: Hashable, Sendable {
     }
 
     /// Decodes exactly one 10-byte value; extra bytes are an error.
+    /// Throws as ``init(parsing:options:)`` does, and `trailingBytes` after the 10th byte.
     public init(bytes: [UInt8], options: GlucoseParsingOptions = []) throws(GlucoseProfileError) {
         var reader = ByteReader(bytes)
         try self.init(parsing: &reader, options: options)

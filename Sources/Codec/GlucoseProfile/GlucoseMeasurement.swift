@@ -23,6 +23,7 @@ public let glucoseMolarMass = 18.0156
 public struct SampleType: RawRepresentable, Hashable, Sendable {
     /// The nibble, 0–15.
     public let code: UInt8
+    /// The nibble, 0–15.
     public var rawValue: UInt8 { self.code }
 
     /// Wraps a nibble; only the low 4 bits are kept.
@@ -30,15 +31,25 @@ public struct SampleType: RawRepresentable, Hashable, Sendable {
     /// Wraps a nibble; only the low 4 bits are kept.
     @inlinable public init(code: UInt8) { self.init(rawValue: code) }
 
+    /// 1: capillary whole blood.
     public static let capillaryWholeBlood = SampleType(code: 1)
+    /// 2: capillary plasma.
     public static let capillaryPlasma = SampleType(code: 2)
+    /// 3: venous whole blood.
     public static let venousWholeBlood = SampleType(code: 3)
+    /// 4: venous plasma.
     public static let venousPlasma = SampleType(code: 4)
+    /// 5: arterial whole blood.
     public static let arterialWholeBlood = SampleType(code: 5)
+    /// 6: arterial plasma.
     public static let arterialPlasma = SampleType(code: 6)
+    /// 7: undetermined whole blood.
     public static let undeterminedWholeBlood = SampleType(code: 7)
+    /// 8: undetermined plasma.
     public static let undeterminedPlasma = SampleType(code: 8)
+    /// 9: interstitial fluid (ISF).
     public static let interstitialFluid = SampleType(code: 9)
+    /// 10: control solution: a test of the meter, not of a person.
     public static let controlSolution = SampleType(code: 10)
 
     /// The stable name listed in the type documentation.
@@ -72,6 +83,7 @@ public struct SampleType: RawRepresentable, Hashable, Sendable {
 public struct SampleLocation: RawRepresentable, Hashable, Sendable {
     /// The nibble, 0–15.
     public let code: UInt8
+    /// The nibble, 0–15.
     public var rawValue: UInt8 { self.code }
 
     /// Wraps a nibble value 0–15 (not shifted); only the low 4 bits are kept.
@@ -79,10 +91,15 @@ public struct SampleLocation: RawRepresentable, Hashable, Sendable {
     /// Wraps a nibble value 0–15 (not shifted); only the low 4 bits are kept.
     @inlinable public init(code: UInt8) { self.init(rawValue: code) }
 
+    /// 1: finger.
     public static let finger = SampleLocation(code: 1)
+    /// 2: alternate site test (AST): forearm, palm.
     public static let alternateSiteTest = SampleLocation(code: 2)
+    /// 3: earlobe.
     public static let earlobe = SampleLocation(code: 3)
+    /// 4: control solution: a test of the meter, not of a person.
     public static let controlSolution = SampleLocation(code: 4)
+    /// 15: sample location value not available.
     public static let notAvailable = SampleLocation(code: 15)
 
     /// The stable name listed in the type documentation.
@@ -110,22 +127,32 @@ public struct SampleLocation: RawRepresentable, Hashable, Sendable {
 
 /// Sensor Status Annunciation (GLS §2): 12 defined bits, 12–15 reserved (kept, named `reserved12` …).
 public struct SensorStatus: OptionSet, Hashable, Sendable {
+    /// The 16 status bits as received.
     public let rawValue: UInt16
+    /// Status from its bits (reserved bits kept).
     @inlinable public init(rawValue: UInt16) { self.rawValue = rawValue }
 
+    /// Bit 0: the device battery is low at the time of measurement.
     public static let deviceBatteryLow = SensorStatus(rawValue: 1 << 0)
+    /// Bit 1: sensor malfunction or faulting at the time of measurement.
     public static let sensorMalfunction = SensorStatus(rawValue: 1 << 1)
+    /// Bit 2: the sample size was insufficient.
     public static let sampleSizeInsufficient = SensorStatus(rawValue: 1 << 2)
+    /// Bit 3: strip insertion error.
     public static let stripInsertionError = SensorStatus(rawValue: 1 << 3)
+    /// Bit 4: the strip type is incorrect for the device.
     public static let stripTypeIncorrect = SensorStatus(rawValue: 1 << 4)
     /// HI: the result is higher than the device can process.
     public static let resultTooHigh = SensorStatus(rawValue: 1 << 5)
     /// LO: the result is lower than the device can process.
     public static let resultTooLow = SensorStatus(rawValue: 1 << 6)
+    /// Bit 7: the sensor temperature was too high for a valid test.
     public static let sensorTemperatureTooHigh = SensorStatus(rawValue: 1 << 7)
+    /// Bit 8: the sensor temperature was too low for a valid test.
     public static let sensorTemperatureTooLow = SensorStatus(rawValue: 1 << 8)
     /// The strip was pulled too soon.
     public static let sensorReadInterrupted = SensorStatus(rawValue: 1 << 9)
+    /// Bit 10: a general device fault occurred in the sensor.
     public static let generalDeviceFault = SensorStatus(rawValue: 1 << 10)
     /// The time may be inaccurate.
     public static let timeFault = SensorStatus(rawValue: 1 << 11)

@@ -31,6 +31,7 @@ public struct GlucoseProfileError: Error, Equatable, Sendable, CustomStringConve
         self.reason = reason
     }
 
+    /// What was wrong, at which offset and in which field, in words.
     public var description: String {
         switch self.reason {
         case .truncated(let needed, let available):

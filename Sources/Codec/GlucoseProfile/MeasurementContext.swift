@@ -25,9 +25,11 @@ public struct MeasurementContext: Hashable, Sendable {
 
     /// Carbohydrate intake: what meal and how much.
     public struct Carbohydrate: Hashable, Sendable {
+        /// Which meal the carbohydrate belongs to.
         public var id: CarbohydrateID
         /// Amount in kilograms (SFLOAT as received; 0xD072 = 0.114 kg).
         public var kilograms: SFloat
+        /// An intake of `kilograms` for meal `id`.
         public init(id: CarbohydrateID, kilograms: SFloat) {
             self.id = id
             self.kilograms = kilograms
@@ -40,6 +42,7 @@ public struct MeasurementContext: Hashable, Sendable {
         public var durationSeconds: UInt16
         /// Intensity in percent.
         public var intensityPercent: UInt8
+        /// Exercise of `durationSeconds` at `intensityPercent`.
         public init(durationSeconds: UInt16, intensityPercent: UInt8) {
             self.durationSeconds = durationSeconds
             self.intensityPercent = intensityPercent
@@ -48,10 +51,13 @@ public struct MeasurementContext: Hashable, Sendable {
 
     /// Medication taken.
     public struct Medication: Hashable, Sendable {
+        /// Which medication.
         public var id: MedicationID
         /// Amount in `unit` (SFLOAT as received; 0xA05D = 9.3 × 10⁻⁵ kg).
         public var amount: SFloat
+        /// Whether `amount` is in kilograms or liters.
         public var unit: MedicationUnit
+        /// A medication of `amount` in `unit`.
         public init(id: MedicationID, amount: SFloat, unit: MedicationUnit) {
             self.id = id
             self.amount = amount
@@ -61,7 +67,9 @@ public struct MeasurementContext: Hashable, Sendable {
 
     /// Medication unit from flags bit 5.
     public enum MedicationUnit: Hashable, Sendable, CaseIterable {
+        /// Flags bit 5 clear.
         case kilograms
+        /// Flags bit 5 set.
         case liters
         /// `kg` or `L`.
         public var symbol: String {
@@ -76,12 +84,17 @@ public struct MeasurementContext: Hashable, Sendable {
     public var sequenceNumber: UInt16
     /// Extended flags (all bits reserved), or nil when flags bit 7 is clear.
     public var extendedFlags: UInt8?
+    /// Carbohydrate ID and amount (flags bit 0).
     public var carbohydrate: Carbohydrate?
+    /// Meal (flags bit 1).
     public var meal: Meal?
+    /// Tester, the low nibble of the tester-health byte (flags bit 2).
     public var tester: Tester?
     /// Health; present exactly when `tester` is (they share one byte).
     public var health: Health?
+    /// Exercise duration and intensity (flags bit 3).
     public var exercise: Exercise?
+    /// Medication ID and amount (flags bit 4).
     public var medication: Medication?
     /// HbA1c in percent.
     public var hba1cPercent: SFloat?
@@ -108,6 +121,7 @@ public struct MeasurementContext: Hashable, Sendable {
     }
 
     /// Decodes one context record from `reader`, leaving later bytes unread.
+    /// Throws `truncated` naming the first field that is cut short.
     public init(parsing reader: inout ByteReader) throws(GlucoseProfileError) {
         let flags = try reader.readUInt8(field: "flags")
         self.sequenceNumber = try reader.readUInt16LE(field: "sequenceNumber")
@@ -243,15 +257,25 @@ public struct MeasurementContext: Hashable, Sendable {
 /// Carbohydrate ID (GLS §4). Names: 1 `breakfast`, 2 `lunch`, 3 `dinner`, 4 `snack`, 5 `drink`,
 /// 6 `supper`, 7 `brunch`; others `reserved`.
 public struct CarbohydrateID: Hashable, Sendable {
+    /// The byte as received.
     public let code: UInt8
+    /// The ID with this code (any value).
     public init(code: UInt8) { self.code = code }
+    /// 1: breakfast.
     public static let breakfast = CarbohydrateID(code: 1)
+    /// 2: lunch.
     public static let lunch = CarbohydrateID(code: 2)
+    /// 3: dinner.
     public static let dinner = CarbohydrateID(code: 3)
+    /// 4: snack.
     public static let snack = CarbohydrateID(code: 4)
+    /// 5: drink.
     public static let drink = CarbohydrateID(code: 5)
+    /// 6: supper.
     public static let supper = CarbohydrateID(code: 6)
+    /// 7: brunch.
     public static let brunch = CarbohydrateID(code: 7)
+    /// The stable name of the code; `reserved` for codes the spec leaves open.
     public var name: String {
         switch self.code {
         case 1: "breakfast"
@@ -271,13 +295,21 @@ public struct CarbohydrateID: Hashable, Sendable {
 /// Meal (GLS §4). Names: 1 `preprandial`, 2 `postprandial`, 3 `fasting`, 4 `casual`, 5 `bedtime`;
 /// 0 and 6–255 `reserved` (6 is the i-SENS ketone marker, decoded like any other code).
 public struct Meal: Hashable, Sendable {
+    /// The byte as received.
     public let code: UInt8
+    /// The meal with this code (any value).
     public init(code: UInt8) { self.code = code }
+    /// 1: before a meal.
     public static let preprandial = Meal(code: 1)
+    /// 2: after a meal.
     public static let postprandial = Meal(code: 2)
+    /// 3: fasting.
     public static let fasting = Meal(code: 3)
+    /// 4: casual (no relation to a meal).
     public static let casual = Meal(code: 4)
+    /// 5: at bedtime.
     public static let bedtime = Meal(code: 5)
+    /// The stable name of the code; `reserved` for codes the spec leaves open (6 too).
     public var name: String {
         switch self.code {
         case 1: "preprandial"
@@ -295,13 +327,19 @@ public struct Meal: Hashable, Sendable {
 /// Tester, the low nibble of the tester-health byte (GLS §4). Names: 1 `self`, 2 `healthCareProfessional`,
 /// 3 `labTest`, 15 `notAvailable`; others `reserved`.
 public struct Tester: Hashable, Sendable {
+    /// The nibble, 0–15.
     public let code: UInt8
     /// Only the low 4 bits are kept.
     public init(code: UInt8) { self.code = code & 0x0F }
+    /// 1: the person tested themself.
     public static let selfTest = Tester(code: 1)
+    /// 2: a health-care professional.
     public static let healthCareProfessional = Tester(code: 2)
+    /// 3: a laboratory test.
     public static let labTest = Tester(code: 3)
+    /// 15: tester value not available.
     public static let notAvailable = Tester(code: 15)
+    /// The stable name of the code; `reserved` for codes the spec leaves open.
     public var name: String {
         switch self.code {
         case 1: "self"
@@ -319,15 +357,23 @@ public struct Tester: Hashable, Sendable {
 /// 2 `majorHealthIssues`, 3 `duringMenses`, 4 `underStress`, 5 `noHealthIssues`, 15 `notAvailable`;
 /// others `reserved`.
 public struct Health: Hashable, Sendable {
+    /// The nibble, 0–15.
     public let code: UInt8
     /// The nibble value 0–15 (not shifted); only the low 4 bits are kept.
     public init(code: UInt8) { self.code = code & 0x0F }
+    /// 1: minor health issues.
     public static let minorHealthIssues = Health(code: 1)
+    /// 2: major health issues.
     public static let majorHealthIssues = Health(code: 2)
+    /// 3: during menses.
     public static let duringMenses = Health(code: 3)
+    /// 4: under stress.
     public static let underStress = Health(code: 4)
+    /// 5: no health issues.
     public static let noHealthIssues = Health(code: 5)
+    /// 15: health value not available.
     public static let notAvailable = Health(code: 15)
+    /// The stable name of the code; `reserved` for codes the spec leaves open.
     public var name: String {
         switch self.code {
         case 1: "minorHealthIssues"
@@ -346,13 +392,21 @@ public struct Health: Hashable, Sendable {
 /// Medication ID (GLS §4). Names: 1 `rapidActingInsulin`, 2 `shortActingInsulin`,
 /// 3 `intermediateActingInsulin`, 4 `longActingInsulin`, 5 `premixedInsulin`; others `reserved`.
 public struct MedicationID: Hashable, Sendable {
+    /// The byte as received.
     public let code: UInt8
+    /// The ID with this code (any value).
     public init(code: UInt8) { self.code = code }
+    /// 1: rapid-acting insulin.
     public static let rapidActingInsulin = MedicationID(code: 1)
+    /// 2: short-acting insulin.
     public static let shortActingInsulin = MedicationID(code: 2)
+    /// 3: intermediate-acting insulin.
     public static let intermediateActingInsulin = MedicationID(code: 3)
+    /// 4: long-acting insulin.
     public static let longActingInsulin = MedicationID(code: 4)
+    /// 5: pre-mixed insulin.
     public static let premixedInsulin = MedicationID(code: 5)
+    /// The stable name of the code; `reserved` for codes the spec leaves open.
     public var name: String {
         switch self.code {
         case 1: "rapidActingInsulin"

@@ -3,17 +3,27 @@ import JSON
 /// RACP op code (GLS §6). Names: 1 `reportStoredRecords`, 2 `deleteStoredRecords`, 3 `abortOperation`,
 /// 4 `reportNumberOfStoredRecords`, 5 `numberOfStoredRecordsResponse`, 6 `responseCode`; others `reserved`.
 public struct RACPOpCode: RawRepresentable, Hashable, Sendable {
+    /// The op code byte.
     public let rawValue: UInt8
+    /// The op code with this byte (any value).
     public init(rawValue: UInt8) { self.rawValue = rawValue }
+    /// The op code byte.
     public var code: UInt8 { self.rawValue }
 
+    /// 0x01: report the records the operator selects.
     public static let reportStoredRecords = RACPOpCode(rawValue: 0x01)
+    /// 0x02: delete the records the operator selects.
     public static let deleteStoredRecords = RACPOpCode(rawValue: 0x02)
+    /// 0x03: abort the procedure in progress.
     public static let abortOperation = RACPOpCode(rawValue: 0x03)
+    /// 0x04: report how many records the operator selects.
     public static let reportNumberOfStoredRecords = RACPOpCode(rawValue: 0x04)
+    /// 0x05: the meter's answer to 0x04, with the count.
     public static let numberOfStoredRecordsResponse = RACPOpCode(rawValue: 0x05)
+    /// 0x06: the meter's answer to the other requests.
     public static let responseCode = RACPOpCode(rawValue: 0x06)
 
+    /// The stable name of the op code; `reserved` for others.
     public var name: String {
         switch self.rawValue {
         case 1: "reportStoredRecords"
@@ -36,19 +46,29 @@ public struct RACPOpCode: RawRepresentable, Hashable, Sendable {
 /// RACP operator (GLS §6). Names: 0 `null`, 1 `allRecords`, 2 `lessThanOrEqual`, 3 `greaterThanOrEqual`,
 /// 4 `withinRange`, 5 `firstRecord`, 6 `lastRecord`; others `reserved`.
 public struct RACPOperator: RawRepresentable, Hashable, Sendable {
+    /// The operator byte.
     public let rawValue: UInt8
+    /// The operator with this byte (any value).
     public init(rawValue: UInt8) { self.rawValue = rawValue }
+    /// The operator byte.
     public var code: UInt8 { self.rawValue }
 
+    /// 0x00: no operator (responses).
     public static let null = RACPOperator(rawValue: 0x00)
+    /// 0x01: every record.
     public static let allRecords = RACPOperator(rawValue: 0x01)
+    /// 0x02: records up to the operand (inclusive).
     public static let lessThanOrEqual = RACPOperator(rawValue: 0x02)
+    /// 0x03: records from the operand on (inclusive).
     public static let greaterThanOrEqual = RACPOperator(rawValue: 0x03)
     /// Inclusive range: two operands, min then max.
     public static let withinRange = RACPOperator(rawValue: 0x04)
+    /// 0x05: the first (oldest) record.
     public static let firstRecord = RACPOperator(rawValue: 0x05)
+    /// 0x06: the last (newest) record.
     public static let lastRecord = RACPOperator(rawValue: 0x06)
 
+    /// The stable name of the operator; `reserved` for others.
     public var name: String {
         switch self.rawValue {
         case 0: "null"
@@ -72,13 +92,19 @@ public struct RACPOperator: RawRepresentable, Hashable, Sendable {
 /// RACP filter type, the first operand byte of operators 2–4. Names: 1 `sequenceNumber`,
 /// 2 `userFacingTime`; others `reserved`.
 public struct RACPFilterType: RawRepresentable, Hashable, Sendable {
+    /// The filter type byte.
     public let rawValue: UInt8
+    /// The filter type with this byte (any value).
     public init(rawValue: UInt8) { self.rawValue = rawValue }
+    /// The filter type byte.
     public var code: UInt8 { self.rawValue }
 
+    /// 0x01: the operand is a sequence number (UInt16).
     public static let sequenceNumber = RACPFilterType(rawValue: 0x01)
+    /// 0x02: the operand is a user-facing time (7-byte Date Time).
     public static let userFacingTime = RACPFilterType(rawValue: 0x02)
 
+    /// The stable name of the filter type; `reserved` for others.
     public var name: String {
         switch self.rawValue {
         case 1: "sequenceNumber"
@@ -96,21 +122,33 @@ public struct RACPFilterType: RawRepresentable, Hashable, Sendable {
 /// 6 `noRecordsFound`, 7 `abortUnsuccessful`, 8 `procedureNotCompleted`, 9 `operandNotSupported`;
 /// others `reserved` (kept as received).
 public struct RACPResponseCode: RawRepresentable, Hashable, Sendable {
+    /// The response code byte.
     public let rawValue: UInt8
+    /// The response code with this byte (any value, kept as received).
     public init(rawValue: UInt8) { self.rawValue = rawValue }
+    /// The response code byte.
     public var code: UInt8 { self.rawValue }
 
+    /// 0x01: the request succeeded.
     public static let success = RACPResponseCode(rawValue: 0x01)
+    /// 0x02: the meter does not support the op code.
     public static let opCodeNotSupported = RACPResponseCode(rawValue: 0x02)
+    /// 0x03: the operator is invalid.
     public static let invalidOperator = RACPResponseCode(rawValue: 0x03)
+    /// 0x04: the meter does not support the operator.
     public static let operatorNotSupported = RACPResponseCode(rawValue: 0x04)
+    /// 0x05: the operand is invalid.
     public static let invalidOperand = RACPResponseCode(rawValue: 0x05)
     /// Normal for a delta query: nothing new. Not a failure.
     public static let noRecordsFound = RACPResponseCode(rawValue: 0x06)
+    /// 0x07: the abort did not succeed.
     public static let abortUnsuccessful = RACPResponseCode(rawValue: 0x07)
+    /// 0x08: the procedure could not be completed, for a reason no other code covers.
     public static let procedureNotCompleted = RACPResponseCode(rawValue: 0x08)
+    /// 0x09: the meter does not support the operand.
     public static let operandNotSupported = RACPResponseCode(rawValue: 0x09)
 
+    /// The stable name of the response code; `reserved` for others.
     public var name: String {
         switch self.rawValue {
         case 1: "success"
@@ -178,8 +216,11 @@ public enum RACPOperand: Hashable, Sendable {
 /// rejects `04 01 00`, and so do we), operators 2–4 take a filter, responses use operator 0x00 (Null), and
 /// reserved op codes, operators and filter types are errors. Encoding writes the fields as given.
 public struct RACPMessage: Hashable, Sendable {
+    /// What is asked (or answered).
     public var opCode: RACPOpCode
+    /// Which records.
     public var `operator`: RACPOperator
+    /// The filter, count or response the operator and op code call for.
     public var operand: RACPOperand
 
     /// Creates a message from its parts, unvalidated.
@@ -255,6 +296,8 @@ public struct RACPMessage: Hashable, Sendable {
     }
 
     /// Decodes one message; RACP messages fill the whole value, so this reads to the end of `reader`.
+    /// Throws for a reserved op code, operator or filter type, an operator the op code does not take
+    /// (a response's must be null), or a truncated operand.
     public init(parsing reader: inout ByteReader) throws(GlucoseProfileError) {
         let opOffset = reader.offset
         self.opCode = RACPOpCode(rawValue: try reader.readUInt8(field: "opCode"))
@@ -302,6 +345,9 @@ public struct RACPMessage: Hashable, Sendable {
         }
     }
 
+    /// The filter operand of operators 2–4: its type byte, then a minimum, a maximum or both as the
+    /// operator calls for (uint16 LE sequence numbers or 7-byte user-facing times); throws for a
+    /// reserved filter type.
     private static func parseFilter(
         operator op: RACPOperator, reader: inout ByteReader
     ) throws(GlucoseProfileError) -> RACPFilter {

@@ -136,6 +136,7 @@ public struct SFloat: RawRepresentable, Hashable, Sendable, CustomStringConverti
         return decimalValue(mantissa: Int(self.mantissa), exponent: Int(self.exponent) + shift)
     }
 
+    /// The special value's name, or `<mantissa>e<exponent>`.
     public var description: String {
         if let special = self.special { return special.name }
         return "\(self.mantissa)e\(self.exponent)"

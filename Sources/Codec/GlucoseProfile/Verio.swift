@@ -20,8 +20,11 @@ public enum Verio {
     /// instant read as UTC, in seconds since 1970.
     public static let clockEpoch: Int64 = 946_684_800
 
+    /// The first byte of every frame.
     static let linkByte: UInt8 = 0x01
+    /// STX: starts the frame's header.
     static let stx: UInt8 = 0x02
+    /// ETX: ends the body, before the CRC.
     static let etx: UInt8 = 0x03
     /// Link byte, STX, length, 0x00, 0x03 before the body; ETX and two CRC bytes after it.
     static let overhead = 8
@@ -77,6 +80,7 @@ public enum Verio {
         return body
     }
 
+    /// Reads one byte that must be `value`; throws `invalidValue` naming `field` otherwise.
     private static func expect(_ reader: inout ByteReader, _ value: UInt8, field: String) throws(GlucoseProfileError) {
         let offset = reader.offset
         let byte = try reader.readUInt8(field: field)
@@ -129,6 +133,7 @@ public enum VerioCommand: Hashable, Sendable {
     public func encoded() -> [UInt8] { Verio.frame(self.body) }
 
     /// Decodes a command packet (what a simulated meter receives).
+    /// Throws for a bad frame (see ``Verio/unframe(_:)``) or a body that is none of the four commands.
     public init(bytes: [UInt8]) throws(GlucoseProfileError) {
         let body = try Verio.unframe(bytes)
         switch body {
@@ -174,6 +179,7 @@ public enum VerioCommand: Hashable, Sendable {
         return answer
     }
 
+    /// A uint32 sent as two uint16 LE halves, low half first.
     static func readUInt32LE(_ reader: inout ByteReader, field: String) throws(GlucoseProfileError) -> UInt32 {
         let low = UInt32(try reader.readUInt16LE(field: field))
         let high = UInt32(try reader.readUInt16LE(field: field))
@@ -183,9 +189,13 @@ public enum VerioCommand: Hashable, Sendable {
 
 /// What a data reply says, read for the command it answers.
 public enum VerioAnswer: Hashable, Sendable {
+    /// The meter clock in seconds since 2000-01-01 00:00:00 (local wall-clock time).
     case clock(meterSeconds: UInt32)
+    /// The number of the newest record.
     case highestRecordNumber(UInt32)
+    /// How many records the meter holds.
     case recordCount(UInt16)
+    /// The record asked for, with its number.
     case record(number: UInt16, VerioRecord)
 
     /// The payload bytes (the simulated meter's side).
@@ -206,7 +216,9 @@ public enum VerioAnswer: Hashable, Sendable {
 
 /// The status byte that starts a reply body.
 public struct VerioStatus: RawRepresentable, Hashable, Sendable {
+    /// The status byte.
     public let rawValue: UInt8
+    /// The status with this byte (any value).
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
     /// 0x06: data follows.
@@ -218,6 +230,7 @@ public struct VerioStatus: RawRepresentable, Hashable, Sendable {
     /// 0x09: command not understood.
     public static let notUnderstood = VerioStatus(rawValue: 0x09)
 
+    /// The stable name of the status; `unknown` for other bytes.
     public var name: String {
         switch self.rawValue {
         case 0x06: "data"
@@ -239,6 +252,8 @@ public enum VerioReply: Hashable, Sendable {
     case refused(VerioStatus)
 
     /// Decodes one notification.
+    /// Throws for a one-byte packet without bits 0x81, a bad frame, an empty body, or a refusal
+    /// with bytes after its status.
     public init(bytes: [UInt8]) throws(GlucoseProfileError) {
         if bytes.count == 1 {
             guard bytes[0] & 0x81 == 0x81 else {
@@ -292,6 +307,7 @@ public struct VerioRecord: Hashable, Sendable {
     }
 
     /// Decodes the 11 bytes at the reader.
+    /// Throws `truncated` when fewer than 11 bytes are left.
     public init(parsing reader: inout ByteReader) throws(GlucoseProfileError) {
         try reader.require(Self.byteCount, for: "record")
         self.meterSeconds = try VerioCommand.readUInt32LE(&reader, field: "time")
@@ -375,14 +391,18 @@ public struct VerioRecord: Hashable, Sendable {
 public struct ISensTime: Hashable, Sendable {
     /// Number of bytes on the wire.
     public static let byteCount = 11
+    /// The four bytes before the date-time.
     static let prefix: [UInt8] = [0xC0, 0x03, 0x01, 0x00]
 
     /// The local time to set.
     public var dateTime: DateTime
 
+    /// A value setting the meter's clock to `dateTime`.
     public init(dateTime: DateTime) { self.dateTime = dateTime }
 
     /// Decodes the 11-byte value (what a simulated meter receives), validating the date-time.
+    /// Throws `truncated` for fewer than 11 bytes, `invalidValue` for another prefix than
+    /// `c0 03 01 00`, `outOfRange` for an invalid date-time, `trailingBytes` for more.
     public init(bytes: [UInt8]) throws(GlucoseProfileError) {
         var reader = ByteReader(bytes)
         try reader.require(Self.byteCount, for: "isensTime")
@@ -402,6 +422,7 @@ public struct ISensTime: Hashable, Sendable {
     }
 }
 
+/// The i-SENS vendor UUIDs, used to set a CareSens meter's clock.
 extension BluetoothUUID {
     /// i-SENS CareSens vendor service carrying the time characteristic (0xFFF0).
     public static let isensTimeService = BluetoothUUID(0xFFF0)

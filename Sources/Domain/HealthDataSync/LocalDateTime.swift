@@ -6,13 +6,20 @@ import GlucoseProfile
 /// meter's clock skew (see ``TimeResolution``). This type does the calendar arithmetic for that
 /// (proleptic Gregorian, no leap seconds).
 public struct LocalDateTime: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The year (proleptic Gregorian; not checked).
     public var year: Int
+    /// 1…12 when valid.
     public var month: Int
+    /// 1…31 when valid.
     public var day: Int
+    /// 0…23 when valid.
     public var hour: Int
+    /// 0…59 when valid.
     public var minute: Int
+    /// 0…59 when valid (no leap seconds).
     public var second: Int
 
+    /// A time from its fields, unchecked (see ``isValid``).
     public init(year: Int, month: Int, day: Int, hour: Int = 0, minute: Int = 0, second: Int = 0) {
         self.year = year
         self.month = month
@@ -46,8 +53,10 @@ public struct LocalDateTime: Hashable, Comparable, Sendable, CustomStringConvert
             into: out)
     }
 
+    /// ``isoString``.
     public var description: String { self.isoString }
 
+    /// Earlier wall-clock time first.
     public static func < (lhs: LocalDateTime, rhs: LocalDateTime) -> Bool {
         lhs.secondsSinceEpoch < rhs.secondsSinceEpoch
     }
@@ -78,11 +87,15 @@ public typealias WallClock = @Sendable () -> Instant
 
 /// An instant, as milliseconds since 1970-01-01T00:00:00Z.
 public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// Milliseconds since 1970-01-01T00:00:00Z (negative before).
     public var epochMillis: Int64
 
+    /// The instant `epochMillis` ms after the epoch.
     public init(epochMillis: Int64) { self.epochMillis = epochMillis }
+    /// The instant `epochSeconds` s after the epoch.
     public init(epochSeconds: Int64) { self.epochMillis = epochSeconds * 1000 }
 
+    /// Earlier instant first.
     public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.epochMillis < rhs.epochMillis }
 
     /// ISO 8601 in UTC: `2019-02-27T10:10:30Z`, or with milliseconds when they are not zero.
@@ -93,5 +106,6 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
         CivilCalendar.isoString(epochMillis: self.epochMillis, utcOffsetSeconds: offset)
     }
 
+    /// ``isoString``.
     public var description: String { self.isoString }
 }

@@ -4,6 +4,7 @@
 /// and re-pairing. Device Information strings (serial number) are kept beside it in
 /// ``MeterIdentity`` to tell a replaced meter from the same one.
 public struct MeterID: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The canonical address, or the name as given for a meter that has no address (replay).
     public var rawValue: String
 
     /// Creates an identifier from any spelling of a Bluetooth address (`c0:26:da:01:02:03`,
@@ -13,10 +14,13 @@ public struct MeterID: RawRepresentable, Hashable, Comparable, Sendable, CustomS
         self.rawValue = MeterID.canonical(rawValue) ?? rawValue
     }
 
+    /// Same as ``init(rawValue:)``.
     public init(_ value: String) { self.init(rawValue: value) }
 
+    /// The raw value.
     public var description: String { self.rawValue }
 
+    /// Ordered by raw value (addresses sort by their hex text).
     public static func < (lhs: MeterID, rhs: MeterID) -> Bool { lhs.rawValue < rhs.rawValue }
 
     /// The canonical `XX:XX:XX:XX:XX:XX` form of an address, or nil when `text` is not one.
@@ -53,14 +57,20 @@ public struct MeterID: RawRepresentable, Hashable, Comparable, Sendable, CustomS
 
 /// Who a meter is: its address plus what it says about itself in Device Information (0x180A).
 public struct MeterIdentity: Hashable, Sendable {
+    /// The meter's address.
     public var id: MeterID
     /// The name the meter advertises (BlueZ `Alias`/`Name`), when known.
     public var name: String?
+    /// Device Information's Manufacturer Name String (0x2A29).
     public var manufacturer: String?
+    /// Device Information's Model Number String (0x2A24).
     public var model: String?
+    /// Device Information's Serial Number String (0x2A25): tells a replaced meter from the same one.
     public var serialNumber: String?
+    /// Device Information's Firmware Revision String (0x2A26).
     public var firmware: String?
 
+    /// An identity; what the meter did not say stays nil.
     public init(
         id: MeterID, name: String? = nil, manufacturer: String? = nil, model: String? = nil,
         serialNumber: String? = nil, firmware: String? = nil

@@ -11,7 +11,9 @@ public enum GlucoseUnit: String, Hashable, Sendable, CaseIterable {
 
 /// Facts the daemon concluded about a reading, as names that appear in every export.
 public struct ReadingFlags: OptionSet, Hashable, Sendable {
+    /// The flag bits as stored (bit 0 = ``controlSolution`` … bit 9 = ``suspect``).
     public var rawValue: UInt32
+    /// Flags from their stored bits.
     public init(rawValue: UInt32) { self.rawValue = rawValue }
 
     /// A control-solution test (type 10 or sample location 4): stored, excluded from statistics.
@@ -42,6 +44,7 @@ public struct ReadingFlags: OptionSet, Hashable, Sendable {
         (.clockUnverified, "clockUnverified"), (.quirkApplied, "quirkApplied"), (.suspect, "suspect"),
     ]
 
+    /// The names of the flags set, in ``allNamed``'s order; empty when none is.
     public var names: [String] {
         guard !self.isEmpty else { return [] }
         var out: [String] = []
@@ -49,6 +52,7 @@ public struct ReadingFlags: OptionSet, Hashable, Sendable {
         return out
     }
 
+    /// The flags named; unknown names are ignored.
     public init(names: [String]) {
         self = []
         for (flag, name) in ReadingFlags.allNamed where names.contains(name) { self.insert(flag) }
@@ -57,6 +61,7 @@ public struct ReadingFlags: OptionSet, Hashable, Sendable {
 
 /// How a reading's instant was worked out from the meter's zone-less time.
 public struct TimeResolution: Hashable, Sendable {
+    /// How sure the instant is.
     public enum Method: String, Hashable, Sendable {
         /// Meter clock read at sync; skew applied; host or configured zone.
         case meterClock
@@ -66,6 +71,7 @@ public struct TimeResolution: Hashable, Sendable {
         case untrusted
     }
 
+    /// How the instant was worked out.
     public var method: Method
     /// The zone the meter's wall-clock time was read in (IANA name, e.g. "Europe/Berlin").
     public var zone: String
@@ -78,6 +84,7 @@ public struct TimeResolution: Hashable, Sendable {
     /// Vendor quirks applied (names from the quirk table), in order.
     public var quirks: [String]
 
+    /// A resolution.
     public init(
         method: Method, zone: String, utcOffsetSeconds: Int, meterClockSkewSeconds: Int64?,
         meterLocalTime: LocalDateTime, quirks: [String] = []
@@ -95,7 +102,9 @@ public struct TimeResolution: Hashable, Sendable {
 /// concluded (recomputable).
 public struct Reading: Hashable, Sendable {
     // Raw facts.
+    /// The meter that sent the record.
     public var meter: MeterID
+    /// The record's sequence number on the meter (a reset meter numbers its records afresh).
     public var sequenceNumber: UInt16
     /// The Glucose Measurement (0x2A18) packet exactly as received.
     public var measurementBytes: [UInt8]
@@ -103,12 +112,17 @@ public struct Reading: Hashable, Sendable {
     public var contextBytes: [UInt8]?
     /// Base Time as sent (year/month/day may be out of range for buggy firmware).
     public var baseTime: LocalDateTime
+    /// The Time Offset field in minutes; nil when the record has none.
     public var timeOffsetMinutes: Int?
     /// The concentration's raw SFLOAT bits; nil when the record has no concentration.
     public var concentrationRaw: UInt16?
+    /// The concentration unit the meter sent (kg/L or mol/L); nil without a concentration.
     public var unit: ConcentrationUnit?
+    /// The Type field's code (e.g. 1 capillary whole blood, 10 control solution); nil when absent.
     public var sampleType: UInt8?
+    /// The Sample Location field's code (e.g. 1 finger, 4 control solution); nil when absent.
     public var sampleLocation: UInt8?
+    /// The Sensor Status Annunciation bits; nil when absent.
     public var sensorStatus: UInt16?
     /// Context meal code (i-SENS uses 6 for ketone records).
     public var meal: UInt8?
@@ -116,14 +130,18 @@ public struct Reading: Hashable, Sendable {
     // Conclusions.
     /// The UTC instant of the test.
     public var instant: Instant
+    /// How ``instant`` was worked out.
     public var time: TimeResolution
     /// Value in mg/dL (for ketone records: nil; see ``ketoneMmolL``).
     public var mgdL: Double?
+    /// Value in mmol/L (nil when ``mgdL`` is).
     public var mmolL: Double?
     /// Blood ketone in mmol/L for ketone records.
     public var ketoneMmolL: Double?
+    /// What the daemon concluded about the record.
     public var flags: ReadingFlags
 
+    /// A reading from its raw facts and conclusions (the sync's reading builder makes them).
     public init(
         meter: MeterID, sequenceNumber: UInt16, measurementBytes: [UInt8], contextBytes: [UInt8]?,
         baseTime: LocalDateTime, timeOffsetMinutes: Int?, concentrationRaw: UInt16?, unit: ConcentrationUnit?,

@@ -1,27 +1,40 @@
 /// Why a storage operation failed. The view model shows it; the daemon keeps running.
 public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The kind of failure, from SQLite's result code where there is one.
     public enum Code: String, Hashable, Sendable {
+        /// The disk is full (`SQLITE_FULL`).
         case diskFull
+        /// The database or its directory cannot be written (`SQLITE_READONLY`).
         case readOnly
+        /// Another connection holds the lock past the busy timeout (`SQLITE_BUSY`, `SQLITE_LOCKED`).
         case busy
+        /// The file is damaged or not a database (`SQLITE_CORRUPT`, `SQLITE_NOTADB`).
         case corrupt
+        /// The file cannot be opened (`SQLITE_CANTOPEN`).
         case cannotOpen
+        /// A read or write of the file failed (`SQLITE_IOERR`).
         case io
+        /// The operation was refused: a constraint, or a request the stored data does not allow
+        /// (an unknown person or meter, a name in use).
         case constraint
+        /// Anything else; the message says what.
         case other
         /// The database file was deleted, renamed or replaced while the store had it open.
         case replaced
     }
 
+    /// What kind of failure it is.
     public var code: Code
     /// One sentence for people; never contains reading values.
     public var message: String
 
+    /// An error of `code` saying `message`.
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
     }
 
+    /// The message.
     public var description: String { self.message }
 }
 
@@ -45,9 +58,13 @@ public enum SyncResult: String, Hashable, Sendable {
 public struct SyncSessionRecord: Hashable, Sendable {
     /// Store-assigned identifier; nil before it is stored.
     public var id: Int64?
+    /// The meter synced.
     public var meter: MeterID
+    /// When the attempt started.
     public var started: Instant
+    /// When it ended; nil while it runs.
     public var ended: Instant?
+    /// How it ended (``SyncResult/running`` while it runs).
     public var result: SyncResult
     /// Records the meter announced (RACP count), when it answered.
     public var expected: Int?
@@ -68,6 +85,7 @@ public struct SyncSessionRecord: Hashable, Sendable {
     /// Whether this attempt found the meter reset (a new epoch was opened).
     public var reset: Bool { self.sequenceResets > 0 }
 
+    /// A session; the counts start at 0.
     public init(
         id: Int64? = nil, meter: MeterID, started: Instant, ended: Instant? = nil, result: SyncResult,
         expected: Int? = nil, received: Int = 0, stored: Int = 0, duplicates: Int = 0, error: String? = nil,
@@ -92,6 +110,7 @@ public struct SyncSessionRecord: Hashable, Sendable {
 /// (with the sync's progress), or the end of the attempt (the last records and the session as it
 /// ended).
 public struct SyncBatch: Sendable {
+    /// The meter as identified in this attempt.
     public var meter: MeterIdentity
     /// Glucose Feature (0x2A51) bits, when read.
     public var features: UInt16?
@@ -123,6 +142,7 @@ public struct SyncBatch: Sendable {
     /// Whether the meter's clock can be set (nil leaves what is stored).
     public var clockSettable: Bool?
 
+    /// A batch; by default final, without a reset, leaving procedure and clock facts as stored.
     public init(
         meter: MeterIdentity, features: UInt16?, readings: [Reading], newHighWater: UInt16?,
         session: SyncSessionRecord, meterReset: Bool = false, isFinal: Bool = true, highestReceived: UInt16? = nil,
@@ -144,10 +164,13 @@ public struct SyncBatch: Sendable {
 
 /// A reading as stored, with its store identity.
 public struct StoredReading: Hashable, Sendable {
+    /// The store's row id, unique in its database; later readings get larger ids.
     public var id: Int64
     /// Sequence-reset epoch the reading belongs to (0 until the meter's first reset).
     public var epoch: Int
+    /// When the store committed it.
     public var storedAt: Instant
+    /// The reading.
     public var reading: Reading
     /// The person the reading belongs to: the one whose assignment of its meter covers its
     /// measured time, or whom it was attributed to (a shared meter's reading).
@@ -159,6 +182,7 @@ public struct StoredReading: Hashable, Sendable {
     /// an assignment changed in the past). Nil elsewhere: the position is then ``id``.
     public var position: Int64?
 
+    /// A stored reading.
     public init(
         id: Int64, epoch: Int, storedAt: Instant, reading: Reading, person: String? = nil,
         awaitingAttribution: Bool = false, position: Int64? = nil
@@ -178,16 +202,23 @@ public struct StoredReading: Hashable, Sendable {
 
 /// What the store knows about a meter.
 public struct StoredMeter: Hashable, Sendable {
+    /// Who the meter is, as last seen.
     public var identity: MeterIdentity
+    /// Glucose Feature (0x2A51) bits, when a sync read them.
     public var features: UInt16?
+    /// When the meter was first seen.
     public var firstSeen: Instant
+    /// When a sync last saw the meter (or it was stored for an assignment).
     public var lastSeen: Instant
     /// Highest sequence number committed after a successful sync in the current epoch.
     public var highWater: UInt16?
     /// Sequence-reset epoch, starting at 0.
     public var epoch: Int
+    /// When its last sync ended; nil before the first.
     public var lastSync: Instant?
+    /// How its last sync ended.
     public var lastSyncResult: SyncResult?
+    /// How many readings are stored for it (every epoch).
     public var readingCount: Int
     /// The person the meter is assigned to now (its open assignment period), when it is.
     public var person: String?
@@ -200,6 +231,7 @@ public struct StoredMeter: Hashable, Sendable {
     /// When a sync last set the meter's clock (nil: never).
     public var clockSetAt: Instant?
 
+    /// A stored meter; person unset unless given, procedure and clock facts unknown.
     public init(
         identity: MeterIdentity, features: UInt16?, firstSeen: Instant, lastSeen: Instant, highWater: UInt16?,
         epoch: Int, lastSync: Instant?, lastSyncResult: SyncResult?, readingCount: Int, person: String? = nil
@@ -233,6 +265,7 @@ public struct CommitResult: Hashable, Sendable {
     /// current epoch after this batch, as far as the store followed it.
     public var highestInCurrentEpoch: UInt16?
 
+    /// A commit's outcome.
     public init(
         inserted: [StoredReading], duplicates: Int, sequenceResets: Int, meter: StoredMeter,
         session: SyncSessionRecord, highestInCurrentEpoch: UInt16? = nil
@@ -248,8 +281,11 @@ public struct CommitResult: Hashable, Sendable {
 
 /// Which readings to list.
 public struct ReadingQuery: Hashable, Sendable {
+    /// The listing order, by measured instant then row id.
     public enum Order: String, Hashable, Sendable {
+        /// Oldest first.
         case ascending = "asc"
+        /// Newest first.
         case descending = "desc"
     }
 
@@ -257,8 +293,11 @@ public struct ReadingQuery: Hashable, Sendable {
     public var since: Instant?
     /// Exclusive upper bound on the instant.
     public var until: Instant?
+    /// Only this meter's readings.
     public var meter: MeterID?
+    /// At most this many; nil for all.
     public var limit: Int?
+    /// The order of the listing (ascending by default).
     public var order: Order
     /// Only readings that belong to this person (by their measured time).
     public var person: String?
@@ -270,9 +309,12 @@ public struct ReadingQuery: Hashable, Sendable {
 
     /// A reading's place in the listing order: its measured instant, then its row id.
     public struct Position: Hashable, Sendable {
+        /// The reading's measured instant.
         public var instant: Instant
+        /// The reading's row id (breaks ties between readings of the same instant).
         public var id: Int64
 
+        /// A place from its instant and id.
         public init(instant: Instant, id: Int64) {
             self.instant = instant
             self.id = id
@@ -284,6 +326,7 @@ public struct ReadingQuery: Hashable, Sendable {
         }
     }
 
+    /// A query; with no argument, every reading, oldest first.
     public init(
         since: Instant? = nil, until: Instant? = nil, meter: MeterID? = nil, limit: Int? = nil,
         order: Order = .ascending, person: String? = nil, unattributed: Bool = false, after: Position? = nil
@@ -301,7 +344,9 @@ public struct ReadingQuery: Hashable, Sendable {
 
 /// Whether storage works right now.
 public struct StorageHealth: Hashable, Sendable {
+    /// Whether storage works, can only be read, or cannot be used.
     public enum Status: String, Hashable, Sendable {
+        /// Reads and writes work.
         case ok
         /// Reads work, writes failed last time (disk full, read-only, locked).
         case degraded
@@ -309,7 +354,9 @@ public struct StorageHealth: Hashable, Sendable {
         case failed
     }
 
+    /// Whether storage works.
     public var status: Status
+    /// The database file's path.
     public var path: String
     /// The last error, when status is not ok.
     public var error: StoreError?
@@ -320,6 +367,7 @@ public struct StorageHealth: Hashable, Sendable {
     /// result); nil when none ran.
     public var check: StorageCheck?
 
+    /// A health report.
     public init(
         status: Status, path: String, error: StoreError? = nil, databaseId: String? = nil, check: StorageCheck? = nil
     ) {
@@ -353,7 +401,9 @@ public struct StorageCheck: Hashable, Sendable {
         case requested
     }
 
+    /// Where the check stands.
     public enum Result: String, Hashable, Sendable {
+        /// Still reading the file.
         case running
         /// SQLite found nothing wrong.
         case ok
@@ -366,10 +416,15 @@ public struct StorageCheck: Hashable, Sendable {
     /// The most problems a check keeps (SQLite reports up to 100).
     public static let keptProblems = 10
 
+    /// Which check.
     public var kind: Kind
+    /// Why it ran.
     public var reason: Reason
+    /// Its result so far.
     public var result: Result
+    /// When it started.
     public var started: Instant
+    /// When it ended; nil while it runs.
     public var finished: Instant?
     /// How many problems SQLite reported.
     public var problemCount: Int
@@ -380,6 +435,7 @@ public struct StorageCheck: Hashable, Sendable {
     /// The database the check read.
     public var databaseId: String?
 
+    /// A check; no problems unless given.
     public init(
         kind: Kind, reason: Reason, result: Result, started: Instant, finished: Instant? = nil, problemCount: Int = 0,
         problems: [String] = [], message: String? = nil, databaseId: String? = nil
@@ -404,6 +460,9 @@ public struct StorageCheck: Hashable, Sendable {
 /// sequence number (within the same reset epoch), base time and raw value is a duplicate. The
 /// same sequence number with different content, or a high-water mark that goes backwards, is a
 /// sequence reset that opens a new epoch.
+///
+/// Every throwing method throws a ``StoreError`` whose code says why (the message never holds
+/// reading values); a write that throws has changed nothing.
 public protocol ReadingStore: Sendable {
     /// The stored state of a meter, or nil for a meter never seen.
     func meter(_ id: MeterID) async throws(StoreError) -> StoredMeter?
@@ -412,7 +471,9 @@ public protocol ReadingStore: Sendable {
     /// Records that a meter was seen (creates it when new; updates identity strings when known).
     func noteMeterSeen(_ identity: MeterIdentity, at: Instant) async throws(StoreError)
     /// Commits a sync attempt in one transaction; see the protocol's rules.
+    /// Throws when the batch cannot be committed: then none of it is stored.
     func commit(_ batch: SyncBatch) async throws(StoreError) -> CommitResult
+    /// The readings the query selects, in its order.
     func readings(_ query: ReadingQuery) async throws(StoreError) -> [StoredReading]
     /// Up to `limit` readings in commit order whose ``StoredReading/cursor`` (the commit position)
     /// is greater than `cursor`. Positions grow in commit order and are never reused, so a follower
@@ -422,6 +483,7 @@ public protocol ReadingStore: Sendable {
     /// ``readings(afterCursor:limit:)`` together with the identity of the database they were read
     /// from (one read: a cursor is a position in that database only).
     func page(afterCursor cursor: Int64, limit: Int) async throws(StoreError) -> ReadingPage
+    /// How many readings are stored for the meter, or in all when nil.
     func readingCount(meter: MeterID?) async throws(StoreError) -> Int
     /// Sync sessions, newest first.
     func sessions(meter: MeterID?, limit: Int) async throws(StoreError) -> [SyncSessionRecord]
@@ -449,13 +511,20 @@ public protocol ReadingStore: Sendable {
 /// What identifies a record of a meter whose sequence numbers cannot (TaiDoc): the raw facts of
 /// the measurement other than its number.
 public struct ReadingContent: Hashable, Sendable {
+    /// Base Time as sent.
     public var baseTime: LocalDateTime
+    /// The Time Offset field in minutes, when present.
     public var timeOffsetMinutes: Int?
+    /// The concentration's raw SFLOAT bits, when present.
     public var concentrationRaw: UInt16?
+    /// The Type field's code, when present.
     public var sampleType: UInt8?
+    /// The Sample Location field's code, when present.
     public var sampleLocation: UInt8?
+    /// The Sensor Status Annunciation bits, when present.
     public var sensorStatus: UInt16?
 
+    /// Content from its facts.
     public init(
         baseTime: LocalDateTime, timeOffsetMinutes: Int?, concentrationRaw: UInt16?, sampleType: UInt8?,
         sampleLocation: UInt8?, sensorStatus: UInt16?
@@ -468,6 +537,7 @@ public struct ReadingContent: Hashable, Sendable {
         self.sensorStatus = sensorStatus
     }
 
+    /// The content of a reading.
     public init(_ r: Reading) {
         self.init(
             baseTime: r.baseTime, timeOffsetMinutes: r.timeOffsetMinutes, concentrationRaw: r.concentrationRaw,
@@ -477,15 +547,19 @@ public struct ReadingContent: Hashable, Sendable {
 
 /// Readings in commit order and the database they come from (``StorageHealth/databaseId``).
 public struct ReadingPage: Sendable {
+    /// The identity of the database read; nil when none is open.
     public var databaseId: String?
+    /// The readings, in commit order.
     public var readings: [StoredReading]
 
+    /// A page.
     public init(databaseId: String?, readings: [StoredReading]) {
         self.databaseId = databaseId
         self.readings = readings
     }
 }
 
+/// Defaults for stores without an identity of their own or indexed lookups.
 extension ReadingStore {
     /// For stores without an identity of their own: the readings and the health's identity.
     public func page(afterCursor cursor: Int64, limit: Int) async throws(StoreError) -> ReadingPage {
@@ -495,16 +569,19 @@ extension ReadingStore {
 
     // Defaults for stores without indexed lookups (they read the meter's readings); the SQLite
     // store answers each with an indexed query.
+    /// The meter's readings, searched for the record under the sequence number in its current epoch.
     public func storedMeasurement(meter: MeterID, sequenceNumber: UInt16) async throws(StoreError) -> [UInt8]? {
         guard let epoch = try await self.meter(meter)?.epoch else { return nil }
         return try await self.readings(ReadingQuery(meter: meter))
             .last { $0.epoch == epoch && $0.reading.sequenceNumber == sequenceNumber }?.reading.measurementBytes
     }
 
+    /// The meter's readings, searched for the highest sequence number.
     public func highestSequenceNumber(meter: MeterID) async throws(StoreError) -> UInt16? {
         try await self.readings(ReadingQuery(meter: meter)).map(\.reading.sequenceNumber).max()
     }
 
+    /// The meter's readings, searched for the candidates' content.
     public func storedContent(meter: MeterID, among candidates: [ReadingContent]) async throws(StoreError) -> Set<ReadingContent> {
         let wanted = Set(candidates)
         return Set(try await self.readings(ReadingQuery(meter: meter)).map { ReadingContent($0.reading) }.filter(wanted.contains))

@@ -24,6 +24,7 @@ public struct AccessPolicy: Sendable, Hashable {
     /// The uid the daemon runs as; its own processes may call everything.
     public var daemonUID: UInt32
 
+    /// A policy with these groups, for a daemon running as `daemonUID`.
     public init(socketGroup: UInt32?, adminGroup: UInt32?, daemonUID: UInt32) {
         self.socketGroup = socketGroup
         self.adminGroup = adminGroup

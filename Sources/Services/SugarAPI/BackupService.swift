@@ -14,6 +14,9 @@ extension HealthDataSyncService {
     /// 64 KiB message cap).
     public static let restorePart = 32 << 10
 
+    /// `Backup`: asks the backend for a copy and streams it in ``backupPart``-byte parts (base64
+    /// `data` at `offset`, with the copy's size, readings, identity and schema version), waiting for
+    /// the client to read each; the last reply has no `continues`.
     func backup(_ replier: VarlinkReplier) async throws(VarlinkError) {
         let copy: BackupCopy
         do throws(SugarAPIError) {
@@ -53,6 +56,8 @@ extension HealthDataSyncService {
         } while true
     }
 
+    /// `RestoreUpload`: checks the upload name, offset and base64 `data` (at most ``restorePart``
+    /// bytes) and appends them; replies with the size so far.
     func restoreUpload(_ p: JSONObject, replier: VarlinkReplier) async throws(VarlinkError) {
         let upload = try Self.upload(p["upload"])
         guard let offset = p["offset"]?.intValue, offset >= 0 else {
@@ -72,6 +77,7 @@ extension HealthDataSyncService {
         }
     }
 
+    /// `Restore`: swaps the finished upload in and replies with the ``RestoreReport``'s fields.
     func restore(_ p: JSONObject, replier: VarlinkReplier) async throws(VarlinkError) {
         let upload = try Self.upload(p["upload"])
         do throws(SugarAPIError) {

@@ -5,15 +5,22 @@ import Synchronization
 /// and by the service's attribution bell (an attribution or an assignment changed in the past: a
 /// reading's person changed, the feed got entries without a commit).
 final class FeedSignal: Sendable {
+    /// Everything behind the lock.
     private struct State {
+        /// Advanced by every ring.
         var generation: UInt64 = 0
+        /// Set by ``close()``, for good.
         var closed = false
+        /// The id of the last waiter registered.
         var nextWaiter: UInt64 = 0
+        /// The suspended waiters, by id.
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
     }
 
+    /// The signal's state.
     private let state = Mutex(State())
 
+    /// A signal at generation 0, open.
     init() {}
 
     /// The current generation: take it before reading, then wait after it.
@@ -25,6 +32,7 @@ final class FeedSignal: Sendable {
     /// Ends the signal: waiters (now and later) return false.
     func close() { self.wake { $0.closed = true } }
 
+    /// Applies `change` and resumes every waiter.
     private func wake(_ change: (inout State) -> Void) {
         let waiters = self.state.withLock { state in
             change(&state)

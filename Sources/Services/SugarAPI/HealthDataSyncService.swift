@@ -38,14 +38,17 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         public var readingsPerStreamedReply = 250
         /// `ListSyncSessions` limit when none is given, and the most it accepts.
         public var defaultSessionLimit = 50
+        /// The most sessions `ListSyncSessions` accepts as its `limit`.
         public var maxSessionLimit = 10_000
         /// Readings `FollowReadings` reads from the database at once (it reads the next page only
         /// once the client has taken the previous one).
         public var followPageSize = 256
 
+        /// The defaults above.
         public init() {}
     }
 
+    /// `io.sugard.HealthDataSync`.
     public static let interfaceName = "io.sugard.HealthDataSync"
     /// The most readings one `FollowReadings` reply carries (its `batch` parameter).
     public static let maxFollowBatch = 256
@@ -69,20 +72,26 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         }
     }()
 
+    /// The interface as parsed from ``interfaceDescription``.
     public var definition: VarlinkInterfaceDefinition { Self.parsedDefinition }
+    /// The streaming methods: a call without `more` is refused by the server.
     public var methodsRequiringMore: Set<String> { ["Watch", "Pair", "FollowReadings", "Backup"] }
 
+    /// The daemon's side: sync, pair, backups and the models and store the calls read.
     public let backend: any SugarBackend
+    /// Who may call which method.
     public let access: AccessPolicy
     /// Rung after each change of readings' people (attribution, assignment changed in the past):
     /// the followers of this service read the feed entries it added.
     let attributionBell = FeedSignal()
     /// The display unit clients use unless told otherwise (`GetStatus`'s `unit`).
     public let unit: GlucoseUnit
+    /// The bounds per client.
     public var limits: Limits
     /// Watch replies encoded once per change, shared by the watchers that get the same message.
     public let watchReplies = SharedWatchReplies()
 
+    /// A service over `backend`, authorising with `access`; mg/dL unless told.
     public init(backend: any SugarBackend, access: AccessPolicy, unit: GlucoseUnit = .mgdL, limits: Limits = Limits()) {
         self.backend = backend
         self.access = access
@@ -129,10 +138,12 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     /// A reply's parameters as SugarWire writes them.
     static func parameters(_ reply: some WireValue) -> JSONObject { reply.json.objectValue ?? [:] }
 
+    /// `InvalidParameter(parameter, message)`.
     static func invalid(_ parameter: String, _ message: String) -> VarlinkError {
         error(.invalidParameter(parameter: parameter, message: message))
     }
 
+    /// `MeterNotFound(meter)`, with a default message.
     static func meterNotFound(_ meter: MeterID, _ message: String? = nil) -> VarlinkError {
         error(.meterNotFound(meter: meter.rawValue, message: message ?? "No meter \(meter.rawValue) is known."))
     }
@@ -179,6 +190,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
 
     // MARK: Dispatch
 
+    /// Authorises the call, then runs the method; errors are the interface's, unknown methods
+    /// `MethodNotImplemented`.
     public func handle(_ call: VarlinkCall, replier: VarlinkReplier) async throws(VarlinkError) {
         let method = call.methodName
         try self.authorize(method, peer: call.peer)
@@ -241,16 +254,19 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
 
     // MARK: Parameters
 
+    /// The `meter` parameter as an id; throws `InvalidParameter` when it is missing or empty.
     static func meter(_ value: JSONValue?) throws(VarlinkError) -> MeterID {
         guard let text = value?.stringValue, !text.isEmpty else { throw invalid("meter", "The meter id is empty.") }
         return MeterID(text)
     }
 
+    /// An optional `meter` parameter; nil when absent or null.
     static func optionalMeter(_ value: JSONValue?) throws(VarlinkError) -> MeterID? {
         guard let value, !value.isNull else { return nil }
         return try meter(value)
     }
 
+    /// A `limit` parameter in 1...`max`; `fallback` when absent or null.
     static func limit(_ value: JSONValue?, default fallback: Int, max: Int) throws(VarlinkError) -> Int {
         guard let value, !value.isNull else { return fallback }
         guard let n = value.intValue, n >= 1, n <= Int64(max) else {
@@ -259,6 +275,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         return Int(n)
     }
 
+    /// An ISO 8601 instant with a zone, or a date (its midnight UTC); nil when absent or null; throws
+    /// `InvalidParameter(name)` otherwise.
     static func instant(_ value: JSONValue?, _ name: String) throws(VarlinkError) -> Instant? {
         guard let value, !value.isNull else { return nil }
         guard let text = value.stringValue, let millis = CivilCalendar.parseISOInstant(text) else {
@@ -270,6 +288,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         return Instant(epochMillis: millis)
     }
 
+    /// Field names as a set; nil when absent or empty; throws `InvalidParameter(fields)` naming the
+    /// known fields for an unknown one.
     static func fields<Field: RawRepresentable & CaseIterable & Hashable>(_ value: JSONValue?, _: Field.Type)
         throws(VarlinkError) -> Set<Field>? where Field.RawValue == String
     {
@@ -669,6 +689,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         }
     }
 
+    /// `ListMeters`: every meter live or stored, sorted by id, each with its live state, stored facts,
+    /// person, procedure and whether its clock can be set.
     private func listMeters(_ replier: VarlinkReplier) async throws(VarlinkError) {
         let stored: [StoredMeter]
         do throws(StoreError) {
@@ -692,6 +714,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         replier.reply(Self.parameters(Wire.MetersReply(meters: entries)))
     }
 
+    /// `Sync`: syncs one meter or all and replies with the sessions; with `more`, first a reply per
+    /// change of a meter's phase or progress.
     private func sync(_ p: JSONObject, more: Bool, replier: VarlinkReplier) async throws(VarlinkError) {
         let meter = try Self.optionalMeter(p["meter"])
         let force = p["force"]?.boolValue ?? false
@@ -748,6 +772,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         }
     }
 
+    /// Sends a progress reply for each change of a meter's phase or counts (the snapshot and idle
+    /// meters are left out); ends when the watcher ends or the client is gone.
     private static func streamProgress(_ watcher: Watcher<ViewState>, meter: MeterID?, replier: VarlinkReplier) async {
         var last: [MeterID: (String, Int, Int?)] = [:]
         var first = true
@@ -771,6 +797,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         }
     }
 
+    /// `Pair`: pairs with the meter; with `more`, a reply when pairing starts, when the meter waits
+    /// for its passkey and when it fails; the last reply says `paired`.
     private func pair(_ p: JSONObject, replier: VarlinkReplier) async throws(VarlinkError) {
         let meter = try Self.meter(p["meter"])
         let backend = self.backend

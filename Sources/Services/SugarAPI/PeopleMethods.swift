@@ -9,6 +9,8 @@ import Varlink
 // Parameters are validated here; the store enforces the rest and its refusals come back as
 // InvalidParameter with its sentence.
 extension HealthDataSyncService {
+    /// Runs one of the people methods and sends its single reply. Throws `StorageError` when the
+    /// store keeps no people.
     func handlePeople(_ method: String, _ p: JSONObject, replier: VarlinkReplier) async throws(VarlinkError) {
         let people = try self.peopleStore()
         let reply: JSONObject
@@ -53,6 +55,8 @@ extension HealthDataSyncService {
         replier.reply(reply)
     }
 
+    /// `AssignMeter`: gives the meter to `person` (adding a person not known yet) or to nobody from
+    /// `from` on; replies with the readings moved and whether the person was added.
     private func assignMeter(_ p: JSONObject, _ people: any PeopleStore) async throws(VarlinkError) -> JSONObject {
         let meter = try Self.meter(p["meter"])
         let from = try Self.from(p["from"])
@@ -74,6 +78,8 @@ extension HealthDataSyncService {
         return Self.parameters(Wire.AssignReply(moved: Int64(result.moved), unchanged: Int64(result.unchanged), addedPerson: added))
     }
 
+    /// `AttributeReadings`: gives readings of shared periods to a known person; a refusal is
+    /// `InvalidParameter` on `ids` or `meter`, whichever the call used.
     private func attributeReadings(_ p: JSONObject, _ people: any PeopleStore) async throws(VarlinkError) -> JSONObject {
         let person = try await self.requiredPerson(p["person"], parameter: "person")
         let target = try await self.attributionTarget(p)
@@ -85,6 +91,7 @@ extension HealthDataSyncService {
         return Self.parameters(Wire.AttributionReply(result))
     }
 
+    /// `GetPerson`: the person with the meters they hold now and every period that named them, oldest first.
     private func getPerson(_ p: JSONObject, _ people: any PeopleStore) async throws(VarlinkError) -> JSONObject {
         let name = try await self.requiredPerson(p["name"], parameter: "name")
         let store = self.backend.store
@@ -105,6 +112,7 @@ extension HealthDataSyncService {
                 person: Wire.Person(person, meters: Self.meters(of: name, current)), assignments: periods.map(Wire.Assignment.init)))
     }
 
+    /// `AddPerson`: a valid name, identifiers, thresholds and unit; a refusal is `InvalidParameter(name)`.
     private func addPerson(_ p: JSONObject, _ people: any PeopleStore) async throws(VarlinkError) -> JSONObject {
         guard let name = Person.validated(p["name"]?.stringValue ?? "") else { throw Self.invalid("name", Person.rule) }
         let record = PersonRecord(
@@ -115,6 +123,8 @@ extension HealthDataSyncService {
         return Self.parameters(Wire.PersonReply(person: Wire.Person(added, meters: [])))
     }
 
+    /// `EditPerson`: rename, identifiers added and removed, thresholds and unit set or cleared
+    /// (`clearLow`, `clearHigh`, `clearUnit` win over a value).
     private func editPerson(_ p: JSONObject, _ people: any PeopleStore) async throws(VarlinkError) -> JSONObject {
         let name = try await self.requiredPerson(p["name"], parameter: "name")
         var change = PersonChange()
@@ -167,6 +177,8 @@ extension HealthDataSyncService {
         }
     }
 
+    /// A known person's name, required: `InvalidParameter(parameter)` when absent or invalid,
+    /// `PersonNotFound` when unknown.
     private func requiredPerson(_ value: JSONValue?, parameter: String) async throws(VarlinkError) -> String {
         guard let name = try await self.knownPerson(value, optional: false, parameter: parameter) else {
             throw Self.invalid(parameter, Person.rule)
@@ -174,6 +186,7 @@ extension HealthDataSyncService {
         return name
     }
 
+    /// The backend's people store; `StorageError` when it keeps none.
     private func peopleStore() throws(VarlinkError) -> any PeopleStore {
         guard let people = self.backend.people else {
             throw Self.error(.storageError(code: "other", message: "This daemon's store keeps no people."))
@@ -181,6 +194,7 @@ extension HealthDataSyncService {
         return people
     }
 
+    /// Sets a meter's holder from `from` through the backend; rings the followers when readings moved.
     private func setAssignment(_ meter: MeterID, holder: MeterHolder?, from: Instant) async throws(VarlinkError)
         -> AttributionResult
     {
@@ -230,6 +244,8 @@ extension HealthDataSyncService {
         return Instant(epochMillis: min(from.epochMillis, now.epochMillis))
     }
 
+    /// A list of `{system, value}` identifiers; empty when absent; `InvalidParameter(name)` for a
+    /// malformed one.
     static func identifiers(_ value: JSONValue?, _ name: String) throws(VarlinkError) -> [PersonIdentifier] {
         guard let value, !value.isNull else { return [] }
         guard let items = value.arrayValue else { throw Self.invalid(name, Person.identifierRule) }
@@ -243,6 +259,7 @@ extension HealthDataSyncService {
         return out
     }
 
+    /// A threshold in mg/dL, above 0 and below 1000; nil when absent.
     static func threshold(_ value: JSONValue?, _ name: String) throws(VarlinkError) -> Double? {
         guard let value, !value.isNull else { return nil }
         guard let number = value.doubleValue, number > 0, number < 1000 else {
@@ -295,5 +312,6 @@ extension SugarBackend {
 }
 
 extension Wire.AttributionReply {
+    /// An attribution's counts.
     init(_ result: AttributionResult) { self.init(moved: Int64(result.moved), unchanged: Int64(result.unchanged)) }
 }

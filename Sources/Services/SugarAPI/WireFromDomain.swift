@@ -9,6 +9,7 @@ public import SugarWire
 // nothing of the wire.
 
 extension Wire.Instant {
+    /// An instant as ISO 8601 in UTC and milliseconds since the epoch.
     public init(_ instant: HealthDataSync.Instant) { self.init(iso: instant.isoString, epochMillis: instant.epochMillis) }
 }
 
@@ -34,6 +35,7 @@ extension Wire.Unit {
 // MARK: The view model
 
 extension Wire.Daemon {
+    /// The daemon's facts with its storage health (status, path, error, identity, last check).
     public init(_ info: DaemonInfo) {
         let health = info.storage
         let status: Wire.Storage.Status
@@ -52,6 +54,7 @@ extension Wire.Daemon {
 }
 
 extension Wire.StorageCheck {
+    /// An integrity check, case for case.
     public init(_ check: HealthDataSync.StorageCheck) {
         let kind: Kind = check.kind == .quick ? .quick : .full
         let reason: Reason
@@ -75,6 +78,7 @@ extension Wire.StorageCheck {
 }
 
 extension Wire.Adapter {
+    /// The adapter's state, field for field.
     public init(_ adapter: AdapterState) {
         self.init(
             present: adapter.present, powered: adapter.powered, discovering: adapter.discovering, name: adapter.name,
@@ -83,6 +87,7 @@ extension Wire.Adapter {
 }
 
 extension Wire.MeterIdentity {
+    /// A meter's identity with its display name.
     public init(_ identity: HealthDataSync.MeterIdentity) {
         self.init(
             id: identity.id.rawValue, name: identity.name, manufacturer: identity.manufacturer, model: identity.model,
@@ -91,6 +96,7 @@ extension Wire.MeterIdentity {
 }
 
 extension Wire.SyncResult {
+    /// A sync result, case for case.
     public init(_ result: HealthDataSync.SyncResult) {
         switch result {
         case .success: self = .success
@@ -104,6 +110,7 @@ extension Wire.SyncResult {
 }
 
 extension Wire.SyncPhase {
+    /// A sync phase, case for case.
     public init(_ phase: HealthDataSync.SyncPhase) {
         switch phase {
         case .idle: self = .idle
@@ -126,6 +133,7 @@ extension Wire.SyncPhase {
 }
 
 extension Wire.PairingState {
+    /// A pairing state, case for case.
     public init(_ pairing: HealthDataSync.PairingState) {
         switch pairing {
         case .unknown: self = .unknown
@@ -139,6 +147,7 @@ extension Wire.PairingState {
 }
 
 extension Wire.Meter.Link {
+    /// A link phase, case for case.
     public init(_ link: LinkPhase) {
         switch link {
         case .disconnected: self = .disconnected
@@ -150,12 +159,14 @@ extension Wire.Meter.Link {
 }
 
 extension Wire.Progress {
+    /// Records received and announced.
     public init(_ progress: SyncProgress) {
         self.init(received: Int64(progress.received), expected: progress.expected.map(Int64.init))
     }
 }
 
 extension Wire.LastSync {
+    /// A meter's last finished attempt, with the clock it set.
     public init(_ last: HealthDataSync.LastSync) {
         self.init(
             meter: last.meter.rawValue, at: Wire.Instant(last.at), result: Wire.SyncResult(last.result),
@@ -165,6 +176,7 @@ extension Wire.LastSync {
 }
 
 extension Wire.ReportedError {
+    /// A reported error with its hint, meter and spec code.
     public init(_ error: HealthDataSync.ReportedError) {
         self.init(
             code: error.code, message: error.message, hint: error.hint, at: Wire.Instant(error.at), meter: error.meter?.rawValue,
@@ -173,6 +185,7 @@ extension Wire.ReportedError {
 }
 
 extension Wire.Meter {
+    /// A meter model's whole state.
     public init(_ meter: MeterState) {
         self.init(
             id: meter.id.rawValue, identity: Wire.MeterIdentity(meter.identity), link: Link(meter.link),
@@ -183,6 +196,7 @@ extension Wire.Meter {
 }
 
 extension Wire.LastReading.TimeMethod {
+    /// How the reading's instant was worked out, case for case.
     public init(_ method: TimeResolution.Method) {
         switch method {
         case .meterClock: self = .meterClock
@@ -208,6 +222,7 @@ extension Wire.LastReading {
 }
 
 extension Wire.SyncOverview {
+    /// The sync overview: syncing while any meter is active, and the last result.
     public init(_ overview: HealthDataSync.SyncOverview) {
         self.init(
             phase: overview.phase == .idle ? .idle : .syncing, activeMeters: overview.activeMeters.map(\.rawValue),
@@ -292,6 +307,7 @@ extension Wire.WatchReply {
 // MARK: The store
 
 extension Wire.StoredMeter {
+    /// What the store knows about a meter.
     public init(_ meter: HealthDataSync.StoredMeter) {
         self.init(
             firstSeen: Wire.Instant(meter.firstSeen), lastSeen: Wire.Instant(meter.lastSeen), highWater: meter.highWater.map(Int64.init),
@@ -302,6 +318,7 @@ extension Wire.StoredMeter {
 }
 
 extension Wire.Session {
+    /// A sync session with its counts, error, resets and clock setting.
     public init(_ session: SyncSessionRecord) {
         self.init(
             id: session.id, meter: session.meter.rawValue, started: Wire.Instant(session.started),
@@ -313,6 +330,7 @@ extension Wire.Session {
 }
 
 extension Wire.ClockSet {
+    /// A clock setting: method, when, the time written and the skew before and after.
     public init(_ clock: ClockSetting) {
         self.init(
             method: clock.method == .currentTime ? .currentTime : .isens, at: Wire.Instant(clock.at),
@@ -398,7 +416,9 @@ extension Wire.Glucose {
 }
 
 extension Wire.PersonIdentifier {
+    /// An identifier as `{system, value}`.
     public init(_ identifier: PersonIdentifier) { self.init(system: identifier.system, value: identifier.value) }
+    /// The identifier as the domain keeps it.
     public var domain: PersonIdentifier { PersonIdentifier(system: self.system, value: self.value) }
 }
 
@@ -414,6 +434,7 @@ extension Wire.Person {
 }
 
 extension Wire.Assignment {
+    /// An assignment period: person or shared, from, until and its reading count.
     public init(_ period: MeterAssignment) {
         self.init(
             meter: period.meter.rawValue, person: period.person, shared: period.holder == .shared,

@@ -7,6 +7,7 @@ import ReplayTransport
 import SugarAPI
 import Varlink
 
+/// The Varlink server is what the daemon serves: started with it, stopped at shutdown.
 extension VarlinkServer: DaemonService {}
 
 /// The standard parts: the transport for the configuration and the Varlink server.
@@ -54,6 +55,9 @@ public enum DaemonAssembly {
         return DaemonParts(transport: transport, background: background)
     }
 
+    /// The demo's parts: one simulated Accu-Chek Guide on a replay transport (no Bluetooth), a helper
+    /// that enters its passkey when it asks, and a new reading every `demo_interval` seconds
+    /// (55...260 mg/dL, a random walk from 110).
     static func demo(config: DaemonConfig, logger: Logger) -> DaemonParts {
         let fixture = FixtureMeter.accuChekGuide
         let simulator = fixture.simulator
@@ -89,6 +93,8 @@ public enum DaemonAssembly {
         return DaemonParts(transport: transport, background: background, shutdown: { await transport.shutdown() })
     }
 
+    /// Plays the person entering the PIN: waits for the meter's model, then submits `pin` each time
+    /// its pairing state asks for a passkey; ends when the task is cancelled.
     static func enterDemoPIN(meter: MeterID, pin: UInt32, runtime: DaemonRuntime) async {
         // Wait for the meter model, then follow its pairing state.
         var model = runtime.models.model(for: meter)
@@ -162,6 +168,8 @@ public enum DaemonAssembly {
         return getpwnam(name).map { $0.pointee.pw_uid }
     }
 
+    /// A group's gid from its name or number; throws a `DaemonError` naming the config keys when
+    /// there is no such group.
     static func groupID(_ name: String) throws -> UInt32 {
         if let gid = UInt32(name) { return gid }
         guard let entry = getgrnam(name) else { throw DaemonError("no group named \"\(name)\" (socket_group/admin_group)") }

@@ -7,16 +7,23 @@ import SugarAPI
 /// The upload `RestoreUpload` is filling: one at a time, in a staging file next to the database
 /// (`<database>.restore-<upload>`, 0600), so the swap is a rename within one directory.
 final class RestoreUploads: Sendable {
+    /// One upload in progress.
     struct Upload {
+        /// The client's name for it (`upload` of `RestoreUpload`).
         var name: String
+        /// Its staging file.
         var path: String
+        /// The bytes received so far: the offset the next part must start at.
         var size: Int64
     }
 
+    /// The open upload; nil when none is. A new one (offset 0) replaces it and deletes its file.
     let current = Lock<Upload?>(nil)
 }
 
+/// `Backup`, `RestoreUpload` and `Restore` on the SQLite store.
 extension DaemonBackend {
+    /// The SQLite store; throws `storageError` when the daemon's store is not one.
     private func requireDatabase() throws(SugarAPIError) -> SQLiteReadingStore {
         guard let database = self.database else {
             throw SugarAPIError(.storageError, "this daemon's storage cannot be backed up or restored")
@@ -48,6 +55,9 @@ extension DaemonBackend {
             schemaVersion: facts.schemaVersion)
     }
 
+    /// Appends one part of the upload named `upload` and returns its size so far. Offset 0 starts it
+    /// afresh (dropping any other); another offset must equal the size so far. Throws
+    /// `invalidParameter` (subject `upload` or `offset`) or `storageError` (subject `io`).
     public func restoreUpload(_ upload: String, offset: Int64, bytes: [UInt8]) async throws(SugarAPIError) -> Int64 {
         let database = try self.requireDatabase()
         let path = database.path + ".restore-" + upload
@@ -94,6 +104,11 @@ extension DaemonBackend {
         }
     }
 
+    /// Replaces the database with the finished upload: checks it (migrating an older schema), swaps it
+    /// in keeping the previous file, then reads storage health, the counts and the stored meters into
+    /// the view model. The staging files are deleted in every case. Throws `invalidParameter` for an
+    /// unknown upload, `invalidDatabase` when the file is not a usable sugard database, `storageError`
+    /// when the swap fails.
     public func restore(_ upload: String) async throws(SugarAPIError) -> RestoreReport {
         let database = try self.requireDatabase()
         let staged = try self.uploads.current.withLock { (current: inout RestoreUploads.Upload?) throws(SugarAPIError) -> String in
@@ -154,6 +169,7 @@ extension DaemonBackend {
         }
     }
 
+    /// The directory part of a path: `.` without a slash, `/` for a file at the root.
     static func directory(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         return slash == path.startIndex ? "/" : String(path[..<slash])

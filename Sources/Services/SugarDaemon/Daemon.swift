@@ -10,13 +10,17 @@ public let sugardVersion = sugarVersion
 
 /// Something the daemon runs until its task is cancelled (the socket server).
 public protocol DaemonService: Sendable {
+    /// Serves until cancelled; throws when it cannot go on (the daemon logs it and keeps syncing).
     func run() async throws
 }
 
 /// What a transport's background work may use once the daemon is assembled.
 public struct DaemonRuntime: Sendable {
+    /// Every meter's view model and the daemon's.
     public let models: ModelStore
+    /// The sync engine (to sync, pair and submit passkeys).
     public let engine: SyncEngine
+    /// The daemon's logger.
     public let logger: Logger
 }
 
@@ -30,6 +34,7 @@ public struct DaemonParts: Sendable {
     /// Called after the engine stopped, to release the transport.
     public var shutdown: (@Sendable () async -> Void)?
 
+    /// Parts with a transport and, when it needs them, background work and a shutdown.
     public init(
         transport: any MeterTransport, background: (@Sendable (DaemonRuntime) async -> Void)? = nil,
         shutdown: (@Sendable () async -> Void)? = nil
@@ -50,8 +55,11 @@ public typealias ConfigReloader = @Sendable () throws(ConfigError) -> DaemonConf
 
 /// Why the daemon could not start.
 public struct DaemonError: Error, CustomStringConvertible, Sendable {
+    /// What went wrong, in words for the log and stderr.
     public var message: String
+    /// An error saying `message`.
     public init(_ message: String) { self.message = message }
+    /// The message.
     public var description: String { self.message }
 }
 
@@ -60,9 +68,13 @@ public struct DaemonError: Error, CustomStringConvertible, Sendable {
 /// start: stop syncing (RACP abort, commit or roll back the open batch), close the socket,
 /// clear the models, close the database last.
 public final class Daemon: Sendable {
+    /// The running configuration (SIGHUP changes its log level).
     let config: Lock<DaemonConfig>
+    /// The config file SIGHUP re-reads; nil when none was given.
     let configFile: String?
+    /// The process environment (`TZ`, systemd's `NOTIFY_SOCKET` and `WATCHDOG_USEC`, logging).
     let environment: [String: String]
+    /// How SIGHUP re-reads the configuration; nil reads ``configFile``.
     let reloadConfig: ConfigReloader?
     let sink: StderrLogSink
     let notifier: SystemdNotifier
@@ -97,6 +109,8 @@ public final class Daemon: Sendable {
     /// Runs until a stop signal (or ``stop()``); returns normally after a clean shutdown.
     /// - Parameter handleSignals: take over SIGTERM/SIGINT/SIGHUP (the executable); off when the
     ///   daemon is hosted in another program, which then stops it with ``stop()``.
+    /// - Throws: a ``DaemonError`` when the state or socket directory cannot be made, or what the
+    ///   transport or server factory throws (a socket that cannot be bound); nothing after start-up.
     public func run(transportFactory: TransportFactory, serverFactory: ServerFactory, handleSignals: Bool = true) async throws {
         let config = self.config.withLock { $0 }
         let logger = self.sink.logger(label: "sugard")
@@ -306,6 +320,7 @@ public final class Daemon: Sendable {
         }
     }
 
+    /// Pings systemd's watchdog every `interval` until cancelled.
     func watchdog(every interval: Duration) async {
         while !Task.isCancelled {
             self.notifier.watchdog()
@@ -412,6 +427,8 @@ public final class Daemon: Sendable {
         }
     }
 
+    /// Creates the directory and its missing parents (0750), like `mkdir -p`; throws a `DaemonError`
+    /// naming the part that could not be created.
     static func makeDirectory(_ path: String) throws {
         var prefix = path.hasPrefix("/") ? "" : "."
         for part in path.split(separator: "/") {

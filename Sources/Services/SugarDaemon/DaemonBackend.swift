@@ -5,14 +5,20 @@ import SugarAPI
 /// The daemon's side of the `io.sugard.HealthDataSync` interface: sync, forget and pair through
 /// the engine, state from the model store, history from the store.
 public struct DaemonBackend: SugarBackend {
+    /// Every meter's live view model.
     public let models: ModelStore
+    /// The readings, meters and sync sessions on disk.
     public let store: any ReadingStore
+    /// The sync engine that talks to the meters.
     let engine: SyncEngine
     /// The SQLite store behind ``store`` when there is one: backups and restores need it.
     let database: SQLiteReadingStore?
+    /// Restores uploaded in parts, until they are applied or dropped.
     let uploads = RestoreUploads()
+    /// Where backups and restores log; nil logs nothing.
     let logger: Logger?
 
+    /// A backend over these parts; backups and restores are offered when `store` is the SQLite store.
     public init(models: ModelStore, store: any ReadingStore, engine: SyncEngine, logger: Logger? = nil) {
         self.models = models
         self.store = store
@@ -21,6 +27,10 @@ public struct DaemonBackend: SugarBackend {
         self.logger = logger
     }
 
+    /// Syncs one meter, or every known one concurrently when `meter` is nil (meters in their cooldown
+    /// are left out of the result); sessions sorted by meter. Throws `meterNotFound` for an unknown
+    /// meter or when none is known, `adapterUnavailable` without a powered adapter, `syncInProgress`,
+    /// `storageError` or `syncFailed`.
     public func sync(meter: MeterID?, force: Bool) async throws(SugarAPIError) -> [SyncSessionRecord] {
         let targets: [MeterID]
         if let meter {
@@ -47,6 +57,7 @@ public struct DaemonBackend: SugarBackend {
         }
     }
 
+    /// Runs the syncs concurrently and maps each failure to its API error; the first failure ends the call.
     private func syncAll(_ targets: [MeterID], force: Bool) async throws -> [SyncSessionRecord] {
         try await withThrowingTaskGroup(of: SyncSessionRecord?.self) { group in
             for id in targets {
@@ -70,6 +81,8 @@ public struct DaemonBackend: SugarBackend {
         }
     }
 
+    /// Ends the meter's syncs, forgets it in the store (its readings and sessions stay) and removes
+    /// its view model. Throws `meterNotFound` or `storageError`.
     public func forget(meter: MeterID) async throws(SugarAPIError) {
         guard try await self.isKnown(meter) else {
             throw SugarAPIError(.meterNotFound, "no meter \(meter) is known", subject: meter.rawValue)
@@ -83,6 +96,8 @@ public struct DaemonBackend: SugarBackend {
         self.models.remove(meter)
     }
 
+    /// Pairs with the meter (joining a pairing in flight), showing the progress on its view model.
+    /// Throws `adapterUnavailable`, `meterNotFound` or `pairingFailed`.
     public func pair(meter: MeterID) async throws(SugarAPIError) {
         guard try await self.isKnown(meter) else {
             throw SugarAPIError(.meterNotFound, "no meter \(meter) is known", subject: meter.rawValue)
@@ -107,6 +122,8 @@ public struct DaemonBackend: SugarBackend {
         }
     }
 
+    /// Hands the passkey the meter shows to the pairing that waits for it. Throws `meterNotFound` for
+    /// a meter without a view model, `pairingFailed` when no pairing takes it.
     public func submitPasskey(_ passkey: UInt32, meter: MeterID) async throws(SugarAPIError) {
         guard self.models.model(for: meter) != nil else {
             throw SugarAPIError(.meterNotFound, "no meter \(meter) is known", subject: meter.rawValue)
@@ -119,6 +136,9 @@ public struct DaemonBackend: SugarBackend {
         }
     }
 
+    /// Assigns the meter to a person (or to nobody) from `from` on, storing a live meter first if no
+    /// sync has stored it yet. Throws `storageError` when the store keeps no assignments,
+    /// `meterNotFound`, or `invalidParameter` (subject `from`) when the store refuses the change.
     public func setAssignment(meter: MeterID, holder: MeterHolder?, from: Instant) async throws(SugarAPIError) -> AttributionResult {
         guard let people = self.people else {
             throw SugarAPIError(.storageError, "This daemon's store keeps no assignments.")
@@ -143,6 +163,7 @@ public struct DaemonBackend: SugarBackend {
         }
     }
 
+    /// Whether the meter has a view model or a row in the store.
     private func isKnown(_ meter: MeterID) async throws(SugarAPIError) -> Bool {
         if self.models.model(for: meter) != nil { return true }
         do {

@@ -4,16 +4,22 @@ import HealthDataSync
 /// ``SyncEventReducer``'s; this finds the model an event concerns, applies them in one update per
 /// event through the models' owner API, and logs.
 public final class ModelBridge: SyncObserver {
+    /// Every meter's view model and the daemon's.
     private let models: ModelStore
+    /// Where the events are logged (reading values only at debug).
     private let logger: Logger
+    /// The time stamped on errors and meter state.
     private let now: WallClock
 
+    /// A bridge into `models`, logging to `logger`, stamping times from `now`.
     public init(models: ModelStore, logger: Logger, now: @escaping WallClock) {
         self.models = models
         self.logger = logger
         self.now = now
     }
 
+    /// Applies one engine event to the daemon's view model and to the meter's (creating the meter's
+    /// model when the event introduces it), then logs it.
     public func syncEvent(_ event: SyncProgressEvent) {
         if SyncEventReducer.changesView(event) {
             self.models.viewModel.update { SyncEventReducer.apply(event, to: &$0) }
@@ -32,6 +38,7 @@ public final class ModelBridge: SyncObserver {
         self.models.viewModel.update { $0.record(error) }
     }
 
+    /// The meter's model, created and activated when there is none yet.
     private func meter(_ id: MeterID, name: String? = nil) -> MeterModel {
         if let model = self.models.model(for: id) { return model }
         let model = self.models.model(for: MeterIdentity(id: id, name: name))
@@ -39,6 +46,8 @@ public final class ModelBridge: SyncObserver {
         return model
     }
 
+    /// Logs what a person running the daemon wants to know of the event; phase, progress, identity
+    /// and adapter changes are not logged.
     private func log(_ event: SyncProgressEvent) {
         switch event {
         case .meterAppeared(let advertisement):

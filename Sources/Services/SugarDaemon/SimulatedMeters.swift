@@ -73,6 +73,7 @@ public enum SimulatedFleet {
             glucoseGap: UInt16(k % 5))
     }
 
+    /// Meter `k`'s reading `i` as the meter sends it (sequence number 0: the simulator numbers records).
     static func measurement(meter k: Int, index i: Int, start: Int64, intervalSeconds: Int, meters: Int) -> GlucoseMeasurement {
         let at = Self.readingTime(meter: k, index: i, start: start, intervalSeconds: intervalSeconds, meters: meters)
         return GlucoseMeasurement(
@@ -81,6 +82,7 @@ public enum SimulatedFleet {
             unit: .kilogramsPerLiter, type: .capillaryPlasma, sampleLocation: .finger)
     }
 
+    /// The wall clock now, in Unix milliseconds.
     static func nowMillis() -> Int64 { wallClockMilliseconds() }
 
     /// The transport and the background task that adds each reading when it falls due.

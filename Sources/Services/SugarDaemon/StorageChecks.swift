@@ -38,6 +38,7 @@ enum StorageChecks {
         close(fd)
     }
 
+    /// Removes the marker: the daemon stops cleanly.
     static func removeMarker(databasePath: String) {
         unlink(Self.markerPath(databasePath: databasePath))
     }
@@ -87,7 +88,10 @@ enum StorageChecks {
     }
 }
 
+/// `CheckStorage` on the SQLite store.
 extension DaemonBackend {
+    /// `CheckStorage`: a full `integrity_check`, waited for. Throws `storageError` when the daemon's
+    /// store is not the SQLite one.
     public func checkStorage() async throws(SugarAPIError) -> StorageCheck {
         guard let database = self.database else {
             throw SugarAPIError(.storageError, "this daemon's storage cannot be checked")

@@ -5,16 +5,23 @@ import SugarWire
 struct AlertReading: Sendable, Equatable {
     /// `<meter>/<epoch>/<sequence>`, the reading payload's `id`.
     var id: String
+    /// The meter's id.
     var meter: String
+    /// The person it belongs to, when sugard knows one.
     var person: String?
+    /// What it is: glucose, LO, HI, control, ketone, no value.
     var kind: Wire.ReadingKind
+    /// Its value in mg/dL; nil without a glucose value.
     var mgdL: Double?
+    /// When it was measured (epoch ms).
     var measuredMillis: Int64
 }
 
 /// One alert event with its place in the alert log: sinks count their delivery progress in `seq`.
 struct LoggedAlert: Sendable, Equatable {
+    /// Its place in the log: 1, 2, 3, … never reused.
     var seq: Int64
+    /// The event.
     var alert: Wire.ForwardAlert
 }
 
@@ -24,11 +31,15 @@ struct LoggedAlert: Sendable, Equatable {
 /// ones), each sink's delivery progress, and what the rules remember (each subject's newest
 /// reading looked at, each meter's person, since when the gateway fails).
 struct AlertState: Sendable, Equatable {
+    /// The last reading looked at (a position in sugard's database).
     var cursor: Int64 = 0
+    /// The database the cursor belongs to.
     var databaseId: String?
+    /// The seq the next alert event gets.
     var nextSeq: Int64 = 1
     /// The firing alerts by ``AlertStateMachine/key(_:_:)``: each its firing event.
     var active: [String: Wire.ForwardAlert] = [:]
+    /// Alert events not yet delivered to every sink, and the recent ones, oldest first.
     var log: [LoggedAlert] = []
     /// Each sink's (`mqtt`, `webhook NAME`) highest alert event delivered.
     var delivered: [String: Int64] = [:]
@@ -39,6 +50,7 @@ struct AlertState: Sendable, Equatable {
     /// Since when the adapter or the storage has failed (epoch ms).
     var failingSince: Int64?
 
+    /// The state as `alerts.json` holds it (keys sorted).
     var json: JSONValue {
         func map(_ values: [String: Int64]) -> JSONValue {
             .object(JSONObject(values.sorted { $0.key < $1.key }.map { ($0.key, JSONValue.int($0.value)) }))
@@ -54,8 +66,10 @@ struct AlertState: Sendable, Equatable {
         return .object(object)
     }
 
+    /// A fresh state: cursor 0, nothing active, an empty log.
     init() {}
 
+    /// The state from `alerts.json`; throws without `cursor` and `nextSeq` or for a bad log entry.
     init(json: JSONValue) throws(WireError) {
         guard case .object(let o) = json, let cursor = o["cursor"]?.intValue, let next = o["nextSeq"]?.intValue else {
             throw WireError(path: [], reason: "not the alert state")
@@ -102,12 +116,17 @@ struct AlertState: Sendable, Equatable {
 ///   crash never loses one; a reading looked at again after a crash (the cursor saved before it)
 ///   finds the state it left and fires nothing twice.
 struct AlertStateMachine: Sendable {
+    /// The rules' settings from `forward.conf`.
     struct Settings: Sendable {
+        /// The alert keys at the top and in `[person NAME]` and `[meter ADDRESS]` sections.
         var config: AlertConfig
+        /// The gateway's id, the start of each alert's id.
         var gateway: String
+        /// The unit of the alert messages' values.
         var unit: ForwardConfig.Unit = .mgdl
         /// `glucose_low_mgdl` and `glucose_high_mgdl`: the default low and high limits.
         var defaultLow: Double = 70
+        /// The default high limit in mg/dL.
         var defaultHigh: Double = 250
         /// `sync_overdue_hours`: the default `sync_overdue` limit, in milliseconds.
         var defaultSyncOverdueMillis: Double = 24 * 3_600_000
@@ -122,25 +141,34 @@ struct AlertStateMachine: Sendable {
         var maxLog = 10_000
     }
 
+    /// What the rules react to.
     enum Event: Sendable {
+        /// Readings in commit order, each with its cursor.
         case readings([(cursor: Int64, reading: AlertReading)])
         /// The readings that follow come from database `id`; `previous` not nil: it changed and
         /// they start over from its beginning.
         case database(id: String, previous: String?)
+        /// sugard's health: adapter, storage and each meter's last good sync.
         case health(GatewayHealth)
         /// sugard's people and their thresholds (mg/dL).
         case people([String: PersonLimits])
+        /// The periodic look at `sync_overdue` and `gateway_failed`.
         case tick
         /// `sink` has every event up to `seq`.
         case delivered(sink: String, seq: Int64)
+        /// The forwarder stops: the state is saved when it changed.
         case stop
     }
 
+    /// A person's own low and high limits in mg/dL; nil: the configured or default one.
     struct PersonLimits: Sendable, Equatable {
+        /// The person's low limit.
         var low: Double?
+        /// The person's high limit.
         var high: Double?
     }
 
+    /// What the caller does, in order.
     enum Action: Sendable, Equatable {
         /// Save `state` durably before the next action.
         case save(AlertState)
@@ -148,13 +176,21 @@ struct AlertStateMachine: Sendable {
         case emit([LoggedAlert])
     }
 
+    /// The settings it was made with.
     let settings: Settings
+    /// The state as the next save writes it.
     private(set) var state: AlertState
+    /// sugard's health as last told.
     private var health: GatewayHealth?
+    /// sugard's people and their limits as last read.
     private var people: [String: PersonLimits] = [:]
+    /// The state changed since the last save.
     private var dirty = false
+    /// When the state was last saved (epoch ms).
     private var lastSave: Int64 = .min / 2
 
+    /// A machine resuming `saved`: a sink new in `settings` starts after the last event, a sink no
+    /// longer configured is dropped.
     init(saved: AlertState, settings: Settings) {
         self.settings = settings
         var state = saved
@@ -171,6 +207,8 @@ struct AlertStateMachine: Sendable {
     /// An active alert's key.
     static func key(_ rule: Wire.ForwardAlert.Rule, _ subject: String) -> String { rule.rawValue + "|" + subject }
 
+    /// Handles one event at `now` (epoch ms) and returns what to do: a save before any new events,
+    /// a save that only moves the cursor at most once per ``Settings/cursorSaveMillis``.
     mutating func handle(_ event: Event, now: Int64) -> [Action] {
         var emitted: [LoggedAlert] = []
         switch event {
@@ -204,6 +242,8 @@ struct AlertStateMachine: Sendable {
         return self.finish(emitted, now: now, force: false)
     }
 
+    /// A save (and the new events) when there are new events, when `force`, or when the dirty state
+    /// waited long enough; nothing otherwise.
     private mutating func finish(_ emitted: [LoggedAlert], now: Int64, force: Bool) -> [Action] {
         guard !emitted.isEmpty || force || (self.dirty && now - self.lastSave >= self.settings.cursorSaveMillis) else { return [] }
         guard self.dirty || !emitted.isEmpty else { return [] }
@@ -235,6 +275,7 @@ struct AlertStateMachine: Sendable {
 
     // MARK: Rules
 
+    /// The limits for a reading of `meter` and `person`: configuration, then the person's, then defaults.
     private func limits(meter: String?, person: String?) -> AlertLimits {
         self.settings.config.limits(
             meter: meter, person: person, personThresholds: person.flatMap { self.people[$0] }.map { ($0.low, $0.high) },
@@ -242,6 +283,8 @@ struct AlertStateMachine: Sendable {
             defaultSyncOverdueMillis: self.settings.defaultSyncOverdueMillis)
     }
 
+    /// Runs the glucose rules on one reading: notes its meter's person, skips what is not a level or
+    /// not newer than the subject's newest, fires and resolves.
     private mutating func evaluate(_ reading: AlertReading, _ now: Int64, _ emitted: inout [LoggedAlert]) {
         if let person = reading.person {
             self.state.meterPerson[reading.meter] = person
@@ -299,6 +342,7 @@ struct AlertStateMachine: Sendable {
         if notHigh { self.resolve(.high, subject, reading, &emitted) }
     }
 
+    /// Fires `rule` for the subject with this reading, unless it is firing already.
     private mutating func fire(
         _ rule: Wire.ForwardAlert.Rule, _ subject: String, _ reading: AlertReading, _ emitted: inout [LoggedAlert]
     ) {
@@ -312,6 +356,7 @@ struct AlertStateMachine: Sendable {
         self.log(alert, &emitted)
     }
 
+    /// Resolves `rule` for the subject with this reading, when it is firing.
     private mutating func resolve(
         _ rule: Wire.ForwardAlert.Rule, _ subject: String, _ reading: AlertReading, _ emitted: inout [LoggedAlert]
     ) {
@@ -322,6 +367,7 @@ struct AlertStateMachine: Sendable {
         self.log(alert, &emitted)
     }
 
+    /// Runs `sync_overdue` for each meter and `gateway_failed` on sugard's health.
     private mutating func evaluateHealth(_ now: Int64, _ emitted: inout [LoggedAlert]) {
         guard let health = self.health else { return }
         for (meter, last) in health.lastSync.sorted(by: { $0.key < $1.key }) {
@@ -381,6 +427,7 @@ struct AlertStateMachine: Sendable {
         }
     }
 
+    /// Appends an event to the log with the next seq and to `emitted`.
     private mutating func log(_ alert: Wire.ForwardAlert, _ emitted: inout [LoggedAlert]) {
         let entry = LoggedAlert(seq: self.state.nextSeq, alert: alert)
         self.state.nextSeq += 1
@@ -395,6 +442,7 @@ struct AlertStateMachine: Sendable {
         "\(self.settings.gateway)/\(rule.rawValue)/\(subject)/\(millis)"
     }
 
+    /// The alert's title: `Low glucose`, `Urgent low glucose`, `High glucose`, `Meter not synced`, `Gateway failed`.
     static func title(_ rule: Wire.ForwardAlert.Rule) -> String {
         switch rule {
         case .low: "Low glucose"

@@ -10,10 +10,14 @@ import Varlink
 /// `<state-dir>/alerts.json`: the alert rules' ``AlertState``, replaced atomically and durably
 /// (``CursorFile/replace(_:with:)``).
 struct AlertFile: Sendable {
+    /// `<state-dir>/alerts.json`.
     let path: String
 
+    /// The file in `directory`.
     init(directory: String) { self.path = directory + "/alerts.json" }
 
+    /// The saved state; a fresh one when there is no file. Throws when it cannot be read or is not
+    /// an alert state.
     func load() throws(ForwardFileError) -> AlertState {
         let bytes: [UInt8]
         do throws(FileReadError) {
@@ -29,6 +33,7 @@ struct AlertFile: Sendable {
         }
     }
 
+    /// Replaces the file with `state` (temporary file, fsync, rename).
     func save(_ state: AlertState) throws(ForwardFileError) {
         try CursorFile.replace(self.path, with: Array((state.json.serialized() + "\n").utf8))
     }
@@ -36,11 +41,13 @@ struct AlertFile: Sendable {
 
 /// The alert events one webhook has not had yet, and its worker waiting for more.
 private struct WebhookQueue: HasWaiter {
+    /// Events the webhook has not had yet, oldest first.
     var events: [LoggedAlert] = []
     /// The webhook's delivery progress as saved last.
     var saved: Int64 = 0
     /// Counts the times its retry pause was ended early (SIGHUP) or ran out.
     var wakes = 0
+    /// The worker waiting for more events or for the end of its retry pause.
     var waiter: CheckedContinuation<Void, Never>?
 }
 
@@ -51,34 +58,53 @@ private struct WebhookQueue: HasWaiter {
 /// `[webhook NAME]` (``WebhookWorker``). ``run()`` owns every task it starts and cancels them
 /// when it ends.
 public final class Alerter: Sendable {
+    /// What the run task reacts to.
     enum Event: Sendable {
+        /// From the alerts' own feed.
         case feed(Feed<Wire.CompactReading>.Event)
+        /// sugard's health changed.
         case health(GatewayHealth)
+        /// sugard's people and their thresholds, read again.
         case people([String: AlertStateMachine.PersonLimits])
+        /// The periodic look at overdue syncs and a failing gateway.
         case tick
         /// A sink has every event up to `seq`.
         case delivered(sink: String, seq: Int64)
+        /// ``stop()`` was called.
         case stop
     }
 
+    /// The alerts as `GetStatus` and `GetAlerts` show them.
     private struct View: Sendable {
+        /// Active alerts, oldest first.
         var active: [Wire.ForwardAlert] = []
+        /// The last 50 alert events.
         var recent: [Wire.ForwardAlert] = []
         /// The state was shown once (the first one goes to the health message even when empty).
         var shown = false
     }
 
+    /// The forwarder's configuration.
     public let config: ForwardConfig
+    /// Where it logs.
     let logger: Logger
+    /// The alert rules' settings from the configuration.
     let settings: AlertStateMachine.Settings
+    /// Each `[webhook NAME]` with its secret, token and status.
     let webhooks: [(config: WebhookConfig, credentials: WebhookCredentials, status: Lock<Wire.ForwardWebhook>)]
+    /// Each webhook's queue, in the order of ``webhooks``.
     private let queues: [Lock<WebhookQueue>]
+    /// What the status shows.
     private let view = Lock(View())
+    /// Hands new events to the MQTT sink; nil without one.
     private let mqtt = Lock<(@Sendable ([LoggedAlert]) -> Void)?>(nil)
     /// Where the active alerts go when they change (the gateway's health message).
     private let activeChanged = Lock<(@Sendable ([Wire.ForwardAlert]) -> Void)?>(nil)
+    /// Holds the alerts' feed back while readings wait for the rules.
     private let window = Window(limit: 1024)
+    /// The run task's events.
     private let events: AsyncStream<Event>
+    /// Where the events are sent.
     private let continuation: AsyncStream<Event>.Continuation
     /// How often `sync_overdue` and `gateway_failed` are looked at, and sugard's people read.
     let tickMillis: Int64
@@ -124,6 +150,7 @@ public final class Alerter: Sendable {
     /// The MQTT sink has every alert event up to `seq` (the broker acknowledged them).
     func delivered(sink: String, seq: Int64) { self.continuation.yield(.delivered(sink: sink, seq: seq)) }
 
+    /// Ends ``run()``.
     public func stop() { self.continuation.yield(.stop) }
 
     /// Webhooks waiting to retry try again now (SIGHUP).
@@ -131,6 +158,7 @@ public final class Alerter: Sendable {
         for queue in self.queues { Self.wake(queue) }
     }
 
+    /// Ends a webhook worker's wait now.
     private static func wake(_ queue: Lock<WebhookQueue>) {
         let waiter = queue.withLock { q -> CheckedContinuation<Void, Never>? in
             q.wakes += 1
@@ -314,6 +342,8 @@ public final class Alerter: Sendable {
         }
     }
 
+    /// Updates what the status shows and hands the active alerts on when they changed (the first
+    /// state always).
     private func show(_ state: AlertState) {
         let active = state.active.values.sorted { ($0.timeMillis, $0.id) < ($1.timeMillis, $1.id) }
         let recent = state.log.suffix(50).map(\.alert)
@@ -328,6 +358,7 @@ public final class Alerter: Sendable {
         if changed, let handOn = self.activeChanged.withLock({ $0 }) { handOn(active) }
     }
 
+    /// A reading as the alert rules see it: id, meter, person, kind, mg/dL and measured time.
     static func reading(_ r: Wire.CompactReading) -> AlertReading {
         AlertReading(
             id: ReadingExport.identifier(r), meter: r.meter, person: r.person,

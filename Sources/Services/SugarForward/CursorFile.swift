@@ -12,29 +12,38 @@ import SystemIO
 /// the old or the new file, never a torn one. A file from before identities has no `databaseId`:
 /// its cursor adopts the first identity sugard reports (no start-over).
 public struct ForwardState: Equatable, Sendable {
+    /// The highest cursor the broker acknowledged with every one before it.
     public var cursor: Int64 = 0
+    /// The sugard database the cursor is a position in; nil in a file from before identities.
     public var databaseId: String?
+    /// Each meter's newest measured time (epoch ms) published to its retained state topic.
     public var newest: [String: Int64] = [:]
+    /// The last start-over, when there was one.
     public var databaseReset: DatabaseReset?
 
     /// Delivery started over because sugard's database changed (recreated, restored).
     public struct DatabaseReset: Equatable, Sendable {
         /// When the forwarder noticed it (epoch ms).
         public var atMillis: Int64
+        /// The database delivered before.
         public var previousDatabaseId: String
+        /// The database delivery started over in.
         public var databaseId: String
 
+        /// A start-over's facts.
         public init(atMillis: Int64, previousDatabaseId: String, databaseId: String) {
             self.atMillis = atMillis
             self.previousDatabaseId = previousDatabaseId
             self.databaseId = databaseId
         }
 
+        /// The start-over as `io.sugard.Forward` shows it.
         public var wire: Wire.DatabaseReset {
             Wire.DatabaseReset(atMillis: self.atMillis, previousDatabaseId: self.previousDatabaseId, databaseId: self.databaseId)
         }
     }
 
+    /// A state; a fresh one by default (cursor 0, no database).
     public init(cursor: Int64 = 0, databaseId: String? = nil, newest: [String: Int64] = [:], databaseReset: DatabaseReset? = nil) {
         self.cursor = cursor
         self.databaseId = databaseId
@@ -46,6 +55,7 @@ public struct ForwardState: Equatable, Sendable {
     /// stale (a start-over moves the cursor back, but its reset time forward).
     var order: (Int64, Int64) { (self.databaseReset?.atMillis ?? 0, self.cursor) }
 
+    /// The state as `cursor.json` holds it.
     var json: JSONValue {
         let newest = JSONObject(self.newest.sorted { $0.key < $1.key }.map { ($0.key, JSONValue.int($0.value)) })
         var object: JSONObject = ["cursor": .int(self.cursor)]
@@ -61,9 +71,12 @@ public struct ForwardState: Equatable, Sendable {
     }
 }
 
+/// `<state-dir>/cursor.json`: the MQTT sink's ``ForwardState``.
 public struct CursorFile: Sendable {
+    /// The file's path.
     public let path: String
 
+    /// The file in `directory`.
     public init(directory: String) { self.path = directory + "/cursor.json" }
 
     /// The saved state; a fresh one when there is no file yet. Throws when the file is unreadable.
@@ -91,6 +104,7 @@ public struct CursorFile: Sendable {
     }
 
     /// Replaces the file with `state`, durably.
+    /// Throws when the temporary file cannot be written or synced, or the rename fails.
     public func save(_ state: ForwardState) throws(ForwardFileError) {
         try Self.replace(self.path, with: Array((state.json.serialized() + "\n").utf8))
     }
@@ -122,27 +136,36 @@ public struct CursorFile: Sendable {
 /// `nightscout-<name>.database`, the identity alone. Missing: a cursor from before identities,
 /// which adopts the first identity sugard reports.
 struct DatabaseIdFile: Sendable {
+    /// `<state-dir>/nightscout-<name>.database`.
     let path: String
 
+    /// The file of sink `sink` in `directory`.
     init(directory: String, sink: String) { self.path = directory + "/nightscout-" + sink + ".database" }
 
+    /// The saved identity; nil when there is none (or the file cannot be read).
     func load() -> String? {
         guard let bytes = try? readWholeFile(self.path) else { return nil }
         let text = String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace }
         return text.isEmpty ? nil : text
     }
 
+    /// Replaces the file with `id`, durably.
     func save(_ id: String) throws(ForwardFileError) { try CursorFile.replace(self.path, with: Array((id + "\n").utf8)) }
 }
 
 /// Writes the cursor file from any thread (the forwarder saves on a thread of its own, so its event
 /// loop goes on while the disk syncs): one write at a time, never an older cursor over a newer one.
 final class CursorSaver: Sendable {
+    /// The cursor file.
     let file: CursorFile
+    /// The last state written.
     private let written = Lock<ForwardState?>(nil)
 
+    /// A saver for `file`.
     init(file: CursorFile) { self.file = file }
 
+    /// Writes `state` unless it is older than the last one written (or the same place, adopting no
+    /// new identity); throws when the file cannot be replaced.
     func save(_ state: ForwardState) throws(ForwardFileError) {
         try self.written.withLock { (last: inout ForwardState?) throws(ForwardFileError) in
             // Older than what was written (a save from before a start-over lands late): dropped.
@@ -156,7 +179,10 @@ final class CursorSaver: Sendable {
     }
 }
 
+/// Why the forwarder's state file cannot be read or written.
 public struct ForwardFileError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, with the path.
     public var description: String
+    /// An error saying `description`.
     public init(_ description: String) { self.description = description }
 }

@@ -78,6 +78,7 @@ struct DeliveryStateMachine: Sendable {
         /// the last retained value.
         var settleMillis: Int64 = 1500
 
+        /// Limits for `maxInFlight` publishes (at least 1); `maxUnsaved` defaults to four times that.
         init(maxInFlight: Int, maxUnsaved: Int? = nil) {
             self.maxInFlight = max(1, maxInFlight)
             self.maxUnsaved = maxUnsaved ?? 4 * self.maxInFlight
@@ -97,6 +98,7 @@ struct DeliveryStateMachine: Sendable {
     /// Set in an alert event's token (its `seq` in the low bits); a reading's cursor stays far below.
     static let alertTokenBit: Int64 = 1 << 62
 
+    /// What the machine reacts to.
     enum Event: Sendable {
         /// Readings from the feed, in commit order (one `FollowReadings` reply).
         case readings([(cursor: Int64, reading: ForwardedReading)])
@@ -127,7 +129,9 @@ struct DeliveryStateMachine: Sendable {
         case settled
         /// The save of ``Action/saveCursor(_:)`` ended.
         case saveCompleted
+        /// The save of ``Action/saveCursor(_:)`` failed (it is tried again after ``Limits/saveRetryMillis``).
         case saveFailed
+        /// The forwarder stops: the last save and `offline`.
         case stop
     }
 
@@ -156,6 +160,7 @@ struct DeliveryStateMachine: Sendable {
         case alertsDelivered(upTo: Int64)
     }
 
+    /// One thing to publish; the driver makes its MQTT messages (a discovery is several).
     enum Message: Sendable, Equatable {
         /// Message `index` of the reading at `cursor` (its reading message is `0`).
         case reading(cursor: Int64, index: Int, MQTTMessage)
@@ -186,23 +191,32 @@ struct DeliveryStateMachine: Sendable {
 
     /// A reading held until it is delivered.
     struct Entry: Sendable {
+        /// Its position in sugard's commit order.
         var cursor: Int64
+        /// The meter's id.
         var meter: String
+        /// When it was measured (epoch ms).
         var millis: Int64
+        /// The reading topic's payload.
         var payload: [UInt8]
+        /// What it is (glucose, LO, HI, control, ketone, no value).
         var kind: Wire.ReadingKind
+        /// Its value in mg/dL; nil without a glucose value.
         var mgdL: Double?
+        /// The person the meter is assigned to.
         var person: String?
         /// What it updates besides its reading message.
         var updates: ReadingUpdates
         /// Its messages handed over and not acknowledged.
         var outstanding = 0
+        /// Its messages were handed over on the current connection.
         var sent = false
     }
 
     /// The readings held, in cursor order: delivered ones are dropped from the front in bulk (not
     /// one shift of the whole array per acknowledgement).
     struct Outbox: Sendable {
+        /// The readings, those before ``head`` delivered and waiting to be dropped.
         private(set) var entries: [Entry] = []
         /// The first one not delivered.
         private(set) var head = 0
@@ -211,8 +225,10 @@ struct DeliveryStateMachine: Sendable {
         /// Handed over with messages outstanding.
         private(set) var handed = 0
 
+        /// Readings held (not delivered).
         var held: Int { self.entries.count - self.head }
 
+        /// Queues a reading at the end.
         mutating func append(_ entry: Entry) { self.entries.append(entry) }
 
         /// The next entry to hand over; nil when all are.
@@ -292,29 +308,38 @@ struct DeliveryStateMachine: Sendable {
         }
     }
 
+    /// The MQTT connection as the machine knows it.
     private enum Link: Sendable {
+        /// Not connected: nothing is handed over.
         case down
+        /// Connected; publishes go with `session`.
         case up(session: Int)
     }
 
+    /// Whether a cursor save runs.
     private enum Save: Sendable {
+        /// No save runs.
         case idle
         /// A save of this many acknowledged readings runs.
         case running(count: Int)
     }
 
+    /// The window, save and settle limits.
     let limits: Limits
     /// The topics and payloads (and the configuration they follow: discovery, thresholds).
     let topics: ForwardTopics
     /// What a save writes: the highest contiguously acknowledged cursor, and each meter's (and
     /// person's, ``personKey(_:)``) newest glucose level acknowledged.
     private(set) var acknowledged: ForwardState
+    /// The readings held, in cursor order.
     private(set) var outbox = Outbox()
+    /// Whether the broker is connected.
     private var link = Link.down
     /// Each meter's (and person's) newest measured glucose level handed over or queued.
     private var newest: [String: Int64]
     /// Each meter's (and person's) queued state update.
     private var stateCursor: [String: Int64] = [:]
+    /// The meters' identities (for their discovery configs).
     private var meters: [String: Wire.MeterIdentity?] = [:]
     /// People seen in readings (their discovery goes out on each connection).
     private var people: Set<String> = []
@@ -322,22 +347,29 @@ struct DeliveryStateMachine: Sendable {
     private var announced: Set<String> = []
     /// Readings wait until then (monotonic milliseconds) after a first discovery config.
     private var holdUntil: Int64 = .min
+    /// The retained health values for Home Assistant.
     private var health: HealthPublisher
+    /// The gateway's health message.
     private var gatewayHealth: GatewayHealthTopic
     /// Each meter's and person's topics, made once (not per message).
     private var meterTopics: [String: MeterTopics] = [:]
+    /// Each person's topics, made once.
     private var personTopics: [String: PersonTopics] = [:]
     /// Acknowledged readings not in a save yet.
     private var unsaved = 0
+    /// Whether a save runs, and of how many readings.
     private var save = Save.idle
     /// When the last save started.
     private var lastSave: Int64
+    /// The timer of ``Action/startTimer(millis:)`` is armed.
     private var timerArmed = false
+    /// ``Event/stop`` was handled: nothing more is done.
     private var stopped = false
     /// Alert events not acknowledged yet, by `seq` (the value: handed over on this connection).
     private var alerts: [(seq: Int64, message: MQTTMessage, sent: Bool)] = []
     /// The highest alert `seq` taken, and the highest acknowledged with every one before it.
     private var alertsTaken: Int64 = 0
+    /// The highest alert `seq` acknowledged with every one before it.
     private var alertsAcknowledged: Int64 = 0
 
     /// Starts from the state saved last time, at `now` (monotonic milliseconds).
@@ -389,6 +421,7 @@ struct DeliveryStateMachine: Sendable {
     /// Readings held (received, not delivered).
     var held: Int { self.outbox.held }
 
+    /// Whether the broker is connected.
     var isConnected: Bool {
         if case .up = self.link { true } else { false }
     }
@@ -396,10 +429,12 @@ struct DeliveryStateMachine: Sendable {
     /// Acknowledged readings not durably saved (in a running save, or waiting for one).
     var unsavedCount: Int { self.unsaved + self.saving }
 
+    /// Readings in the running save.
     private var saving: Int {
         if case .running(let count) = self.save { count } else { 0 }
     }
 
+    /// Whether Home Assistant discovery is on.
     private var discoveryEnabled: Bool { self.topics.config.homeAssistantDiscovery }
 
     /// Takes `event` at `now` (monotonic milliseconds; `wallClock`: epoch milliseconds, for the
@@ -545,6 +580,7 @@ struct DeliveryStateMachine: Sendable {
         }
     }
 
+    /// The meter's topics, made on first use.
     private mutating func topics(meter: String) -> MeterTopics {
         if let known = self.meterTopics[meter] { return known }
         let made = self.topics.meterTopics(meter)
@@ -552,6 +588,7 @@ struct DeliveryStateMachine: Sendable {
         return made
     }
 
+    /// The person's topics, made on first use; nil without a person or without discovery.
     private mutating func topics(person: String?) -> PersonTopics? {
         guard let person, self.discoveryEnabled else { return nil }
         if let known = self.personTopics[person] { return known }
@@ -570,12 +607,14 @@ struct DeliveryStateMachine: Sendable {
         self.publishHealth(self.health.all(now: wallClock), &actions)
     }
 
+    /// Publishes the meter's discovery config; its first one holds the readings back.
     private mutating func discovery(_ meter: String, _ session: Int, _ now: Int64, _ actions: inout [Action]) {
         guard self.discoveryEnabled else { return }
         actions.append(.publish(.discovery(meter: meter, identity: self.meters[meter] ?? nil), session: session))
         if self.announced.insert(meter).inserted { self.hold(now, &actions) }
     }
 
+    /// Publishes the person's discovery configs; their first one holds the readings back.
     private mutating func personDiscovery(_ person: String, _ session: Int, _ now: Int64, _ actions: inout [Action]) {
         actions.append(.publish(.personDiscovery(person: person), session: session))
         if self.announced.insert(Self.personKey(person)).inserted { self.hold(now, &actions) }

@@ -9,7 +9,9 @@ import Varlink
 /// blocks it), so sugard stops reading from its database: flow control inside the one
 /// `FollowReadings` connection, no reconnect.
 final class Window: Sendable {
+    /// The window's counts behind its lock.
     private struct State: HasWaiter {
+        /// Readings the feed took and the sinks have not released yet.
         var used = 0
         /// Readings the current connection's reader thread has read that the feed has not taken
         /// yet (its replies on their way to the feed task).
@@ -19,6 +21,7 @@ final class Window: Sendable {
         /// The readings of the reply the reader thread holds while it waits in
         /// ``admit(_:connection:)`` (0: it does not wait).
         var held = 0
+        /// The feed task waiting in ``waitForRoom()``.
         var waiter: CheckedContinuation<Void, Never>?
 
         /// The reader may go on: at most half the window is used by what came before the reply
@@ -26,10 +29,14 @@ final class Window: Sendable {
         func roomFor(_ count: Int, limit: Int) -> Bool { self.used + self.arriving - count <= limit / 2 }
     }
 
+    /// The most readings held at once (at least 2).
     let limit: Int
+    /// The counts.
     private let state = Lock(State())
+    /// Where a reader thread blocked in ``admit(_:connection:)`` waits.
     private let room = Condition()
 
+    /// A window of `limit` slots (at least 2).
     init(limit: Int) { self.limit = max(2, limit) }
 
     /// A new feed connection; its number for ``admit(_:connection:)``.
@@ -80,6 +87,8 @@ final class Window: Sendable {
         if wake { self.room.broadcast() }
     }
 
+    /// Gives back the slots of `count` delivered readings; wakes a blocked reader when the reply it
+    /// holds fits again, and the feed task once at most half the window is used.
     func release(_ count: Int) {
         let (waiter, wake) = self.state.withLock { s -> (CheckedContinuation<Void, Never>?, Bool) in
             s.used = max(0, s.used - count)
@@ -105,6 +114,7 @@ final class Window: Sendable {
 /// on the connection's reader thread: ``Wire/CompactReading`` (the Nightscout sinks), or
 /// ``ForwardedReading`` (the MQTT sink: its payload made there from the text sugard wrote).
 protocol FeedReading: Sendable {
+    /// The meter's id (its address), as sugard names it.
     var meter: String { get }
     /// The readings of one reply, each with its cursor, and the reply's `databaseId` (the
     /// database the cursors are positions in), from its parameters at the reader.
@@ -113,11 +123,14 @@ protocol FeedReading: Sendable {
 
 /// One `FollowReadings` reply as a feed reads it.
 struct FeedReply<Reading: Sendable>: Sendable {
+    /// The database the cursors are positions in.
     var databaseId: String?
+    /// The readings, each with its cursor, in commit order.
     var readings: [(cursor: Int64, reading: Reading)]
 }
 
 extension Wire.CompactReading: FeedReading {
+    /// Reads a compact `FollowReadings` reply straight from its bytes.
     static func readings(_ reader: inout JSONReader) throws(WireError) -> FeedReply<Self> {
         let reply = try Wire.CompactFollowReply(reading: &reader)
         return FeedReply(databaseId: reply.databaseId, readings: reply.readings)
@@ -129,18 +142,24 @@ extension Wire.CompactReading: FeedReading {
 /// database is another one (recreated, restored), the follower starts over from its beginning
 /// (receivers dedup on the reading's id, so a re-send is harmless and nothing is skipped).
 struct FeedPosition: Sendable, Equatable {
+    /// The database the cursor belongs to; nil for a position saved before identities.
     var databaseId: String?
+    /// The last cursor handed on.
     var cursor: Int64
 
     /// What a reply from `databaseId` does to the position: nothing (the same database), adopt it
     /// (a position saved before identities: its cursor is taken as one in this database), or
     /// start over from the beginning of the new database.
     enum Change: Equatable {
+        /// The same database: nothing changes.
         case same
+        /// A position without identity takes this database's.
         case adopt(String)
+        /// Another database: start over from cursor 0.
         case startOver(from: String, to: String)
     }
 
+    /// The change a reply from `databaseId` makes (nil: a sugard too old to say: the same).
     func change(for databaseId: String?) -> Change {
         guard let databaseId, databaseId != self.databaseId else { return .same }
         guard let current = self.databaseId else { return .adopt(databaseId) }
@@ -152,8 +171,11 @@ struct FeedPosition: Sendable, Equatable {
 /// as events, reconnecting (capped backoff) when sugard restarts. Meter identities come from
 /// `ListMeters` on each connect and whenever a reading names a meter not seen yet.
 struct Feed<Reading: FeedReading>: Sendable {
+    /// What the feed tells the forwarder.
     enum Event: Sendable {
+        /// The feed is connected and following.
         case connected
+        /// The connection to sugard was lost (why, in words); the feed reconnects.
         case disconnected(String)
         /// The readings that follow come from database `id`. `previous` nil: a position saved
         /// before identities adopts it. Otherwise the database changed (recreated, restored): the
@@ -166,12 +188,18 @@ struct Feed<Reading: FeedReading>: Sendable {
         case readings([(cursor: Int64, reading: Reading)])
     }
 
+    /// `io.sugard.HealthDataSync`.
     static var interface: String { "io.sugard.HealthDataSync" }
 
+    /// sugard's socket.
     let socketPath: String
+    /// The window that holds the feed back while the sinks are behind.
     let window: Window
+    /// Receives the feed's events, in order, on the feed's task.
     let emit: @Sendable (Event) -> Void
 
+    /// Follows sugard after `start` (in `databaseId`) until cancelled: waits for room in the window,
+    /// connects, sends the meters, then each reply's readings; reconnects after 0.1 s, doubling to 5 s.
     func run(after start: Int64, databaseId: String? = nil) async {
         var position = FeedPosition(databaseId: databaseId, cursor: start)
         var delay = 0.1
@@ -257,11 +285,13 @@ struct Feed<Reading: FeedReading>: Sendable {
     /// a reading committed alone still comes at once in its own.
     static var batch: Int { 128 }
 
+    /// Whether an identity lacks every Device Information string (sugard has not read them yet).
     static func incomplete(_ identity: Wire.MeterIdentity?) -> Bool {
         guard let identity else { return true }
         return identity.manufacturer == nil && identity.model == nil && identity.serialNumber == nil
     }
 
+    /// `ListMeters` as each meter's identity, by id.
     private func meters(_ client: VarlinkClient) async throws -> [String: Wire.MeterIdentity?] {
         let reply = try Wire.MetersReply(json: .object(try await client.call(Self.interface + ".ListMeters")))
         var out: [String: Wire.MeterIdentity?] = [:]

@@ -11,8 +11,12 @@ public struct SinkStatus: Sendable, Equatable {
     /// The interface's sink states.
     public typealias State = Wire.ForwardSink.State
 
+    /// The sink's name in the status (`mqtt`).
     public var name = "mqtt"
+    /// The broker's URL as configured.
     public var broker: String
+    /// Connected, retrying (a transient failure) or failing (one retrying soon cannot fix: credentials,
+    /// TLS, an unknown host).
     public var state: State = .retrying
     /// Why it is not connected (nil when connected).
     public var reason: String? = "connecting"
@@ -20,15 +24,19 @@ public struct SinkStatus: Sendable, Equatable {
     public var pending = 0
     /// When the last PUBACK moved the cursor (epoch ms), and that cursor.
     public var lastDeliveryMillis: Int64?
+    /// The last cursor the broker acknowledged.
     public var cursor: Int64 = 0
+    /// Readings the broker acknowledged since start.
     public var delivered = 0
     /// Readings received from sugard since start (not in the JSON; sugar-bench reads it).
     public var received = 0
     /// Whether the reading feed from sugard is up, and why not.
     public var feedConnected = false
+    /// Why the feed is not connected (nil when it is).
     public var feedReason: String? = "connecting"
     /// The sugard database the cursor belongs to, and the last start-over.
     public var databaseId: String?
+    /// The last start-over from another sugard database, when there was one.
     public var databaseReset: ForwardState.DatabaseReset?
 
     /// `io.sugard.Forward`'s `Sink` for it.
@@ -44,15 +52,20 @@ public struct SinkStatus: Sendable, Equatable {
 /// A reading as the MQTT sink sends it: its payload (``ForwardTopics/payload(_:from:)``) made on
 /// the feed's reader thread from the text sugard wrote, without making the reading's values.
 struct ForwardedReading: FeedReading {
+    /// The meter's id.
     var meter: String
+    /// When it was measured (epoch ms).
     var epochMillis: Int64
+    /// The payload for its reading topic.
     var payload: [UInt8]
     /// What it means and its mg/dL: what Home Assistant's entities follow.
     var kind: Wire.ReadingKind
+    /// Its value in mg/dL; nil without a glucose value.
     var mgdL: Double?
     /// The person the meter is assigned to (their Home Assistant entities).
     var person: String?
 
+    /// Reads a compact `FollowReadings` reply, making each reading's payload from sugard's text.
     static func readings(_ reader: inout JSONReader) throws(WireError) -> FeedReply<Self> {
         let reply = try Wire.CompactFollowReply.textReply(&reader)
         return FeedReply(
@@ -79,9 +92,13 @@ struct ForwardedReading: FeedReading {
 /// All state below belongs to the one task running ``run()``; the feed and the MQTT thread only
 /// send it events.
 public final class Forwarder: Sendable {
+    /// What the run task reacts to.
     enum Event: Sendable {
+        /// From the MQTT client's thread.
         case mqtt(MQTTEvent)
+        /// From the feed.
         case feed(Feed<ForwardedReading>.Event)
+        /// The batching timer fired.
         case flush
         /// sugard's health changed (``HealthFollower``).
         case health(GatewayHealth)
@@ -98,24 +115,34 @@ public final class Forwarder: Sendable {
         case saved(error: String?)
         /// Alert events from the ``Alerter`` (saved there) to publish on the alert topic.
         case alerts([(seq: Int64, message: MQTTMessage)])
+        /// ``stop()`` was called.
         case stop
     }
 
+    /// The forwarder's configuration.
     public let config: ForwardConfig
+    /// Its topics and payloads.
     let topics: ForwardTopics
+    /// The broker password (`mqtt_password_file`'s first line); nil without one.
     let password: String?
+    /// Where it logs (reading values only at debug).
     let logger: Logger
+    /// The MQTT sink's state for `sugarctl status`, kept in step by the run task.
     public let status: Lock<SinkStatus>
+    /// The most publishes unacknowledged by the broker at a time (at least 1).
     let maxInFlight: Int
     /// Readings handed to the MQTT client and not saved durably yet (unacknowledged, or
     /// acknowledged and waiting for a save or in the running one) beyond ``maxInFlight``: with it,
     /// the most that can arrive twice after a crash. At that many the forwarder hands over nothing
     /// more until PUBACKs and a save make room.
     let maxUnsaved: Int
+    /// Holds the feed back while the held readings fill it (`maxHeld`, at least twice ``maxInFlight``).
     let window: Window
     /// The other sinks' states (the Nightscout sinks'), for the gateway's health message.
     let otherSinks: @Sendable () -> [Wire.ForwardSink]
+    /// The run task's events.
     private let events: AsyncStream<Event>
+    /// Where the events are sent.
     private let continuation: AsyncStream<Event>.Continuation
     /// Told when the broker acknowledged alert events (the ``Alerter`` saves the MQTT sink's progress).
     let alertsDelivered = Lock<(@Sendable (Int64) -> Void)?>(nil)
@@ -127,6 +154,7 @@ public final class Forwarder: Sendable {
     /// the window full, and more readings (in flight plus ``maxUnsaved``) that can arrive twice
     /// after a crash. Figures: BENCHMARKS.md, "Windows sized for a backlog".
     public static let defaultMaxInFlight = 2048
+    /// How many readings the forwarder holds at most by default.
     public static let defaultMaxHeld = 16_384
 
     /// The longest time between two looks at the health (30 s): the gateway's health message goes
@@ -285,6 +313,7 @@ public final class Forwarder: Sendable {
         return next
     }
 
+    /// The retained `offline` status message (also the MQTT will).
     private var offline: MQTTMessage { MQTTMessage(topic: self.topics.status, payload: Array("offline".utf8), qos: 1, retain: true) }
 
     /// The machine's event for `event` (nil: none, the status and the log are all it changes).
@@ -376,23 +405,30 @@ public final class Forwarder: Sendable {
 
     /// Carries out ``DeliveryStateMachine``'s actions: the run task's only I/O.
     private struct Driver {
+        /// The forwarder it drives.
         let forwarder: Forwarder
+        /// The MQTT client.
         let client: MQTTClient
+        /// Saves the cursor file.
         let saver: CursorSaver
         /// The feed's and the health follower's tasks.
         let tasks: [Task<Void, Never>]
         /// The machine's timers, while armed.
         var timer: Task<Void, Never>?
+        /// The settle timer (readings wait after a first discovery config).
         var settleTimer: Task<Void, Never>?
         /// The machine stopped and its last actions are done.
         var finished = false
 
+        /// Cancels the feed, health and timer tasks.
         mutating func cancelTasks() {
             for task in self.tasks { task.cancel() }
             self.timer?.cancel()
             self.settleTimer?.cancel()
         }
 
+        /// Does each action in order: publishes, releases window slots, updates the status, saves,
+        /// arms timers and, at the end, saves last, publishes `offline` and stops the client.
         mutating func perform(_ actions: [DeliveryStateMachine.Action]) {
             for action in actions {
                 switch action {

@@ -12,11 +12,13 @@ struct GatewayHealth: Sendable, Equatable {
     struct Meter: Sendable, Equatable {
         /// What people call it (the identity's display name).
         var name: String?
+        /// The person it is assigned to, when it is.
         var person: String?
         /// When sugard first saw it (epoch milliseconds; nil: not stored yet).
         var firstSeen: Int64?
         /// Its last sync that ended, well or not: when (epoch milliseconds) and how.
         var lastAttempt: Int64?
+        /// How that sync ended.
         var lastResult: Wire.SyncResult?
         /// Its last sync that ended well (success or no new records), epoch milliseconds.
         var lastGood: Int64?
@@ -30,6 +32,7 @@ struct GatewayHealth: Sendable, Equatable {
     var storage: Wire.Storage?
     /// Why sugard cannot be reached now (nil: it answers, or was not tried yet).
     var unreachable: String?
+    /// Each meter sugard knows, by id.
     var meters: [String: Meter] = [:]
 
     /// The adapter is present and powered (nil: not known yet).
@@ -81,6 +84,7 @@ struct GatewayHealth: Sendable, Equatable {
         }
     }
 
+    /// Takes one meter of a `Watch` reply: its name when none is known, its last sync.
     private mutating func take(_ meter: Wire.Meter) {
         var m = self.meters[meter.id] ?? Meter()
         if m.name == nil { m.name = meter.identity.displayName }
@@ -88,6 +92,8 @@ struct GatewayHealth: Sendable, Equatable {
         self.meters[meter.id] = m
     }
 
+    /// Notes a sync that ended at `millis` with `result`: the last attempt when it is the newest,
+    /// the last good one when it read the meter.
     private static func note(_ m: inout Meter, _ millis: Int64, _ result: Wire.SyncResult?) {
         if millis >= (m.lastAttempt ?? .min) {
             m.lastAttempt = millis
@@ -110,13 +116,17 @@ struct GatewayHealth: Sendable, Equatable {
 /// Home Assistant's "Last synced", "Sync overdue" and "Bluetooth adapter" and the gateway's
 /// health topic are made from it.
 struct HealthFollower: Sendable {
+    /// `io.sugard.HealthDataSync`.
     static let interface = "io.sugard.HealthDataSync"
     /// How often `ListMeters` is read again without a sync ending (a meter assigned to a person).
     static let relistSeconds = 60
 
+    /// sugard's socket.
     let socketPath: String
+    /// Receives each new health.
     let emit: @Sendable (GatewayHealth) -> Void
 
+    /// Follows sugard until cancelled: the watch, and `ListMeters` again every ``relistSeconds``.
     func run() async {
         let health = Lock(GatewayHealth())
         let emit = self.emit
@@ -141,12 +151,15 @@ struct HealthFollower: Sendable {
         }
     }
 
+    /// `ListMeters` on a connection of its own.
     private func listMeters() async throws -> [Wire.MeterEntry] {
         let client = try VarlinkClient(socketPath: self.socketPath)
         defer { client.close() }
         return try Wire.MetersReply(json: .object(try await client.call(Self.interface + ".ListMeters"))).meters
     }
 
+    /// `ListMeters`, then `Watch` on the view model, on one connection; reconnects after 0.2 s,
+    /// doubling to 5 s, noting why sugard cannot be reached.
     private func watch(_ change: @Sendable (_ body: (inout GatewayHealth) -> Void) -> Void) async {
         var delay = 0.2
         while !Task.isCancelled {
@@ -186,12 +199,16 @@ struct HealthFollower: Sendable {
 /// (`ON` once ``GatewayHealth/overdue(_:now:limitMillis:)`` says so). Each goes out when its value
 /// changes (and all again on a new broker connection).
 struct HealthPublisher: Sendable {
+    /// The forwarder's topics.
     let topics: ForwardTopics
+    /// `sync_overdue_hours` in milliseconds.
     let overdueMillis: Int64
+    /// sugard's health as last taken.
     private var health = GatewayHealth()
     /// What was last published per topic.
     private var published: [String: String] = [:]
 
+    /// A publisher with nothing published yet.
     init(topics: ForwardTopics, overdueHours: Double) {
         self.topics = topics
         self.overdueMillis = Int64(overdueHours * 3_600_000)
@@ -225,6 +242,8 @@ struct HealthPublisher: Sendable {
         return out
     }
 
+    /// The messages whose topic's value differs from what was last published (retained, QoS 1);
+    /// none without Home Assistant discovery.
     private mutating func changes(now: Int64) -> [MQTTMessage] {
         guard self.topics.config.homeAssistantDiscovery else { return [] }
         var out: [MQTTMessage] = []
@@ -239,16 +258,21 @@ struct HealthPublisher: Sendable {
 /// One sink as the health topic names it: `kind` (`mqtt`, `nightscout`), `name`, `state`
 /// (`connected`, `retrying`, `failing`).
 struct HealthSink: Sendable, Equatable {
+    /// `mqtt` or `nightscout`.
     var kind: String
+    /// The sink's name.
     var name: String
+    /// `connected`, `retrying` or `failing`.
     var state: String
 
+    /// A sink's line.
     init(kind: String, name: String, state: String) {
         self.kind = kind
         self.name = name
         self.state = state
     }
 
+    /// The line of a forwarder sink's status.
     init(_ sink: Wire.ForwardSink) { self.init(kind: sink.kind.rawValue, name: sink.name, state: sink.state.rawValue) }
 }
 
@@ -271,8 +295,11 @@ struct GatewayHealthTopic: Sendable {
     /// every ``Forwarder/healthTickMillis`` at most, so one goes out at least every 5 minutes).
     static let refreshMillis: Int64 = 270_000
 
+    /// `<topic_prefix>/<gateway_id>/health`.
     let topic: String
+    /// The gateway's id.
     let gatewayID: String
+    /// sugard-forward's version.
     let version: String
     /// `sync_overdue_hours` in milliseconds.
     let overdueMillis: Int64
@@ -284,6 +311,7 @@ struct GatewayHealthTopic: Sendable {
     /// What went out last on this connection (without `time`) and when (monotonic milliseconds).
     private var last: (body: JSONObject, at: Int64)?
 
+    /// A topic for the configured gateway.
     init(topics: ForwardTopics, version: String) {
         self.topic = topics.health
         self.gatewayID = topics.config.gatewayID

@@ -4,20 +4,31 @@ public import SugarWire
 
 /// One meter's topics, made once per meter (not per message).
 struct MeterTopics: Sendable {
+    /// `<base>/<meter>/reading`: every reading.
     var reading: String
+    /// `<base>/<meter>/state`: the newest glucose reading (retained).
     var state: String
+    /// `<base>/<meter>/low`: "Glucose low", `ON`/`OFF` (retained).
     var low: String
+    /// `<base>/<meter>/high`: "Glucose high", `ON`/`OFF` (retained).
     var high: String
+    /// `<base>/<meter>/event`: the "Reading" event entity.
     var event: String
+    /// `<base>/<meter>/last_synced`: its last good sync, ISO 8601 UTC (retained).
     var lastSynced: String
+    /// `<base>/<meter>/sync_overdue`: `ON`/`OFF` (retained).
     var syncOverdue: String
 }
 
 /// A person's topics (the readings of the meters assigned to them), made once per person.
 struct PersonTopics: Sendable {
+    /// `<base>/person/<person>/state`: the person's newest glucose reading (retained).
     var state: String
+    /// `<base>/person/<person>/low` (retained).
     var low: String
+    /// `<base>/person/<person>/high` (retained).
     var high: String
+    /// `<base>/person/<person>/event`.
     var event: String
 }
 
@@ -29,10 +40,13 @@ struct ReadingUpdates: Sendable, Equatable {
     var level: Bool
     /// The same for the reading's person (the newest of all their meters).
     var personState = false
+    /// The same for "Glucose low" and "Glucose high" of the person.
     var personLevel = false
 }
 
+/// The topics and messages of the Home Assistant entities: per meter, per person and the gateway's.
 extension ForwardTopics {
+    /// The topics of `meter`, under `<topic_prefix>/<gateway_id>/<meter level>`.
     func meterTopics(_ meter: String) -> MeterTopics {
         let base = "\(self.base)/\(Self.meterLevel(meter))"
         return MeterTopics(
@@ -50,6 +64,7 @@ extension ForwardTopics {
         return slug + "_" + hex
     }
 
+    /// The topics of `person`, under `<topic_prefix>/<gateway_id>/person/<person level>`.
     func personTopics(_ person: String) -> PersonTopics {
         let base = "\(self.base)/person/\(Self.personLevel(person))"
         return PersonTopics(state: base + "/state", low: base + "/low", high: base + "/high", event: base + "/event")

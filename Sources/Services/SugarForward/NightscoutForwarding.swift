@@ -13,27 +13,39 @@ import SystemIO
 /// reconnects by itself; it shows as the sink's `feedConnected`/`feedReason`, as for the MQTT sink,
 /// not as a state of the site.
 final class FeedReadingSource: NightscoutReadingSource {
+    /// The source's state behind its lock.
     private struct State: HasWaiter {
         /// In cursor order, each above the sink's cursor when it was last asked.
         var buffer: [SinkReading] = []
+        /// The sink's task waiting for a reading.
         var waiter: CheckedContinuation<Void, Never>?
+        /// Whether the feed is up.
         var feedConnected = false
+        /// Why the feed is not up (nil when it is).
         var feedReason: String? = "connecting"
         /// sugard's database changed and the readings start over from its beginning: the sink's
         /// next (or waiting) ask counts from 0, not from its old database's cursor.
         var startedOver = false
+        /// The sugard database the sink's cursor is a position in.
         var databaseId: String?
+        /// The last start-over, when there was one.
         var databaseReset: Wire.DatabaseReset?
     }
 
+    /// Holds the feed back while the sink is behind.
     let window: Window
+    /// The sink's name (its section's).
     let name: String
+    /// Where it logs.
     let logger: Logger
+    /// Where the database identity is saved.
     let databaseFile: DatabaseIdFile
     /// Moves the sink's cursor back to 0 (its database changed).
     let restart: @Sendable () -> Void
+    /// The source's state.
     private let state = Lock(State())
 
+    /// A source with the saved database identity.
     init(window: Window, name: String, logger: Logger, databaseFile: DatabaseIdFile, restart: @escaping @Sendable () -> Void) {
         self.window = window
         self.name = name
@@ -44,6 +56,7 @@ final class FeedReadingSource: NightscoutReadingSource {
         self.state.withLock { $0.databaseId = id }
     }
 
+    /// The sugard database the sink's cursor is a position in.
     var databaseId: String? { self.state.withLock { $0.databaseId } }
 
     /// Takes the feed's events (called from the feed's task).
@@ -94,6 +107,8 @@ final class FeedReadingSource: NightscoutReadingSource {
         waiter?.resume()
     }
 
+    /// Up to `limit` readings after `cursor` (from 0 after a start-over), waiting for one when none is
+    /// held; the readings up to `cursor` give their window slots back. Throws when cancelled.
     func readings(after cursor: Int64, limit: Int) async throws -> [SinkReading] {
         var cursor = cursor
         while true {
@@ -135,13 +150,19 @@ final class FeedReadingSource: NightscoutReadingSource {
 /// (`nightscout-<name>.cursor` in the state directory) and task; none waits for another or for the
 /// MQTT sink.
 public final class NightscoutForwarding: Sendable {
+    /// One sink with its reading source.
     struct Running: Sendable {
+        /// The sink.
         let sink: NightscoutSink
+        /// Its feed's buffer.
         let source: FeedReadingSource
     }
 
+    /// Every sink, in the order of the config file.
     let sinks: [Running]
+    /// sugard's socket.
     let socketPath: String
+    /// Where the sinks log.
     let logger: Logger
 
     /// Reads each sink's secret and saved cursor.
@@ -168,6 +189,7 @@ public final class NightscoutForwarding: Sendable {
         self.logger = logger
     }
 
+    /// Whether no Nightscout sink is configured.
     public var isEmpty: Bool { self.sinks.isEmpty }
 
     /// Runs every sink (its feed and its deliveries) until the task is cancelled.
@@ -198,6 +220,7 @@ public final class NightscoutForwarding: Sendable {
     /// The `Sink` objects of `io.sugard.Forward.GetStatus`.
     public func statusWire() -> [Wire.ForwardSink] { self.sinks.map(Self.wire) }
 
+    /// One sink's `Sink` object.
     static func wire(_ running: Running) -> Wire.ForwardSink {
         let status = running.sink.status
         let held = running.source.held(after: status.cursor, accepts: running.sink.accepts)

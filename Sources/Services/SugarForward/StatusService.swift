@@ -5,9 +5,12 @@ import Varlink
 /// The forwarder's own small Varlink interface, `io.sugard.Forward`, which `sugarctl status`
 /// reads to show the sink. Served on `<runtime or state dir>/io.sugard.Forward`.
 public enum ForwardStatusService {
+    /// The socket's file name in the runtime or state directory.
     public static let socketName = "io.sugard.Forward"
+    /// `io.sugard.Forward`.
     public static let interfaceName = "io.sugard.Forward"
 
+    /// The interface in Varlink's interface definition language (what `GetInterfaceDescription` returns).
     public static let interfaceDescription = """
         # sugard-forward: every reading sugard stores, to an MQTT broker and to Nightscout sites.
         interface io.sugard.Forward
@@ -90,6 +93,7 @@ public enum ForwardStatusService {
         method GetAlerts() -> (enabled: bool, active: []Alert, recent: []Alert, webhooks: []Webhook)
         """
 
+    /// ``interfaceDescription`` parsed.
     static let definition: VarlinkInterfaceDefinition = {
         do {
             return try VarlinkInterfaceDefinition(description: interfaceDescription)

@@ -3,8 +3,10 @@ public import SugarWire
 
 /// The topics and payloads `sugard-forward` publishes (a contract: see the README).
 public struct ForwardTopics: Sendable {
+    /// The configuration the topics come from (`topic_prefix`, `gateway_id`, Home Assistant's prefix, unit).
     public let config: ForwardConfig
 
+    /// The topics of `config`.
     public init(config: ForwardConfig) { self.config = config }
 
     /// `c026da013a7f` for `C0:26:DA:01:3A:7F`: the address lower-case without colons.
@@ -12,22 +14,29 @@ public struct ForwardTopics: Sendable {
         String(meter.lowercased().filter { $0 != ":" })
     }
 
+    /// `<topic_prefix>/<gateway_id>`.
     var base: String { "\(self.config.topicPrefix)/\(self.config.gatewayID)" }
+    /// `<topic_prefix>/<gateway_id>/status`: retained `online`, or `offline` (also the will).
     public var status: String { "\(self.base)/status" }
     /// Alert events (QoS 1, not retained): `<topic_prefix>/<gateway_id>/alert`.
     public var alert: String { "\(self.base)/alert" }
 
     /// The gateway's health message (``GatewayHealthTopic``).
     public var health: String { "\(self.base)/health" }
+    /// `<topic_prefix>/<gateway_id>/<meter>/reading`: every reading (QoS 1, not retained).
     public func reading(_ meter: String) -> String { "\(self.base)/\(Self.meterLevel(meter))/reading" }
+    /// `<topic_prefix>/<gateway_id>/<meter>/state`: the newest glucose reading (retained).
     public func state(_ meter: String) -> String { "\(self.base)/\(Self.meterLevel(meter))/state" }
+    /// `<homeassistant_prefix>/status`: Home Assistant's birth message (`online`) asks for discovery again.
     public var homeAssistantStatus: String { "\(self.config.homeAssistantPrefix)/status" }
+    /// `<homeassistant_prefix>/sensor/<gateway_id>_<meter>/glucose/config`: the glucose sensor's discovery.
     public func discovery(_ meter: String) -> String {
         "\(self.config.homeAssistantPrefix)/sensor/\(self.config.gatewayID)_\(Self.meterLevel(meter))/glucose/config"
     }
 
     /// The reading payload of a reading (the compact form `FollowReadings` sends): its compact
     /// text read back as ``payload(_:from:)`` reads a reply's.
+    /// Throws a `WireError` when the written text does not read back as a compact reading.
     public static func payloadBytes(_ r: Wire.CompactReading) throws(WireError) -> [UInt8] {
         var compact: [UInt8] = []
         r.write(into: &compact)

@@ -124,8 +124,8 @@ public enum HubMessage: Sendable, Equatable {
             meters: meters, alerts: alerts, payload: String(decoding: payload, as: UTF8.self))
     }
 
-    /// Stores the message; returns false when it could not be committed (the caller withholds
-    /// the acknowledgement). Throws nothing: an ignored message is stored as nothing.
+    /// Stores the message; throws when it could not be committed (the caller then withholds the
+    /// acknowledgement). An ignored message stores nothing.
     public func apply(to store: HubStore) throws(PostgresError) {
         switch self {
         case .reading(let r): try store.store(r)

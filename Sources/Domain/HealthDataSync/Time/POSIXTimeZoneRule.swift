@@ -13,17 +13,27 @@ struct POSIXTimeZoneRule: Hashable, Sendable {
         case monthWeekDay(month: Int, week: Int, weekday: Int)
     }
 
+    /// When daylight time starts or ends in a year: a date rule and a local time.
     struct Transition: Hashable, Sendable {
+        /// The day of the year.
         var date: DateRule
         /// Seconds after local midnight (may be negative or beyond 24 h).
         var time: Int
     }
 
+    /// The standard offset (the name before the first offset); the only one when ``daylight`` is nil.
     var standard: ZoneOffset
+    /// The daylight offset; nil for a rule without daylight time. Without a written offset it is one
+    /// hour ahead of standard time.
     var daylight: ZoneOffset?
+    /// When daylight time starts (read in standard time); the US rule (`M3.2.0,M11.1.0`, 02:00) when
+    /// the rule names daylight time but no dates.
     var start: Transition?
+    /// When daylight time ends (read in daylight time).
     var end: Transition?
 
+    /// Parses a rule; throws a `TimeZoneRulesError` naming the character position for a name shorter
+    /// than 3 characters, a number or field out of range, or text after the end rule.
     init(parsing text: String) throws(TimeZoneRulesError) {
         var p = Parser(chars: Array(text.unicodeScalars), text: text)
         let stdName = try p.name()
@@ -87,23 +97,33 @@ struct POSIXTimeZoneRule: Hashable, Sendable {
         return Int64(day) * 86_400 + Int64(transition.time)
     }
 
+    /// A cursor over the rule's characters.
     private struct Parser {
+        /// The rule as Unicode scalars.
         let chars: [Unicode.Scalar]
+        /// The rule as written, for error messages.
         let text: String
+        /// The position of the next character.
         var i = 0
 
+        /// Whether every character has been read.
         var atEnd: Bool { self.i >= self.chars.count }
+        /// The next character without reading it; nil at the end.
         var peek: Unicode.Scalar? { self.atEnd ? nil : self.chars[self.i] }
 
+        /// An error naming the rule, what was wrong and the position.
         func error(_ what: String) -> TimeZoneRulesError {
             TimeZoneRulesError("Unreadable TZ rule \"\(self.text)\": \(what) at character \(self.i).")
         }
 
+        /// Reads the character `c`; throws when the next one is another.
         mutating func expect(_ c: Unicode.Scalar) throws(TimeZoneRulesError) {
             guard self.peek == c else { throw self.error("expected \"\(c)\"") }
             self.i += 1
         }
 
+        /// A zone abbreviation: alphabetic ASCII, or anything between `<` and `>` (`<+0330>`); at least 3
+        /// characters.
         mutating func name() throws(TimeZoneRulesError) -> String {
             var out = ""
             if self.peek == "<" {
@@ -123,6 +143,7 @@ struct POSIXTimeZoneRule: Hashable, Sendable {
             return out
         }
 
+        /// A decimal number of 1 to 4 digits.
         mutating func number() throws(TimeZoneRulesError) -> Int {
             var value = 0
             var digits = 0
@@ -163,6 +184,7 @@ struct POSIXTimeZoneRule: Hashable, Sendable {
             return sign * seconds
         }
 
+        /// A transition: `Jn`, `n` or `Mm.w.d`, then an optional `/time` (default 02:00, up to ±167 hours).
         mutating func transition() throws(TimeZoneRulesError) -> Transition {
             let date: DateRule
             if self.peek == "J" {

@@ -17,6 +17,7 @@ public struct MeterClockSample: Hashable, Sendable {
     /// The host's clock when the value arrived.
     public var hostTime: Instant
 
+    /// A sample of `meterTime` read when the host clock showed `hostTime`.
     public init(meterTime: LocalDateTime, hostTime: Instant) {
         self.meterTime = meterTime
         self.hostTime = hostTime
@@ -25,13 +26,16 @@ public struct MeterClockSample: Hashable, Sendable {
 
 /// A reading's instant and how it was worked out.
 public struct ResolvedTime: Hashable, Sendable {
+    /// The reading's instant (UTC).
     public var instant: Instant
+    /// How the instant was worked out: method, zone, offset, skew, the meter's own time and notes.
     public var resolution: TimeResolution
     /// `.timeFault` and/or `.clockUnverified` as they apply.
     public var flags: ReadingFlags
     /// Whether the corrected local time was unique, in a DST gap, or in a DST fold.
     public var localTimeKind: LocalTimeKind
 
+    /// A resolved time.
     public init(instant: Instant, resolution: TimeResolution, flags: ReadingFlags, localTimeKind: LocalTimeKind) {
         self.instant = instant
         self.resolution = resolution

@@ -3,8 +3,10 @@ public struct TimeZoneRulesError: Error, Hashable, Sendable, CustomStringConvert
     /// One sentence naming what was wrong and where.
     public var message: String
 
+    /// An error saying `message`.
     public init(_ message: String) { self.message = message }
 
+    /// The message.
     public var description: String { self.message }
 }
 
@@ -17,6 +19,7 @@ public struct ZoneOffset: Hashable, Sendable {
     /// `CET`, `EDT`, `+1030`.
     public var abbreviation: String
 
+    /// An offset of `utcOffsetSeconds` east of UTC, named `abbreviation`.
     public init(utcOffsetSeconds: Int, isDST: Bool, abbreviation: String) {
         self.utcOffsetSeconds = utcOffsetSeconds
         self.isDST = isDST
@@ -41,8 +44,10 @@ public struct LocalTimeResolution: Hashable, Sendable {
     public var epochSeconds: Int64
     /// The offset used.
     public var offset: ZoneOffset
+    /// Whether the time was unique, in a gap or in a fold.
     public var kind: LocalTimeKind
 
+    /// A resolution to `epochSeconds` with the offset used.
     public init(epochSeconds: Int64, offset: ZoneOffset, kind: LocalTimeKind) {
         self.epochSeconds = epochSeconds
         self.offset = offset
@@ -68,6 +73,7 @@ public struct TimeZoneRules: Hashable, Sendable {
     var transitions: [Int64]
     /// For each transition, the index into ``types`` in force from it on.
     var transitionTypes: [Int]
+    /// The local time types the transitions refer to; the first is in force before the first transition.
     var types: [ZoneOffset]
     /// The rule after the last transition (TZif v2+ footer), when there is one.
     var footer: POSIXTimeZoneRule?
@@ -226,6 +232,7 @@ public struct TimeZoneRules: Hashable, Sendable {
         return LocalTimeResolution(epochSeconds: utc, offset: self.offset(atEpochSeconds: utc), kind: .nonexistent)
     }
 
+    /// Whole seconds since the epoch, rounded down (also before 1970).
     static func floorSeconds(_ instant: Instant) -> Int64 {
         instant.epochMillis >= 0 ? instant.epochMillis / 1000 : (instant.epochMillis - 999) / 1000
     }
@@ -233,19 +240,27 @@ public struct TimeZoneRules: Hashable, Sendable {
 
 /// Reads big-endian TZif fields with bounds checks.
 private struct TZifReader {
+    /// The whole file.
     let bytes: [UInt8]
+    /// The offset of the next byte.
     var index = 0
 
+    /// A TZif header: the version and the counts of the data block that follows it.
     struct Header {
+        /// 1, 2, 3 or 4.
         var version: Int
+        /// The RFC 8536 counts: UT/local and standard/wall indicators, leap seconds, transitions, local
+        /// time types and abbreviation characters.
         var isutcnt: Int, isstdcnt: Int, leapcnt: Int, timecnt: Int, typecnt: Int, charcnt: Int
 
+        /// The length of the data block after this header, with `timeSize`-byte times (4 in v1, 8 after).
         func dataLength(timeSize: Int) -> Int {
             self.timecnt * timeSize + self.timecnt + self.typecnt * 6 + self.charcnt
                 + self.leapcnt * (timeSize + 4) + self.isstdcnt + self.isutcnt
         }
     }
 
+    /// Reads a 44-byte header; throws without the `TZif` magic, for an unknown version or a negative count.
     mutating func readHeader() throws(TimeZoneRulesError) -> Header {
         let start = self.index
         let magic = try self.readBytes(4)
@@ -271,6 +286,7 @@ private struct TZifReader {
             typecnt: counts[4], charcnt: counts[5])
     }
 
+    /// The next `count` bytes; throws when the file is shorter.
     mutating func readBytes(_ count: Int) throws(TimeZoneRulesError) -> ArraySlice<UInt8> {
         guard count >= 0, self.bytes.count - self.index >= count else {
             throw TimeZoneRulesError("TZif file is truncated: needed \(count) bytes at byte \(self.index) of \(self.bytes.count).")
@@ -279,21 +295,26 @@ private struct TZifReader {
         return self.bytes[self.index..<(self.index + count)]
     }
 
+    /// Skips `count` bytes; throws when the file is shorter.
     mutating func skip(_ count: Int) throws(TimeZoneRulesError) { _ = try self.readBytes(count) }
 
+    /// One byte.
     mutating func readUInt8() throws(TimeZoneRulesError) -> UInt8 { try self.readBytes(1).first! }
 
+    /// A big-endian signed 32-bit number.
     mutating func readInt32() throws(TimeZoneRulesError) -> Int32 {
         var v: UInt32 = 0
         for b in try self.readBytes(4) { v = v << 8 | UInt32(b) }
         return Int32(bitPattern: v)
     }
 
+    /// A big-endian signed 64-bit number.
     mutating func readInt64() throws(TimeZoneRulesError) -> Int64 {
         var v: UInt64 = 0
         for b in try self.readBytes(8) { v = v << 8 | UInt64(b) }
         return Int64(bitPattern: v)
     }
 
+    /// The bytes not read yet (the v2+ footer).
     func remaining() -> ArraySlice<UInt8> { self.bytes[self.index...] }
 }

@@ -5,15 +5,22 @@ import Locking
 /// `ring()` never blocks and never allocates a queue: rings that land while nobody waits collapse
 /// into one, which is exactly what a coalescing consumer wants. `close()` is permanent.
 final class Doorbell: Sendable {
+    /// Where the bell is.
     private enum State {
+        /// Nobody waits and no ring is pending.
         case idle
+        /// A ring is pending for the next wait.
         case rung
+        /// A task waits; its continuation is resumed by a ring (true), close or cancel (false).
         case waiting(CheckedContinuation<Bool, Never>)
+        /// Closed for good.
         case closed
     }
 
+    /// The bell's state.
     private let state = Lock<State>(.idle)
 
+    /// A bell that is idle.
     init() {}
 
     /// Wakes the waiter, or leaves a ring for the next ``wait()``.

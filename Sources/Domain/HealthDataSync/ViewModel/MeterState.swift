@@ -1,41 +1,55 @@
 /// The state of the radio link to a meter.
 public enum LinkPhase: String, Hashable, Sendable, CaseIterable {
+    /// No link.
     case disconnected
+    /// Connecting and resolving the services.
     case connecting
+    /// Connected.
     case connected
+    /// The link is being closed.
     case disconnecting
 }
 
 /// Whether the daemon holds a bond with a meter, and where pairing is.
 public enum PairingState: String, Hashable, Sendable, CaseIterable {
+    /// Not known yet: no advertisement, sync or pairing has told since the daemon started.
     case unknown
+    /// No bond.
     case notPaired
+    /// Pairing is under way.
     case pairing
     /// The meter shows a passkey; the user must enter it (`sugarctl pair --passkey`).
     case waitingForPasskey
+    /// The bond is held.
     case paired
+    /// The last pairing failed (wrong passkey, rejected); ``MeterState/lastError`` says why.
     case failed
 }
 
 /// Records received in the current attempt, and how many the meter announced.
 public struct SyncProgress: Hashable, Sendable {
+    /// Records received so far.
     public var received: Int
     /// The RACP count, when the meter answered it.
     public var expected: Int?
 
+    /// Progress; none received and no count by default.
     public init(received: Int = 0, expected: Int? = nil) {
         self.received = received
         self.expected = expected
     }
 
+    /// Nothing received, no count.
     public static let none = SyncProgress()
 }
 
 /// How the last finished sync attempt of a meter ended.
 public struct LastSync: Hashable, Sendable {
+    /// The meter.
     public var meter: MeterID
     /// When the attempt ended.
     public var at: Instant
+    /// How it ended.
     public var result: SyncResult
     /// New readings stored.
     public var stored: Int
@@ -46,6 +60,7 @@ public struct LastSync: Hashable, Sendable {
     /// The meter clock the attempt set after its download, if it did.
     public var clockSet: ClockSetting?
 
+    /// A last attempt; counts 0 and no reset or clock setting by default.
     public init(
         meter: MeterID, at: Instant, result: SyncResult, stored: Int = 0, duplicates: Int = 0, reset: Bool = false,
         clockSet: ClockSetting? = nil
@@ -68,12 +83,14 @@ public struct ReportedError: Hashable, Sendable {
     public var message: String
     /// What the user can do about it, when there is something.
     public var hint: String?
+    /// When it happened.
     public var at: Instant
     /// The meter it concerns, if any.
     public var meter: MeterID?
     /// The spec code where one exists (ATT / RACP error code).
     public var specCode: Int?
 
+    /// An error for people.
     public init(
         code: String, message: String, hint: String? = nil, at: Instant, meter: MeterID? = nil, specCode: Int? = nil
     ) {
@@ -88,13 +105,21 @@ public struct ReportedError: Hashable, Sendable {
 
 /// The names of a meter model's fields (also the JSON keys of a meter object).
 public enum MeterField: String, Hashable, CaseIterable, Sendable {
+    /// ``MeterState/identity``.
     case identity
+    /// ``MeterState/link``.
     case link
+    /// ``MeterState/sync``.
     case sync
+    /// ``MeterState/progress``.
     case progress
+    /// ``MeterState/lastSync``.
     case lastSync
+    /// ``MeterState/highWater``.
     case highWater
+    /// ``MeterState/pairing``.
     case pairing
+    /// ``MeterState/lastError``.
     case lastError
     /// When the engine's next attempt runs (a retry after a transient failure, or a sync deferred
     /// to the end of the cooldown); null when none is scheduled.
@@ -103,20 +128,29 @@ public enum MeterField: String, Hashable, CaseIterable, Sendable {
 
 /// One meter as the daemon sees it right now. A value: copying it never shares anything live.
 public struct MeterState: Hashable, Sendable {
+    /// Who the meter is.
     public var identity: MeterIdentity
+    /// The radio link's state.
     public var link: LinkPhase
+    /// Where the current sync attempt is (``SyncPhase/idle`` without one).
     public var sync: SyncPhase
+    /// Records received in the current attempt.
     public var progress: SyncProgress
+    /// How the last finished attempt ended; nil before the first.
     public var lastSync: LastSync?
     /// Highest committed sequence number in the current epoch.
     public var highWater: UInt16?
+    /// Whether a bond is held, and where pairing is.
     public var pairing: PairingState
+    /// The last error concerning the meter; nil after a success.
     public var lastError: ReportedError?
     /// When the engine's next attempt runs (retry or deferred sync), if one is scheduled.
     public var nextAttempt: Instant?
 
+    /// The meter's address.
     public var id: MeterID { self.identity.id }
 
+    /// A state: disconnected, idle, pairing unknown unless given.
     public init(
         identity: MeterIdentity, link: LinkPhase = .disconnected, sync: SyncPhase = .idle,
         progress: SyncProgress = .none, lastSync: LastSync? = nil, highWater: UInt16? = nil,
@@ -135,21 +169,32 @@ public struct MeterState: Hashable, Sendable {
 
     /// A typed field value of a meter model.
     public enum Value: Hashable, Sendable {
+        /// ``MeterState/identity``.
         case identity(MeterIdentity)
+        /// ``MeterState/link``.
         case link(LinkPhase)
+        /// ``MeterState/sync``.
         case sync(SyncPhase)
+        /// ``MeterState/progress``.
         case progress(SyncProgress)
+        /// ``MeterState/lastSync``.
         case lastSync(LastSync?)
+        /// ``MeterState/highWater``.
         case highWater(UInt16?)
+        /// ``MeterState/pairing``.
         case pairing(PairingState)
+        /// ``MeterState/lastError``.
         case lastError(ReportedError?)
+        /// ``MeterState/nextAttempt``.
         case nextAttempt(Instant?)
     }
 }
 
 extension MeterState: ObservableState {
+    /// A meter model's fields are ``MeterField``s.
     public typealias Field = MeterField
 
+    /// The field's current value.
     public func value(of field: MeterField) -> Value {
         switch field {
         case .identity: return .identity(self.identity)

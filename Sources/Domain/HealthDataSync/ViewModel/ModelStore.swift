@@ -8,8 +8,11 @@ import Locking
 /// meter model see the same facts. Removing a model (forgetting a meter) or ``shutdown()`` closes
 /// it: its watchers end and every task it started is cancelled.
 public final class ModelStore: Sendable {
+    /// The daemon's view model (every meter's state appears in its `meters` field).
     public let viewModel: ViewModel
+    /// The meter models, by meter.
     private let models = Lock<[MeterID: MeterModel]>([:])
+    /// Activation work handed to each new meter model.
     private let onActivate: (@Sendable (MeterModel) async -> Void)?
 
     /// - Parameters:
@@ -21,6 +24,7 @@ public final class ModelStore: Sendable {
         self.onActivate = onActivate
     }
 
+    /// The observation counters shared by the view model and every meter model.
     public var stats: ObservationStats { self.viewModel.stats }
 
     /// The model of a known meter.

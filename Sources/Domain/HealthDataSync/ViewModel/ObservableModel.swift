@@ -4,15 +4,20 @@ import Locking
 /// them. Exists only while the model has watchers; the collector holds the hub, so the hub cannot
 /// outlive its task.
 final class Hub<State: ObservableState>: Sendable {
+    /// Owner turns posted and not yet collected, oldest first.
     let inbox = Lock<[Emission<State>]>([])
+    /// Rung on every post; closed when the hub is torn down.
     let bell = Doorbell()
+    /// Counts the hub's life.
     private let stats: ObservationStats
 
+    /// A hub, counted in `stats`.
     init(stats: ObservationStats) {
         self.stats = stats
         stats.hubCreated()
     }
 
+    /// Counts the hub gone.
     deinit { self.stats.hubDestroyed() }
 
     /// Never blocks on watchers: an append under a short lock and a ring.
@@ -21,6 +26,7 @@ final class Hub<State: ObservableState>: Sendable {
         self.bell.ring()
     }
 
+    /// Every posted turn, emptying the inbox.
     func takeAll() -> [Emission<State>] {
         self.inbox.withLock { inbox in
             let batch = inbox
@@ -32,7 +38,9 @@ final class Hub<State: ObservableState>: Sendable {
 
 /// A watcher's lease on a model's hub.
 struct Registration<State: ObservableState>: Sendable {
+    /// The watcher (weak: a watcher dropped without cancel releases its lease in its deinit).
     weak var watcher: Watcher<State>?
+    /// The watcher's binding generation at registration; older deliveries are rejected.
     let generation: UInt64
 }
 
@@ -50,28 +58,45 @@ struct Registration<State: ObservableState>: Sendable {
 public final class ObservableModel<State: ObservableState>: Sendable {
     /// Lifecycle of a model.
     public enum Lifecycle: String, Hashable, Sendable {
+        /// Made, not yet activated: no task runs.
         case inactive
+        /// Activated: may start tasks.
         case active
+        /// Closed for good: no watcher, no task.
         case closed
     }
 
+    /// Everything behind the model's lock.
     struct Core {
+        /// The current state.
         var state: State
+        /// Each field's last-changed revision.
         var revisions: [State.Field: UInt64] = [:]
+        /// The global revision.
         var revision: UInt64 = 0
+        /// Where the model is in its life.
         var lifecycle: Lifecycle = .inactive
+        /// The leases, by token.
         var registrations: [UInt64: Registration<State>] = [:]
+        /// ``registrations`` as an array, cached for the collector; nil after a change until it rebuilds it.
         var registrationList: [Registration<State>]?
+        /// The token of the next lease.
         var nextToken: UInt64 = 1
+        /// The hub, while there is a watcher.
         var hub: Hub<State>?
+        /// The collector task, while there is a hub.
         var collector: Task<Void, Never>?
+        /// Tasks started with ``spawn(_:)`` and not finished, by id.
         var tasks: [UInt64: Task<Void, Never>] = [:]
+        /// The id of the next task.
         var nextTaskID: UInt64 = 0
     }
 
+    /// The model's state, revisions, leases and tasks.
     let core: Lock<Core>
     /// Counters shared with the models created with the same instance.
     public let stats: ObservationStats
+    /// Work started by the first ``activate()``.
     private let onActivate: (@Sendable (ObservableModel<State>) async -> Void)?
     /// Called under the model's lock after every turn that changed something (store bookkeeping).
     private let onChange: (@Sendable (State, Set<State.Field>) -> Void)?
@@ -88,6 +113,7 @@ public final class ObservableModel<State: ObservableState>: Sendable {
         self.init(state, stats: stats, onActivate: onActivate, onChange: nil)
     }
 
+    /// A model with a change callback (the ``ModelStore`` keeps the view model in step with it).
     init(
         _ state: State, stats: ObservationStats,
         onActivate: (@Sendable (ObservableModel<State>) async -> Void)?,
@@ -105,6 +131,7 @@ public final class ObservableModel<State: ObservableState>: Sendable {
     public var state: State { self.core.withLock { $0.state } }
     /// The global revision: bumped once per turn that changed at least one field.
     public var revision: UInt64 { self.core.withLock { $0.revision } }
+    /// Whether the model is inactive, active or closed.
     public var lifecycle: Lifecycle { self.core.withLock { $0.lifecycle } }
     /// Watchers currently holding a lease.
     public var watcherCount: Int { self.core.withLock { $0.registrations.count } }
@@ -130,6 +157,7 @@ public final class ObservableModel<State: ObservableState>: Sendable {
         return WatchMessage(generation: 0, globalRevision: revision, isSnapshot: true, fields: values)
     }
 
+    /// The values of `fields` with their revisions, and the global revision, under one lock.
     func read(_ fields: Set<State.Field>) -> (UInt64, [State.Field: FieldUpdate<State.Value>]) {
         self.core.withLock { core in
             var values: [State.Field: FieldUpdate<State.Value>] = [:]
@@ -190,9 +218,13 @@ public final class ObservableModel<State: ObservableState>: Sendable {
         return watcher
     }
 
+    /// What a registration hands the watcher.
     struct Lease {
+        /// The lease's token, to release it.
         var token: UInt64
+        /// The global revision at registration.
         var revision: UInt64
+        /// The watched fields' values at registration (immediate watchers only).
         var values: [State.Field: FieldUpdate<State.Value>]
     }
 

@@ -6,12 +6,15 @@ public protocol ObservableState: Hashable, Sendable {
     /// A typed value of one field.
     associatedtype Value: Hashable, Sendable
 
+    /// The current value of `field`.
     func value(of field: Field) -> Value
     /// Whether a field differs between two states (change detection; defaults to comparing values).
     func differs(from other: Self, in field: Field) -> Bool
 }
 
+/// The default change detection: compare the field's values.
 extension ObservableState {
+    /// Compares the two states' values of `field`.
     public func differs(from other: Self, in field: Field) -> Bool {
         self.value(of: field) != other.value(of: field)
     }
@@ -33,8 +36,10 @@ public enum WatchPolicy: String, Hashable, Sendable {
 public struct FieldUpdate<Value: Hashable & Sendable>: Hashable, Sendable {
     /// The global revision at which the field last changed.
     public var revision: UInt64
+    /// The field's value.
     public var value: Value
 
+    /// A value at a revision.
     public init(revision: UInt64, value: Value) {
         self.revision = revision
         self.value = value
@@ -49,10 +54,13 @@ public struct WatchMessage<State: ObservableState>: Sendable {
     public var globalRevision: UInt64
     /// True for the first message after a watch or a rebind: every watched field is present.
     public var isSnapshot: Bool
+    /// The fields carried, with their values and revisions: every watched field in a snapshot, the
+    /// changed ones otherwise.
     public var fields: [State.Field: FieldUpdate<State.Value>]
     /// When the oldest write carried by this message happened (nil for snapshots); for latency.
     public var changedAt: ContinuousClock.Instant?
 
+    /// A message.
     public init(
         generation: UInt64, globalRevision: UInt64, isSnapshot: Bool,
         fields: [State.Field: FieldUpdate<State.Value>], changedAt: ContinuousClock.Instant? = nil
@@ -64,6 +72,7 @@ public struct WatchMessage<State: ObservableState>: Sendable {
         self.changedAt = changedAt
     }
 
+    /// The value of `field` when the message carries it.
     public subscript(field: State.Field) -> State.Value? { self.fields[field]?.value }
 }
 
@@ -88,8 +97,11 @@ public enum WatchEnd: String, Hashable, Sendable {
 
 /// One owner turn as the collector sees it: the changed fields with their values of that turn.
 struct Emission<State: ObservableState>: Sendable {
+    /// The model's global revision after the turn.
     var revision: UInt64
+    /// The fields the turn changed, with their new values.
     var fields: [State.Field: FieldUpdate<State.Value>]
+    /// When the turn happened.
     var at: ContinuousClock.Instant
 }
 
@@ -97,18 +109,24 @@ struct Emission<State: ObservableState>: Sendable {
 /// summary computed once (for coalesced watchers), so fan-out costs O(watchers × distinct field
 /// sets) rather than O(watchers × turns).
 struct Batch<State: ObservableState>: Sendable {
+    /// Owner turns that changed the same set of fields.
     struct Group: Sendable {
+        /// The fields changed.
         var fields: Set<State.Field>
+        /// How many turns changed exactly these fields.
         var turns: Int
+        /// When the first of them happened.
         var firstAt: ContinuousClock.Instant
     }
 
+    /// The turns, oldest first.
     var emissions: [Emission<State>]
     /// The newest revision of each field changed in the batch.
     var latest: [State.Field: UInt64] = [:]
     /// Turns grouped by the set of fields they changed.
     var groups: [Group] = []
 
+    /// Drains `emissions` into a batch, grouping the turns and noting each field's newest revision.
     init(_ emissions: [Emission<State>]) {
         self.emissions = emissions
         var index: [Set<State.Field>: Int] = [:]
@@ -130,13 +148,19 @@ struct Batch<State: ObservableState>: Sendable {
 
 /// A FIFO with amortised O(1) pop, for immediate watchers.
 struct MessageQueue<Element> {
+    /// The elements; those before ``head`` are already popped.
     private var items: [Element] = []
+    /// The index of the first element not popped.
     private var head = 0
 
+    /// How many elements are queued.
     var count: Int { self.items.count - self.head }
 
+    /// Queues an element at the end.
     mutating func append(_ element: Element) { self.items.append(element) }
 
+    /// The oldest element, removed; nil when empty. The popped front is dropped once it is 64 elements
+    /// and half the storage, or everything is popped.
     mutating func popFirst() -> Element? {
         guard self.head < self.items.count else { return nil }
         let element = self.items[self.head]
@@ -151,6 +175,7 @@ struct MessageQueue<Element> {
         return element
     }
 
+    /// Drops every element and the storage.
     mutating func removeAll() {
         self.items = []
         self.head = 0

@@ -7,13 +7,20 @@ import Synchronization
 /// to every model it creates); there is no process-wide instance, so independent models and
 /// parallel tests never see each other's numbers.
 public final class ObservationStats: Sendable {
+    /// Hubs alive.
     private let hubs = Atomic<Int>(0)
+    /// Collector tasks alive.
     private let collectors = Atomic<Int>(0)
+    /// Collector tasks ever created.
     private let collectorsEver = Atomic<Int>(0)
+    /// Watchers alive.
     private let watchers = Atomic<Int>(0)
+    /// Model tasks alive.
     private let modelTasks = Atomic<Int>(0)
+    /// Watchers dropped for their output cap.
     private let dropped = Atomic<Int>(0)
 
+    /// Counters at zero.
     public init() {}
 
     /// Hubs (one per model with at least one watcher) that still exist.
@@ -34,16 +41,25 @@ public final class ObservationStats: Sendable {
         self.liveHubs == 0 && self.liveCollectorTasks == 0 && self.liveWatchers == 0 && self.liveModelTasks == 0
     }
 
+    /// A model's hub was made (its first watcher registered).
     func hubCreated() { self.hubs.add(1, ordering: .relaxed) }
+    /// A model's hub went away.
     func hubDestroyed() { self.hubs.subtract(1, ordering: .releasing) }
+    /// A collector task was started.
     func collectorCreated() {
         self.collectors.add(1, ordering: .relaxed)
         self.collectorsEver.add(1, ordering: .relaxed)
     }
+    /// A collector task ended.
     func collectorFinished() { self.collectors.subtract(1, ordering: .releasing) }
+    /// A watcher was made.
     func watcherCreated() { self.watchers.add(1, ordering: .relaxed) }
+    /// A watcher went away.
     func watcherDestroyed() { self.watchers.subtract(1, ordering: .releasing) }
+    /// A model task was started.
     func modelTaskStarted() { self.modelTasks.add(1, ordering: .relaxed) }
+    /// A model task ended.
     func modelTaskFinished() { self.modelTasks.subtract(1, ordering: .releasing) }
+    /// A watcher was dropped for staying over its output cap.
     func watcherDropped() { self.dropped.add(1, ordering: .relaxed) }
 }

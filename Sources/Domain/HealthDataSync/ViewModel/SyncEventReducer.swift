@@ -4,6 +4,7 @@
 public enum SyncEventReducer {
     /// The meter model an event changes.
     public struct Target: Hashable, Sendable {
+        /// The meter.
         public var meter: MeterID
         /// The name to give a model made for it.
         public var name: String?
@@ -110,6 +111,7 @@ public enum SyncEventReducer {
         case started
         /// The passkey was handed to the transport (waiting for it becomes pairing).
         case passkeySubmitted
+        /// The pairing ended with a bond (the meter's last error is cleared when it was a pairing error).
         case succeeded
         /// It failed; `duringSync` when a running sync reports the error itself.
         case failed(ReportedError, duringSync: Bool)
@@ -132,6 +134,7 @@ public enum SyncEventReducer {
         }
     }
 
+    /// The failure codes a successful pairing clears from the meter's last error.
     private static let pairingErrorCodes: Set<String> = [
         SyncFailure.Code.pairingFailed.rawValue, SyncFailure.Code.pairingRequired.rawValue,
     ]

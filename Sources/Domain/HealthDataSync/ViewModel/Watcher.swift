@@ -7,21 +7,33 @@ import Locking
 /// cancelled, when the model closes, or when the watcher stays over its output cap. One task
 /// consumes a watcher; any task may cancel or rebind it.
 public final class Watcher<State: ObservableState>: AsyncSequence, Sendable {
+    /// Each element is one message.
     public typealias Element = WatchMessage<State>
+    /// The sequence never throws: it ends.
     public typealias Failure = Never
 
     /// The watched fields (every field when the watch named none).
     public let fields: Set<State.Field>
+    /// How changes are delivered.
     public let policy: WatchPolicy
+    /// The buffer bound beyond which the watcher is dropped (at least 1).
     public let outputCap: Int
+    /// Whether every field is watched (no filtering needed).
     private let watchesAll: Bool
+    /// Where the watcher is counted.
     private let stats: ObservationStats
+    /// Rung when a delivery or a rebind leaves something to read; closed at the end.
     private let bell = Doorbell()
 
+    /// The watcher's state behind its lock.
     struct Inner {
+        /// The bound model; nil after the end.
         var model: ObservableModel<State>?
+        /// The lease's token on ``model``.
         var token: UInt64 = 0
+        /// The binding generation.
         var generation: UInt64 = 1
+        /// Why the watcher ended; nil while it runs.
         var end: WatchEnd?
         // Coalesced: which fields changed since the last delivery (bounded by the field count).
         var needsSnapshot = true
@@ -34,6 +46,7 @@ public final class Watcher<State: ObservableState>: AsyncSequence, Sendable {
         var baseline: UInt64 = 0
         var queue = MessageQueue<WatchMessage<State>>()
 
+        /// Drops every buffered message and pending field (on rebind and end).
         mutating func clearBuffers() {
             self.delivered = [:]
             self.pending = []
@@ -44,23 +57,27 @@ public final class Watcher<State: ObservableState>: AsyncSequence, Sendable {
         }
     }
 
+    /// The watcher's state.
     private let inner = Lock(Inner())
     /// Test seam: runs between a coalesced delivery's read of the model and its bookkeeping,
     /// i.e. while a delivery is in flight.
     let afterRead = Lock<(@Sendable () -> Void)?>(nil)
 
+    /// What a bind did, decided under the lock and acted on after it.
     private enum AttachOutcome {
         case attached(old: (ObservableModel<State>, UInt64)?)
         case modelClosed(old: (ObservableModel<State>, UInt64)?)
         case alreadyEnded
     }
 
+    /// What a delivery asks for after the lock.
     private enum DeliveryOutcome {
         case nothing
         case ring
         case drop
     }
 
+    /// What `next()` does after looking under the lock.
     private enum Step {
         case message(WatchMessage<State>)
         case read(ObservableModel<State>, Set<State.Field>, UInt64, Bool, ContinuousClock.Instant?)
@@ -68,6 +85,7 @@ public final class Watcher<State: ObservableState>: AsyncSequence, Sendable {
         case wait
     }
 
+    /// A watcher of `fields` (nil or empty: every field), counted in `stats`; not bound until attached.
     init(fields: Set<State.Field>?, policy: WatchPolicy, outputCap: Int, stats: ObservationStats) {
         let all = Set(State.Field.allCases)
         let named = fields ?? []
@@ -272,10 +290,12 @@ public final class Watcher<State: ObservableState>: AsyncSequence, Sendable {
         }
     }
 
+    /// Iterates the watcher's messages.
     public struct AsyncIterator: AsyncIteratorProtocol {
         let watcher: Watcher<State>
         public mutating func next() async -> WatchMessage<State>? { await self.watcher.next() }
     }
 
+    /// An iterator over this watcher.
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(watcher: self) }
 }
