@@ -78,7 +78,7 @@ public struct DateTime: Hashable, Sendable, Comparable, CustomStringConvertible 
             throw fail("year", 0, Int(self.year), "1582–9999 or 0 (unknown)")
         }
         if self.month > 12 { throw fail("month", 2, Int(self.month), "1–12 or 0 (unknown)") }
-        let lastDay = self.month == 0 ? 31 : DateTime.daysIn(month: Int(self.month), year: Int(self.year))
+        let lastDay = self.month == 0 ? 31 : CivilCalendar.daysInMonth(year: Int(self.year), month: Int(self.month))
         if self.day > lastDay { throw fail("day", 3, Int(self.day), "1–\(lastDay) or 0 (unknown)") }
         if self.hours > 23 { throw fail("hours", 4, Int(self.hours), "0–23") }
         if self.minutes > 59 { throw fail("minutes", 5, Int(self.minutes), "0–59") }
@@ -108,16 +108,6 @@ public struct DateTime: Hashable, Sendable, Comparable, CustomStringConvertible 
             < (rhs.year, rhs.month, rhs.day, rhs.hours, rhs.minutes, rhs.seconds)
     }
 
-    /// True for Gregorian leap years.
-    @inlinable
-    public static func isLeapYear(_ year: Int) -> Bool { CivilCalendar.isLeapYear(year) }
-
-    /// Days in `month` (1–12) of `year`; a year of 0 (unknown) counts as a leap year.
-    @inlinable
-    public static func daysIn(month: Int, year: Int) -> Int {
-        CivilCalendar.daysInMonth(year: year, month: month)  // year 0 is a leap year in the proleptic calendar
-    }
-
     /// The date-time `minutes` later (or earlier when negative), carrying across days, months and years
     /// with leap years.
     ///
@@ -136,8 +126,8 @@ public struct DateTime: Hashable, Sendable, Comparable, CustomStringConvertible 
         var year = Int(self.year)
         var month = Int(self.month)
         var day = Int(self.day) + dayShift
-        while day > DateTime.daysIn(month: month, year: year) {
-            day -= DateTime.daysIn(month: month, year: year)
+        while day > CivilCalendar.daysInMonth(year: year, month: month) {
+            day -= CivilCalendar.daysInMonth(year: year, month: month)
             month += 1
             if month > 12 {
                 month = 1
@@ -150,7 +140,7 @@ public struct DateTime: Hashable, Sendable, Comparable, CustomStringConvertible 
                 month = 12
                 year -= 1
             }
-            day += DateTime.daysIn(month: month, year: year)
+            day += CivilCalendar.daysInMonth(year: year, month: month)
         }
         guard (1582...9999).contains(year) else { return nil }
         return DateTime(

@@ -257,7 +257,7 @@ public struct GlucoseMeasurement: Hashable, Sendable {
             guard year == 0 || (year >= 1582 && year <= 9999), month <= 12, hours <= 23, minutes <= 59, seconds <= 59
             else { return nil }
             if day > 28 {
-                guard day <= (month == 0 ? 31 : DateTime.daysIn(month: Int(month), year: Int(year))) else { return nil }
+                guard day <= (month == 0 ? 31 : CivilCalendar.daysInMonth(year: Int(year), month: Int(month))) else { return nil }
             }
         }
         var position = 10
