@@ -1,5 +1,3 @@
-import JSON
-
 /// A Bluetooth Date Time (0x2A08 layout, 7 bytes): local wall-clock time with no time zone.
 ///
 /// Zero in `year`, `month` or `day` means "unknown", as the spec allows. Values are stored exactly as
@@ -100,8 +98,6 @@ public struct DateTime: Hashable, Sendable, Comparable, CustomStringConvertible 
 
     public var description: String { self.isoString }
 
-    /// The ISO string as JSON.
-    public var json: JSONValue { .string(self.isoString) }
 
     public static func < (lhs: DateTime, rhs: DateTime) -> Bool {
         (lhs.year, lhs.month, lhs.day, lhs.hours, lhs.minutes, lhs.seconds)
@@ -205,14 +201,6 @@ public struct CurrentTime: Hashable, Sendable {
         writer.writeUInt8(self.fractions256)
         writer.writeUInt8(self.adjustReason)
         return writer.bytes
-    }
-
-    /// `{"dateTime", "dayOfWeek", "fractions256", "adjustReason"}`.
-    public var json: JSONValue {
-        jsonObject([
-            ("dateTime", self.dateTime.json), ("dayOfWeek", .from(self.dayOfWeek)),
-            ("fractions256", .from(self.fractions256)), ("adjustReason", .from(self.adjustReason)),
-        ])
     }
 }
 
