@@ -1,4 +1,5 @@
 import GlucoseProfile
+import SugarWire
 
 /// The HTML report: one self-contained page (inline CSS and SVG, no script, nothing fetched), readable
 /// on a phone and printing to two A4 pages for any period up to 90 days: the summaries on page one (figures
@@ -83,8 +84,8 @@ extension ReportFigures {
             ("Readings", { String($0.readingCount) }),
             ("Days with readings", { "\($0.daysWithReadings) of \(fixed($0.period.days, digits: $0.period.days.rounded() == $0.period.days ? 0 : 1))" }),
             ("Readings per day", { fixed($0.readingsPerDay, digits: 1) }),
-            ("Mean \(unit.symbol)", { $0.meanMgdL.map(unit.text) ?? "–" }),
-            ("SD \(unit.symbol)", { $0.sdMgdL.map(unit.text) ?? "–" }),
+            ("Mean \(unit.symbol)", { $0.meanMgdL.map { unit.text($0) } ?? "–" }),
+            ("SD \(unit.symbol)", { $0.sdMgdL.map { unit.text($0) } ?? "–" }),
             ("CV (goal ≤ 36 %)", { percentText($0.cvPercent) }),
             ("In target \(unit.text(self.target.lowMgdL))–\(unit.text(self.target.highMgdL))", { percentText($0.percent(.target)) }),
             ("Before meals in \(unit.text(targets.beforeMeal.lowMgdL))–\(unit.text(targets.beforeMeal.highMgdL))", { mealText($0.beforeMealTarget) }),
@@ -114,7 +115,7 @@ extension ReportFigures {
         return h + "</section>\n"
     }
 
-    private func rangesHTML(_ unit: ReportUnit) -> String {
+    private func rangesHTML(_ unit: Wire.Unit) -> String {
         let bounds: [GlucoseRange: String] = [
             .veryLow: "&lt; \(unit.text(54))",
             .low: "\(unit.text(54))–&lt;\(unit.text(self.target.lowMgdL))",
@@ -152,19 +153,19 @@ extension ReportFigures {
         return "<section class=\"ranges\"><h2>Time in ranges <small>share of readings</small></h2><div class=\"tir\">\(bar)\(table)</div></section>\n"
     }
 
-    private func mealHTML(_ unit: ReportUnit) -> String {
+    private func mealHTML(_ unit: Wire.Unit) -> String {
         var h = "<section><h2>By meal tag</h2><table><tr><th>Tag</th><th class=\"num\">Readings</th><th class=\"num\">Mean \(unit.symbol)</th>"
         h += "<th class=\"num\">Lows</th></tr>"
         for meal in self.byMeal {
             let lows = self.lows.count(where: { $0.meal == meal.tag })
             h += "<tr><td>\(meal.tag.label)</td><td class=\"num\">\(meal.count)</td>"
-            h += "<td class=\"num\">\(meal.meanMgdL.map(unit.text) ?? "–")</td><td class=\"num\">\(lows)</td></tr>"
+            h += "<td class=\"num\">\(meal.meanMgdL.map { unit.text($0) } ?? "–")</td><td class=\"num\">\(lows)</td></tr>"
         }
         return h + "</table></section>\n"
     }
 
     /// The 24-hour overlay: target band, hourly percentile bands, median line and every reading.
-    private func overlaySVG(scale: GlucoseScale, unit: ReportUnit) -> String {
+    private func overlaySVG(scale: GlucoseScale, unit: Wire.Unit) -> String {
         let frame = ChartFrame(left: 40, top: 14, width: 668, height: 250)
         var s = "<svg class=\"agp\" viewBox=\"0 0 720 300\" role=\"img\" aria-label=\"Readings by time of day\">"
         s += scale.background(frame, unit: unit, labels: true)
@@ -204,7 +205,7 @@ extension ReportFigures {
     }
 
     private func dayHTML(
-        _ date: CivilDate, _ readings: [ReportReading], lowIDs: Set<Int64>, scale: GlucoseScale, unit: ReportUnit
+        _ date: CivilDate, _ readings: [ReportReading], lowIDs: Set<Int64>, scale: GlucoseScale, unit: Wire.Unit
     ) -> String {
         let lows = readings.count(where: { lowIDs.contains($0.id) })
         // A day of a period so dense that its readings were not kept (ReportFigures.keptDayReadings) says so.
@@ -227,7 +228,7 @@ extension ReportFigures {
         return h + "</svg></div>\n"
     }
 
-    private func lowsHTML(_ unit: ReportUnit) -> String {
+    private func lowsHTML(_ unit: Wire.Unit) -> String {
         let shown = Array(self.lows.suffix(Self.printedLows))
         let bounded = shown.count < self.lows.count ? "; the latest \(shown.count) of \(self.lows.count), every one is in the JSON" : ""
         var h = "<section><h2>Lows <small>every reading below \(unit.text(TargetRange.lowListBelow)) \(unit.symbol), LO included "
@@ -248,7 +249,7 @@ extension ReportFigures {
         return h + "</div></section>\n"
     }
 
-    private func logbookHTML(_ days: [(date: CivilDate, readings: [ReportReading])], unit: ReportUnit) -> String {
+    private func logbookHTML(_ days: [(date: CivilDate, readings: [ReportReading])], unit: Wire.Unit) -> String {
         let withReadings = days.filter { !$0.readings.isEmpty }
         // The latest days, as many as fit the logbook's share of page two (at least one, at most printedDays).
         var shown: [(date: CivilDate, readings: [ReportReading])] = []
@@ -318,7 +319,7 @@ struct GlucoseScale {
     }
 
     /// Target band, range lines and (with labels) the glucose ticks.
-    func background(_ frame: ChartFrame, unit: ReportUnit, labels: Bool) -> String {
+    func background(_ frame: ChartFrame, unit: Wire.Unit, labels: Bool) -> String {
         let top = self.y(self.target.highMgdL, frame)
         var s = "<rect class=\"tband\" x=\"\(fixed(frame.left, digits: 1))\" y=\"\(fixed(top, digits: 2))\" width=\"\(fixed(frame.width, digits: 1))\" "
         s += "height=\"\(fixed(self.y(self.target.lowMgdL, frame) - top, digits: 2))\"/>"

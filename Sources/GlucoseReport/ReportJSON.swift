@@ -1,5 +1,6 @@
 import GlucoseProfile
 public import JSON
+public import SugarWire
 
 /// Who and what a report is about, beyond the readings.
 public struct ReportContext: Sendable {
@@ -15,7 +16,7 @@ public struct ReportContext: Sendable {
         }
     }
 
-    public var unit: ReportUnit
+    public var unit: Wire.Unit
     public var person: String?
     public var meters: [Meter]
     /// When the report was made (milliseconds since the epoch) and the offset to show it at.
@@ -29,7 +30,7 @@ public struct ReportContext: Sendable {
     public var previous: ReportFigures?
 
     public init(
-        unit: ReportUnit, person: String? = nil, meters: [Meter] = [], madeAtMillis: Int64, madeAtUTCOffsetMinutes: Int = 0,
+        unit: Wire.Unit, person: String? = nil, meters: [Meter] = [], madeAtMillis: Int64, madeAtUTCOffsetMinutes: Int = 0,
         controlSolutionCount: Int = 0, notGlucoseCount: Int = 0, previous: ReportFigures? = nil
     ) {
         self.previous = previous
