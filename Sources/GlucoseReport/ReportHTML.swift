@@ -29,17 +29,17 @@ extension ReportFigures {
 
         var h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-        h += "<title>Glucose report \(escape(context.person.map { $0 + ", " } ?? ""))\(fromDate) to \(toDate)</title>"
+        h += "<title>Glucose report \(htmlEscaped(context.person.map { $0 + ", " } ?? ""))\(fromDate) to \(toDate)</title>"
         h += "<style>\(reportStyle)</style></head><body>\n\(reportPatterns)<main>\n"
 
         // Page 1: who, the figures, the day overlaid.
         h += "<section class=\"page page1\">\n<header><h1>Blood glucose report</h1>"
-        if let person = context.person { h += "<p class=\"who\"><b>\(escape(person))</b></p>" }
+        if let person = context.person { h += "<p class=\"who\"><b>\(htmlEscaped(person))</b></p>" }
         h += "<dl class=\"meta\"><dt>Period</dt><dd>\(periodText)</dd>"
         h += "<dt>Unit</dt><dd>\(unit.symbol)</dd>"
         h += "<dt>Meters</dt><dd>"
         h += context.meters.isEmpty ? "–" : context.meters.map { m in
-            escape(m.name) + (m.serialNumber.map { ", serial " + escape($0) } ?? "") + " <span class=\"tag\">(\(escape(m.id)))</span>"
+            htmlEscaped(m.name) + (m.serialNumber.map { ", serial " + htmlEscaped($0) } ?? "") + " <span class=\"tag\">(\(htmlEscaped(m.id)))</span>"
         }.joined(separator: "<br>")
         h += "</dd><dt>Made</dt><dd>\(made.date.longText) \(made.clockText) by sugard</dd></dl></header>\n"
 
@@ -239,7 +239,7 @@ extension ReportFigures {
         for start in stride(from: 0, to: shown.count, by: Self.lowsPerColumn) {
             h += "<table><tr><th>Date</th><th>Time</th><th class=\"num\">\(unit.symbol)</th><th>Meal tag</th></tr>"
             for r in shown[start..<min(start + Self.lowsPerColumn, shown.count)] {
-                h += "<tr class=\"low\" data-low=\"\(escape(r.readingID))\"><td>\(r.local.date.shortText)</td>"
+                h += "<tr class=\"low\" data-low=\"\(htmlEscaped(r.readingID))\"><td>\(r.local.date.shortText)</td>"
                 h += "<td>\(r.local.clockTextWithSeconds)</td>"
                 h += "<td class=\"num\"><b>\(unit.text(r.result))</b>\(TargetRange.standard.range(of: r.result) == .veryLow ? " ▼▼" : " ▼")</td>"
                 h += "<td>\(r.meal.label)</td></tr>"
@@ -385,18 +385,19 @@ struct GlucoseScale {
     }
 }
 
-/// Text for HTML content and attribute values.
-func escape(_ text: String) -> String {
+/// Text safe inside HTML elements and attribute values (`&`, `<`, `>`, `"` and `'` escaped): the
+/// report's page and the hub's fleet page.
+public func htmlEscaped(_ text: String) -> String {
     var out = ""
     out.reserveCapacity(text.utf8.count)
-    for c in text {
+    for c in text.unicodeScalars {
         switch c {
         case "&": out += "&amp;"
         case "<": out += "&lt;"
         case ">": out += "&gt;"
         case "\"": out += "&quot;"
         case "'": out += "&#39;"
-        default: out.append(c)
+        default: out.unicodeScalars.append(c)
         }
     }
     return out
