@@ -1,5 +1,5 @@
-import HubStore
 import GlucoseReport
+import HubStore
 import JSON
 
 /// `/`: one self-contained page (inline style, no script, refreshes itself every 30 s) with every
