@@ -61,13 +61,13 @@ let package = Package(
 
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
-        .target(name: "GlucoseProfile", dependencies: ["JSON"], swiftSettings: strict),
+        .target(name: "GlucoseProfile", swiftSettings: strict),
         .target(name: "HealthDataSync", dependencies: ["Locking", "GlucoseProfile"], swiftSettings: strict),
         // The glucose report's figures and its self-contained HTML page (sugarctl report).
         .target(name: "GlucoseReport", dependencies: ["JSON", "GlucoseProfile", "SugarWire"], swiftSettings: strict),
 
         // btsnoop / HCI / L2CAP / ATT / GATT capture reading (Glibc for streaming file I/O).
-        .target(name: "PacketCapture", dependencies: ["GlucoseProfile", "JSON", "SystemIO"], swiftSettings: strict),
+        .target(name: "PacketCapture", dependencies: ["GlucoseProfile", "JSON", "SugarWire", "SystemIO"], swiftSettings: strict),
         // Meter simulator and the MeterTransport that plays captures or simulators as live meters.
         .target(
             name: "ReplayTransport", dependencies: ["Locking", "PacketCapture", "HealthDataSync", "GlucoseProfile", "JSON", "SystemIO"],
@@ -82,7 +82,7 @@ let package = Package(
         .target(name: "SugarWire", dependencies: ["JSON", "GlucoseProfile"], swiftSettings: strict),
 
         // libdbus wrapper: the only importer of CDBus (Glibc allowed, no Foundation).
-        .target(name: "DBus", dependencies: ["Locking", "CDBus"], swiftSettings: strict),
+        .target(name: "DBus", dependencies: ["Locking", "CDBus", "SystemIO"], swiftSettings: strict),
         // libbluetooth at work: the only importer of CBlueZ (HCI socket probe, adapters, monitor channel).
         .target(name: "BluetoothHost", dependencies: ["CBlueZ", "PacketCapture", "SystemIO"], swiftSettings: strict),
         // MeterTransport over BlueZ: object manager mirror, GATT, pairing agent, bluetoothd restarts.
@@ -111,7 +111,7 @@ let package = Package(
             name: "NightscoutSink", dependencies: ["Locking", "JSON", "HealthDataSync", "SugarAPI", "SugarWire", "HTTPClient", "SystemIO"],
             swiftSettings: strict),
         // MQTT v5 over libmosquitto: the only importer of CMosquitto.
-        .target(name: "MQTT", dependencies: ["Locking", "CMosquitto"], swiftSettings: strict),
+        .target(name: "MQTT", dependencies: ["Locking", "CMosquitto", "SystemIO"], swiftSettings: strict),
         // sugard-forward: every stored reading (FollowReadings) to an MQTT broker and Home Assistant.
         .target(
             name: "SugarForward", dependencies: ["Locking", "MQTT", "JSON", "Varlink", "SugarAPI", "SugarWire", "HealthDataSync", "NightscoutSink", "HTTPClient", "SystemIO"],
@@ -125,7 +125,7 @@ let package = Package(
         // sugard-hub: the gateways' MQTT streams into PostgreSQL, the fleet page and its JSON API.
         .target(
             name: "SugarHub",
-            dependencies: ["Locking", "MQTT", "JSON", "HubStore", "HTTPServer", "HealthDataSync", "SugarAPI", "GlucoseReport", "GlucoseProfile", "SystemIO"],
+            dependencies: ["Locking", "MQTT", "JSON", "HubStore", "HTTPServer", "HealthDataSync", "SugarAPI", "GlucoseReport", "GlucoseProfile", "SugarWire", "SystemIO"],
             swiftSettings: strict),
         .executableTarget(name: "sugard-hub", dependencies: ["SugarHub", "SystemIO"], swiftSettings: strict),
 
@@ -135,7 +135,7 @@ let package = Package(
         // One-input logic of each fuzz target, shared by Fuzz/ (libFuzzer) and FuzzRegressionTests.
         .target(
             name: "FuzzTargets",
-            dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "PacketCapture", "SugarAPI", "SugarConfig", "Varlink"],
+            dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "PacketCapture", "SugarAPI", "SugarConfig", "SugarWire", "SystemIO", "Varlink"],
             swiftSettings: strict),
         .executableTarget(name: "sugard", dependencies: ["SugarDaemon", "SystemIO"], swiftSettings: strict),
         .executableTarget(
@@ -162,7 +162,7 @@ let package = Package(
             swiftSettings: strict),
 
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
-        .testTarget(name: "GlucoseProfileTests", dependencies: ["GlucoseProfile", "JSON", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "GlucoseProfileTests", dependencies: ["GlucoseProfile", "JSON", "SugarWire", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "PacketCaptureTests", dependencies: ["PacketCapture", "GlucoseProfile", "JSON", "TestSupport"],
             swiftSettings: strict),

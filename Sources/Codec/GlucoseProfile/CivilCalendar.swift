@@ -5,7 +5,8 @@ public enum CivilCalendar {
     @inlinable
     public static func isLeapYear(_ year: Int) -> Bool { (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 }
 
-    /// Days in `month` (1–12) of `year`.
+    /// Days in `month` (1–12) of `year`; a year of 0 (unknown in GLS) counts as a leap year, as in the
+    /// proleptic calendar.
     @inlinable
     public static func daysInMonth(year: Int, month: Int) -> Int {
         switch month {

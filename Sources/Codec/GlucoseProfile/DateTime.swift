@@ -1,5 +1,3 @@
-import JSON
-
 /// A Bluetooth Date Time (0x2A08 layout, 7 bytes): local wall-clock time with no time zone.
 ///
 /// Zero in `year`, `month` or `day` means "unknown", as the spec allows. Values are stored exactly as
@@ -78,7 +76,7 @@ public struct DateTime: Hashable, Sendable, Comparable, CustomStringConvertible 
             throw fail("year", 0, Int(self.year), "1582–9999 or 0 (unknown)")
         }
         if self.month > 12 { throw fail("month", 2, Int(self.month), "1–12 or 0 (unknown)") }
-        let lastDay = self.month == 0 ? 31 : DateTime.daysIn(month: Int(self.month), year: Int(self.year))
+        let lastDay = self.month == 0 ? 31 : CivilCalendar.daysInMonth(year: Int(self.year), month: Int(self.month))
         if self.day > lastDay { throw fail("day", 3, Int(self.day), "1–\(lastDay) or 0 (unknown)") }
         if self.hours > 23 { throw fail("hours", 4, Int(self.hours), "0–23") }
         if self.minutes > 59 { throw fail("minutes", 5, Int(self.minutes), "0–59") }
@@ -101,23 +99,11 @@ public struct DateTime: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// ``isoString``.
     public var description: String { self.isoString }
 
-    /// The ISO string as JSON.
-    public var json: JSONValue { .string(self.isoString) }
 
     /// Field by field, year first (out-of-range fields compare as their numbers).
     public static func < (lhs: DateTime, rhs: DateTime) -> Bool {
         (lhs.year, lhs.month, lhs.day, lhs.hours, lhs.minutes, lhs.seconds)
             < (rhs.year, rhs.month, rhs.day, rhs.hours, rhs.minutes, rhs.seconds)
-    }
-
-    /// True for Gregorian leap years.
-    @inlinable
-    public static func isLeapYear(_ year: Int) -> Bool { CivilCalendar.isLeapYear(year) }
-
-    /// Days in `month` (1–12) of `year`; a year of 0 (unknown) counts as a leap year.
-    @inlinable
-    public static func daysIn(month: Int, year: Int) -> Int {
-        CivilCalendar.daysInMonth(year: year, month: month)  // year 0 is a leap year in the proleptic calendar
     }
 
     /// The date-time `minutes` later (or earlier when negative), carrying across days, months and years
@@ -138,8 +124,8 @@ public struct DateTime: Hashable, Sendable, Comparable, CustomStringConvertible 
         var year = Int(self.year)
         var month = Int(self.month)
         var day = Int(self.day) + dayShift
-        while day > DateTime.daysIn(month: month, year: year) {
-            day -= DateTime.daysIn(month: month, year: year)
+        while day > CivilCalendar.daysInMonth(year: year, month: month) {
+            day -= CivilCalendar.daysInMonth(year: year, month: month)
             month += 1
             if month > 12 {
                 month = 1
@@ -152,7 +138,7 @@ public struct DateTime: Hashable, Sendable, Comparable, CustomStringConvertible 
                 month = 12
                 year -= 1
             }
-            day += DateTime.daysIn(month: month, year: year)
+            day += CivilCalendar.daysInMonth(year: year, month: month)
         }
         guard (1582...9999).contains(year) else { return nil }
         return DateTime(
@@ -222,14 +208,6 @@ public struct CurrentTime: Hashable, Sendable {
         writer.writeUInt8(self.fractions256)
         writer.writeUInt8(self.adjustReason)
         return writer.bytes
-    }
-
-    /// `{"dateTime", "dayOfWeek", "fractions256", "adjustReason"}`.
-    public var json: JSONValue {
-        jsonObject([
-            ("dateTime", self.dateTime.json), ("dayOfWeek", .from(self.dayOfWeek)),
-            ("fractions256", .from(self.fractions256)), ("adjustReason", .from(self.adjustReason)),
-        ])
     }
 }
 

@@ -1,5 +1,3 @@
-import JSON
-
 /// Glucose Feature (0x2A51, GLS §5): what the meter can detect; exactly 2 bytes.
 ///
 /// Names in bit order: `lowBatteryDetection`, `sensorMalfunctionDetection`, `sampleSize`,
@@ -66,11 +64,4 @@ public struct GlucoseFeature: OptionSet, Hashable, Sendable {
 
     /// Names of the set bits, lowest first.
     public var names: [String] { setBitNames(UInt64(self.rawValue), Self.bitNames) }
-
-    /// The JSON object of `sugarctl decode feature --json`.
-    public var json: JSONValue {
-        jsonObject([
-            ("characteristic", "2a51"), ("bits", .from(self.rawValue)), ("names", .array(self.names.map { .string($0) })),
-        ])
-    }
 }

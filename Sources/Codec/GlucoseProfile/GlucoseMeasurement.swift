@@ -1,5 +1,3 @@
-import JSON
-
 /// The unit a meter sent a glucose concentration in, from Glucose Measurement flags bit 2 (GLS §2).
 /// The one unit type: the codec decodes it, readings carry it, the store keeps its raw value.
 public enum ConcentrationUnit: String, Hashable, Sendable, CaseIterable {
@@ -71,9 +69,6 @@ public struct SampleType: RawRepresentable, Hashable, Sendable {
 
     /// True for type 10, a control-solution test.
     public var isControlSolution: Bool { self.code == 10 }
-
-    /// `{"code", "name"}`.
-    public var json: JSONValue { codeNameJSON(self.code, self.name) }
 }
 
 /// The sample location: high nibble of the Type-Sample Location byte (GLS §2).
@@ -120,9 +115,6 @@ public struct SampleLocation: RawRepresentable, Hashable, Sendable {
 
     /// True for location 4, a control-solution test.
     public var isControlSolution: Bool { self.code == 4 }
-
-    /// `{"code", "name"}`.
-    public var json: JSONValue { codeNameJSON(self.code, self.name) }
 }
 
 /// Sensor Status Annunciation (GLS §2): 12 defined bits, 12–15 reserved (kept, named `reserved12` …).
@@ -167,9 +159,6 @@ public struct SensorStatus: OptionSet, Hashable, Sendable {
 
     /// Names of the set bits, lowest bit first.
     public var names: [String] { setBitNames(UInt64(self.rawValue), Self.bitNames) }
-
-    /// `{"bits", "names"}`.
-    public var json: JSONValue { bitsNamesJSON(UInt64(self.rawValue), self.names) }
 }
 
 /// A Glucose Measurement (0x2A18) record (GLS §2).
@@ -284,7 +273,7 @@ public struct GlucoseMeasurement: Hashable, Sendable {
             guard year == 0 || (year >= 1582 && year <= 9999), month <= 12, hours <= 23, minutes <= 59, seconds <= 59
             else { return nil }
             if day > 28 {
-                guard day <= (month == 0 ? 31 : DateTime.daysIn(month: Int(month), year: Int(year))) else { return nil }
+                guard day <= (month == 0 ? 31 : CivilCalendar.daysInMonth(year: Int(year), month: Int(month))) else { return nil }
             }
         }
         var position = 10
@@ -446,41 +435,6 @@ public struct GlucoseMeasurement: Hashable, Sendable {
         case .molesPerLiter: return concentration.value(shiftingExponentBy: 3)
         }
     }
-
-    /// The JSON object of `sugarctl decode measurement --json`; absent fields are `null`.
-    public var json: JSONValue {
-        var concentrationJSON = JSONValue.null
-        if let c = self.concentration {
-            concentrationJSON = jsonObject([
-                ("raw", .from(c.rawValue)), ("mantissa", .from(c.mantissa)), ("exponent", .from(c.exponent)),
-                ("unit", .from(self.unit?.symbol)), ("value", .from(c.value)), ("special", .from(c.special?.name)),
-            ])
-        }
-        return jsonObject([
-            ("characteristic", "2a18"),
-            ("flags", .from(self.flags)),
-            ("reservedFlags", .from(self.reservedFlags)),
-            ("sequenceNumber", .from(self.sequenceNumber)),
-            ("baseTime", self.baseTime.json),
-            ("timeOffsetMinutes", .from(self.timeOffsetMinutes)),
-            ("userFacingTime", self.userFacingTime?.json ?? .null),
-            ("concentration", concentrationJSON),
-            ("mgdL", .from(self.mgdL)),
-            ("mmolL", .from(self.mmolL)),
-            ("type", self.type?.json ?? .null),
-            ("sampleLocation", self.sampleLocation?.json ?? .null),
-            ("sensorStatus", self.sensorStatus?.json ?? .null),
-            ("contextFollows", .bool(self.contextFollows)),
-        ])
-    }
-}
-
-func codeNameJSON(_ code: UInt8, _ name: String) -> JSONValue {
-    jsonObject([("code", .from(code)), ("name", .string(name))])
-}
-
-func bitsNamesJSON(_ bits: UInt64, _ names: [String]) -> JSONValue {
-    jsonObject([("bits", .from(bits)), ("names", .array(names.map { .string($0) }))])
 }
 
 func setBitNames(_ bits: UInt64, _ names: [String]) -> [String] {
@@ -488,8 +442,5 @@ func setBitNames(_ bits: UInt64, _ names: [String]) -> [String] {
     for bit in 0..<names.count where bits & (1 << UInt64(bit)) != 0 { result.append(names[bit]) }
     return result
 }
-
-/// An ordered JSON object from key-value pairs.
-func jsonObject(_ pairs: [(String, JSONValue)]) -> JSONValue { .object(JSONObject(pairs)) }
 
 extension GlucoseMeasurement: GlucoseProfileEncodable {}

@@ -1,5 +1,3 @@
-import JSON
-
 /// A Glucose Measurement Context (0x2A34) record (GLS §4), linked to a measurement by sequence number.
 ///
 /// Carbohydrate is in kg, medication in kg or L (flags bit 5), HbA1c in percent; the SFLOATs are kept as
@@ -221,37 +219,6 @@ public struct MeasurementContext: Hashable, Sendable {
 
     /// True when meal is 6, which i-SENS (CareSens, ReliOn) meters use to mark a blood-ketone record.
     public var isKetoneMarker: Bool { self.meal?.code == 6 }
-
-    /// The JSON object of `sugarctl decode context --json`; absent fields are `null`.
-    public var json: JSONValue {
-        var carbohydrateJSON = JSONValue.null
-        if let c = self.carbohydrate {
-            carbohydrateJSON = jsonObject([("id", c.id.json), ("kg", .from(c.kilograms.value))])
-        }
-        var exerciseJSON = JSONValue.null
-        if let e = self.exercise {
-            exerciseJSON = jsonObject([
-                ("durationSeconds", .from(e.durationSeconds)), ("intensityPercent", .from(e.intensityPercent)),
-            ])
-        }
-        var medicationJSON = JSONValue.null
-        if let m = self.medication {
-            medicationJSON = jsonObject([("id", m.id.json), ("value", .from(m.amount.value)), ("unit", .string(m.unit.symbol))])
-        }
-        return jsonObject([
-            ("characteristic", "2a34"),
-            ("flags", .from(self.flags)),
-            ("sequenceNumber", .from(self.sequenceNumber)),
-            ("extendedFlags", .from(self.extendedFlags)),
-            ("carbohydrate", carbohydrateJSON),
-            ("meal", self.meal?.json ?? .null),
-            ("tester", self.tester?.json ?? .null),
-            ("health", self.health?.json ?? .null),
-            ("exercise", exerciseJSON),
-            ("medication", medicationJSON),
-            ("hba1cPercent", .from(self.hba1cPercent?.value)),
-        ])
-    }
 }
 
 /// Carbohydrate ID (GLS §4). Names: 1 `breakfast`, 2 `lunch`, 3 `dinner`, 4 `snack`, 5 `drink`,
@@ -288,8 +255,6 @@ public struct CarbohydrateID: Hashable, Sendable {
         default: "reserved"
         }
     }
-    /// `{"code", "name"}`.
-    public var json: JSONValue { codeNameJSON(self.code, self.name) }
 }
 
 /// Meal (GLS §4). Names: 1 `preprandial`, 2 `postprandial`, 3 `fasting`, 4 `casual`, 5 `bedtime`;
@@ -320,8 +285,6 @@ public struct Meal: Hashable, Sendable {
         default: "reserved"
         }
     }
-    /// `{"code", "name"}`.
-    public var json: JSONValue { codeNameJSON(self.code, self.name) }
 }
 
 /// Tester, the low nibble of the tester-health byte (GLS §4). Names: 1 `self`, 2 `healthCareProfessional`,
@@ -349,8 +312,6 @@ public struct Tester: Hashable, Sendable {
         default: "reserved"
         }
     }
-    /// `{"code", "name"}`.
-    public var json: JSONValue { codeNameJSON(self.code, self.name) }
 }
 
 /// Health, the high nibble of the tester-health byte (GLS §4). Names: 1 `minorHealthIssues`,
@@ -385,8 +346,6 @@ public struct Health: Hashable, Sendable {
         default: "reserved"
         }
     }
-    /// `{"code", "name"}`.
-    public var json: JSONValue { codeNameJSON(self.code, self.name) }
 }
 
 /// Medication ID (GLS §4). Names: 1 `rapidActingInsulin`, 2 `shortActingInsulin`,
@@ -417,8 +376,6 @@ public struct MedicationID: Hashable, Sendable {
         default: "reserved"
         }
     }
-    /// `{"code", "name"}`.
-    public var json: JSONValue { codeNameJSON(self.code, self.name) }
 }
 
 extension MeasurementContext: GlucoseProfileEncodable {}

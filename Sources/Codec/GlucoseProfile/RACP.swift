@@ -1,5 +1,3 @@
-import JSON
-
 /// RACP op code (GLS §6). Names: 1 `reportStoredRecords`, 2 `deleteStoredRecords`, 3 `abortOperation`,
 /// 4 `reportNumberOfStoredRecords`, 5 `numberOfStoredRecordsResponse`, 6 `responseCode`; others `reserved`.
 public struct RACPOpCode: RawRepresentable, Hashable, Sendable {
@@ -38,9 +36,6 @@ public struct RACPOpCode: RawRepresentable, Hashable, Sendable {
 
     /// True for the op codes that take a record filter (1, 2, 4).
     public var isRecordRequest: Bool { self.rawValue == 1 || self.rawValue == 2 || self.rawValue == 4 }
-
-    /// `{"code", "name"}`.
-    public var json: JSONValue { codeNameJSON(self.rawValue, self.name) }
 }
 
 /// RACP operator (GLS §6). Names: 0 `null`, 1 `allRecords`, 2 `lessThanOrEqual`, 3 `greaterThanOrEqual`,
@@ -84,9 +79,6 @@ public struct RACPOperator: RawRepresentable, Hashable, Sendable {
 
     /// True for 2, 3 and 4, the operators followed by a filter.
     public var takesOperand: Bool { (2...4).contains(self.rawValue) }
-
-    /// `{"code", "name"}`.
-    public var json: JSONValue { codeNameJSON(self.rawValue, self.name) }
 }
 
 /// RACP filter type, the first operand byte of operators 2–4. Names: 1 `sequenceNumber`,
@@ -112,9 +104,6 @@ public struct RACPFilterType: RawRepresentable, Hashable, Sendable {
         default: "reserved"
         }
     }
-
-    /// `{"code", "name"}`.
-    public var json: JSONValue { codeNameJSON(self.rawValue, self.name) }
 }
 
 /// RACP response code, the 4th byte of an op 6 response (GLS §6). Names: 1 `success`,
@@ -166,9 +155,6 @@ public struct RACPResponseCode: RawRepresentable, Hashable, Sendable {
 
     /// True for codes 0 and 0x0A–0xFF.
     public var isReserved: Bool { !(1...9).contains(self.rawValue) }
-
-    /// `{"code", "name"}`.
-    public var json: JSONValue { codeNameJSON(self.rawValue, self.name) }
 }
 
 /// The filter operand of RACP operators ≤ (only `max`), ≥ (only `min`) and within-range (both).
@@ -183,16 +169,6 @@ public enum RACPFilter: Hashable, Sendable {
         switch self {
         case .sequenceNumber: .sequenceNumber
         case .userFacingTime: .userFacingTime
-        }
-    }
-
-    /// `{"type", "min", "max"}`; min and max are numbers or ISO strings, null when absent.
-    public var json: JSONValue {
-        switch self {
-        case .sequenceNumber(let min, let max):
-            jsonObject([("type", self.type.json), ("min", .from(min)), ("max", .from(max))])
-        case .userFacingTime(let min, let max):
-            jsonObject([("type", self.type.json), ("min", min?.json ?? .null), ("max", max?.json ?? .null)])
         }
     }
 }
@@ -413,25 +389,6 @@ public struct RACPMessage: Hashable, Sendable {
         var writer = ByteWriter(capacity: 17)
         self.serialize(into: &writer)
         return writer.bytes
-    }
-
-    /// The JSON object of `sugarctl decode racp --json`: `characteristic`, `opCode`, `operator`, then
-    /// `filter` for requests (null without an operand), `numberOfRecords` for op 5, or `requestOpCode` and
-    /// `responseCode` for op 6.
-    public var json: JSONValue {
-        var object: JSONObject = [
-            "characteristic": "2a52", "opCode": self.opCode.json, "operator": self.operator.json,
-        ]
-        switch self.operand {
-        case .none:
-            if self.opCode.isRecordRequest { object["filter"] = .null }
-        case .filter(let filter): object["filter"] = filter.json
-        case .numberOfRecords(let count): object["numberOfRecords"] = .from(count)
-        case .response(let request, let code):
-            object["requestOpCode"] = request.json
-            object["responseCode"] = code.json
-        }
-        return .object(object)
     }
 }
 

@@ -1,16 +1,9 @@
 import GlucoseProfile
+public import SugarWire
 
-/// The display unit of a report.
-public enum ReportUnit: String, Sendable, Hashable {
-    case mgdl
-    case mmol
-
-    public var symbol: String { self == .mgdl ? "mg/dL" : "mmol/L" }
-
-    /// A mg/dL value in this unit: "142" or "7.9".
-    public func text(_ mgdL: Double) -> String {
-        self == .mgdl ? fixed(mgdL, digits: 0) : fixed(mgdL / glucoseMolarMass, digits: 1)
-    }
+extension Wire.Unit {
+    /// A mg/dL value in this unit (the report's display unit): "142" or "7.9".
+    func text(_ mgdL: Double) -> String { self.number(mgdL: mgdL) }
 
     /// A result in this unit, HI and LO as such.
     public func text(_ result: GlucoseResult) -> String {
@@ -556,15 +549,9 @@ public func percentile(sorted values: [Double], _ p: Double) -> Double {
     return values[lower] + (h - Double(lower)) * (values[upper] - values[lower])
 }
 
-/// Fixed-point text: `fixed(5.55, digits: 1)` is "5.6" (half away from zero).
-func fixed(_ value: Double, digits: Int) -> String {
-    let scale = (0..<digits).reduce(1.0) { r, _ in r * 10 }
-    let scaled = Int64((abs(value) * scale).rounded())
-    let sign = value < 0 && scaled != 0 ? "-" : ""
-    guard digits > 0 else { return sign + String(scaled) }
-    let unit = Int64(scale)
-    return sign + String(scaled / unit) + "." + CivilCalendar.pad(Int(scaled % unit), digits)
-}
+/// Fixed-point text: `fixed(5.55, digits: 1)` is "5.6" (half away from zero); the report's short
+/// name for ``ReadingExport/formatted(_:digits:)``, the one fixed-point formatter.
+func fixed(_ value: Double, digits: Int) -> String { ReadingExport.formatted(value, digits: digits) }
 
 /// A value rounded to `digits` decimals, for JSON.
 func rounded(_ value: Double, _ digits: Int) -> Double {

@@ -1,4 +1,5 @@
 import GlucoseProfile
+import SugarWire
 
 /// The HTML report: one self-contained page (inline CSS and SVG, no script, nothing fetched), readable
 /// on a phone and printing to two A4 pages for any period up to 90 days: the summaries on page one (figures
@@ -29,17 +30,17 @@ extension ReportFigures {
 
         var h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-        h += "<title>Glucose report \(escape(context.person.map { $0 + ", " } ?? ""))\(fromDate) to \(toDate)</title>"
+        h += "<title>Glucose report \(htmlEscaped(context.person.map { $0 + ", " } ?? ""))\(fromDate) to \(toDate)</title>"
         h += "<style>\(reportStyle)</style></head><body>\n\(reportPatterns)<main>\n"
 
         // Page 1: who, the figures, the day overlaid.
         h += "<section class=\"page page1\">\n<header><h1>Blood glucose report</h1>"
-        if let person = context.person { h += "<p class=\"who\"><b>\(escape(person))</b></p>" }
+        if let person = context.person { h += "<p class=\"who\"><b>\(htmlEscaped(person))</b></p>" }
         h += "<dl class=\"meta\"><dt>Period</dt><dd>\(periodText)</dd>"
         h += "<dt>Unit</dt><dd>\(unit.symbol)</dd>"
         h += "<dt>Meters</dt><dd>"
         h += context.meters.isEmpty ? "–" : context.meters.map { m in
-            escape(m.name) + (m.serialNumber.map { ", serial " + escape($0) } ?? "") + " <span class=\"tag\">(\(escape(m.id)))</span>"
+            htmlEscaped(m.name) + (m.serialNumber.map { ", serial " + htmlEscaped($0) } ?? "") + " <span class=\"tag\">(\(htmlEscaped(m.id)))</span>"
         }.joined(separator: "<br>")
         h += "</dd><dt>Made</dt><dd>\(made.date.longText) \(made.clockText) by sugard</dd></dl></header>\n"
 
@@ -85,8 +86,8 @@ extension ReportFigures {
             ("Readings", { String($0.readingCount) }),
             ("Days with readings", { "\($0.daysWithReadings) of \(fixed($0.period.days, digits: $0.period.days.rounded() == $0.period.days ? 0 : 1))" }),
             ("Readings per day", { fixed($0.readingsPerDay, digits: 1) }),
-            ("Mean \(unit.symbol)", { $0.meanMgdL.map(unit.text) ?? "–" }),
-            ("SD \(unit.symbol)", { $0.sdMgdL.map(unit.text) ?? "–" }),
+            ("Mean \(unit.symbol)", { $0.meanMgdL.map { unit.text($0) } ?? "–" }),
+            ("SD \(unit.symbol)", { $0.sdMgdL.map { unit.text($0) } ?? "–" }),
             ("CV (goal ≤ 36 %)", { percentText($0.cvPercent) }),
             ("In target \(unit.text(self.target.lowMgdL))–\(unit.text(self.target.highMgdL))", { percentText($0.percent(.target)) }),
             ("Before meals in \(unit.text(targets.beforeMeal.lowMgdL))–\(unit.text(targets.beforeMeal.highMgdL))", { mealText($0.beforeMealTarget) }),
@@ -117,7 +118,7 @@ extension ReportFigures {
     }
 
     /// Time in ranges as a stacked bar with each range's percent.
-    private func rangesHTML(_ unit: ReportUnit) -> String {
+    private func rangesHTML(_ unit: Wire.Unit) -> String {
         let bounds: [GlucoseRange: String] = [
             .veryLow: "&lt; \(unit.text(54))",
             .low: "\(unit.text(54))–&lt;\(unit.text(self.target.lowMgdL))",
@@ -156,19 +157,19 @@ extension ReportFigures {
     }
 
     /// Readings and mean per meal tag, with the meal targets met.
-    private func mealHTML(_ unit: ReportUnit) -> String {
+    private func mealHTML(_ unit: Wire.Unit) -> String {
         var h = "<section><h2>By meal tag</h2><table><tr><th>Tag</th><th class=\"num\">Readings</th><th class=\"num\">Mean \(unit.symbol)</th>"
         h += "<th class=\"num\">Lows</th></tr>"
         for meal in self.byMeal {
             let lows = self.lows.count(where: { $0.meal == meal.tag })
             h += "<tr><td>\(meal.tag.label)</td><td class=\"num\">\(meal.count)</td>"
-            h += "<td class=\"num\">\(meal.meanMgdL.map(unit.text) ?? "–")</td><td class=\"num\">\(lows)</td></tr>"
+            h += "<td class=\"num\">\(meal.meanMgdL.map { unit.text($0) } ?? "–")</td><td class=\"num\">\(lows)</td></tr>"
         }
         return h + "</table></section>\n"
     }
 
     /// The 24-hour overlay: target band, hourly percentile bands, median line and every reading.
-    private func overlaySVG(scale: GlucoseScale, unit: ReportUnit) -> String {
+    private func overlaySVG(scale: GlucoseScale, unit: Wire.Unit) -> String {
         let frame = ChartFrame(left: 40, top: 14, width: 668, height: 250)
         var s = "<svg class=\"agp\" viewBox=\"0 0 720 300\" role=\"img\" aria-label=\"Readings by time of day\">"
         s += scale.background(frame, unit: unit, labels: true)
@@ -210,7 +211,7 @@ extension ReportFigures {
     /// One day's small chart: its readings drawn by time of day (lows ringed), with the day's count
     /// and how many were drawn when not all were kept.
     private func dayHTML(
-        _ date: CivilDate, _ readings: [ReportReading], lowIDs: Set<Int64>, scale: GlucoseScale, unit: ReportUnit
+        _ date: CivilDate, _ readings: [ReportReading], lowIDs: Set<Int64>, scale: GlucoseScale, unit: Wire.Unit
     ) -> String {
         let lows = readings.count(where: { lowIDs.contains($0.id) })
         // A day of a period so dense that its readings were not kept (ReportFigures.keptDayReadings) says so.
@@ -234,7 +235,7 @@ extension ReportFigures {
     }
 
     /// The latest lows (at most ``printedLows``), with the time as measured.
-    private func lowsHTML(_ unit: ReportUnit) -> String {
+    private func lowsHTML(_ unit: Wire.Unit) -> String {
         let shown = Array(self.lows.suffix(Self.printedLows))
         let bounded = shown.count < self.lows.count ? "; the latest \(shown.count) of \(self.lows.count), every one is in the JSON" : ""
         var h = "<section><h2>Lows <small>every reading below \(unit.text(TargetRange.lowListBelow)) \(unit.symbol), LO included "
@@ -245,7 +246,7 @@ extension ReportFigures {
         for start in stride(from: 0, to: shown.count, by: Self.lowsPerColumn) {
             h += "<table><tr><th>Date</th><th>Time</th><th class=\"num\">\(unit.symbol)</th><th>Meal tag</th></tr>"
             for r in shown[start..<min(start + Self.lowsPerColumn, shown.count)] {
-                h += "<tr class=\"low\" data-low=\"\(escape(r.readingID))\"><td>\(r.local.date.shortText)</td>"
+                h += "<tr class=\"low\" data-low=\"\(htmlEscaped(r.readingID))\"><td>\(r.local.date.shortText)</td>"
                 h += "<td>\(r.local.clockTextWithSeconds)</td>"
                 h += "<td class=\"num\"><b>\(unit.text(r.result))</b>\(TargetRange.standard.range(of: r.result) == .veryLow ? " ▼▼" : " ▼")</td>"
                 h += "<td>\(r.meal.label)</td></tr>"
@@ -256,7 +257,7 @@ extension ReportFigures {
     }
 
     /// The logbook: a row per day (the latest that fit page two), a cell per ``LogbookSlot``.
-    private func logbookHTML(_ days: [(date: CivilDate, readings: [ReportReading])], unit: ReportUnit) -> String {
+    private func logbookHTML(_ days: [(date: CivilDate, readings: [ReportReading])], unit: Wire.Unit) -> String {
         let withReadings = days.filter { !$0.readings.isEmpty }
         // The latest days, as many as fit the logbook's share of page two (at least one, at most printedDays).
         var shown: [(date: CivilDate, readings: [ReportReading])] = []
@@ -337,7 +338,7 @@ struct GlucoseScale {
     }
 
     /// Target band, range lines and (with labels) the glucose ticks.
-    func background(_ frame: ChartFrame, unit: ReportUnit, labels: Bool) -> String {
+    func background(_ frame: ChartFrame, unit: Wire.Unit, labels: Bool) -> String {
         let top = self.y(self.target.highMgdL, frame)
         var s = "<rect class=\"tband\" x=\"\(fixed(frame.left, digits: 1))\" y=\"\(fixed(top, digits: 2))\" width=\"\(fixed(frame.width, digits: 1))\" "
         s += "height=\"\(fixed(self.y(self.target.lowMgdL, frame) - top, digits: 2))\"/>"
@@ -403,18 +404,19 @@ struct GlucoseScale {
     }
 }
 
-/// Text for HTML content and attribute values.
-func escape(_ text: String) -> String {
+/// Text safe inside HTML elements and attribute values (`&`, `<`, `>`, `"` and `'` escaped): the
+/// report's page and the hub's fleet page.
+public func htmlEscaped(_ text: String) -> String {
     var out = ""
     out.reserveCapacity(text.utf8.count)
-    for c in text {
+    for c in text.unicodeScalars {
         switch c {
         case "&": out += "&amp;"
         case "<": out += "&lt;"
         case ">": out += "&gt;"
         case "\"": out += "&quot;"
         case "'": out += "&#39;"
-        default: out.append(c)
+        default: out.unicodeScalars.append(c)
         }
     }
     return out

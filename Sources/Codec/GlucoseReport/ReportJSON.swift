@@ -1,5 +1,6 @@
 import GlucoseProfile
 public import JSON
+public import SugarWire
 
 /// Who and what a report is about, beyond the readings.
 public struct ReportContext: Sendable {
@@ -20,7 +21,7 @@ public struct ReportContext: Sendable {
     }
 
     /// The unit values are shown in.
-    public var unit: ReportUnit
+    public var unit: Wire.Unit
     /// Who the report is about; nil for a report over every reading.
     public var person: String?
     /// The meters whose readings it holds.
@@ -39,7 +40,7 @@ public struct ReportContext: Sendable {
 
     /// A context; by default no person, meters, exclusions or previous figures, shown in UTC.
     public init(
-        unit: ReportUnit, person: String? = nil, meters: [Meter] = [], madeAtMillis: Int64, madeAtUTCOffsetMinutes: Int = 0,
+        unit: Wire.Unit, person: String? = nil, meters: [Meter] = [], madeAtMillis: Int64, madeAtUTCOffsetMinutes: Int = 0,
         controlSolutionCount: Int = 0, notGlucoseCount: Int = 0, previous: ReportFigures? = nil
     ) {
         self.previous = previous

@@ -1,6 +1,6 @@
 public import JSON
 import GlucoseProfile
-import SugarWire
+public import SugarWire
 
 /// The meal tags a report groups by. GLS meal codes: 1 preprandial is "before meal", 2
 /// postprandial "after meal", 3 fasting, 5 bedtime; 4 casual, reserved codes and no context are "none".
@@ -219,36 +219,37 @@ public struct ReportReading: Sendable, Hashable {
         case unreadable
     }
 
-    /// Reads one element of `ListReadings`' `readings`: the reading, or why it is left out.
+    /// Reads one element of `ListReadings`' `readings` (the full or the compact form) as the typed
+    /// reading ``Wire/CompactReading``: the reading, or why it is left out (``Exclusion/unreadable``
+    /// when the object is not a reading).
     public static func parse(_ json: JSONValue) -> Result<ReportReading, ExclusionError> {
-        let flags = Set(json["flags"]?.arrayValue?.compactMap(\.stringValue) ?? [])
-        if flags.contains("controlSolution") { return .failure(ExclusionError(.controlSolution)) }
-        if !flags.isDisjoint(with: ["ketone", "noValue", "suspect"]) { return .failure(ExclusionError(.notGlucose)) }
-        guard let id = json["id"]?.intValue, let millis = json["time"]?["epochMillis"]?.intValue else {
-            return .failure(ExclusionError(.unreadable))
-        }
+        guard let reading = try? Wire.CompactReading(json: json) else { return .failure(ExclusionError(.unreadable)) }
+        return Self.from(reading)
+    }
+
+    /// A stored reading (`ListReadings(compact: true)`'s form) as the report takes it, or why it is
+    /// left out: control-solution tests, ketone, no-value and suspect records are not glucose; HI and
+    /// LO stay HI and LO.
+    public static func from(_ reading: Wire.CompactReading) -> Result<ReportReading, ExclusionError> {
         let result: GlucoseResult
-        if flags.contains("hi") {
-            result = .hi
-        } else if flags.contains("lo") {
-            result = .lo
-        } else if let mgdL = json["mgdL"]?.doubleValue {
+        switch reading.kind {
+        case .controlSolution: return .failure(ExclusionError(.controlSolution))
+        case .ketone, .noValue: return .failure(ExclusionError(.notGlucose))
+        case _ where reading.flags.contains("suspect"): return .failure(ExclusionError(.notGlucose))
+        case .hi: result = .hi
+        case .lo: result = .lo
+        case .glucose:
+            guard let mgdL = reading.mgdL else { return .failure(ExclusionError(.notGlucose)) }
             result = .mgdL(mgdL)
-        } else {
-            return .failure(ExclusionError(.notGlucose))
         }
-        let offset = Int(json["time"]?["utcOffsetMinutes"]?.intValue ?? 0)
+        let time = reading.time
+        let offset = Int(time.utcOffsetMinutes)
         let local =
-            json["time"]?["local"]?.stringValue.flatMap { LocalStamp(localISO: $0, utcOffsetMinutes: offset) }
-            ?? LocalStamp(epochMillis: millis, utcOffsetMinutes: offset)
-        let meter = json["meter"]?.stringValue ?? "?"
-        let readingID = ReadingExport.identifier(
-            meter: meter, epoch: json["epoch"]?.intValue ?? 0, sequenceNumber: json["sequenceNumber"]?.intValue ?? id)
+            LocalStamp(localISO: time.local, utcOffsetMinutes: offset) ?? LocalStamp(epochMillis: time.epochMillis, utcOffsetMinutes: offset)
         return .success(
             ReportReading(
-                id: id, readingID: readingID, meter: meter, epochMillis: millis, local: local, result: result,
-                meal: MealTag(glsName: json["context"]?["meal"]?["name"]?.stringValue),
-                person: json["person"]?.stringValue ?? json["person"]?["name"]?.stringValue))
+                id: reading.id, readingID: ReadingExport.identifier(reading), meter: reading.meter, epochMillis: time.epochMillis, local: local,
+                result: result, meal: MealTag(glsName: reading.meal?.name), person: reading.person))
     }
 
     /// ``Exclusion`` as an error for `Result`.

@@ -4,6 +4,20 @@ extension Wire.Unit {
     /// The unit for people: "mg/dL" or "mmol/L".
     public var symbol: String { self == .mgdl ? "mg/dL" : "mmol/L" }
 
+    /// The ways people write a unit (lower case, longest first): `mg/dL`, `mgdl`, `mg`, `mmol/L`,
+    /// `mmoll`, `mmol`.
+    static let spellings: [(String, Wire.Unit)] = [
+        ("mg/dl", .mgdl), ("mgdl", .mgdl), ("mg", .mgdl), ("mmol/l", .mmol), ("mmoll", .mmol), ("mmol", .mmol),
+    ]
+
+    /// The unit a person wrote (`--unit`, a configuration value), in any case: nil when it is none
+    /// of ``spellings``.
+    public init?(text: String) {
+        let lowered = text.lowercased()
+        guard let unit = Self.spellings.first(where: { $0.0 == lowered })?.1 else { return nil }
+        self = unit
+    }
+
     /// Text for a value in this unit: mg/dL without decimals, mmol/L with one.
     public func format(mgdL: Double?, mmolL: Double?) -> String? {
         switch self {
@@ -38,7 +52,7 @@ extension Wire.Unit {
         while rest.first == " " { rest.removeFirst() }
         while rest.last == " " { rest.removeLast() }
         var unit: Wire.Unit?
-        for (suffix, meaning) in [("mg/dl", Wire.Unit.mgdl), ("mgdl", .mgdl), ("mmol/l", .mmol), ("mmol", .mmol)] where rest.hasSuffix(suffix) {
+        for (suffix, meaning) in Self.spellings where rest.hasSuffix(suffix) {
             rest = rest.dropLast(suffix.count)
             unit = meaning
             break
@@ -52,8 +66,11 @@ extension Wire.Unit {
 }
 
 extension Wire.Unit {
-    /// A mg/dL value as people read it in this unit, with the unit: "62 mg/dL", "3.4 mmol/L".
-    public func text(mgdL: Double) -> String {
-        self == .mgdl ? "\(ReadingExport.formatted(mgdL, digits: 0)) mg/dL" : "\(ReadingExport.formatted(mgdL / glucoseMolarMass, digits: 1)) mmol/L"
+    /// A mg/dL value as people read it in this unit, without the unit: "142", "7.9".
+    public func number(mgdL: Double) -> String {
+        self == .mgdl ? ReadingExport.formatted(mgdL, digits: 0) : ReadingExport.formatted(mgdL / glucoseMolarMass, digits: 1)
     }
+
+    /// A mg/dL value as people read it in this unit, with the unit: "62 mg/dL", "3.4 mmol/L".
+    public func text(mgdL: Double) -> String { self.number(mgdL: mgdL) + " " + self.symbol }
 }

@@ -5,6 +5,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import SystemIO
 
 /// Process exit statuses (sysexits.h values for usage and data errors).
 enum ExitCode {
@@ -165,22 +166,11 @@ func writeStderr(_ text: String) {
     writeAll(text, to: 2)
 }
 
-/// Writes all of `text` to `descriptor`, retrying on EINTR; false when a write fails (errno says why).
+/// Writes all of `text` to `descriptor` (SystemIO's `writeAll`); false when a write fails, e.g. stdout
+/// closed (EPIPE): nothing useful is left to do then.
 @discardableResult
 func writeAll(_ text: String, to descriptor: Int32) -> Bool {
-    var bytes = Array(text.utf8)
-    return bytes.withUnsafeMutableBytes { buffer in
-        var start = 0
-        while start < buffer.count {
-            let written = write(descriptor, buffer.baseAddress! + start, buffer.count - start)
-            if written < 0 {
-                if errno == EINTR { continue }
-                return false  // stdout closed (EPIPE): nothing useful left to do
-            }
-            start += written
-        }
-        return true
-    }
+    writeAll(descriptor, Array(text.utf8)) == 0
 }
 
 /// Reports a usage error on stderr (message, then the short usage) and returns 64.

@@ -156,13 +156,7 @@ enum BackupCommand {
             var offset: Int64 = 0
             var buffer = [UInt8](repeating: 0, count: 32 << 10)
             while true {
-                let count = buffer.withUnsafeMutableBytes { raw -> Int in
-                    while true {
-                        let n = pread(fd, raw.baseAddress, raw.count, off_t(offset))
-                        if n < 0, errno == EINTR { continue }
-                        return n
-                    }
-                }
+                let count = buffer.withUnsafeMutableBytes { raw in retryingInterrupted { pread(fd, raw.baseAddress, raw.count, off_t(offset)) } }
                 guard count >= 0 else {
                     throw CommandFailure(Self.noInput, "Error: cannot read \(file): \(String(cString: strerror(errno)))")
                 }

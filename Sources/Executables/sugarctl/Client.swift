@@ -349,11 +349,8 @@ func usage(_ message: String, _ help: CommandHelp) -> CommandFailure {
 /// `--unit`, else the daemon's configured unit, else mg/dL.
 func displayUnit(_ parsed: ParsedArguments, daemonDefault: Wire.Unit?, help: CommandHelp) throws(CommandFailure) -> Wire.Unit {
     if let text = parsed.values["unit"] {
-        switch text.lowercased() {
-        case "mgdl", "mg/dl", "mg": return .mgdl
-        case "mmol", "mmol/l", "mmoll": return .mmol
-        default: throw usage("--unit must be mgdl or mmol, not '\(text)'", help)
-        }
+        guard let unit = Wire.Unit(text: text) else { throw usage("--unit must be mgdl or mmol, not '\(text)'", help) }
+        return unit
     }
     return daemonDefault ?? .mgdl
 }

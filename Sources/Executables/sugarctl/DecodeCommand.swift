@@ -1,5 +1,6 @@
 import GlucoseProfile
 import JSON
+import SugarWire
 
 /// `sugarctl decode CHARACTERISTIC HEX [--json]`: decodes one Glucose Profile packet offline.
 enum DecodeCommand {

@@ -257,13 +257,12 @@ enum DoctorCommand {
         var output: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 256)
         while output.count < 4096 {
-            let got = buffer.withUnsafeMutableBytes { read(fds[0], $0.baseAddress, $0.count) }
-            if got < 0 && errno == EINTR { continue }
+            let got = buffer.withUnsafeMutableBytes { raw in retryingInterrupted { read(fds[0], raw.baseAddress, raw.count) } }
             guard got > 0 else { break }
             output += buffer[0..<got]
         }
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        _ = retryingInterrupted { waitpid(pid, &status, 0) }
         let text = String(decoding: output, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
         return text.isEmpty ? nil : text
     }

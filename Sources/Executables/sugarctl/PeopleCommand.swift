@@ -184,12 +184,11 @@ enum PeopleCommand {
 
     static func unit(_ text: String?, allowNone: Bool) throws(CommandFailure) -> Wire.Unit? {
         guard let text else { return nil }
-        switch text.lowercased() {
-        case "mgdl", "mg/dl": return .mgdl
-        case "mmol", "mmol/l": return .mmol
-        case "none" where allowNone: return nil
-        default: throw usage("--unit must be mgdl or mmol\(allowNone ? " or none" : ""), not '\(text)'", help)
+        if let unit = Wire.Unit(text: text) { return unit }
+        guard allowNone, text.lowercased() == "none" else {
+            throw usage("--unit must be mgdl or mmol\(allowNone ? " or none" : ""), not '\(text)'", help)
         }
+        return nil
     }
 
     /// A threshold given in `unit`, as mg/dL.

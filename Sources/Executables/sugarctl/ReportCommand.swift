@@ -121,7 +121,7 @@ enum ReportCommand {
             let meterList = try await daemon.call("ListMeters", as: Wire.MetersReply.self)
             let fetched = try await self.readings(
                 daemon, period: period, meters: meters, person: person, target: target, mealTargets: mealTargets)
-            let unit: ReportUnit = try displayUnit(parsed, daemonDefault: personUnit ?? fetched.unit, help: help) == .mmol ? .mmol : .mgdl
+            let unit = try displayUnit(parsed, daemonDefault: personUnit ?? fetched.unit, help: help)
             // Without --person: one person's readings say so; several people's need --person.
             var whose = person
             if person == nil {

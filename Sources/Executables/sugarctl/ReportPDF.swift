@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import SystemIO
 
 /// `sugarctl report --format pdf`: the HTML page printed by headless Chromium (Debian `chromium`), with
 /// the network blocked and a throw-away profile.
@@ -69,12 +70,12 @@ enum PDFPrinter {
         let deadline = ContinuousClock.now + .seconds(seconds)
         while true {
             var status: Int32 = 0
-            let done = waitpid(pid, &status, WNOHANG)
+            let done = retryingInterrupted { waitpid(pid, &status, WNOHANG) }
             if done == pid {
                 // WIFEXITED / WEXITSTATUS, which Swift does not import as functions.
                 return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
             }
-            if done < 0 && errno != EINTR { return nil }
+            if done < 0 { return nil }
             if ContinuousClock.now > deadline {
                 kill(pid, SIGKILL)
                 _ = waitpid(pid, &status, 0)
@@ -100,16 +101,8 @@ private func copy(_ path: String, to descriptor: Int32) {
     defer { close(input) }
     var buffer = [UInt8](repeating: 0, count: 1 << 16)
     while true {
-        let count = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
-        if count < 0 && errno == EINTR { continue }
-        guard count > 0 else { return }
-        var start = 0
-        while start < count {
-            let written = buffer.withUnsafeBytes { write(descriptor, $0.baseAddress! + start, count - start) }
-            if written < 0 && errno == EINTR { continue }
-            guard written > 0 else { return }
-            start += written
-        }
+        let count = buffer.withUnsafeMutableBytes { raw in retryingInterrupted { read(input, raw.baseAddress, raw.count) } }
+        guard count > 0, writeAll(descriptor, buffer[0..<count]) == 0 else { return }
     }
 }
 

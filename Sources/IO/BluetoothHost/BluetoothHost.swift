@@ -188,9 +188,9 @@ public enum MonitorRecorder {
                 break
             }
             guard fds[0].revents != 0 else { continue }
-            let got = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            let got = buffer.withUnsafeMutableBytes { raw in retryingInterrupted { recv(fd, raw.baseAddress, raw.count, 0) } }
             if got < 0 {
-                if errno == EINTR || errno == EAGAIN { continue }
+                if errno == EAGAIN { continue }
                 throw BluetoothHostError(code: errno, operation: "recv(monitor)")
             }
             if got == 0 { break }

@@ -1,5 +1,6 @@
 internal import CDBus
 import Glibc
+import SystemIO
 
 /// Everything the event-loop thread owns: the `DBusConnection*`, its watches and timeouts, signal
 /// subscriptions, exported objects and calls in flight. Only ever used on that one thread (C callbacks
@@ -205,9 +206,8 @@ final class LoopCore {
                 fds.append(pollfd(fd: dbus_watch_get_unix_fd(watch), events: events, revents: 0))
                 polled.append(watch)
             }
-            let ready = poll(&fds, nfds_t(fds.count), self.pollTimeout())
+            let ready = retryingInterrupted { poll(&fds, nfds_t(fds.count), self.pollTimeout()) }
             if ready < 0 {
-                if errno == EINTR { continue }
                 // poll only fails like this for programming errors (EFAULT/EINVAL) or ENOMEM: give up the link.
                 return
             }
@@ -271,30 +271,23 @@ final class LoopCore {
 
     // MARK: Timeouts
 
-    /// `CLOCK_MONOTONIC` in nanoseconds.
-    private static func now() -> UInt64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
-    }
-
     /// When `timeout` fires next, from now and its interval; nil while it is disabled.
     private static func deadline(of timeout: OpaquePointer) -> UInt64? {
         guard dbus_timeout_get_enabled(timeout) != 0 else { return nil }
-        return self.now() + UInt64(max(0, dbus_timeout_get_interval(timeout))) * 1_000_000
+        return UInt64(monotonicNanoseconds()) + UInt64(max(0, dbus_timeout_get_interval(timeout))) * 1_000_000
     }
 
     /// Milliseconds until the earliest timeout (rounded up), or -1 for none.
     private func pollTimeout() -> Int32 {
         guard let earliest = self.timeouts.compactMap(\.deadline).min() else { return -1 }
-        let now = LoopCore.now()
+        let now = UInt64(monotonicNanoseconds())
         guard earliest > now else { return 0 }
         return Int32(min((earliest - now + 999_999) / 1_000_000, UInt64(Int32.max)))
     }
 
     /// Handles every due timeout and rearms it (libdbus timeouts repeat).
     private func fireTimeouts() {
-        let now = LoopCore.now()
+        let now = UInt64(monotonicNanoseconds())
         let due = self.timeouts.filter { ($0.deadline ?? .max) <= now }.map(\.timeout)
         for timeout in due {
             guard let index = self.timeouts.firstIndex(where: { $0.timeout == timeout }) else { continue }

@@ -1,6 +1,7 @@
 import CMosquitto
 import Glibc
 import Locking
+import SystemIO
 
 /// A retained or plain message the client sends, with the MQTT will as one use.
 public struct MQTTMessage: Sendable, Hashable {
@@ -184,13 +185,6 @@ private enum Command: Sendable {
     case stop(MQTTMessage?)
 }
 
-/// `CLOCK_MONOTONIC` in seconds.
-private func monotonicSeconds() -> Double {
-    var spec = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &spec)
-    return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
-}
-
 /// A publish waiting for room in the in-flight window.
 private struct Waiting {
     /// The message to publish.
@@ -236,14 +230,13 @@ private final class Core: @unchecked Sendable {
     var failure: (reason: String, permanent: Bool)?
     /// Messages received this turn, reported after it.
     var messages: [(String, [UInt8])] = []
-    /// The next reconnect delay (doubles up to the maximum).
-    var delay: Double
+    /// Failed connection attempts in a row (the reconnect delay doubles with each).
+    var failures = 0
 
     /// Makes the wake-up pipe; nothing connects yet.
     init(options: MQTTOptions, events: @escaping @Sendable (MQTTEvent) -> Void) {
         self.options = options
         self.events = events
-        self.delay = options.retryMinimum
         var fds: [Int32] = [-1, -1]
         _ = Glibc.pipe(&fds)
         _ = fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK)
@@ -545,13 +538,13 @@ private final class Core: @unchecked Sendable {
         let retry: Double
         if failure.permanent {
             retry = self.options.slowRetry
-            self.delay = self.options.retryMinimum
+            self.failures = 0
         } else if wasConnected {
             retry = self.options.retryMinimum
-            self.delay = self.options.retryMinimum
+            self.failures = 0
         } else {
-            retry = self.delay
-            self.delay = min(self.delay * 2, self.options.retryMaximum)
+            self.failures += 1
+            retry = RetryBackoff.delay(failures: self.failures, initial: self.options.retryMinimum, max: self.options.retryMaximum)
         }
         self.events(.disconnected(reason: failure.reason, permanent: failure.permanent, retryIn: retry))
         return retry
@@ -573,7 +566,7 @@ private final class Core: @unchecked Sendable {
         }
         self.connected = true
         self.session += 1
-        self.delay = self.options.retryMinimum
+        self.failures = 0
         for topic in self.options.subscriptions {
             _ = mosquitto_subscribe_v5(self.mosq, nil, topic, 1, 0, nil)
         }

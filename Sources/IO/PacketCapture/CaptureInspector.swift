@@ -1,5 +1,6 @@
 import GlucoseProfile
 import JSON
+import SugarWire
 
 /// One glucose record found in a capture: a Glucose Measurement (0x2A18) joined with the Measurement
 /// Context (0x2A34) of the same sequence number in the same session.

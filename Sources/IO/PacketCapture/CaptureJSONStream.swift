@@ -1,5 +1,6 @@
 import GlucoseProfile
 import JSON
+import SugarWire
 
 #if canImport(Glibc)
 internal import Glibc

@@ -268,11 +268,10 @@ final class EventLoop: @unchecked Sendable {
         var running = true
         while running {
             let timeout = self.timeoutMilliseconds()
-            let count = events.withUnsafeMutableBufferPointer {
-                epoll_wait(self.epollFD, $0.baseAddress, Int32($0.count), timeout)
+            let count = events.withUnsafeMutableBufferPointer { buffer in
+                retryingInterrupted { epoll_wait(self.epollFD, buffer.baseAddress, Int32(buffer.count), timeout) }
             }
             if count < 0 {
-                if errno == EINTR { continue }
                 let error = VarlinkSystemError(call: "epoll_wait", subject: "server", errno: errno)
                 self.failure.withLock { $0 = error }
                 break
@@ -329,7 +328,7 @@ final class EventLoop: @unchecked Sendable {
         var deadline = self.nextTimerScan
         if let paused = self.acceptPausedUntil { deadline = min(deadline, paused) }
         guard deadline != .max else { return -1 }
-        let remaining = deadline - Sys.now()
+        let remaining = deadline - monotonicNanoseconds()
         if remaining <= 0 { return 0 }
         return Int32(clamping: (remaining + 999_999) / 1_000_000)
     }
@@ -360,7 +359,7 @@ final class EventLoop: @unchecked Sendable {
                 connection.callInFlight = false
                 connection.inFlightBytes = 0
                 _ = self.recharge(connection)
-                connection.lastActivity = Sys.now()
+                connection.lastActivity = monotonicNanoseconds()
                 self.markDirty(connection)
                 if self.limits.idleTimeout > 0 { self.schedule(connection.lastActivity + self.limits.idleTimeout) }
             case .close(let handle):
@@ -390,7 +389,7 @@ final class EventLoop: @unchecked Sendable {
     private func closeAfterFlush(_ connection: Connection) {
         guard !connection.closeAfterFlush else { return }
         connection.closeAfterFlush = true
-        let deadline = Sys.now() + self.limits.slowClientTimeout
+        let deadline = monotonicNanoseconds() + self.limits.slowClientTimeout
         connection.closeDeadline = deadline
         self.schedule(deadline)
         self.markDirty(connection)
@@ -463,14 +462,14 @@ final class EventLoop: @unchecked Sendable {
     private func acceptConnections() {
         if self.acceptPausedUntil != nil { return }
         while true {
-            let fd = accept4(self.listenFD, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+            let fd = retryingInterrupted { accept4(self.listenFD, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)) }
             if fd < 0 {
                 switch errno {
-                case EINTR, ECONNABORTED: continue
+                case ECONNABORTED: continue
                 case EMFILE, ENFILE, ENOBUFS, ENOMEM:
                     // Out of descriptors: stop polling the listener for a moment instead of spinning on it.
                     self.log("descriptors", "cannot accept connections: \(VarlinkSystemError.message(for: errno)); pausing 100 ms")
-                    let until = Sys.now() + 100_000_000
+                    let until = monotonicNanoseconds() + 100_000_000
                     self.acceptPausedUntil = until
                     _ = self.control(EPOLL_CTL_MOD, self.listenFD, events: 0, token: Self.listenerToken)
                     return
@@ -514,7 +513,7 @@ final class EventLoop: @unchecked Sendable {
             var sendBuffer: Int32 = Self.sendBufferBytes
             _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
             let connection = Connection(
-                handle: ConnectionHandle(id: id, peer: peer), fd: fd, now: Sys.now(),
+                handle: ConnectionHandle(id: id, peer: peer), fd: fd, now: monotonicNanoseconds(),
                 maxMessageBytes: restricted ? min(self.limits.restrictedMessageBytes, self.limits.maxMessageBytes) : self.limits.maxMessageBytes)
             connection.registeredEvents = EPOLLIN.rawValue | EPOLLRDHUP.rawValue
             guard self.control(EPOLL_CTL_ADD, fd, events: connection.registeredEvents, token: id) else {
@@ -551,7 +550,7 @@ final class EventLoop: @unchecked Sendable {
         let allowance = self.inputAllowance(connection)
         while rounds < 16 && connection.unprocessedInput <= allowance {
             rounds += 1
-            let n = self.scratch.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, $0.count, 0) }
+            let n = self.scratch.withUnsafeMutableBytes { raw in retryingInterrupted { recv(connection.fd, raw.baseAddress, raw.count, 0) } }
             if n > 0 {
                 if connection.inputStart > 0 && connection.inputStart == connection.input.count {
                     connection.input.removeAll(keepingCapacity: connection.input.capacity <= Self.keptCapacity)
@@ -567,7 +566,6 @@ final class EventLoop: @unchecked Sendable {
                 return true
             }
             switch errno {
-            case EINTR: continue
             case EAGAIN, EWOULDBLOCK: return true
             default:
                 self.closeConnection(connection)
@@ -608,7 +606,7 @@ final class EventLoop: @unchecked Sendable {
         let pending = connection.handle.pendingOutput.load(ordering: .relaxed)
         if pending > self.limits.maxPendingOutputBytes {
             if connection.congestedSince == nil {
-                let now = Sys.now()
+                let now = monotonicNanoseconds()
                 connection.congestedSince = now
                 self.schedule(now + self.limits.slowClientTimeout)
             }
@@ -655,7 +653,7 @@ final class EventLoop: @unchecked Sendable {
         }
         connection.callInFlight = true
         connection.inFlightBytes = message.count
-        connection.lastActivity = Sys.now()
+        connection.lastActivity = monotonicNanoseconds()
         guard self.recharge(connection) else { return false }
         self.deliver?.yield(IncomingMessage(connection: connection.handle, bytes: message))
         return true
@@ -723,7 +721,7 @@ final class EventLoop: @unchecked Sendable {
     /// Writes a log line for `kind` at most once a second, counting the ones held back.
     private func log(_ kind: String, _ line: String) {
         guard let log = self.limits.log else { return }
-        let now = Sys.now()
+        let now = monotonicNanoseconds()
         if let last = self.lastLog[kind], now - last.at < 1_000_000_000 {
             self.lastLog[kind] = (last.at, last.suppressed + 1)
             return
@@ -773,7 +771,7 @@ final class EventLoop: @unchecked Sendable {
     /// Ends a paused accept, and closes connections past a deadline: a closing one whose error was not
     /// read, a slow reader, an idle one. Computes the next deadline.
     private func runTimersIfDue() {
-        let now = Sys.now()
+        let now = monotonicNanoseconds()
         if let paused = self.acceptPausedUntil, paused <= now {
             self.acceptPausedUntil = nil
             _ = self.control(EPOLL_CTL_MOD, self.listenFD, events: EPOLLIN.rawValue, token: Self.listenerToken)

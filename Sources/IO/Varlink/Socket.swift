@@ -78,9 +78,9 @@ enum Sys {
         }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { return .failure(VarlinkSystemError(call: "socket", subject: path, errno: errno)) }
-        let deadline = Self.now() + nanoseconds
+        let deadline = monotonicNanoseconds() + nanoseconds
         while true {
-            let rc = Self.withAddress(address) { connect(fd, $0, $1) }
+            let rc = retryingInterrupted { Self.withAddress(address) { connect(fd, $0, $1) } }
             let code = errno
             if rc == 0 || code == EINPROGRESS || code == EISCONN {
                 // A Unix socket connects at once or not at all; clear O_NONBLOCK for the reader thread.
@@ -88,8 +88,7 @@ enum Sys {
                 _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK)
                 return .success(fd)
             }
-            if code == EINTR { continue }
-            if code == EAGAIN && Self.now() < deadline {
+            if code == EAGAIN && monotonicNanoseconds() < deadline {
                 // The backlog is full: try again shortly.
                 usleep(10_000)
                 continue
@@ -138,13 +137,6 @@ enum Sys {
                 .compactMap { UInt32($0) }
         }
         return []
-    }
-
-    /// Monotonic time in nanoseconds.
-    static func now() -> Int64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
     }
 }
 

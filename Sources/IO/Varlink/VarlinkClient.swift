@@ -344,7 +344,7 @@ private final class ClientCore: Sendable {
             let failure = self.state.withLock { state -> VarlinkClientError? in
                 if let failure = state.failure { return failure }
                 state.pending.append(pending)
-                if case .single = pending, state.singleWaitingSince == nil { state.singleWaitingSince = Sys.now() }
+                if case .single = pending, state.singleWaitingSince == nil { state.singleWaitingSince = monotonicNanoseconds() }
                 return nil
             }
             if let failure {
@@ -424,16 +424,15 @@ private final class ClientCore: Sendable {
             if let limit {
                 // Wake up now and then to see whether a call has waited too long.
                 var pollFD = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                let ready = poll(&pollFD, 1, Int32(clamping: min(250, max(1, limit / 1_000_000))))
+                let ready = retryingInterrupted { poll(&pollFD, 1, Int32(clamping: min(250, max(1, limit / 1_000_000)))) }
                 if ready == 0 {
                     let since = self.state.withLock { $0.singleWaitingSince }
-                    if let since, Sys.now() - since >= limit {
+                    if let since, monotonicNanoseconds() - since >= limit {
                         ending = .timedOut(self.timeout!)
                         break
                     }
                     continue
                 }
-                if ready < 0 && errno == EINTR { continue }
             }
             let n = chunk.withUnsafeMutableBytes { raw in retryingInterrupted { recv(fd, raw.baseAddress, raw.count, 0) } }
             if n <= 0 { break }
@@ -496,7 +495,7 @@ private final class ClientCore: Sendable {
                 let more = self.state.withLock { state -> Bool in
                     if !continues { state.pending.removeFirst() }
                     let singleWaits = state.pending.contains { if case .single = $0 { return true } else { return false } }
-                    state.singleWaitingSince = singleWaits ? Sys.now() : nil
+                    state.singleWaitingSince = singleWaits ? monotonicNanoseconds() : nil
                     return continues
                 }
                 yield()
@@ -532,7 +531,7 @@ private final class ClientCore: Sendable {
             if remoteError != nil || !continues { state.pending.removeFirst() }
             if case .single = head { if continues { state.pending.removeFirst() } }
             let singleWaits = state.pending.contains { if case .single = $0 { return true } else { return false } }
-            state.singleWaitingSince = singleWaits ? Sys.now() : nil
+            state.singleWaitingSince = singleWaits ? monotonicNanoseconds() : nil
             return head
         }
         guard let head else {

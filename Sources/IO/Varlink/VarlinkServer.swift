@@ -1,6 +1,7 @@
 import Glibc
 import JSON
 import Locking
+import SystemIO
 
 /// One interface a server offers: its description and the code behind its methods.
 public protocol VarlinkInterfaceHandler: Sendable {
@@ -445,7 +446,7 @@ public final class VarlinkServer: Sendable {
     /// Logs a message refused by `parseLimits`, at most once a second.
     private func logParseRefusal(_ error: JSONParseError, peer: VarlinkPeer) {
         guard let log = self.configuration.log else { return }
-        let now = Sys.now()
+        let now = monotonicNanoseconds()
         let held = self.parseRefusals.withLock { state -> Int? in
             guard now - state.at >= 1_000_000_000 || state.at == 0 else {
                 state.held += 1

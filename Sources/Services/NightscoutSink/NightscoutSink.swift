@@ -292,13 +292,3 @@ struct SinkCursorFile: Sendable {
         NightscoutConfigError("cannot \(what): \(String(cString: strerror(errno)))")
     }
 }
-
-/// The one doubling backoff of the HTTP sinks (Nightscout sites, the forwarder's webhooks):
-/// `initial` after the first failure, doubled after each further one, at most `max`.
-public enum RetryBackoff {
-    public static func delay(failures: Int, initial: Duration, max: Duration) -> Duration {
-        var wait = initial
-        for _ in 1..<Swift.max(1, Swift.min(failures, 30)) where wait < max { wait = wait * 2 }
-        return Swift.min(wait, max)
-    }
-}

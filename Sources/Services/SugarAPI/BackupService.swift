@@ -1,5 +1,6 @@
 import Glibc
 import SugarWire
+import SystemIO
 import Varlink
 import JSON
 
@@ -32,8 +33,7 @@ extension HealthDataSyncService {
             let count = buffer.withUnsafeMutableBytes { raw -> Int in
                 var done = 0
                 while done < raw.count {
-                    let n = pread(copy.fileDescriptor, raw.baseAddress! + done, raw.count - done, off_t(offset) + off_t(done))
-                    if n < 0, errno == EINTR { continue }
+                    let n = retryingInterrupted { pread(copy.fileDescriptor, raw.baseAddress! + done, raw.count - done, off_t(offset) + off_t(done)) }
                     if n <= 0 { return n < 0 ? -1 : done }
                     done += n
                 }

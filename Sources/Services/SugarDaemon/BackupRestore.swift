@@ -3,6 +3,7 @@ import GlucoseStore
 import HealthDataSync
 import Locking
 import SugarAPI
+import SystemIO
 
 /// The upload `RestoreUpload` is filling: one at a time, in a staging file next to the database
 /// (`<database>.restore-<upload>`, 0600), so the swap is a rename within one directory.
@@ -83,18 +84,7 @@ extension DaemonBackend {
                 throw SugarAPIError(.storageError, "cannot write \(state.path): \(String(cString: strerror(errno)))", subject: "io")
             }
             defer { close(fd) }
-            let code = bytes.withUnsafeBytes { raw -> Int32 in
-                var done = 0
-                while done < raw.count {
-                    let n = write(fd, raw.baseAddress! + done, raw.count - done)
-                    if n < 0 {
-                        if errno == EINTR { continue }
-                        return errno
-                    }
-                    done += n
-                }
-                return 0
-            }
+            let code = writeAll(fd, bytes)
             guard code == 0 else {
                 throw SugarAPIError(.storageError, "cannot write \(state.path): \(String(cString: strerror(code)))", subject: "io")
             }

@@ -1,6 +1,7 @@
 import JSON
 import Locking
 import SugarWire
+import SystemIO
 import Varlink
 
 /// How many readings the forwarder holds (received from sugard, not yet acknowledged by the
@@ -202,7 +203,7 @@ struct Feed<Reading: FeedReading>: Sendable {
     /// connects, sends the meters, then each reply's readings; reconnects after 0.1 s, doubling to 5 s.
     func run(after start: Int64, databaseId: String? = nil) async {
         var position = FeedPosition(databaseId: databaseId, cursor: start)
-        var delay = 0.1
+        var failures = 0
         while !Task.isCancelled {
             await self.window.waitForRoom()
             if Task.isCancelled { return }
@@ -213,7 +214,7 @@ struct Feed<Reading: FeedReading>: Sendable {
                 var looked: [String: Int64] = [:]
                 self.emit(.meters(known))
                 self.emit(.connected)
-                delay = 0.1
+                failures = 0
                 var parameters: JSONObject = ["after": .int(position.cursor), "batch": .int(Int64(Self.batch)), "compact": true]
                 if let id = position.databaseId { parameters["databaseId"] = .string(id) }
                 // Each reply is read straight from its bytes into typed readings, on the client's
@@ -257,10 +258,10 @@ struct Feed<Reading: FeedReading>: Sendable {
                         // before its reading.
                         let meter = reading.meter
                         if known[meter] == nil
-                            || (Self.incomplete(known[meter] ?? nil) && monotonicMillis() - (looked[meter] ?? .min / 2) > 10_000)
+                            || (Self.incomplete(known[meter] ?? nil) && monotonicMilliseconds() - (looked[meter] ?? .min / 2) > 10_000)
                         {
                             flush()
-                            looked[meter] = monotonicMillis()
+                            looked[meter] = monotonicMilliseconds()
                             let other = try VarlinkClient(socketPath: self.socketPath)
                             defer { other.close() }
                             known = try await self.meters(other)
@@ -275,8 +276,8 @@ struct Feed<Reading: FeedReading>: Sendable {
             } catch {
                 if Task.isCancelled { return }
                 self.emit(.disconnected("\(error)"))
-                try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
-                delay = min(delay * 2, 5)
+                failures += 1
+                try? await Task.sleep(for: RetryBackoff.delay(failures: failures, initial: .milliseconds(100), max: .seconds(5)))
             }
         }
     }

@@ -2,12 +2,14 @@ import Glibc
 import HealthDataSync
 public import NightscoutSink
 import SugarAPI
+public import SugarWire
 import SystemIO
 
 /// Everything `sugard-forward` can be told: the keys of `/etc/sugard/forward.conf` (same
 /// `key = value` format and `file:line` errors as `sugard.conf`) and the flags.
 public struct ForwardConfig: Equatable, Sendable {
-    public enum Unit: String, Sendable { case mgdl, mmol }
+    /// The display unit: the wire's (one unit type for every program).
+    public typealias Unit = Wire.Unit
 
     public var mqttURL: String = "mqtt://localhost"
     /// Whether the file or a flag set `mqtt_url` (see ``mqttEnabled``).

@@ -255,7 +255,7 @@ public final class Forwarder: Sendable {
 
         var machine = DeliveryStateMachine(
             saved: saved, limits: DeliveryStateMachine.Limits(maxInFlight: self.maxInFlight, maxUnsaved: self.maxUnsaved),
-            topics: self.topics, now: monotonicMillis())
+            topics: self.topics, now: monotonicMilliseconds())
         for await event in self.events {
             if case .feed(.database(let id, let previous)) = event {
                 machine = self.changeDatabase(to: id, from: previous, machine: machine, saver: driver.saver)
@@ -264,9 +264,9 @@ public final class Forwarder: Sendable {
             guard let event = self.translate(event, connected: machine.isConnected, driver: &driver) else { continue }
             if case .connected = event {
                 // The health message on the new connection names this sink connected.
-                driver.perform(machine.handle(.sinks(self.healthSinks()), at: monotonicMillis(), wallClock: wallClockMilliseconds()))
+                driver.perform(machine.handle(.sinks(self.healthSinks()), at: monotonicMilliseconds(), wallClock: wallClockMilliseconds()))
             }
-            driver.perform(machine.handle(event, at: monotonicMillis(), wallClock: wallClockMilliseconds()))
+            driver.perform(machine.handle(event, at: monotonicMilliseconds(), wallClock: wallClockMilliseconds()))
             if case .readings(let list) = event {
                 self.status.withLock {
                     $0.pending = machine.held
@@ -275,7 +275,7 @@ public final class Forwarder: Sendable {
             }
             if driver.finished { break }
         }
-        if !driver.finished { driver.perform(machine.handle(.stop, at: monotonicMillis(), wallClock: wallClockMilliseconds())) }
+        if !driver.finished { driver.perform(machine.handle(.stop, at: monotonicMilliseconds(), wallClock: wallClockMilliseconds())) }
         self.logger.notice("stopped after cursor \(machine.acknowledged.cursor)")
     }
 
@@ -294,7 +294,7 @@ public final class Forwarder: Sendable {
             state.cursor = 0
             state.databaseReset = ForwardState.DatabaseReset(
                 atMillis: wallClockMilliseconds(), previousDatabaseId: previous, databaseId: id)
-            next = machine.startingOver(from: state, now: monotonicMillis())
+            next = machine.startingOver(from: state, now: monotonicMilliseconds())
             self.logger.warning(
                 "sugard's database changed from \(previous) to \(id) (recreated or restored): delivering its readings "
                     + "from the beginning (receivers drop those they have by reading id)")
@@ -511,10 +511,4 @@ public final class Forwarder: Sendable {
             }
         }
     }
-}
-
-func monotonicMillis() -> Int64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &spec)
-    return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
 }

@@ -2,6 +2,7 @@ import JSON
 import Locking
 import MQTT
 import SugarWire
+import SystemIO
 import Varlink
 
 /// What the forwarder knows about the gateway's health from sugard: its adapter, its storage and
@@ -161,7 +162,7 @@ struct HealthFollower: Sendable {
     /// `ListMeters`, then `Watch` on the view model, on one connection; reconnects after 0.2 s,
     /// doubling to 5 s, noting why sugard cannot be reached.
     private func watch(_ change: @Sendable (_ body: (inout GatewayHealth) -> Void) -> Void) async {
-        var delay = 0.2
+        var failures = 0
         while !Task.isCancelled {
             do {
                 let client = try VarlinkClient(socketPath: self.socketPath)
@@ -171,7 +172,7 @@ struct HealthFollower: Sendable {
                     $0.unreachable = nil
                     $0.take(meters.meters)
                 }
-                delay = 0.2
+                failures = 0
                 var known = GatewayHealth()
                 for try await reply in client.callMore(Self.interface + ".Watch", ["fields": ["daemon", "adapter", "meters"]]) {
                     let fields = try Wire.WatchReply(json: .object(reply)).watchedFields()
@@ -188,8 +189,8 @@ struct HealthFollower: Sendable {
                 if Task.isCancelled { return }
                 change { $0.unreachable = "\(error)" }
             }
-            try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
-            delay = min(delay * 2, 5)
+            failures += 1
+            try? await Task.sleep(for: RetryBackoff.delay(failures: failures, initial: .milliseconds(200), max: .seconds(5)))
         }
     }
 }

@@ -1,3 +1,4 @@
+import GlucoseReport
 import HubStore
 import JSON
 
@@ -164,14 +165,14 @@ extension HubService {
             """
         for g in gateways {
             let cls = g.problems.isEmpty ? "" : " class=\"problem\""
-            h += "<tr\(cls) id=\"gateway-\(html(g.id))\" data-problems=\"\(html(g.problems.joined(separator: ",")))\">"
-            h += "<td>\(html(g.id))\(g.version.map { " <span class=\"muted\">\(html($0))</span>" } ?? "")</td>"
+            h += "<tr\(cls) id=\"gateway-\(htmlEscaped(g.id))\" data-problems=\"\(htmlEscaped(g.problems.joined(separator: ",")))\">"
+            h += "<td>\(htmlEscaped(g.id))\(g.version.map { " <span class=\"muted\">\(htmlEscaped($0))</span>" } ?? "")</td>"
             h += g.online ? "<td class=\"online\">online</td>" : "<td class=\"offline\">offline</td>"
-            h += "<td>\(html(g.lastSeen ?? "never"))</td>"
-            h += "<td\(g.adapterProblem ? " class=\"bad\"" : "")>\(html(g.adapter))</td>"
-            h += "<td\(g.storageProblem ? " class=\"bad\"" : "")>\(html(g.storage))</td>"
-            h += g.overdue.isEmpty ? "<td class=\"muted\">none</td>" : "<td class=\"bad\">overdue: \(html(g.overdue.joined(separator: ", ")))</td>"
-            h += g.alerts.isEmpty ? "<td class=\"muted\">none</td>" : "<td class=\"bad\">\(html(g.alerts.joined(separator: "; ")))</td>"
+            h += "<td>\(htmlEscaped(g.lastSeen ?? "never"))</td>"
+            h += "<td\(g.adapterProblem ? " class=\"bad\"" : "")>\(htmlEscaped(g.adapter))</td>"
+            h += "<td\(g.storageProblem ? " class=\"bad\"" : "")>\(htmlEscaped(g.storage))</td>"
+            h += g.overdue.isEmpty ? "<td class=\"muted\">none</td>" : "<td class=\"bad\">overdue: \(htmlEscaped(g.overdue.joined(separator: ", ")))</td>"
+            h += g.alerts.isEmpty ? "<td class=\"muted\">none</td>" : "<td class=\"bad\">\(htmlEscaped(g.alerts.joined(separator: "; ")))</td>"
             h += "</tr>\n"
         }
         h += """
@@ -192,9 +193,9 @@ extension HubService {
             }
             let inRange = p.total == 0 ? "no readings" : "\(p.inRange) of \(p.total) (\(Int((Double(p.inRange) * 100 / Double(p.total)).rounded())) %)"
             let link = "/person/\(percentEncoded(p.id))/report"
-            h += "<tr\(cls) id=\"person-\(html(p.id))\"><td><a href=\"\(html(link))\">\(html(p.id))</a></td><td>\(html(value))</td>"
-            h += "<td>\(html(p.lastTime ?? ""))</td><td>\(html(inRange))</td>"
-            h += p.problems.isEmpty ? "<td class=\"muted\">none</td>" : "<td class=\"bad\">\(html(p.problems.joined(separator: "; ")))</td>"
+            h += "<tr\(cls) id=\"person-\(htmlEscaped(p.id))\"><td><a href=\"\(htmlEscaped(link))\">\(htmlEscaped(p.id))</a></td><td>\(htmlEscaped(value))</td>"
+            h += "<td>\(htmlEscaped(p.lastTime ?? ""))</td><td>\(htmlEscaped(inRange))</td>"
+            h += p.problems.isEmpty ? "<td class=\"muted\">none</td>" : "<td class=\"bad\">\(htmlEscaped(p.problems.joined(separator: "; ")))</td>"
             h += "</tr>\n"
         }
         h += "</tbody></table>\n</body></html>\n"
@@ -202,22 +203,6 @@ extension HubService {
     }
 }
 
-/// Text safe inside HTML elements and attribute values.
-func html(_ text: String) -> String {
-    var out = ""
-    out.reserveCapacity(text.utf8.count)
-    for c in text.unicodeScalars {
-        switch c {
-        case "&": out += "&amp;"
-        case "<": out += "&lt;"
-        case ">": out += "&gt;"
-        case "\"": out += "&quot;"
-        case "'": out += "&#39;"
-        default: out.unicodeScalars.append(c)
-        }
-    }
-    return out
-}
 
 /// A path segment with everything but unreserved characters percent-encoded.
 func percentEncoded(_ text: String) -> String {

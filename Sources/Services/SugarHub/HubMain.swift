@@ -65,13 +65,11 @@ final class Ingest: Sendable {
                     if s.failures == 1 || s.failures % 20 == 0 {
                         self.logger.warning("cannot store a message from \(topic) (not acknowledged until it is stored; retrying): \(error)")
                     }
-                    return (false, min(0.1 * Double(1 << min(s.failures, 5)), 3.0))
+                    return (false, RetryBackoff.delay(failures: s.failures, initial: 0.2, max: 3.0))
                 }
             }
             if stored { return true }
-            var spec = timespec(tv_sec: Int(delay), tv_nsec: Int((delay - Double(Int(delay))) * 1e9))
-            var left = timespec()
-            while nanosleep(&spec, &left) != 0 && errno == EINTR { spec = left }
+            sleepFully(seconds: delay)
         }
     }
 }

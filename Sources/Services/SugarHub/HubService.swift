@@ -4,6 +4,7 @@ public import HTTPServer
 public import HubStore
 import JSON
 import Locking
+import SugarWire
 import SystemIO
 
 /// The hub's HTTP side: routes, the bearer-token rule, the fleet page, the person report and the

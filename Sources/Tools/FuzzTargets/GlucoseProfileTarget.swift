@@ -1,5 +1,6 @@
 import GlucoseProfile
 import JSON
+import SugarWire
 
 extension FuzzTargets {
     /// Feeds the bytes to every Glucose Profile decoder (0x2A18 strict and lenient, 0x2A34, 0x2A51, 0x2A52,

@@ -1,5 +1,6 @@
 import Glibc
 import JSON
+import SystemIO
 import Varlink
 
 extension FuzzTargets {
@@ -190,30 +191,29 @@ private final class VarlinkStream: Sendable {
         var received: [UInt8] = []
         var sent = 0
         var chunk = [UInt8](repeating: 0, count: 65_536)
-        let deadline = Self.now() + 5_000
+        let deadline = Int(monotonicMilliseconds()) + 5_000
         var halfClosed = false
         if bytes.isEmpty {
             shutdown(fd, Int32(SHUT_WR))
             halfClosed = true
         }
         reading: while true {
-            let left = deadline - Self.now()
+            let left = deadline - Int(monotonicMilliseconds())
             if left <= 0 {
                 throw fail("the server neither answered nor closed within 5 s (sent \(sent) of \(bytes.count) bytes)")
             }
             var events = Int16(POLLIN)
             if !halfClosed { events |= Int16(POLLOUT) }
             var poller = pollfd(fd: fd, events: events, revents: 0)
-            let ready = poll(&poller, 1, Int32(left))
+            let ready = retryingInterrupted { poll(&poller, 1, Int32(max(0, deadline - Int(monotonicMilliseconds())))) }
             if ready < 0 {
-                if errno == EINTR { continue }
                 throw fail("poll: errno \(errno)")
             }
             if ready == 0 { continue }
             if poller.revents & Int16(POLLOUT) != 0 && !halfClosed {
-                let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                let n = bytes[sent...].withUnsafeBytes { raw in retryingInterrupted { send(fd, raw.baseAddress, raw.count, Int32(MSG_NOSIGNAL)) } }
                 if n > 0 { sent += n }
-                if n < 0 && errno != EAGAIN && errno != EINTR {
+                if n < 0 && errno != EAGAIN {
                     halfClosed = true  // the server closed (e.g. a message over the limit); read what it said
                 }
                 if sent == bytes.count {
@@ -222,10 +222,10 @@ private final class VarlinkStream: Sendable {
                 }
             }
             if poller.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
-                let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                let n = chunk.withUnsafeMutableBytes { raw in retryingInterrupted { recv(fd, raw.baseAddress, raw.count, Int32(MSG_DONTWAIT)) } }
                 if n > 0 {
                     received.append(contentsOf: chunk[0..<n])
-                } else if n == 0 || (errno != EAGAIN && errno != EINTR) {
+                } else if n == 0 || errno != EAGAIN {
                     break reading
                 }
             }
@@ -253,11 +253,5 @@ private final class VarlinkStream: Sendable {
             throw fail("\(parsed.count) replies to \(calls) calls")
         }
         return parsed
-    }
-
-    private static func now() -> Int {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
     }
 }

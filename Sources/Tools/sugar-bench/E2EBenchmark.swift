@@ -87,7 +87,7 @@ enum E2EBenchmark {
                     do {
                         let stream = client.callMore("io.sugard.HealthDataSync.Watch", ["fields": ["readingCount"]])
                         for try await reply in stream {
-                            let at = monotonicNanos()
+                            let at = UInt64(monotonicNanoseconds())
                             if case .object(let fields)? = reply["fields"], case .int(let count)? = fields["readingCount"] {
                                 arrivals.record(watcher: index, count: Int(count), at: at)
                             }
@@ -108,18 +108,18 @@ enum E2EBenchmark {
             for simulator in simulators { replay.addMeter(simulator) }
             // Polled every millisecond: a watcher would add its own turn to the measured path.
             var lastCount = 0
-            var lastProgress = monotonicNanos()
+            var lastProgress = UInt64(monotonicNanoseconds())
             while model.state.readingCount < records {
                 let count = model.state.readingCount
                 if count != lastCount {
                     lastCount = count
-                    lastProgress = monotonicNanos()
-                } else if monotonicNanos() - lastProgress > 60 * 1_000_000_000 {
+                    lastProgress = UInt64(monotonicNanoseconds())
+                } else if UInt64(monotonicNanoseconds()) - lastProgress > 60 * 1_000_000_000 {
                     throw DaemonError("the bulk sync stalled at \(count) of \(records) readings")
                 }
                 try await Task.sleep(for: .milliseconds(1))
             }
-            let finishedAt = monotonicNanos()
+            let finishedAt = UInt64(monotonicNanoseconds())
             guard let firstPacket = bulkIDs.compactMap({ timed.reportWrites($0).first }).min() else {
                 throw DaemonError("no RACP report was written to the bulk meters")
             }
@@ -240,11 +240,11 @@ final class Arrivals: Sendable {
 
     /// Waits until every watcher's latest count satisfies `condition`.
     func waitUntil(timeoutSeconds: Int, _ condition: (Int) -> Bool) async throws {
-        let deadline = monotonicNanos() + UInt64(timeoutSeconds) * 1_000_000_000
+        let deadline = UInt64(monotonicNanoseconds()) + UInt64(timeoutSeconds) * 1_000_000_000
         while true {
             let done = self.log.withLock { log in log.allSatisfy { $0.last.map { condition($0.count) } ?? false } }
             if done { return }
-            guard monotonicNanos() < deadline else {
+            guard UInt64(monotonicNanoseconds()) < deadline else {
                 throw DaemonError("the watchers did not all see the expected reading count within \(timeoutSeconds) s")
             }
             try await Task.sleep(for: .milliseconds(1))
@@ -285,18 +285,12 @@ final class TimedTransport: MeterTransport {
     }
     func write(_ value: [UInt8], to characteristic: BluetoothUUID, on meter: MeterID) async throws(TransportError) {
         if characteristic == BluetoothUUID(0x2A52), value.first == 0x01 {
-            let at = monotonicNanos()
+            let at = UInt64(monotonicNanoseconds())
             self.writes.withLock { $0[meter, default: []].append(at) }
         }
         try await self.inner.write(value, to: characteristic, on: meter)
     }
     func disconnect(_ meter: MeterID) async { await self.inner.disconnect(meter) }
-}
-
-func monotonicNanos() -> UInt64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
 }
 
 func unixMillis() -> Int64 { wallClockMilliseconds() }

@@ -3,6 +3,7 @@ import GlucoseStore
 import GlucoseStoreFixtures
 import JSON
 import PacketCapture
+import SystemIO
 
 #if canImport(Glibc)
 import Glibc
@@ -181,9 +182,9 @@ func runChild(_ arguments: [String], environment: [String] = []) -> (seconds: Do
     // child's own high-water mark (VmHWM of its new address space) is polled until it exits.
     var peak = 0
     while true {
-        let done = wait4(pid, &status, WNOHANG, &usage)
+        let done = retryingInterrupted { wait4(pid, &status, WNOHANG, &usage) }
         if done == pid { break }
-        if done < 0 && errno != EINTR { return nil }
+        if done < 0 { return nil }
         peak = max(peak, peakResidentSetBytes(pid: pid) ?? 0)
         usleep(500)
     }

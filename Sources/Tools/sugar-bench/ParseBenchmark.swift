@@ -2,6 +2,7 @@ import CBenchYardsticks
 import CMallocCounter
 import GlucoseProfile
 import JSON
+import SugarWire
 
 /// `sugar-bench parse FILE`: decodes every record as a Glucose Measurement and reports speed and
 /// allocations. One untimed warm-up pass, then the best of three timed passes over the whole file

@@ -368,7 +368,7 @@ final class RawWatchers: @unchecked Sendable {
             while self.state.withLock({ $0.running }) {
                 let ready = poll(&polls, nfds_t(polls.count), 100)
                 if ready <= 0 { continue }
-                let now = monotonicNanos()
+                let now = UInt64(monotonicNanoseconds())
                 for index in polls.indices where polls[index].revents != 0 && open[index] {
                     let n = chunk.withUnsafeMutableBytes { read(self.fds[index], $0.baseAddress, $0.count) }
                     if n <= 0 {

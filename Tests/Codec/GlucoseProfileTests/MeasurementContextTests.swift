@@ -1,5 +1,6 @@
 import GlucoseProfile
 import JSON
+import SugarWire
 import Testing
 
 @Suite struct MeasurementContextTests {

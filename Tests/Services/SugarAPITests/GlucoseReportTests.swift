@@ -1,6 +1,7 @@
 import Foundation
 import GlucoseReport
 import JSON
+import SugarWire
 import Testing
 
 /// The report's figures against numbers worked out by hand from `ReportSamples` (no production code

@@ -2,6 +2,7 @@ import GlucoseProfile
 import HealthDataSync
 import JSON
 import SugarAPI
+import SugarWire
 import Testing
 
 @Suite struct ReadingJSONTests {
