@@ -1,6 +1,5 @@
 import Glibc
-public import HealthDataSync
-public import SugarAPI
+import ProcessKit
 import SugarWire
 import SystemIO
 
@@ -23,7 +22,7 @@ public struct NightscoutSinkConfig: Sendable, Hashable {
     public var apiSecretFile: String?
     public var token: String?
     public var treatments = false
-    public var treatmentUnit: GlucoseUnit = .mgdL
+    public var treatmentUnit: Wire.Unit = .mgdl
     public var caFile: String?
     public var person: String?
 
@@ -61,7 +60,7 @@ public struct NightscoutSinkConfig: Sendable, Hashable {
             guard value == "mgdl" || value == "mmol" else {
                 throw NightscoutConfigError("nightscout_units must be mgdl or mmol, not \"\(value)\"")
             }
-            self.treatmentUnit = value == "mgdl" ? .mgdL : .mmolL
+            self.treatmentUnit = value == "mgdl" ? .mgdl : .mmol
         case "nightscout_ca_file": self.caFile = value
         case "nightscout_person":
             guard !value.isEmpty else { throw NightscoutConfigError("nightscout_person must name a person") }

@@ -1,5 +1,6 @@
 import Glibc
 import HealthDataSync
+import ProcessKit
 import SugarAPI
 import SystemIO
 

@@ -1,5 +1,6 @@
 import Glibc
 import HealthDataSync
+import ProcessKit
 import SugarAPI
 
 /// Everything the daemon can be told. Each setting is a config-file key and most are flags.

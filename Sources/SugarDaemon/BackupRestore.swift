@@ -2,6 +2,7 @@ import Glibc
 import GlucoseStore
 import HealthDataSync
 import Locking
+import ProcessKit
 import SugarAPI
 
 /// The upload `RestoreUpload` is filling: one at a time, in a staging file next to the database

@@ -1,4 +1,4 @@
-import SugarAPI
+import ProcessKit
 import SugarWire
 
 /// The alert rules' settings at one level of forward.conf: the top (before any section), a

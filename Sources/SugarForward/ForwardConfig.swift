@@ -1,7 +1,6 @@
 import Glibc
-import HealthDataSync
 public import NightscoutSink
-import SugarAPI
+import ProcessKit
 import SystemIO
 
 /// Everything `sugard-forward` can be told: the keys of `/etc/sugard/forward.conf` (same

@@ -1,8 +1,8 @@
 import Glibc
-import HealthDataSync
+import GlucoseProfile
 import Locking
 import NightscoutSink
-import SugarAPI
+import ProcessKit
 import Varlink
 
 public let sugardForwardVersion = "0.1.0"
@@ -33,7 +33,7 @@ public enum ForwardMain {
         case .run(let parsed):
             config = parsed
         }
-        let sink = StderrLogSink(environment: environment, level: config.logLevel)
+        let sink = StderrLogSink(environment: environment, level: config.logLevel, timestamp: { CivilCalendar.isoUTC(epochMillis: $0) })
         let logger = sink.logger(label: "sugard-forward")
         let password: String?
         let nightscout: NightscoutForwarding

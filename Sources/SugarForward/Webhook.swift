@@ -1,9 +1,8 @@
 import HTTPClient
-import HealthDataSync
 import JSON
 import Locking
 import NightscoutSink
-import SugarAPI
+import ProcessKit
 import SugarWire
 import SystemIO
 

@@ -1,7 +1,6 @@
 import Glibc
 import HTTPServer
-public import HealthDataSync
-public import SugarAPI
+import ProcessKit
 import SystemIO
 
 /// Everything `sugard-hub` can be told: the keys of `/etc/sugard/hub.conf` (the `key = value`

@@ -1,6 +1,7 @@
 // sugard: the Bluetooth LE blood-glucose meter daemon. Parses the command line and runs the
 // composition in SugarDaemon; everything worth testing lives there.
 import Glibc
+import ProcessKit
 import SugarAPI
 import SugarDaemon
 import SystemIO

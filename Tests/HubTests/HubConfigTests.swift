@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import HubStore
 import HealthDataSync
+import ProcessKit
 import SugarAPI
 import SugarHub
 import TestSupport
