@@ -30,6 +30,12 @@ public enum ForwardMain {
         case .manPage:
             print(ForwardCommandLine.manPage(), terminator: "")
             return 0
+        case .exampleConfig:
+            print(ForwardConfig.reference.exampleFile, terminator: "")
+            return 0
+        case .configReference:
+            print(ForwardConfig.reference.referenceTable, terminator: "")
+            return 0
         case .run(let parsed):
             config = parsed
         }
