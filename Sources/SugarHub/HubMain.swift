@@ -91,6 +91,12 @@ public enum HubMain {
             case .manPage:
                 print(HubCommandLine.manPage(), terminator: "")
                 return 0
+            case .exampleConfig:
+                print(HubConfig.reference.exampleFile, terminator: "")
+                return 0
+            case .configReference:
+                print(HubConfig.reference.referenceTable, terminator: "")
+                return 0
             case .run(let parsed): config = parsed
             }
         } catch {
