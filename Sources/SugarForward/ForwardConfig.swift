@@ -85,7 +85,7 @@ public struct ForwardConfig: Equatable, Sendable {
             intro: "Topics: <topic_prefix>/<gateway_id>/status and <topic_prefix>/<gateway_id>/<meter>/{reading,state} (and, with Home Assistant discovery, .../{event,low,high,last_synced,sync_overdue} and .../adapter).",
             { $0.topicPrefix }
         ) { $0.topicPrefix = try ConfigFile.topicLevel($1.key, $1.value, allowSlash: true) },
-        ConfigKey("gateway_id", "this gateway's topic level (default: the host name, lower-case)", { $0.gatewayID }) {
+        ConfigKey("gateway_id", "this gateway's topic level (default: the host name, lower-case)", example: "gateway", { $0.gatewayID }) {
             $0.gatewayID = try ConfigFile.topicLevel($1.key, $1.value)
         },
         ConfigKey(
@@ -156,8 +156,9 @@ public struct ForwardConfig: Equatable, Sendable {
     /// forward.conf as its docs show it: the example file, the reference table, `--help` and the man
     /// page's keys, from the tables.
     public static var reference: ConfigFileDoc {
+        // The gateway id defaults to the host name: the docs show no default for it, only a sample.
         let defaults = ForwardConfig(
-            gatewayID: "gateway", socketPath: DefaultPaths.systemSocket, stateDirectory: ForwardCommandLine.defaultStateDirectory)
+            gatewayID: "", socketPath: DefaultPaths.systemSocket, stateDirectory: ForwardCommandLine.defaultStateDirectory)
         return ConfigFileDoc(
             name: "forward.conf",
             header: """
