@@ -177,9 +177,12 @@ public struct ConfigFileDoc: Sendable {
 
     /// `  key                help` lines for `--help`, keys of `section` only (nil: the top level).
     public func helpLines(section: String? = nil, width: Int = 19) -> [String] {
-        self.keys.filter { $0.section == section }.map { doc in
-            "  " + (doc.key.count >= width ? doc.key + " " : doc.key + String(repeating: " ", count: width - doc.key.count)) + doc.help
-        }
+        self.keys.filter { $0.section == section }.map { Self.helpLine($0.key, $0.help, width: width) }
+    }
+
+    /// One `--help` line: two spaces, the term padded to `width` (or followed by one space), the help.
+    public static func helpLine(_ term: String, _ help: String, width: Int = 19) -> String {
+        "  " + (term.count >= width ? term + " " : term + String(repeating: " ", count: width - term.count)) + help
     }
 
     /// Every key as a man-page item (`key (flag --x)` in bold, then its help and default).

@@ -232,11 +232,8 @@ public struct ForwardConfig: Equatable, Sendable {
 
     /// The host name, lower-case: the default gateway id.
     public static func hostName() -> String {
-        var buffer = [CChar](repeating: 0, count: 256)
-        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "gateway" }
-        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).lowercased()
-        let cleaned = String(name.map { $0 == "/" || $0 == "+" || $0 == "#" ? "-" : $0 })
-        return cleaned.isEmpty ? "gateway" : cleaned
+        guard let name = processHostName() else { return "gateway" }
+        return String(name.map { $0 == "/" || $0 == "+" || $0 == "#" ? "-" : $0 })
     }
 }
 
@@ -310,7 +307,7 @@ public enum ForwardCommandLine {
         USAGE: \(synopsis)
 
         OPTIONS:
-        \(options.map { "  \($0.flag.padding(19))\($0.help)" }.joined(separator: "\n"))
+        \(options.map { ConfigFileDoc.helpLine($0.flag, $0.help) }.joined(separator: "\n"))
 
         CONFIG KEYS (key = value; a [nightscout NAME] line starts a Nightscout sink's section, [webhook NAME] a \
         webhook's, [person NAME] and [meter ADDRESS] a section of alert_* keys for that person or meter):
@@ -446,9 +443,5 @@ extension ConfigFile {
 }
 
 extension String {
-    fileprivate func padding(_ width: Int) -> String {
-        self.count >= width ? self + " " : self + String(repeating: " ", count: width - self.count)
-    }
-
     fileprivate func replacingUnderscores() -> String { String(self.map { $0 == "_" ? "-" : $0 }) }
 }

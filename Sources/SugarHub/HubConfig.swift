@@ -29,7 +29,7 @@ public struct HubConfig: Equatable, Sendable {
 
     public init() {}
 
-    public var mqttClientID: String { self.mqttClientIDSetting ?? "sugard-hub-\(hubHostName())" }
+    public var mqttClientID: String { self.mqttClientIDSetting ?? "sugard-hub-\(processHostName() ?? "hub")" }
 
     /// MQTT connections per instance (each its own persistent session and PostgreSQL connection).
     /// Fixed: a session the hub stopped using would keep what the broker queued for it.
@@ -179,14 +179,6 @@ public struct HubConfig: Equatable, Sendable {
     }
 }
 
-/// The host name, lower-case (the default client id's last part).
-func hubHostName() -> String {
-    var buffer = [CChar](repeating: 0, count: 256)
-    guard gethostname(&buffer, buffer.count - 1) == 0 else { return "hub" }
-    let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).lowercased()
-    return name.isEmpty ? "hub" : name
-}
-
 /// What `sugard-hub`'s command line asked for.
 public enum HubCommand: Equatable, Sendable {
     case run(HubConfig)
@@ -235,7 +227,7 @@ public enum HubCommandLine {
         USAGE: \(synopsis)
 
         OPTIONS:
-        \(options.map { "  \($0.flag.hubPadding(19))\($0.help)" }.joined(separator: "\n"))
+        \(options.map { ConfigFileDoc.helpLine($0.flag, $0.help) }.joined(separator: "\n"))
 
         CONFIG KEYS (key = value):
         \(HubConfig.reference.helpLines().joined(separator: "\n"))
@@ -314,11 +306,5 @@ public enum HubCommandLine {
             throw ConfigError(file: file, "\(finding.problem); refusing to start, fix: \(finding.fix)")
         }
         return .run(config)
-    }
-}
-
-extension String {
-    fileprivate func hubPadding(_ width: Int) -> String {
-        self.count >= width ? self + " " : self + String(repeating: " ", count: width - self.count)
     }
 }
