@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "BlueZTransport", targets: ["BlueZTransport"]),
         .library(name: "SugarAPI", targets: ["SugarAPI"]),
+        .library(name: "ProcessKit", targets: ["ProcessKit"]),
         .library(name: "SugarWire", targets: ["SugarWire"]),
         .library(name: "SugarDaemon", targets: ["SugarDaemon"]),
         .library(name: "HTTPClient", targets: ["HTTPClient"]),
@@ -59,10 +60,14 @@ let package = Package(
         // EINTR retry, whole writes, whole-file reads and the wall clock (Glibc only).
         .target(name: "SystemIO", swiftSettings: strict),
 
+        // What every program shares about its process: the logger and its stderr sink, signals, config
+        // files read through declared key tables, sd_notify (sugard, sugard-forward, sugard-hub).
+        .target(name: "ProcessKit", dependencies: ["Locking", "SystemIO"], swiftSettings: strict),
+
         // Pure Swift (standard library only).
         .target(name: "JSON", swiftSettings: strict),
         .target(name: "GlucoseProfile", swiftSettings: strict),
-        .target(name: "HealthDataSync", dependencies: ["Locking", "GlucoseProfile"], swiftSettings: strict),
+        .target(name: "HealthDataSync", dependencies: ["Locking", "GlucoseProfile", "ProcessKit"], swiftSettings: strict),
         // The glucose report's figures and its self-contained HTML page (sugarctl report).
         .target(name: "GlucoseReport", dependencies: ["JSON", "GlucoseProfile", "SugarWire"], swiftSettings: strict),
 
@@ -86,35 +91,35 @@ let package = Package(
         // libbluetooth at work: the only importer of CBlueZ (HCI socket probe, adapters, monitor channel).
         .target(name: "BluetoothHost", dependencies: ["CBlueZ", "PacketCapture", "SystemIO"], swiftSettings: strict),
         // MeterTransport over BlueZ: object manager mirror, GATT, pairing agent, bluetoothd restarts.
-        .target(name: "BlueZTransport", dependencies: ["Locking", "DBus", "HealthDataSync", "GlucoseProfile"], swiftSettings: strict),
+        .target(name: "BlueZTransport", dependencies: ["Locking", "DBus", "HealthDataSync", "GlucoseProfile", "ProcessKit"], swiftSettings: strict),
 
         // The io.sugard.HealthDataSync interface: its description, types, handlers and exports.
         .target(
-            name: "SugarAPI", dependencies: ["Locking", "GlucoseProfile", "HealthDataSync", "JSON", "Varlink", "SugarWire", "SystemIO"],
+            name: "SugarAPI", dependencies: ["Locking", "GlucoseProfile", "HealthDataSync", "JSON", "Varlink", "SugarWire", "SystemIO", "ProcessKit"],
             exclude: ["io.sugard.HealthDataSync.varlink"], swiftSettings: strict),
 
         // sugard's settings: the config keys, the file and the command line (no daemon parts).
-        .target(name: "SugarConfig", dependencies: ["HealthDataSync", "SugarAPI", "SystemIO"], swiftSettings: strict),
+        .target(name: "SugarConfig", dependencies: ["HealthDataSync", "SugarAPI", "SystemIO", "ProcessKit"], swiftSettings: strict),
         // Composition: config, services, signals, sd_notify, logging.
         .target(
             name: "SugarDaemon",
             dependencies: ["SugarConfig", "Locking", 
                 "HealthDataSync", "JSON", "SugarAPI", "GlucoseStore", "Varlink", "ReplayTransport", "BlueZTransport",
                 "GlucoseProfile", "PacketCapture",
-                "SystemIO",
+                "SystemIO", "ProcessKit",
             ], swiftSettings: strict),
 
         // HTTP(S) through libcurl: the only importer of CCurl.
         .target(name: "HTTPClient", dependencies: ["Locking", "CCurl"], swiftSettings: strict),
         // Readings to Nightscout (entries, BG Check treatments), one site per person, durable cursor.
         .target(
-            name: "NightscoutSink", dependencies: ["Locking", "JSON", "HealthDataSync", "SugarAPI", "SugarWire", "HTTPClient", "SystemIO"],
+            name: "NightscoutSink", dependencies: ["Locking", "JSON", "ProcessKit", "SugarWire", "HTTPClient", "SystemIO"],
             swiftSettings: strict),
         // MQTT v5 over libmosquitto: the only importer of CMosquitto.
         .target(name: "MQTT", dependencies: ["Locking", "CMosquitto", "SystemIO"], swiftSettings: strict),
         // sugard-forward: every stored reading (FollowReadings) to an MQTT broker and Home Assistant.
         .target(
-            name: "SugarForward", dependencies: ["Locking", "MQTT", "JSON", "Varlink", "SugarAPI", "SugarWire", "HealthDataSync", "NightscoutSink", "HTTPClient", "SystemIO"],
+            name: "SugarForward", dependencies: ["Locking", "MQTT", "JSON", "Varlink", "ProcessKit", "SugarWire", "GlucoseProfile", "NightscoutSink", "HTTPClient", "SystemIO"],
             swiftSettings: strict),
         .executableTarget(name: "sugard-forward", dependencies: ["SugarForward", "SystemIO"], swiftSettings: strict),
 
@@ -125,7 +130,7 @@ let package = Package(
         // sugard-hub: the gateways' MQTT streams into PostgreSQL, the fleet page and its JSON API.
         .target(
             name: "SugarHub",
-            dependencies: ["Locking", "MQTT", "JSON", "HubStore", "HTTPServer", "HealthDataSync", "SugarAPI", "GlucoseReport", "GlucoseProfile", "SugarWire", "SystemIO"],
+            dependencies: ["Locking", "MQTT", "JSON", "HubStore", "HTTPServer", "ProcessKit", "GlucoseReport", "GlucoseProfile", "SugarWire", "SystemIO"],
             swiftSettings: strict),
         .executableTarget(name: "sugard-hub", dependencies: ["SugarHub", "SystemIO"], swiftSettings: strict),
 
@@ -135,9 +140,9 @@ let package = Package(
         // One-input logic of each fuzz target, shared by Fuzz/ (libFuzzer) and FuzzRegressionTests.
         .target(
             name: "FuzzTargets",
-            dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "PacketCapture", "SugarAPI", "SugarConfig", "SugarWire", "SystemIO", "Varlink"],
+            dependencies: ["GlucoseProfile", "HealthDataSync", "JSON", "PacketCapture", "SugarAPI", "SugarConfig", "SugarWire", "SystemIO", "Varlink", "ProcessKit"],
             swiftSettings: strict),
-        .executableTarget(name: "sugard", dependencies: ["SugarDaemon", "SystemIO"], swiftSettings: strict),
+        .executableTarget(name: "sugard", dependencies: ["SugarDaemon", "SystemIO", "ProcessKit"], swiftSettings: strict),
         .executableTarget(
             name: "sugarctl", dependencies: ["GlucoseProfile", "JSON", "Varlink", "SugarWire", "PacketCapture", "BluetoothHost", "DBus", "GlucoseReport", "SystemIO"],
             swiftSettings: strict),
@@ -146,7 +151,7 @@ let package = Package(
             dependencies: ["Locking", 
                 "GlucoseProfile", "JSON", "CMallocCounter", "CBenchYardsticks", "PacketCapture", "GlucoseStore", "GlucoseStoreFixtures", "ViewModelBenchmarks",
                 "SugarAPI", "Varlink", "HealthDataSync", "ReplayTransport", "SugarDaemon", "SugarForward", "SugarWire", "MQTT",
-                "SystemIO", "HubStore",
+                "SystemIO", "HubStore", "ProcessKit",
             ],
             swiftSettings: strict),
         // Ingests into a DB file; the crash test SIGKILLs it at random points.
@@ -192,10 +197,10 @@ let package = Package(
             dependencies: [
                 "Locking", "SugarAPI", "SugarDaemon", "ReplayTransport", "PacketCapture", "GlucoseProfile", "GlucoseStore",
                 "HealthDataSync", "JSON", "Varlink", "sugarctl", "TestSupport", "GlucoseReport", "NightscoutSink", "HTTPClient",
-                "SugarWire", "SugarForward",
+                "SugarWire", "SugarForward", "ProcessKit",
             ],
             swiftSettings: strict),
-        .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI", "SystemIO"], swiftSettings: strict),
+        .testTarget(name: "SugarDaemonTests", dependencies: ["SugarDaemon", "SugarAPI", "SystemIO", "ProcessKit"], swiftSettings: strict),
         // The built sugard and sugarctl against the BlueZ stand-in on a private bus.
         .testTarget(
             name: "BlueZDaemonTests",
@@ -229,7 +234,7 @@ let package = Package(
                 "GlucoseStoreFixtures",
                 "sugard", "sugard-forward", "sugarctl", "SugarForward", "JSON", "Varlink", "Locking", "TestSupport",
                 "GlucoseStore", "HealthDataSync", "HTTPClient", "SugarAPI", "GlucoseProfile",
-                "SugarWire", "MQTT",
+                "SugarWire", "MQTT", "ProcessKit",
             ],
             swiftSettings: strict),
         // The built sugard-hub against a throwaway PostgreSQL cluster and a real mosquitto broker.
@@ -237,7 +242,7 @@ let package = Package(
             name: "HubTests",
             dependencies: [
                 "sugard-hub", "SugarHub", "SugarAPI", "HealthDataSync", "HubStore", "MQTT", "JSON", "Locking", "TestSupport", "SugarForward",
-                "SugarWire",
+                "SugarWire", "ProcessKit",
             ],
             swiftSettings: strict),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets", "JSON", "PacketCapture"], swiftSettings: strict),

@@ -1,6 +1,7 @@
 // sugard: the Bluetooth LE blood-glucose meter daemon. Parses the command line and runs the
 // composition in SugarDaemon; everything worth testing lives there.
 import Glibc
+import ProcessKit
 import SugarAPI
 import SugarDaemon
 import SystemIO
@@ -29,6 +30,10 @@ case .version:
 case .manPage(let page):
     guard let text = ManPages.page(page) else { fail("--generate-man: unknown page \"\(page)\" (\(ManPages.names.joined(separator: ", ")))", status: 64) }
     print(text, terminator: "")
+case .exampleConfig:
+    print(DaemonConfig.reference.exampleFile, terminator: "")
+case .configReference:
+    print(DaemonConfig.reference.referenceTable, terminator: "")
 case .prepareRuntimeDirectory(let config):
     do {
         print("sugard: " + (try DaemonCommandLine.prepareRuntimeDirectory(config, environment: environment)))

@@ -2,6 +2,7 @@ import DBus
 import GlucoseProfile
 import HealthDataSync
 import Locking
+import ProcessKit
 
 /// Settings of the BlueZ transport.
 public struct BlueZTransportConfiguration: Sendable {

@@ -1,6 +1,5 @@
 import Glibc
-public import HealthDataSync
-public import SugarAPI
+import ProcessKit
 import SugarWire
 import SystemIO
 
@@ -23,51 +22,78 @@ public struct NightscoutSinkConfig: Sendable, Hashable {
     public var apiSecretFile: String?
     public var token: String?
     public var treatments = false
-    public var treatmentUnit: GlucoseUnit = .mgdL
+    public var treatmentUnit: Wire.Unit = .mgdl
     public var caFile: String?
     public var person: String?
 
     public init(name: String = "nightscout") { self.name = name }
 
-    /// Every key a sink understands.
-    public static let keys: Set<String> = [
-        "nightscout_url", "nightscout_api_secret_file", "nightscout_token", "nightscout_treatments", "nightscout_units",
-        "nightscout_ca_file", "nightscout_person",
-    ]
-
-    /// Sets one key. Throws a message (without the value when it may be secret) for a bad value.
-    public mutating func apply(key: String, value: String) throws(NightscoutConfigError) {
-        switch key {
-        case "nightscout_url":
-            var url = value
+    /// Every key a sink understands, declared once: the parser, forward.conf's `--help`, man page,
+    /// example file and docs/configuration.md read this table.
+    public static let keys: [ConfigKey<NightscoutSinkConfig>] = [
+        ConfigKey(
+            "nightscout_url", "a Nightscout site, https://... (a sink: these keys before any section, or in a [nightscout NAME] section)",
+            example: "https://family.example.net",
+            intro: "Nightscout sinks (one site per person). The nightscout_* keys here, before any section, form the sink \"nightscout\"; each [nightscout NAME] section starts another (until the next section; see the end of this file). A sink needs nightscout_url and nightscout_api_secret_file or nightscout_token.",
+            { $0.url }
+        ) {
+            var url = $1.value
             while url.hasSuffix("/") { url.removeLast() }
             let lower = url.lowercased()
             guard lower.hasPrefix("https://") || lower.hasPrefix("http://"), url.count > 8, !url.contains("?") else {
-                throw NightscoutConfigError("nightscout_url must be the site's http:// or https:// address, not \"\(value)\"")
+                throw ConfigError("nightscout_url must be the site's http:// or https:// address, not \"\($1.value)\"")
             }
-            self.url = url
-        case "nightscout_api_secret_file": self.apiSecretFile = value
-        case "nightscout_token":
-            guard !value.isEmpty, value.utf8.allSatisfy({ $0 > 32 && $0 < 127 }) else {
-                throw NightscoutConfigError("nightscout_token must be the access token Nightscout's admin page shows")
+            $0.url = url
+        },
+        ConfigKey(
+            "nightscout_api_secret_file", "file holding the site's API_SECRET, sent as the api-secret header (its SHA-1 hex digest)",
+            example: "/etc/sugard/nightscout.secret", { $0.apiSecretFile ?? "" }
+        ) { $0.apiSecretFile = $1.value },
+        ConfigKey("nightscout_token", "or an access token, sent as ?token=", example: "sugard-3f9c1e0a2b7d4c55", { $0.token ?? "" }) {
+            guard !$1.value.isEmpty, $1.value.utf8.allSatisfy({ $0 > 32 && $0 < 127 }) else {
+                throw ConfigError("nightscout_token must be the access token Nightscout's admin page shows")
             }
-            self.token = value
-        case "nightscout_treatments":
-            guard value == "true" || value == "false" else {
-                throw NightscoutConfigError("nightscout_treatments must be true or false, not \"\(value)\"")
+            $0.token = $1.value
+        },
+        ConfigKey(
+            "nightscout_treatments",
+            "true also posts a BG Check treatment per glucose value (default false; LO and HI always go as Note treatments)",
+            { String($0.treatments) }
+        ) {
+            guard $1.value == "true" || $1.value == "false" else {
+                throw ConfigError("nightscout_treatments must be true or false, not \"\($1.value)\"")
             }
-            self.treatments = value == "true"
-        case "nightscout_units":
-            guard value == "mgdl" || value == "mmol" else {
-                throw NightscoutConfigError("nightscout_units must be mgdl or mmol, not \"\(value)\"")
+            $0.treatments = $1.value == "true"
+        },
+        ConfigKey("nightscout_units", "the unit of those treatments: mgdl (default) or mmol", { $0.treatmentUnit.rawValue }) {
+            guard $1.value == "mgdl" || $1.value == "mmol" else {
+                throw ConfigError("nightscout_units must be mgdl or mmol, not \"\($1.value)\"")
             }
-            self.treatmentUnit = value == "mgdl" ? .mgdL : .mmolL
-        case "nightscout_ca_file": self.caFile = value
-        case "nightscout_person":
-            guard !value.isEmpty else { throw NightscoutConfigError("nightscout_person must name a person") }
-            self.person = value
-        default:
-            throw NightscoutConfigError("unknown key \"\(key)\"")
+            $0.treatmentUnit = $1.value == "mgdl" ? .mgdl : .mmol
+        },
+        ConfigKey(
+            "nightscout_ca_file", "PEM CA certificates for a site behind a private CA (certificates are always verified)",
+            example: "/etc/sugard/home-ca.pem", { $0.caFile ?? "" }
+        ) { $0.caFile = $1.value },
+        ConfigKey(
+            "nightscout_person", "only readings of meters assigned to this person (without it: every reading, unassigned meters too)",
+            example: "Mia", { $0.person ?? "" }
+        ) {
+            guard !$1.value.isEmpty else { throw ConfigError("nightscout_person must name a person") }
+            $0.person = $1.value
+        },
+    ]
+
+    /// The names of ``keys``.
+    public static let keyNames: Set<String> = Set(Self.keys.map(\.key))
+
+    /// Sets one key. Throws a message (without the value when it may be secret) for a bad value.
+    public mutating func apply(key: String, value: String) throws(NightscoutConfigError) {
+        guard let entry = Self.keys.key(key) else { throw NightscoutConfigError("unknown key \"\(key)\"") }
+        do {
+            try entry.apply(value, to: &self)
+        } catch {
+            throw NightscoutConfigError(error.message)
         }
     }
 
@@ -125,7 +151,7 @@ public struct NightscoutSinkConfig: Sendable, Hashable {
             }
             let inSection = section.header != nil
             try ConfigFile.parse(section.text, file: file) { (key, value) throws(ConfigError) in
-                guard inSection || Self.keys.contains(key) else { return }
+                guard inSection || Self.keyNames.contains(key) else { return }
                 if sink == nil { sink = NightscoutSinkConfig() }
                 do throws(NightscoutConfigError) {
                     try sink?.apply(key: key, value: value)

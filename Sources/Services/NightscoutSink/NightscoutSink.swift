@@ -2,7 +2,6 @@ import Glibc
 import HTTPClient
 import JSON
 import Locking
-import SugarAPI
 import SugarWire
 import SystemIO
 
@@ -145,7 +144,7 @@ public final class NightscoutSink: Sendable {
             let entries = mine.compactMap(ReadingExport.nightscoutEntry)
             // LO and HI always go as notes (they cannot be entries); glucose values also as BG
             // Checks with nightscout_treatments.
-            let unit = Wire.Unit(self.config.treatmentUnit)
+            let unit = self.config.treatmentUnit
             let treatments = mine.compactMap {
                 ReadingExport.nightscoutRangeNote($0) ?? (self.config.treatments ? ReadingExport.nightscoutTreatment($0, unit: unit) : nil)
             }

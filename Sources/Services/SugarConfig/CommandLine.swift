@@ -1,5 +1,6 @@
 import Glibc
 import HealthDataSync
+import ProcessKit
 import SugarAPI
 import SystemIO
 
@@ -12,6 +13,10 @@ public enum DaemonCommand: Equatable, Sendable {
     case prepareRuntimeDirectory(DaemonConfig)
     /// `--generate-man sugard|sugard.conf`: print a man page (roff) built from the tables.
     case manPage(String)
+    /// `--print-example-config`: the commented sugard.conf example, from ``DaemonConfig/keys``.
+    case exampleConfig
+    /// `--print-config-reference`: docs/configuration.md's table of sugard.conf's keys.
+    case configReference
 }
 
 public enum DaemonCommandLine {
@@ -28,6 +33,8 @@ public enum DaemonCommandLine {
         ("--demo", nil, "Run a simulated meter that pairs, syncs and keeps taking readings; needs no Bluetooth and no system service."),
         ("--log-level", "LEVEL", "error, warning, notice, info (default) or debug. Reading values are only logged at debug."),
         ("--prepare-runtime-dir", nil, "Run as root before the daemon (the unit's ExecStartPre=+): give the socket's directory ($RUNTIME_DIRECTORY) to socket_group, setgid, so the socket gets that group although the daemon's user is not a member."),
+        ("--print-example-config", nil, "Print the commented example sugard.conf (every key with its default), made from the key table."),
+        ("--print-config-reference", nil, "Print the key table of sugard.conf as Markdown (docs/configuration.md)."),
         ("--version", nil, "Print the version."),
         ("-h, --help", nil, "Show this help."),
     ]
@@ -98,6 +105,8 @@ public enum DaemonCommandLine {
             case "-h", "--help": return .help
             case "--version": return .version
             case "--generate-man": return .manPage(try flagValue())
+            case "--print-example-config": return .exampleConfig
+            case "--print-config-reference": return .configReference
             case "--prepare-runtime-dir": prepare = true
             case "--demo": demo = true
             case "--config": configFile = try flagValue()

@@ -1,6 +1,8 @@
 import Glibc
 import HealthDataSync
+import ProcessKit
 import SugarAPI
+import SystemIO
 
 /// Everything the daemon can be told. Each setting is a config-file key and most are flags.
 ///
@@ -71,7 +73,7 @@ public struct DaemonConfig: Equatable, Sendable {
     /// Every key accepted in the file, declared once: its flag, help, how it parses, how it reads
     /// back and whether `systemctl reload` applies it. The parser, the reload diff, the man page
     /// and the tests (`config/sugard.conf.example`) all read this table.
-    public static let keys: [ConfigKey] = [
+    public static let keys: [ConfigKey<DaemonConfig>] = [
         ConfigKey("state_dir", flag: "--state-dir", "directory for the database and state", { $0.stateDirectory }) {
             $0.stateDirectory = try $1.nonEmpty()
         },
@@ -80,16 +82,16 @@ public struct DaemonConfig: Equatable, Sendable {
             guard path.utf8.count < 108 else { throw ConfigError("socket path is longer than 107 bytes: \(path)") }
             $0.socketPath = path
         },
-        ConfigKey("socket_mode", "octal mode of the socket file (default 0660)", { String($0.socketMode, radix: 8) }) {
+        ConfigKey("socket_mode", "octal mode of the socket file (default 0660)", { "0" + String($0.socketMode, radix: 8) }) {
             let value = $1.value
             guard let mode = UInt32(value.hasPrefix("0o") ? String(value.dropFirst(2)) : value, radix: 8), mode <= 0o777
             else { throw ConfigError("socket_mode must be an octal mode such as 0660, not \"\(value)\"") }
             $0.socketMode = mode
         },
-        ConfigKey("socket_group", "group owning the socket; its members may read status and readings", { $0.socketGroup ?? "" }) {
+        ConfigKey("socket_group", "group owning the socket; its members may read status and readings", example: "sugard", { $0.socketGroup ?? "" }) {
             $0.socketGroup = $1.value.isEmpty ? nil : try Self.checkedGroup($1.key, $1.value)
         },
-        ConfigKey("admin_group", "group whose members may sync, forget and pair meters", { $0.adminGroup ?? "" }) {
+        ConfigKey("admin_group", "group whose members may sync, forget and pair meters", example: "sugard-admin", { $0.adminGroup ?? "" }) {
             $0.adminGroup = $1.value.isEmpty ? nil : try Self.checkedGroup($1.key, $1.value)
         },
         ConfigKey(
@@ -101,7 +103,7 @@ public struct DaemonConfig: Equatable, Sendable {
             }
             $0.logLevel = level
         },
-        ConfigKey("replay", flag: "--replay", "a btsnoop capture to play as a meter instead of BlueZ (repeatable)", {
+        ConfigKey("replay", flag: "--replay", "a btsnoop capture to play as a meter instead of BlueZ (repeatable)", example: "/var/lib/sugard/captures/accu-chek.btsnoop", {
             $0.replay.joined(separator: "\n")
         }) { $0.replay.append(try $1.nonEmpty()) },
         ConfigKey("replay_delay_ms", "milliseconds a replayed meter takes per operation and per record (default 0)", {
@@ -113,13 +115,13 @@ public struct DaemonConfig: Equatable, Sendable {
         ConfigKey("demo_interval", "seconds between new demo readings (default 40)", { String($0.demoInterval) }) {
             $0.demoInterval = try $1.int(1...86_400)
         },
-        ConfigKey("adapter", "BlueZ adapter name such as hci0 (default: the first powered one)", { $0.adapter ?? "" }) {
+        ConfigKey("adapter", "BlueZ adapter name such as hci0 (default: the first powered one)", example: "hci0", { $0.adapter ?? "" }) {
             $0.adapter = $1.value.isEmpty ? nil : $1.value
         },
         ConfigKey("cooldown_seconds", "defer automatic syncs to this long after the last successful one (default 30)", {
             String($0.cooldownSeconds)
         }) { $0.cooldownSeconds = try $1.int(0...86_400) },
-        ConfigKey("timezone", "IANA zone the meters' clocks are set to (default: the host's zone)", { $0.timeZone ?? "" }) {
+        ConfigKey("timezone", "IANA zone the meters' clocks are set to (default: the host's zone)", example: "Europe/Berlin", { $0.timeZone ?? "" }) {
             $0.timeZone = $1.value.isEmpty ? nil : try Self.checkedZone($1.value)
         },
         ConfigKey("unit", "default display unit: mgdl or mmol", { $0.unit == .mgdL ? "mgdl" : "mmol" }) {
@@ -149,10 +151,10 @@ public struct DaemonConfig: Equatable, Sendable {
         ConfigKey("simulate_delay_us", "testing aid: microseconds per operation and report packet of simulated meters (default 20000)", {
             String($0.simulateDelayMicros)
         }) { $0.simulateDelayMicros = try $1.int(1...1_000_000) },
-        ConfigKey("simulate_start", "testing aid: Unix time the simulated meters' readings start from", {
+        ConfigKey("simulate_start", "testing aid: Unix time the simulated meters' readings start from", example: "1796000000", {
             $0.simulateStart.map { String($0) } ?? ""
         }) { $0.simulateStart = $1.value.isEmpty ? nil : Int64(try $1.int(0...4_102_444_800)) },
-        ConfigKey("simulate_stop", "testing aid: Unix time after which simulated meters take no readings", {
+        ConfigKey("simulate_stop", "testing aid: Unix time after which simulated meters take no readings", example: "1796000600", {
             $0.simulateStop.map { String($0) } ?? ""
         }) { $0.simulateStop = $1.value.isEmpty ? nil : Int64(try $1.int(0...4_102_444_800)) },
         ConfigKey("max_connections_per_uid", "socket connection cap per user (default 1024; at most a quarter of the connections left to users other than root, sugard and forwarder_user)", {
@@ -172,18 +174,33 @@ public struct DaemonConfig: Equatable, Sendable {
         ) { $0.clockToleranceSeconds = try $1.seconds(0...86_400) },
     ]
 
+    /// sugard.conf as its docs show it: the example file, the reference table and the man page's
+    /// keys all come from ``keys`` (defaults read back from a configuration with no file).
+    public static var reference: ConfigFileDoc {
+        let defaults = DaemonConfig(stateDirectory: DefaultPaths.systemStateDirectory, socketPath: DefaultPaths.systemSocket)
+        return ConfigFileDoc(
+            name: "sugard.conf",
+            header: """
+                /etc/sugard/sugard.conf: configuration of the sugard daemon (generated by sugard --print-example-config \
+                from the key table DaemonConfig.keys; man sugard.conf).
+
+                Format: one "key = value" per line; lines starting with # or ; are comments; values may be double-quoted. \
+                Every key is shown commented out with its default (or a sample where it has none): remove the # to change \
+                one. Unknown keys and bad values stop the daemon at start-up with an error naming this file and the line. \
+                Flags given to sugard (--state-dir, --socket, --replay, --log-level) override these. `systemctl reload \
+                sugard` (SIGHUP) re-reads the file: log_level takes effect at once; the log names any other changed key, \
+                which needs a restart. A broken file on reload is logged (file:line) and the running configuration is kept. \
+                Drop-ins: the *.conf files in /etc/sugard/sugard.conf.d/ are read after this file, in lexical order.
+                """,
+            keys: Self.keys.map { $0.doc(defaults: defaults, table: "DaemonConfig.keys") })
+    }
+
     /// Applies one `key = value` setting. `replay` appends; everything else replaces.
     public mutating func apply(key: String, value: String) throws(ConfigError) {
-        guard let entry = Self.keys.first(where: { $0.key == key }) else {
+        guard let entry = Self.keys.key(key) else {
             throw ConfigError("unknown key \"\(key)\" (known keys: \(DaemonConfig.keys.map(\.key).joined(separator: ", ")))")
         }
-        do {
-            try entry.set(&self, ConfigSetting(key: key, value: value))
-        } catch let error as ConfigError {
-            throw error
-        } catch {
-            throw ConfigError("\(key): \(error)")
-        }
+        try entry.apply(value, to: &self)
     }
 
     /// The keys whose values differ between two configurations and that `systemctl reload` does
@@ -234,74 +251,4 @@ public struct DaemonConfig: Equatable, Sendable {
 /// Reads a whole binary file (zone files); nil when unreadable.
 package func readBinaryFile(_ path: String) -> [UInt8]? {
     (try? ConfigFile.readBytes(path, limit: 4 << 20)) ?? nil
-}
-
-/// One key of ``DaemonConfig/keys``.
-public struct ConfigKey: Sendable {
-    public let key: String
-    /// The command-line flag that sets the same value, if any.
-    public let flag: String?
-    public let help: String
-    /// Whether `systemctl reload` applies a change at once; otherwise the log says a restart is needed.
-    public let appliesOnReload: Bool
-    /// The key's value in a configuration, as text (for comparing configurations).
-    public let value: @Sendable (DaemonConfig) -> String
-    /// Parses the value into the configuration; throws only ``ConfigError``.
-    let set: @Sendable (inout DaemonConfig, ConfigSetting) throws -> Void
-
-    init(
-        _ key: String, flag: String? = nil, _ help: String, appliesOnReload: Bool = false,
-        _ value: @escaping @Sendable (DaemonConfig) -> String,
-        set: @escaping @Sendable (inout DaemonConfig, ConfigSetting) throws -> Void
-    ) {
-        self.key = key
-        self.flag = flag
-        self.help = help
-        self.appliesOnReload = appliesOnReload
-        self.value = value
-        self.set = set
-    }
-}
-
-/// One `key = value` being applied, with the checks the keys share.
-struct ConfigSetting {
-    let key: String
-    let value: String
-
-    func int(_ range: ClosedRange<Int>) throws(ConfigError) -> Int {
-        guard let v = Int(self.value), range.contains(v) else {
-            throw ConfigError("\(self.key) must be a whole number from \(range.lowerBound) to \(range.upperBound), not \"\(self.value)\"")
-        }
-        return v
-    }
-
-    func bool() throws(ConfigError) -> Bool {
-        switch self.value.lowercased() {
-        case "true", "yes", "on", "1": return true
-        case "false", "no", "off", "0": return false
-        default: throw ConfigError("\(self.key) must be true or false, not \"\(self.value)\"")
-        }
-    }
-
-    /// A duration: whole seconds, or a number with `s`, `m` or `h` (`120`, `120s`, `2m`, `1h`).
-    func seconds(_ range: ClosedRange<Int>) throws(ConfigError) -> Int {
-        let text = self.value.lowercased()
-        let scales: [Character: Int] = ["s": 1, "m": 60, "h": 3600]
-        var number = Substring(text)
-        var scale = 1
-        if let last = text.last, let unit = scales[last] {
-            number = text.dropLast()
-            scale = unit
-        }
-        guard let amount = Int(number), amount >= 0, amount <= range.upperBound / scale, range.contains(amount * scale) else {
-            throw ConfigError(
-                "\(self.key) must be a duration from \(range.lowerBound) to \(range.upperBound) seconds, such as 120, 120s, 2m or 1h, not \"\(self.value)\"")
-        }
-        return amount * scale
-    }
-
-    func nonEmpty() throws(ConfigError) -> String {
-        guard !self.value.isEmpty else { throw ConfigError("\(self.key) needs a value") }
-        return self.value
-    }
 }

@@ -3,6 +3,7 @@ import Glibc
 import GlucoseProfile
 import HealthDataSync
 import PacketCapture
+import ProcessKit
 import ReplayTransport
 import SugarAPI
 import Varlink

@@ -2,6 +2,7 @@ import Glibc
 import GlucoseStore
 import HealthDataSync
 import Locking
+import ProcessKit
 import SugarAPI
 import SystemIO
 

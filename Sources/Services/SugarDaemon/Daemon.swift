@@ -1,6 +1,8 @@
 import Glibc
+import GlucoseProfile
 import GlucoseStore
 import HealthDataSync
+import ProcessKit
 import SugarAPI
 import Locking
 import SystemIO
@@ -92,7 +94,7 @@ public final class Daemon: Sendable {
         self.configFile = configFile
         self.environment = environment
         self.reloadConfig = reloadConfig
-        self.sink = StderrLogSink(environment: environment, level: config.logLevel)
+        self.sink = StderrLogSink(environment: environment, level: config.logLevel, timestamp: { CivilCalendar.isoUTC(epochMillis: $0) })
         self.notifier = SystemdNotifier(environment: environment)
     }
 

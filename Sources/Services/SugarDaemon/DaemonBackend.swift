@@ -1,5 +1,6 @@
 import GlucoseStore
 import HealthDataSync
+import ProcessKit
 import SugarAPI
 
 /// The daemon's side of the `io.sugard.HealthDataSync` interface: sync, forget and pair through

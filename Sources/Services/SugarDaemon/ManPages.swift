@@ -1,3 +1,4 @@
+import ProcessKit
 import SystemIO
 
 /// sugard(8) and sugard.conf(5), generated from ``DaemonCommandLine/options`` and
@@ -68,9 +69,7 @@ public enum ManPages {
             (SIGHUP) re-reads the files; log_level applies at once, other changes need a restart.
             """)
         page.section("Keys")
-        for key in DaemonConfig.keys {
-            page.item(key.key + (key.flag.map { " (flag " + $0 + ")" } ?? ""), key.help)
-        }
+        DaemonConfig.reference.manItems(into: &page, flags: true)
         page.section("See also")
         page.paragraph("sugard(8), sugarctl(1)")
         return page.roff

@@ -1,4 +1,5 @@
 import HealthDataSync
+import ProcessKit
 
 /// Carries what the sync engine reports into the view model. The rules are
 /// ``SyncEventReducer``'s; this finds the model an event concerns, applies them in one update per

@@ -2,6 +2,7 @@ import Glibc
 import GlucoseProfile
 import HealthDataSync
 import PacketCapture
+import ProcessKit
 import ReplayTransport
 import SystemIO
 

@@ -1,6 +1,7 @@
 import Glibc
 import GlucoseStore
 import HealthDataSync
+import ProcessKit
 import SugarAPI
 
 /// Integrity checks of the database, off the start-up path. Opening the store no longer reads the

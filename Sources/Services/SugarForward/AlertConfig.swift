@@ -1,4 +1,4 @@
-import SugarAPI
+import ProcessKit
 import SugarWire
 
 /// The alert rules' settings at one level of forward.conf: the top (before any section), a
@@ -22,36 +22,54 @@ public struct AlertSettings: Sendable, Equatable {
 
     public init() {}
 
-    /// The keys, for `--help` and the man page (in every alert level).
-    public static let keys: [(key: String, help: String)] = [
-        ("alerts", "on (default) or off: every alert rule (at the top), or this person's or meter's (in a [person NAME] or [meter ADDRESS] section)"),
-        ("alert_low", "low fires for a glucose value below this: 70 (mg/dL), \"3.9 mmol/L\", or off (default: glucose_low_mgdl, 70)"),
-        ("alert_urgent_low", "urgent_low fires for a LO or a glucose value below this (default 54 mg/dL; off turns it off)"),
-        ("alert_high", "high fires for a HI or a glucose value above this (default: glucose_high_mgdl, 250 mg/dL; or off)"),
-        ("alert_sync_overdue", "sync_overdue fires when a meter has not synced for this long: 90m, 2d, or off (default: sync_overdue_hours, 24h)"),
-        ("alert_gateway_failed", "gateway_failed fires when the Bluetooth adapter or sugard's storage has failed this long (default 10m; or off)"),
-        ("alert_max_age", "a reading measured longer ago than this fires no glucose alert (it may still resolve one): a meter synced late, or the history at the first start (default 24h; off: any age)"),
+    /// The alert keys of every level (the top of forward.conf, `[person NAME]`, `[meter ADDRESS]`),
+    /// declared once: parsing, `--help`, the man page, the example file and the docs read this table.
+    public static let keys: [ConfigKey<AlertSettings>] = [
+        ConfigKey(
+            "alerts", "on (default) or off: every alert rule (at the top), or this person's or meter's (in a [person NAME] or [meter ADDRESS] section)",
+            example: "on",
+            intro: "Alerts (docs/alerts.md). Each rule fires once per episode and resolves once: published to <topic_prefix>/<gateway_id>/alert and POSTed to every [webhook NAME]; sugarctl alerts shows them. Glucose limits in mg/dL (70) or with a unit (\"3.9 mmol/L\"); times with a unit (90m, 24h, 2d); any rule, or all of them with alerts, can be off. The same keys go in [person NAME] and [meter ADDRESS] sections (see the end of this file).",
+            { $0.enabled.map { $0 ? "on" : "off" } ?? "" }
+        ) {
+            switch $1.value.lowercased() {
+            case "on", "true", "yes", "1": $0.enabled = true
+            case "off", "false", "no", "0": $0.enabled = false
+            default: throw ConfigError("alerts must be on or off, not \"\($1.value)\"")
+            }
+        },
+        ConfigKey(
+            "alert_low", "low fires for a glucose value below this: 70 (mg/dL), \"3.9 mmol/L\", or off (default: glucose_low_mgdl, 70)", example: "70",
+            { $0.low.text }
+        ) { $0.low = try Self.glucose($1.key, $1.value) },
+        ConfigKey(
+            "alert_urgent_low", "urgent_low fires for a LO or a glucose value below this (default 54 mg/dL; off turns it off)", example: "54",
+            { $0.urgentLow.text }
+        ) { $0.urgentLow = try Self.glucose($1.key, $1.value) },
+        ConfigKey(
+            "alert_high", "high fires for a HI or a glucose value above this (default: glucose_high_mgdl, 250 mg/dL; or off)", example: "250",
+            { $0.high.text }
+        ) { $0.high = try Self.glucose($1.key, $1.value) },
+        ConfigKey(
+            "alert_sync_overdue", "sync_overdue fires when a meter has not synced for this long: 90m, 2d, or off (default: sync_overdue_hours, 24h)",
+            example: "24h", { $0.syncOverdue.text }
+        ) { $0.syncOverdue = try Self.duration($1.key, $1.value) },
+        ConfigKey(
+            "alert_gateway_failed", "gateway_failed fires when the Bluetooth adapter or sugard's storage has failed this long (default 10m; or off)",
+            example: "10m", { $0.gatewayFailed.text }
+        ) { $0.gatewayFailed = try Self.duration($1.key, $1.value) },
+        ConfigKey(
+            "alert_max_age",
+            "a reading measured longer ago than this fires no glucose alert (it may still resolve one): a meter synced late, or the history at the first start (default 24h; off: any age)",
+            example: "24h", { $0.maxAge.text }
+        ) { $0.maxAge = try Self.duration($1.key, $1.value) },
     ]
 
     static let keyNames: Set<String> = Set(Self.keys.map(\.key))
 
     /// Sets one key (one of ``keys``).
     mutating func apply(key: String, value: String) throws(ConfigError) {
-        switch key {
-        case "alerts":
-            switch value.lowercased() {
-            case "on", "true", "yes", "1": self.enabled = true
-            case "off", "false", "no", "0": self.enabled = false
-            default: throw ConfigError("alerts must be on or off, not \"\(value)\"")
-            }
-        case "alert_low": self.low = try Self.glucose(key, value)
-        case "alert_urgent_low": self.urgentLow = try Self.glucose(key, value)
-        case "alert_high": self.high = try Self.glucose(key, value)
-        case "alert_sync_overdue": self.syncOverdue = try Self.duration(key, value)
-        case "alert_gateway_failed": self.gatewayFailed = try Self.duration(key, value)
-        case "alert_max_age": self.maxAge = try Self.duration(key, value)
-        default: throw ConfigError("unknown alert key \"\(key)\"")
-        }
+        guard let entry = Self.keys.key(key) else { throw ConfigError("unknown alert key \"\(key)\"") }
+        try entry.apply(value, to: &self)
     }
 
     static func glucose(_ key: String, _ value: String) throws(ConfigError) -> Setting {
@@ -176,5 +194,17 @@ public struct AlertConfig: Sendable, Equatable {
 extension AlertSettings.Setting {
     var number: Double? {
         if case .value(let number) = self { number } else { nil }
+    }
+}
+
+extension AlertSettings.Setting? {
+    /// The setting as the reload diff and the docs compare it: empty when unset, `off`, or the
+    /// number as stored (mg/dL, milliseconds).
+    var text: String {
+        switch self {
+        case nil: ""
+        case .off?: "off"
+        case .value(let number)?: ForwardConfig.number(number)
+        }
     }
 }

@@ -1,8 +1,7 @@
 import Glibc
-import HealthDataSync
 import JSON
 import Locking
-import SugarAPI
+import ProcessKit
 import SugarWire
 import SystemIO
 import Varlink

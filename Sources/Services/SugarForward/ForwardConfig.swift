@@ -1,7 +1,6 @@
 import Glibc
-import HealthDataSync
 public import NightscoutSink
-import SugarAPI
+import ProcessKit
 public import SugarWire
 import SystemIO
 
@@ -59,86 +58,141 @@ public struct ForwardConfig: Equatable, Sendable {
         self.stateDirectory = stateDirectory
     }
 
-    public static let keys: [(key: String, help: String)] = [
-        ("mqtt_url", "mqtt://HOST[:PORT] (default port 1883) or mqtts://HOST[:PORT] (default 8883, needs mqtt_ca_file); default mqtt://localhost, but without it and with a Nightscout sink there is no MQTT sink"),
-        ("mqtt_ca_file", "CA certificates (PEM) the broker's TLS certificate must chain to"),
-        ("mqtt_username", "user name for the broker"),
-        ("mqtt_password_file", "file holding the broker password (first line)"),
-        ("mqtt_client_id", "MQTT client id (default sugard-<gateway_id>)"),
-        ("topic_prefix", "first topic level (default sugard)"),
-        ("gateway_id", "this gateway's topic level (default: the host name, lower-case)"),
-        ("homeassistant_discovery", "publish Home Assistant discovery configs (default true)"),
-        ("homeassistant_prefix", "Home Assistant's discovery prefix (default homeassistant)"),
-        ("unit", "the Home Assistant entity's unit: mgdl (default) or mmol"),
-        ("glucose_low_mgdl", "Home Assistant's \"Glucose low\" turns on for a LO or a glucose value below this, in mg/dL (default 70)"),
-        ("glucose_high_mgdl", "\"Glucose high\" turns on for a HI or a glucose value above this, in mg/dL (default 250)"),
-        ("sync_overdue_hours", "\"Sync overdue\" (and a meter's overdue in the health topic) turns on when a meter has not synced for this many hours (default 24)"),
-        ("log_level", "error, warning, notice, info (default) or debug"),
-        ("socket", "sugard's socket (like sugarctl: $SUGARD_SOCKET, the system socket, the demo's)"),
-        ("state_dir", "directory for the delivery cursors and the status socket"),
-        ("nightscout_url", "a Nightscout site, https://... (a sink: these keys before any section, or in a [nightscout NAME] section)"),
-        ("nightscout_api_secret_file", "file holding the site's API_SECRET, sent as the api-secret header (its SHA-1 hex digest)"),
-        ("nightscout_token", "or an access token, sent as ?token="),
-        ("nightscout_treatments", "true also posts a BG Check treatment per glucose value (default false; LO and HI always go as Note treatments)"),
-        ("nightscout_units", "the unit of those treatments: mgdl (default) or mmol"),
-        ("nightscout_ca_file", "PEM CA certificates for a site behind a private CA (certificates are always verified)"),
-        ("nightscout_person", "only readings of meters assigned to this person (without it: every reading, unassigned meters too)"),
-    ] + AlertSettings.keys
+    /// Every top-level key of forward.conf, declared once (the alert keys are ``AlertSettings/keys``
+    /// setting ``alerts``' top level; the Nightscout keys are ``NightscoutSinkConfig/keys``, the
+    /// `[webhook NAME]` keys ``WebhookConfig/keys``). ``apply(key:value:)``, `--help`, the man page,
+    /// config/forward.conf.example and docs/configuration.md read these tables.
+    public static let keys: [ConfigKey<ForwardConfig>] = [
+        ConfigKey(
+            "mqtt_url",
+            "mqtt://HOST[:PORT] (default port 1883) or mqtts://HOST[:PORT] (default 8883, needs mqtt_ca_file); default mqtt://localhost, but without it and with a Nightscout sink there is no MQTT sink",
+            intro: "The MQTT broker. Without mqtt_url: mqtt://localhost, unless a Nightscout sink is configured (then no MQTT sink).",
+            { $0.mqttURL }
+        ) {
+            let broker = try ConfigFile.brokerURL($1.key, $1.value)
+            ($0.mqttURL, $0.mqttURLSet, $0.mqttHost, $0.mqttPort, $0.mqttTLS) = ($1.value, true, broker.host, broker.port, broker.tls)
+        },
+        ConfigKey("mqtt_ca_file", "CA certificates (PEM) the broker's TLS certificate must chain to", example: "/etc/ssl/certs/ca-certificates.crt", {
+            $0.mqttCAFile ?? ""
+        }) { $0.mqttCAFile = $1.optional },
+        ConfigKey("mqtt_username", "user name for the broker", example: "gateway", { $0.mqttUsername ?? "" }) { $0.mqttUsername = $1.optional },
+        ConfigKey("mqtt_password_file", "file holding the broker password (first line)", example: "/etc/sugard/mqtt-password", {
+            $0.mqttPasswordFile ?? ""
+        }) { $0.mqttPasswordFile = $1.optional },
+        ConfigKey("mqtt_client_id", "MQTT client id (default sugard-<gateway_id>)", example: "sugard-gateway", { $0.mqttClientIDSetting ?? "" }) {
+            $0.mqttClientIDSetting = $1.optional
+        },
+        ConfigKey(
+            "topic_prefix", "first topic level (default sugard)",
+            intro: "Topics: <topic_prefix>/<gateway_id>/status and <topic_prefix>/<gateway_id>/<meter>/{reading,state} (and, with Home Assistant discovery, .../{event,low,high,last_synced,sync_overdue} and .../adapter).",
+            { $0.topicPrefix }
+        ) { $0.topicPrefix = try ConfigFile.topicLevel($1.key, $1.value, allowSlash: true) },
+        ConfigKey("gateway_id", "this gateway's topic level (default: the host name, lower-case)", example: "gateway", { $0.gatewayID }) {
+            $0.gatewayID = try ConfigFile.topicLevel($1.key, $1.value)
+        },
+        ConfigKey(
+            "homeassistant_discovery", "publish Home Assistant discovery configs (default true)",
+            intro: "Home Assistant MQTT discovery: per meter \"Glucose\", \"Glucose low\", \"Glucose high\", a \"Reading\" event, \"Last synced\" and \"Sync overdue\"; per gateway \"Bluetooth adapter\" (docs/home-assistant.md).",
+            { String($0.homeAssistantDiscovery) }
+        ) {
+            guard let on = try? $1.bool() else { throw ConfigError("homeassistant_discovery must be true or false, not \"\($1.value)\"") }
+            $0.homeAssistantDiscovery = on
+        },
+        ConfigKey("homeassistant_prefix", "Home Assistant's discovery prefix (default homeassistant)", { $0.homeAssistantPrefix }) {
+            $0.homeAssistantPrefix = try ConfigFile.topicLevel($1.key, $1.value, allowSlash: true)
+        },
+        ConfigKey("unit", "the Home Assistant entity's unit: mgdl (default) or mmol", { $0.unit.rawValue }) {
+            switch $1.value.lowercased() {
+            case "mgdl", "mg/dl": $0.unit = .mgdl
+            case "mmol", "mmol/l", "mmoll": $0.unit = .mmol
+            default: throw ConfigError("unit must be mgdl or mmol, not \"\($1.value)\"")
+            }
+        },
+        ConfigKey(
+            "glucose_low_mgdl", "Home Assistant's \"Glucose low\" turns on for a LO or a glucose value below this, in mg/dL (default 70)",
+            { Self.number($0.glucoseLowMgdL) }
+        ) { $0.glucoseLowMgdL = try Self.threshold($1) },
+        ConfigKey(
+            "glucose_high_mgdl", "\"Glucose high\" turns on for a HI or a glucose value above this, in mg/dL (default 250)",
+            { Self.number($0.glucoseHighMgdL) }
+        ) { $0.glucoseHighMgdL = try Self.threshold($1) },
+        ConfigKey(
+            "sync_overdue_hours",
+            "\"Sync overdue\" (and a meter's overdue in the health topic) turns on when a meter has not synced for this many hours (default 24)",
+            { Self.number($0.syncOverdueHours) }
+        ) {
+            guard let number = Double($1.value), number.isFinite, number > 0, number <= 24 * 365 else {
+                throw ConfigError("sync_overdue_hours must be a number of hours above 0, not \"\($1.value)\"")
+            }
+            $0.syncOverdueHours = number
+        },
+        ConfigKey("log_level", flag: "--log-level", "error, warning, notice, info (default) or debug", { $0.logLevel.name }) {
+            $0.logLevel = try $1.logLevel()
+        },
+        ConfigKey("socket", flag: "--socket", "sugard's socket (like sugarctl: $SUGARD_SOCKET, the system socket, the demo's)", { $0.socketPath }) {
+            guard !$1.value.isEmpty, $1.value.utf8.count < 108 else { throw ConfigError("socket must be a path shorter than 108 bytes") }
+            $0.socketPath = $1.value
+        },
+        ConfigKey("state_dir", flag: "--state-dir", "directory for the delivery cursors and the status socket", { $0.stateDirectory }) {
+            $0.stateDirectory = try $1.nonEmpty()
+        },
+    ] + AlertSettings.keys.map { $0.lifted(to: \ForwardConfig.alerts.top) }
+
+    /// The keys a file may set before any section: the forwarder's and the Nightscout sink's.
+    static var topLevelKeyNames: [String] { Self.keys.map(\.key) + NightscoutSinkConfig.keys.map(\.key) }
+
+    static func threshold(_ setting: ConfigSetting) throws(ConfigError) -> Double {
+        guard let number = Double(setting.value), number.isFinite, number > 0, number < 1000 else {
+            throw ConfigError("\(setting.key) must be a number of mg/dL between 0 and 1000, not \"\(setting.value)\"")
+        }
+        return number
+    }
 
     public mutating func apply(key: String, value: String) throws(ConfigError) {
-        switch key {
-        case "mqtt_url":
-            let broker = try ConfigFile.brokerURL(key, value)
-            self.mqttURL = value
-            self.mqttURLSet = true
-            self.mqttHost = broker.host
-            self.mqttPort = broker.port
-            self.mqttTLS = broker.tls
-        case "mqtt_ca_file": self.mqttCAFile = value.isEmpty ? nil : value
-        case "mqtt_username": self.mqttUsername = value.isEmpty ? nil : value
-        case "mqtt_password_file": self.mqttPasswordFile = value.isEmpty ? nil : value
-        case "mqtt_client_id": self.mqttClientIDSetting = value.isEmpty ? nil : value
-        case "topic_prefix": self.topicPrefix = try ConfigFile.topicLevel(key, value, allowSlash: true)
-        case "gateway_id": self.gatewayID = try ConfigFile.topicLevel(key, value)
-        case "homeassistant_discovery":
-            switch value.lowercased() {
-            case "true", "yes", "on", "1": self.homeAssistantDiscovery = true
-            case "false", "no", "off", "0": self.homeAssistantDiscovery = false
-            default: throw ConfigError("homeassistant_discovery must be true or false, not \"\(value)\"")
-            }
-        case "homeassistant_prefix": self.homeAssistantPrefix = try ConfigFile.topicLevel(key, value, allowSlash: true)
-        case "unit":
-            switch value.lowercased() {
-            case "mgdl", "mg/dl": self.unit = .mgdl
-            case "mmol", "mmol/l", "mmoll": self.unit = .mmol
-            default: throw ConfigError("unit must be mgdl or mmol, not \"\(value)\"")
-            }
-        case "glucose_low_mgdl", "glucose_high_mgdl":
-            guard let number = Double(value), number.isFinite, number > 0, number < 1000 else {
-                throw ConfigError("\(key) must be a number of mg/dL between 0 and 1000, not \"\(value)\"")
-            }
-            if key == "glucose_low_mgdl" { self.glucoseLowMgdL = number } else { self.glucoseHighMgdL = number }
-        case "sync_overdue_hours":
-            guard let number = Double(value), number.isFinite, number > 0, number <= 24 * 365 else {
-                throw ConfigError("sync_overdue_hours must be a number of hours above 0, not \"\(value)\"")
-            }
-            self.syncOverdueHours = number
-        case "log_level":
-            guard let level = LogLevel(name: value) else {
-                throw ConfigError("log_level must be error, warning, notice, info or debug, not \"\(value)\"")
-            }
-            self.logLevel = level
-        case "socket":
-            guard !value.isEmpty, value.utf8.count < 108 else { throw ConfigError("socket must be a path shorter than 108 bytes") }
-            self.socketPath = value
-        case "state_dir":
-            guard !value.isEmpty else { throw ConfigError("state_dir needs a value") }
-            self.stateDirectory = value
-        case _ where AlertSettings.keyNames.contains(key):
-            try self.alerts.top.apply(key: key, value: value)
-        default:
-            throw ConfigError("unknown key \"\(key)\" (known keys: \(Self.keys.map(\.key).joined(separator: ", ")))")
+        guard let entry = Self.keys.key(key) else {
+            throw ConfigError("unknown key \"\(key)\" (known keys: \(Self.topLevelKeyNames.joined(separator: ", ")))")
         }
+        try entry.apply(value, to: &self)
+    }
+
+    /// forward.conf as its docs show it: the example file, the reference table, `--help` and the man
+    /// page's keys, from the tables.
+    public static var reference: ConfigFileDoc {
+        // The gateway id defaults to the host name: the docs show no default for it, only a sample.
+        let defaults = ForwardConfig(
+            gatewayID: "", socketPath: DefaultPaths.systemSocket, stateDirectory: ForwardCommandLine.defaultStateDirectory)
+        return ConfigFileDoc(
+            name: "forward.conf",
+            header: """
+                /etc/sugard/forward.conf: configuration of sugard-forward, which sends every reading sugard stores to an \
+                MQTT broker (and Home Assistant) and to Nightscout sites (generated by sugard-forward --print-example-config \
+                from its key tables; man sugard-forward).
+
+                Format: one "key = value" per line; lines starting with # or ; are comments. Every key is shown commented \
+                out with its default (or a sample where it has none): remove the # to change one. Unknown keys and bad \
+                values stop sugard-forward at start-up with an error naming this file and the line; restart it after a \
+                change (`systemctl restart sugard-forward`). The package installs this file readable only by root and the \
+                sugard-forward user (0640 root:sugard-forward): keep it so, it may hold tokens.
+                """,
+            keys: Self.keys.map { $0.doc(defaults: defaults, table: AlertSettings.keyNames.contains($0.key) ? "AlertSettings.keys" : "ForwardConfig.keys") }
+                + NightscoutSinkConfig.keys.map { $0.doc(defaults: NightscoutSinkConfig(), table: "NightscoutSinkConfig.keys") }
+                + WebhookConfig.keys.map { $0.doc(defaults: WebhookConfig(name: "NAME"), section: "[webhook NAME]", table: "WebhookConfig.keys") },
+            trailer: """
+                # Sections. The alert keys in a [person NAME] or [meter ADDRESS] section apply to that person or
+                # meter only (a meter's section first, then its person's, then the top level); each
+                # [nightscout NAME] section starts another Nightscout sink (until the next section); each
+                # [webhook NAME] section gets every alert event, in order, retried until it answers 2xx.
+                #
+                # [person Mia]
+                # alert_low = 4.4 mmol/L
+                # [meter C0:26:DA:01:3A:7F]
+                # alert_sync_overdue = 3d
+                #
+                #[nightscout mia]
+                #nightscout_url = https://mia.example.net
+                #nightscout_api_secret_file = /etc/sugard/mia.secret
+                #nightscout_person = Mia
+                """)
     }
 
     /// Checks what only makes sense together (after the file and the flags).
@@ -180,11 +234,8 @@ public struct ForwardConfig: Equatable, Sendable {
 
     /// The host name, lower-case: the default gateway id.
     public static func hostName() -> String {
-        var buffer = [CChar](repeating: 0, count: 256)
-        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "gateway" }
-        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).lowercased()
-        let cleaned = String(name.map { $0 == "/" || $0 == "+" || $0 == "#" ? "-" : $0 })
-        return cleaned.isEmpty ? "gateway" : cleaned
+        guard let name = processHostName() else { return "gateway" }
+        return String(name.map { $0 == "/" || $0 == "+" || $0 == "#" ? "-" : $0 })
     }
 }
 
@@ -195,6 +246,10 @@ public enum ForwardCommand: Equatable, Sendable {
     case version
     /// `--generate-man`: sugard-forward(8) in roff, from the same tables as `--help`.
     case manPage
+    /// `--print-example-config`: the commented forward.conf example, from the key tables.
+    case exampleConfig
+    /// `--print-config-reference`: docs/configuration.md's table of forward.conf's keys.
+    case configReference
 }
 
 public enum ForwardCommandLine {
@@ -240,6 +295,8 @@ public enum ForwardCommandLine {
         ("--socket PATH", "sugard's socket (default $SUGARD_SOCKET, else the system socket /run/sugard/io.sugard.HealthDataSync if it exists, else the demo's)."),
         ("--state-dir DIR", "Delivery cursors and status socket io.sugard.Forward (default $STATE_DIRECTORY or /var/lib/sugard-forward)."),
         ("--log-level LEVEL", "error, warning, notice, info (default) or debug."),
+        ("--print-example-config", "Print the commented example forward.conf (every key with its default), made from the key tables."),
+        ("--print-config-reference", "Print the key tables of forward.conf as Markdown (docs/configuration.md)."),
         ("--version", "Print the version."),
         ("-h, --help", "Show this help."),
     ]
@@ -252,14 +309,14 @@ public enum ForwardCommandLine {
         USAGE: \(synopsis)
 
         OPTIONS:
-        \(options.map { "  \($0.flag.padding(19))\($0.help)" }.joined(separator: "\n"))
+        \(options.map { ConfigFileDoc.helpLine($0.flag, $0.help) }.joined(separator: "\n"))
 
         CONFIG KEYS (key = value; a [nightscout NAME] line starts a Nightscout sink's section, [webhook NAME] a \
         webhook's, [person NAME] and [meter ADDRESS] a section of alert_* keys for that person or meter):
-        \(ForwardConfig.keys.map { "  \($0.key.padding(19))\($0.help)" }.joined(separator: "\n"))
+        \(ForwardConfig.reference.helpLines().joined(separator: "\n"))
 
         WEBHOOK KEYS (in a [webhook NAME] section; alert events are POSTed there in order, retried until accepted):
-        \(WebhookConfig.keys.map { "  \($0.key.padding(19))\($0.help)" }.joined(separator: "\n"))
+        \(ForwardConfig.reference.helpLines(section: "[webhook NAME]").joined(separator: "\n"))
 
         Exit status: \(exitStatus)
         """
@@ -279,8 +336,7 @@ public enum ForwardCommandLine {
                 + "A [nightscout NAME] line starts a Nightscout sink's section (nightscout_* keys only) until the next one; "
                 + "[webhook NAME] a webhook's (url, format, secret_file, token_file, ca_file); [person NAME] and "
                 + "[meter ADDRESS] the alert keys (alerts, alert_*) of that person or meter.")
-        for key in ForwardConfig.keys { page.item(key.key, key.help) }
-        for key in WebhookConfig.keys { page.item(key.key, key.help) }
+        ForwardConfig.reference.manItems(into: &page)
         page.section("Exit status")
         page.paragraph(exitStatus)
         page.section("See also")
@@ -306,11 +362,15 @@ public enum ForwardCommandLine {
             case "-h", "--help": return .help
             case "--version": return .version
             case "--generate-man": return .manPage
+            case "--print-example-config": return .exampleConfig
+            case "--print-config-reference": return .configReference
             case "--config": configFile = try flagValue()
-            case "--socket": flags.append(("socket", try flagValue()))
-            case "--state-dir": flags.append(("state_dir", try flagValue()))
-            case "--log-level": flags.append(("log_level", try flagValue()))
-            default: throw ConfigError("unknown option \"\(arg)\" (see sugard-forward --help)")
+            default:
+                // The flags that set a config key, from the key table.
+                guard let key = ForwardConfig.keys.first(where: { $0.flag == name }) else {
+                    throw ConfigError("unknown option \"\(arg)\" (see sugard-forward --help)")
+                }
+                flags.append((key.key, try flagValue()))
             }
             index += 1
         }
@@ -346,8 +406,8 @@ extension ForwardConfig {
         let sections = NightscoutSinkConfig.sections(of: text)
         let top = sections.first?.text ?? ""
         try ConfigFile.parse(top, file: file) { (key, value) throws(ConfigError) in
-            if NightscoutSinkConfig.keys.contains(key) { return }
-            if WebhookConfig.keys.contains(where: { $0.key == key }) {
+            if NightscoutSinkConfig.keyNames.contains(key) { return }
+            if WebhookConfig.keys.key(key) != nil {
                 throw ConfigError("\(key) belongs in a [webhook NAME] section")
             }
             try self.apply(key: key, value: value)
@@ -385,9 +445,5 @@ extension ConfigFile {
 }
 
 extension String {
-    fileprivate func padding(_ width: Int) -> String {
-        self.count >= width ? self + " " : self + String(repeating: " ", count: width - self.count)
-    }
-
     fileprivate func replacingUnderscores() -> String { String(self.map { $0 == "_" ? "-" : $0 }) }
 }

@@ -1,8 +1,8 @@
 import Glibc
-import HealthDataSync
+import GlucoseProfile
 import Locking
 import NightscoutSink
-import SugarAPI
+import ProcessKit
 import Varlink
 
 public let sugardForwardVersion = "0.1.0"
@@ -30,10 +30,16 @@ public enum ForwardMain {
         case .manPage:
             print(ForwardCommandLine.manPage(), terminator: "")
             return 0
+        case .exampleConfig:
+            print(ForwardConfig.reference.exampleFile, terminator: "")
+            return 0
+        case .configReference:
+            print(ForwardConfig.reference.referenceTable, terminator: "")
+            return 0
         case .run(let parsed):
             config = parsed
         }
-        let sink = StderrLogSink(environment: environment, level: config.logLevel)
+        let sink = StderrLogSink(environment: environment, level: config.logLevel, timestamp: { CivilCalendar.isoUTC(epochMillis: $0) })
         let logger = sink.logger(label: "sugard-forward")
         let password: String?
         let nightscout: NightscoutForwarding

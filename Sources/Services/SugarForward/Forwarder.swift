@@ -1,8 +1,8 @@
 import Glibc
-import HealthDataSync
 import JSON
 import Locking
 import MQTT
+import ProcessKit
 import SugarWire
 import SystemIO
 

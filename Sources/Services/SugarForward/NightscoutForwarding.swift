@@ -1,7 +1,7 @@
-import HealthDataSync
 import JSON
 import Locking
 import NightscoutSink
+import ProcessKit
 import SugarWire
 import SystemIO
 

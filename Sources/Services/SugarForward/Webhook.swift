@@ -1,9 +1,8 @@
 import HTTPClient
-import HealthDataSync
 import JSON
 import Locking
 import NightscoutSink
-import SugarAPI
+import ProcessKit
 import SugarWire
 import SystemIO
 
@@ -27,36 +26,49 @@ public struct WebhookConfig: Sendable, Equatable {
 
     public init(name: String) { self.name = name }
 
-    public static let keys: [(key: String, help: String)] = [
-        ("url", "[webhook NAME]: where alert events are POSTed, http:// or https:// (certificates are always verified)"),
-        ("format", "[webhook NAME]: json (default: the MQTT alert payload), ntfy (text with Title, Priority, Tags headers) or gotify ({\"title\",\"message\",\"priority\"})"),
-        ("secret_file", "[webhook NAME]: file holding a shared secret; each request carries X-Sugard-Signature: sha256=<HMAC-SHA256 of the body, hex>"),
-        ("token_file", "[webhook NAME]: file holding an access token, sent as X-Gotify-Key (gotify) or Authorization: Bearer (json, ntfy)"),
-        ("ca_file", "[webhook NAME]: PEM CA certificates for a receiver behind a private CA"),
+    /// The keys of a `[webhook NAME]` section, declared once (parsing, `--help`, the man page, the
+    /// example file and the docs read this table).
+    public static let keys: [ConfigKey<WebhookConfig>] = [
+        ConfigKey("url", "[webhook NAME]: where alert events are POSTed, http:// or https:// (certificates are always verified)", example: "https://ntfy.sh/ward-3-glucose-7f3a", {
+            $0.url
+        }) {
+            let lower = $1.value.lowercased()
+            guard lower.hasPrefix("https://") || lower.hasPrefix("http://"), $1.value.count > 8, !$1.value.contains(" ") else {
+                throw ConfigError("url must be an http:// or https:// address, not \"\($1.value)\"")
+            }
+            $0.url = $1.value
+        },
+        ConfigKey(
+            "format",
+            "[webhook NAME]: json (default: the MQTT alert payload), ntfy (text with Title, Priority, Tags headers) or gotify ({\"title\",\"message\",\"priority\"})",
+            { $0.format.rawValue }
+        ) {
+            guard let format = Format(rawValue: $1.value.lowercased()) else {
+                throw ConfigError("format must be json, ntfy or gotify, not \"\($1.value)\"")
+            }
+            $0.format = format
+        },
+        ConfigKey(
+            "secret_file", "[webhook NAME]: file holding a shared secret; each request carries X-Sugard-Signature: sha256=<HMAC-SHA256 of the body, hex>",
+            example: "/etc/sugard/webhook.secret", { $0.secretFile ?? "" }
+        ) { $0.secretFile = $1.optional },
+        ConfigKey(
+            "token_file", "[webhook NAME]: file holding an access token, sent as X-Gotify-Key (gotify) or Authorization: Bearer (json, ntfy)",
+            example: "/etc/sugard/ntfy.token", { $0.tokenFile ?? "" }
+        ) { $0.tokenFile = $1.optional },
+        ConfigKey("ca_file", "[webhook NAME]: PEM CA certificates for a receiver behind a private CA", example: "/etc/sugard/home-ca.pem", {
+            $0.caFile ?? ""
+        }) { $0.caFile = $1.optional },
     ]
 
     /// The sink's name in the alert state's delivery progress.
     var sinkName: String { "webhook " + self.name }
 
     mutating func apply(key: String, value: String) throws(ConfigError) {
-        switch key {
-        case "url":
-            let lower = value.lowercased()
-            guard lower.hasPrefix("https://") || lower.hasPrefix("http://"), value.count > 8, !value.contains(" ") else {
-                throw ConfigError("url must be an http:// or https:// address, not \"\(value)\"")
-            }
-            self.url = value
-        case "format":
-            guard let format = Format(rawValue: value.lowercased()) else {
-                throw ConfigError("format must be json, ntfy or gotify, not \"\(value)\"")
-            }
-            self.format = format
-        case "secret_file": self.secretFile = value.isEmpty ? nil : value
-        case "token_file": self.tokenFile = value.isEmpty ? nil : value
-        case "ca_file": self.caFile = value.isEmpty ? nil : value
-        default:
+        guard let entry = Self.keys.key(key) else {
             throw ConfigError("a [webhook \(self.name)] section takes \(Self.keys.map(\.key).joined(separator: ", ")), not \(key)")
         }
+        try entry.apply(value, to: &self)
     }
 
     /// The first line of `path` (a secret or token file), surrounding white space removed.

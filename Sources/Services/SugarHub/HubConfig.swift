@@ -1,7 +1,6 @@
 import Glibc
 import HTTPServer
-public import HealthDataSync
-public import SugarAPI
+import ProcessKit
 import SystemIO
 
 /// Everything `sugard-hub` can be told: the keys of `/etc/sugard/hub.conf` (the `key = value`
@@ -30,7 +29,7 @@ public struct HubConfig: Equatable, Sendable {
 
     public init() {}
 
-    public var mqttClientID: String { self.mqttClientIDSetting ?? "sugard-hub-\(hubHostName())" }
+    public var mqttClientID: String { self.mqttClientIDSetting ?? "sugard-hub-\(processHostName() ?? "hub")" }
 
     /// MQTT connections per instance (each its own persistent session and PostgreSQL connection).
     /// Fixed: a session the hub stopped using would keep what the broker queued for it.
@@ -51,58 +50,93 @@ public struct HubConfig: Equatable, Sendable {
         ]
     }
 
-    public static let keys: [(key: String, help: String)] = [
-        ("mqtt_url", "mqtt://HOST[:PORT] (default port 1883) or mqtts://HOST[:PORT] (default 8883, needs mqtt_ca_file); default mqtt://localhost"),
-        ("mqtt_ca_file", "CA certificates (PEM) the broker's TLS certificate must chain to"),
-        ("mqtt_username", "user name for the broker"),
-        ("mqtt_password_file", "file holding the broker password (first line; not readable by others)"),
-        ("mqtt_client_id", "this instance's MQTT client id, its persistent session (default sugard-hub-<host name>; unique per instance)"),
-        ("topic_prefix", "the gateways' first topic level (default sugard)"),
-        ("share_group", "the MQTT 5 shared-subscription group the instances split readings in (default sugard-hub)"),
-        ("database_url", "PostgreSQL, a libpq connection URI postgresql://USER@HOST[:PORT]/DB[?...] (required)"),
-        ("listen", "HOST:PORT of the fleet page and API (default 127.0.0.1:8480)"),
-        ("auth_token_file", "file holding the bearer token every path but /healthz needs (required when listen is not loopback)"),
-        ("offline_after", "seconds without a status or health message after which a gateway shows offline (default 900)"),
-        ("log_level", "error, warning, notice, info (default) or debug"),
+    /// Every key of hub.conf, declared once: ``apply(key:value:)``, `--help`, the man page,
+    /// config/hub.conf.example and docs/configuration.md read this table.
+    public static let keys: [ConfigKey<HubConfig>] = [
+        ConfigKey(
+            "mqtt_url", "mqtt://HOST[:PORT] (default port 1883) or mqtts://HOST[:PORT] (default 8883, needs mqtt_ca_file); default mqtt://localhost",
+            intro: "The broker the gateways' sugard-forward publish to (an MQTT 5 broker or cluster).", setInExample: true, { $0.mqttURL }
+        ) {
+            let broker = try ConfigFile.brokerURL($1.key, $1.value)
+            ($0.mqttURL, $0.mqttHost, $0.mqttPort, $0.mqttTLS) = ($1.value, broker.host, broker.port, broker.tls)
+        },
+        ConfigKey("mqtt_ca_file", "CA certificates (PEM) the broker's TLS certificate must chain to", example: "/etc/ssl/certs/clinic-ca.pem", {
+            $0.mqttCAFile ?? ""
+        }) { $0.mqttCAFile = $1.optional },
+        ConfigKey("mqtt_username", "user name for the broker", example: "sugard-hub", { $0.mqttUsername ?? "" }) { $0.mqttUsername = $1.optional },
+        ConfigKey(
+            "mqtt_password_file", "file holding the broker password (first line; not readable by others)", example: "/etc/sugard/hub-mqtt-password",
+            { $0.mqttPasswordFile ?? "" }
+        ) { $0.mqttPasswordFile = $1.optional },
+        ConfigKey(
+            "mqtt_client_id", "this instance's MQTT client id, its persistent session (default sugard-hub-<host name>; unique per instance)",
+            example: "sugard-hub-1", { $0.mqttClientIDSetting ?? "" }
+        ) {
+            guard !$1.value.isEmpty, $1.value.utf8.count <= 128 else { throw ConfigError("mqtt_client_id needs 1 to 128 bytes") }
+            $0.mqttClientIDSetting = $1.value
+        },
+        ConfigKey("topic_prefix", "the gateways' first topic level (default sugard)", { $0.topicPrefix }) {
+            $0.topicPrefix = try ConfigFile.topicLevel($1.key, $1.value, allowSlash: true)
+        },
+        ConfigKey("share_group", "the MQTT 5 shared-subscription group the instances split readings in (default sugard-hub)", { $0.shareGroup }) {
+            $0.shareGroup = try ConfigFile.topicLevel($1.key, $1.value, allowSlash: false)
+        },
+        ConfigKey(
+            "database_url", "PostgreSQL, a libpq connection URI postgresql://USER@HOST[:PORT]/DB[?...] (required)",
+            example: "postgresql://sugard_hub@localhost/sugard_hub", intro: "PostgreSQL (libpq URI); the hub creates and migrates its tables.",
+            setInExample: true, { $0.databaseURL.map(Self.redacted) ?? "" }
+        ) {
+            guard $1.value.hasPrefix("postgresql://") || $1.value.hasPrefix("postgres://") else {
+                throw ConfigError("database_url must be a libpq connection URI, postgresql://..., not \"\(Self.redacted($1.value))\"")
+            }
+            $0.databaseURL = $1.value
+        },
+        ConfigKey(
+            "listen", "HOST:PORT of the fleet page and API (default 127.0.0.1:8480)",
+            intro: "The fleet page and API. Anything but loopback needs auth_token_file.", { $0.listen }
+        ) {
+            guard let (host, port) = HTTPServer.parseListen($1.value) else {
+                throw ConfigError("listen must be HOST:PORT with an IP address (or localhost), e.g. 127.0.0.1:8480, not \"\($1.value)\"")
+            }
+            ($0.listen, $0.listenHost, $0.listenPort) = ($1.value, host, port)
+        },
+        ConfigKey(
+            "auth_token_file", "file holding the bearer token every path but /healthz needs (required when listen is not loopback)",
+            example: "/etc/sugard/hub-token", { $0.authTokenFile ?? "" }
+        ) { $0.authTokenFile = $1.optional },
+        ConfigKey(
+            "offline_after", "seconds without a status or health message after which a gateway shows offline (default 900)", { String($0.offlineAfter) }
+        ) {
+            guard let seconds = Int($1.value), (30...86_400).contains(seconds) else {
+                throw ConfigError("offline_after must be seconds from 30 to 86400, not \"\($1.value)\"")
+            }
+            $0.offlineAfter = seconds
+        },
+        ConfigKey("log_level", flag: "--log-level", "error, warning, notice, info (default) or debug", { $0.logLevel.name }) {
+            $0.logLevel = try $1.logLevel()
+        },
     ]
 
     public mutating func apply(key: String, value: String) throws(ConfigError) {
-        switch key {
-        case "mqtt_url":
-            let broker = try ConfigFile.brokerURL(key, value)
-            (self.mqttURL, self.mqttHost, self.mqttPort, self.mqttTLS) = (value, broker.host, broker.port, broker.tls)
-        case "mqtt_ca_file": self.mqttCAFile = value.isEmpty ? nil : value
-        case "mqtt_username": self.mqttUsername = value.isEmpty ? nil : value
-        case "mqtt_password_file": self.mqttPasswordFile = value.isEmpty ? nil : value
-        case "mqtt_client_id":
-            guard !value.isEmpty, value.utf8.count <= 128 else { throw ConfigError("mqtt_client_id needs 1 to 128 bytes") }
-            self.mqttClientIDSetting = value
-        case "topic_prefix": self.topicPrefix = try ConfigFile.topicLevel(key, value, allowSlash: true)
-        case "share_group": self.shareGroup = try ConfigFile.topicLevel(key, value, allowSlash: false)
-        case "database_url":
-            guard value.hasPrefix("postgresql://") || value.hasPrefix("postgres://") else {
-                throw ConfigError("database_url must be a libpq connection URI, postgresql://..., not \"\(Self.redacted(value))\"")
-            }
-            self.databaseURL = value
-        case "listen":
-            guard let (host, port) = HTTPServer.parseListen(value) else {
-                throw ConfigError("listen must be HOST:PORT with an IP address (or localhost), e.g. 127.0.0.1:8480, not \"\(value)\"")
-            }
-            (self.listen, self.listenHost, self.listenPort) = (value, host, port)
-        case "auth_token_file": self.authTokenFile = value.isEmpty ? nil : value
-        case "offline_after":
-            guard let seconds = Int(value), (30...86_400).contains(seconds) else {
-                throw ConfigError("offline_after must be seconds from 30 to 86400, not \"\(value)\"")
-            }
-            self.offlineAfter = seconds
-        case "log_level":
-            guard let level = LogLevel(name: value) else {
-                throw ConfigError("log_level must be error, warning, notice, info or debug, not \"\(value)\"")
-            }
-            self.logLevel = level
-        default:
+        guard let entry = Self.keys.key(key) else {
             throw ConfigError("unknown key \"\(key)\" (known keys: \(Self.keys.map(\.key).joined(separator: ", ")))")
         }
+        try entry.apply(value, to: &self)
+    }
+
+    /// hub.conf as its docs show it: the example file, the reference table, `--help` and the man
+    /// page's keys, from ``keys``.
+    public static var reference: ConfigFileDoc {
+        ConfigFileDoc(
+            name: "hub.conf",
+            header: """
+                /etc/sugard/hub.conf: sugard-hub's settings (see sugard-hub --help, man sugard-hub; generated by \
+                sugard-hub --print-example-config from the key table HubConfig.keys). One "key = value" per line; lines \
+                starting with # or ; are comments. The keys a hub needs are set; every other key is shown commented out \
+                with its default (or a sample where it has none). Keep it 0640 root:sugard-hub: it names secret files \
+                (and database_url may hold a password).
+                """,
+            keys: Self.keys.map { $0.doc(defaults: HubConfig(), table: "HubConfig.keys") })
     }
 
     /// A connection URI without its password (for messages).
@@ -145,20 +179,16 @@ public struct HubConfig: Equatable, Sendable {
     }
 }
 
-/// The host name, lower-case (the default client id's last part).
-func hubHostName() -> String {
-    var buffer = [CChar](repeating: 0, count: 256)
-    guard gethostname(&buffer, buffer.count - 1) == 0 else { return "hub" }
-    let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).lowercased()
-    return name.isEmpty ? "hub" : name
-}
-
 /// What `sugard-hub`'s command line asked for.
 public enum HubCommand: Equatable, Sendable {
     case run(HubConfig)
     case help
     case version
     case manPage
+    /// `--print-example-config`: the commented hub.conf example, from ``HubConfig/keys``.
+    case exampleConfig
+    /// `--print-config-reference`: docs/configuration.md's table of hub.conf's keys.
+    case configReference
 }
 
 public enum HubCommandLine {
@@ -183,6 +213,8 @@ public enum HubCommandLine {
     public static let options: [(flag: String, help: String)] = [
         ("--config FILE", "Config file (default /etc/sugard/hub.conf)."),
         ("--log-level LEVEL", "error, warning, notice, info (default) or debug."),
+        ("--print-example-config", "Print the example hub.conf (every key with its default), made from the key table."),
+        ("--print-config-reference", "Print the key table of hub.conf as Markdown (docs/configuration.md)."),
         ("--version", "Print the version."),
         ("-h, --help", "Show this help."),
     ]
@@ -195,10 +227,10 @@ public enum HubCommandLine {
         USAGE: \(synopsis)
 
         OPTIONS:
-        \(options.map { "  \($0.flag.hubPadding(19))\($0.help)" }.joined(separator: "\n"))
+        \(options.map { ConfigFileDoc.helpLine($0.flag, $0.help) }.joined(separator: "\n"))
 
         CONFIG KEYS (key = value):
-        \(HubConfig.keys.map { "  \($0.key.hubPadding(19))\($0.help)" }.joined(separator: "\n"))
+        \(HubConfig.reference.helpLines().joined(separator: "\n"))
 
         Exit status: \(exitStatus)
         """
@@ -214,7 +246,7 @@ public enum HubCommandLine {
         for option in options { page.item(option.flag, option.help) }
         page.section("Configuration")
         page.paragraph("\(defaultConfigFile): one key = value per line, # comments; errors name the file and line.")
-        for key in HubConfig.keys { page.item(key.key, key.help) }
+        HubConfig.reference.manItems(into: &page)
         page.section("Exit status")
         page.paragraph(exitStatus)
         page.section("See also")
@@ -239,9 +271,15 @@ public enum HubCommandLine {
             case "-h", "--help": return .help
             case "--version": return .version
             case "--generate-man": return .manPage
+            case "--print-example-config": return .exampleConfig
+            case "--print-config-reference": return .configReference
             case "--config": configFile = try flagValue()
-            case "--log-level": flags.append(("log_level", try flagValue()))
-            default: throw ConfigError("unknown option \"\(arg)\" (see sugard-hub --help)")
+            default:
+                // The flags that set a config key, from the key table.
+                guard let key = HubConfig.keys.first(where: { $0.flag == name }) else {
+                    throw ConfigError("unknown option \"\(arg)\" (see sugard-hub --help)")
+                }
+                flags.append((key.key, try flagValue()))
             }
             index += 1
         }
@@ -268,11 +306,5 @@ public enum HubCommandLine {
             throw ConfigError(file: file, "\(finding.problem); refusing to start, fix: \(finding.fix)")
         }
         return .run(config)
-    }
-}
-
-extension String {
-    fileprivate func hubPadding(_ width: Int) -> String {
-        self.count >= width ? self + " " : self + String(repeating: " ", count: width - self.count)
     }
 }

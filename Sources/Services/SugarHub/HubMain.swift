@@ -1,10 +1,10 @@
 import Glibc
+import GlucoseProfile
 import HTTPServer
-import HealthDataSync
 import HubStore
 import Locking
 import MQTT
-import SugarAPI
+import ProcessKit
 import SystemIO
 
 /// The MQTT side's database state: owned by the MQTT client's thread (the only caller of
@@ -89,13 +89,19 @@ public enum HubMain {
             case .manPage:
                 print(HubCommandLine.manPage(), terminator: "")
                 return 0
+            case .exampleConfig:
+                print(HubConfig.reference.exampleFile, terminator: "")
+                return 0
+            case .configReference:
+                print(HubConfig.reference.referenceTable, terminator: "")
+                return 0
             case .run(let parsed): config = parsed
             }
         } catch {
             Self.writeStderr("sugard-hub: \(error.description)\n")
             return error.file == nil ? 64 : 78
         }
-        let sink = StderrLogSink(environment: environment, level: config.logLevel)
+        let sink = StderrLogSink(environment: environment, level: config.logLevel, timestamp: { CivilCalendar.isoUTC(epochMillis: $0) })
         let logger = sink.logger(label: "sugard-hub")
         let password: String?
         let token: String?

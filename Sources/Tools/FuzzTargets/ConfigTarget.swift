@@ -1,4 +1,5 @@
 import HealthDataSync
+import ProcessKit
 import SugarAPI
 import SugarConfig
 

@@ -3,6 +3,7 @@ import GlucoseProfile
 import HealthDataSync
 import JSON
 import PacketCapture
+import ProcessKit
 import ReplayTransport
 import SugarDaemon
 import Synchronization

@@ -4,6 +4,7 @@ import HealthDataSync
 import JSON
 import Locking
 import MQTT
+import ProcessKit
 import SugarForward
 import SugarWire
 import Varlink

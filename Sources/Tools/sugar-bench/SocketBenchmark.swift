@@ -1,6 +1,7 @@
 import GlucoseProfile
 import HealthDataSync
 import JSON
+import ProcessKit
 import ReplayTransport
 import SugarAPI
 import SugarDaemon

@@ -2,6 +2,7 @@ import Foundation
 import HTTPClient
 import JSON
 import MQTT
+import ProcessKit
 import SugarAPI
 import SugarWire
 import Testing

@@ -1,12 +1,32 @@
 import Foundation
+import ProcessKit
 import SugarForward
 import Testing
 
 /// `config/forward.conf.example`, which the package installs as the conffile /etc/sugard/forward.conf:
 /// every key of the forwarder's table shown commented out (as sugard.conf is), nothing set.
 @Suite struct ForwardConfigExampleTests {
-    static let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("config/forward.conf.example").path
+    static let path = Self.repositoryRoot() + "/config/forward.conf.example"
+
+    /// The directory holding Package.swift, above this file.
+    static func repositoryRoot() -> String {
+        var url = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        while !FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path), url.path != "/" {
+            url = url.deletingLastPathComponent()
+        }
+        return url.path
+    }
+
+    /// The committed example is the one `sugard-forward --print-example-config` writes from the key
+    /// tables (regenerate: `sugard-forward --print-example-config > config/forward.conf.example`).
+    @Test func theCommittedExampleIsTheGeneratedOne() throws {
+        let text = try String(contentsOfFile: Self.path, encoding: .utf8)
+        #expect(text == ForwardConfig.reference.exampleFile)
+        for key in ForwardConfig.reference.keys {
+            #expect(ForwardCommandLine.usage.contains("  " + key.key + " "), "--help lacks \(key.key)")
+            #expect(ForwardCommandLine.manPage().contains(".B \(key.key)\n"), "sugard-forward(8) lacks \(key.key)")
+        }
+    }
 
     @Test func everyKeyIsShownCommentedOutAndNoneIsSet() throws {
         let text = try String(contentsOfFile: Self.path, encoding: .utf8)

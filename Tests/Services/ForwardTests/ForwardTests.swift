@@ -5,6 +5,7 @@ import GlucoseStoreFixtures
 import JSON
 import Locking
 import HealthDataSync
+import ProcessKit
 import SugarForward
 import SugarWire
 import Testing

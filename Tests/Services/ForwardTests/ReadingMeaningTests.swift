@@ -1,5 +1,6 @@
 import HealthDataSync
 import JSON
+import ProcessKit
 import SugarAPI
 import SugarForward
 import SugarWire

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import HubStore
 import HealthDataSync
+import ProcessKit
 import SugarAPI
 import SugarHub
 import TestSupport
@@ -106,6 +107,37 @@ struct HubConfigTests {
             }
             #expect(a.gateway == "ward-1" && a.id == "ward-1/urgent_low/person/Anna/1700000000000" && a.kind == "urgent_low")
             #expect(a.meter == "C0:26:DA:01:3A:7F" && a.person == "Anna" && a.active == active && a.message == "Urgent low glucose: LO")
+        }
+    }
+}
+
+/// config/hub.conf.example (the package's example hub.conf) is what `sugard-hub
+/// --print-example-config` writes from `HubConfig.keys`, and the hub starts from it as it is.
+@Suite("hub.conf example")
+struct HubConfigExampleTests {
+    /// The directory holding Package.swift, above this file.
+    static func repositoryRoot() -> String {
+        var url = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        while !FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path), url.path != "/" {
+            url = url.deletingLastPathComponent()
+        }
+        return url.path
+    }
+
+    @Test func theCommittedExampleIsTheGeneratedOneAndParses() throws {
+        let path = Self.repositoryRoot() + "/config/hub.conf.example"
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(text == HubConfig.reference.exampleFile)
+        guard case .run(let config) = try HubCommandLine.parse(["--config", path], environment: [:]) else {
+            Issue.record("the example did not parse to a run")
+            return
+        }
+        #expect(config.databaseURL == "postgresql://sugard_hub@localhost/sugard_hub" && config.mqttURL == "mqtt://localhost")
+        // Each commented-out key's shown value is one the hub takes.
+        for key in HubConfig.reference.keys {
+            var shown = HubConfig()
+            #expect(throws: Never.self, "\(key.key) = \(key.example)") { try shown.apply(key: key.key, value: key.example) }
+            #expect(HubCommandLine.usage.contains("  \(key.key) "), "--help lacks \(key.key)")
         }
     }
 }

@@ -343,7 +343,7 @@ struct ListReadingsSource: NightscoutReadingSource {
         #expect(sinks.map(\.name) == ["nightscout", "mia", "jonas"])
         #expect(sinks[0].url == "https://family.example.net")
         #expect(sinks[0].person == nil && sinks[0].token == "family-token" && !sinks[0].treatments)
-        #expect(sinks[1].person == "Mia" && sinks[1].treatments && sinks[1].treatmentUnit == .mmolL)
+        #expect(sinks[1].person == "Mia" && sinks[1].treatments && sinks[1].treatmentUnit == .mmol)
         #expect(sinks[2].caFile == "/etc/sugard/home-ca.pem")
         for (bad, expected) in [
             ("[nightscout a]\nnightscout_url = ftp://x", "forward.conf:2: nightscout_url"),

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import ProcessKit
 import SugarAPI
 import SystemIO
 import Testing

@@ -5,6 +5,7 @@ import GlucoseStore
 import HealthDataSync
 import JSON
 import PacketCapture
+import ProcessKit
 import ReplayTransport
 import SugarAPI
 import SugarDaemon

@@ -1,5 +1,6 @@
 import Glibc
 import HealthDataSync
+import ProcessKit
 import SugarAPI
 import SugarDaemon
 import Testing
@@ -76,8 +77,7 @@ import Testing
 
     /// The conffile the package installs has every key the parser knows, commented out.
     @Test func exampleConfigListsEveryKeyCommented() throws {
-        let root = String(#filePath.split(separator: "/", omittingEmptySubsequences: false).dropLast(4).joined(separator: "/"))
-        let fp = try #require(fopen(root + "/config/sugard.conf.example", "rb"))
+        let fp = try #require(fopen(Self.repositoryRoot() + "/config/sugard.conf.example", "rb"))
         defer { fclose(fp) }
         var text = ""
         var buffer = [CChar](repeating: 0, count: 4096)
@@ -90,6 +90,34 @@ import Testing
         var config = DaemonConfig(stateDirectory: "/s", socketPath: "/s/sock")
         try config.apply(fileText: text, file: "sugard.conf.example")
         #expect(config == DaemonConfig(stateDirectory: "/s", socketPath: "/s/sock"))
+    }
+
+    /// The committed example is the one `sugard --print-example-config` writes from
+    /// `DaemonConfig.keys` (regenerate: `sugard --print-example-config > config/sugard.conf.example`);
+    /// every key it shows, uncommented, is a value the parser takes.
+    @Test func theCommittedExampleIsTheGeneratedOne() throws {
+        let fp = try #require(fopen(Self.repositoryRoot() + "/config/sugard.conf.example", "rb"))
+        defer { fclose(fp) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = fread(&buffer, 1, buffer.count, fp)
+            if count <= 0 { break }
+            bytes += buffer.prefix(count)
+        }
+        #expect(String(decoding: bytes, as: UTF8.self) == DaemonConfig.reference.exampleFile)
+        for key in DaemonConfig.reference.keys {
+            var config = DaemonConfig(stateDirectory: "/s", socketPath: "/s/sock")
+            guard key.key != "socket_group", key.key != "admin_group" else { continue }  // groups of the installed host
+            #expect(throws: Never.self, "\(key.key) = \(key.example)") { try config.apply(key: key.key, value: key.example) }
+        }
+    }
+
+    /// The directory holding Package.swift, above this file.
+    static func repositoryRoot() -> String {
+        var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false).dropLast()
+        while !parts.isEmpty, access(parts.joined(separator: "/") + "/Package.swift", F_OK) != 0 { parts = parts.dropLast() }
+        return parts.joined(separator: "/")
     }
 
     @Test func manPagesCarryEveryOptionAndKey() throws {

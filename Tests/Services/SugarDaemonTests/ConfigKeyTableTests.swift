@@ -1,3 +1,4 @@
+import ProcessKit
 import SugarAPI
 import SugarDaemon
 import Testing

@@ -1,4 +1,5 @@
 import GlucoseProfile
+import ProcessKit
 
 /// Drives ``SyncStateMachine``s on a ``MeterTransport`` and a ``ReadingStore``.
 ///

@@ -51,9 +51,7 @@ public struct SystemdNotifier: Sendable {
     public func watchdog() { self.notify("WATCHDOG=1") }
     public func stopping(status: String) { self.notify("STOPPING=1\nSTATUS=\(status)") }
     public func reloading() {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let usec = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+        let usec = monotonicNanoseconds() / 1000
         self.notify("RELOADING=1\nMONOTONIC_USEC=\(usec)")
     }
 }

@@ -1,7 +1,5 @@
-import Glibc
-import HealthDataSync
-import Synchronization
 import Locking
+import Synchronization
 import SystemIO
 
 /// Writes log lines to stderr: with journald's `<N>` priority prefixes when stderr goes to the
@@ -12,10 +10,15 @@ public final class StderrLogSink: Sendable {
     /// several threads log at once. (Not a `Lock<()>`: see `Lock` on empty values.)
     private let pending = Lock<[UInt8]>([])
     private let minimum: Atomic<Int>
+    private let timestamp: @Sendable (Int64) -> String
 
-    public init(environment: [String: String], level: LogLevel = .info) {
+    /// - Parameter timestamp: writes a plain line's wall-clock time from epoch milliseconds; the
+    ///   programs pass the one ISO 8601 formatter, `CivilCalendar.isoUTC(epochMillis:)`
+    ///   (GlucoseProfile, a layer above this one).
+    public init(environment: [String: String], level: LogLevel = .info, timestamp: @escaping @Sendable (Int64) -> String) {
         self.journal = environment["JOURNAL_STREAM"].map { !$0.isEmpty } ?? false
         self.minimum = Atomic(level.rawValue)
+        self.timestamp = timestamp
     }
 
     /// The minimum level written; changing it affects every logger made here.
@@ -37,8 +40,7 @@ public final class StderrLogSink: Sendable {
         if self.journal {
             line = "<\(record.level.rawValue)>"
         } else {
-            let instant = Instant(epochMillis: wallClockMilliseconds())
-            line = instant.isoString + " " + record.level.name.uppercased() + " "
+            line = self.timestamp(wallClockMilliseconds()) + " " + record.level.name.uppercased() + " "
         }
         line += record.label + ": " + record.message.replacingNewlines()
         for (key, value) in record.metadata { line += " \(key)=\(value.replacingNewlines())" }
