@@ -99,7 +99,7 @@ let package = Package(
             exclude: ["io.sugard.HealthDataSync.varlink"], swiftSettings: strict),
 
         // sugard's settings: the config keys, the file and the command line (no daemon parts).
-        .target(name: "SugarConfig", dependencies: ["HealthDataSync", "SugarAPI", "SystemIO", "ProcessKit"], swiftSettings: strict),
+        .target(name: "SugarConfig", dependencies: ["HealthDataSync", "SugarAPI", "SugarWire", "SystemIO", "ProcessKit"], swiftSettings: strict),
         // Composition: config, services, signals, sd_notify, logging.
         .target(
             name: "SugarDaemon",

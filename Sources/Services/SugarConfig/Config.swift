@@ -2,6 +2,7 @@ import Glibc
 import HealthDataSync
 import ProcessKit
 import SugarAPI
+import SugarWire
 import SystemIO
 
 /// Everything the daemon can be told. Each setting is a config-file key and most are flags.
@@ -125,11 +126,8 @@ public struct DaemonConfig: Equatable, Sendable {
             $0.timeZone = $1.value.isEmpty ? nil : try Self.checkedZone($1.value)
         },
         ConfigKey("unit", "default display unit: mgdl or mmol", { $0.unit == .mgdL ? "mgdl" : "mmol" }) {
-            switch $1.value.lowercased() {
-            case "mgdl", "mg/dl": $0.unit = .mgdL
-            case "mmol", "mmol/l", "mmoll": $0.unit = .mmolL
-            default: throw ConfigError("unit must be mgdl or mmol, not \"\($1.value)\"")
-            }
+            guard let unit = Wire.Unit(text: $1.value) else { throw ConfigError("unit must be mgdl or mmol, not \"\($1.value)\"") }
+            $0.unit = unit == .mgdl ? .mgdL : .mmolL
         },
         ConfigKey(
             "max_connections", "meters connected at once (default 3, what one adapter handles safely); further meters queue and are served in order",

@@ -102,11 +102,8 @@ public struct ForwardConfig: Equatable, Sendable {
             $0.homeAssistantPrefix = try ConfigFile.topicLevel($1.key, $1.value, allowSlash: true)
         },
         ConfigKey("unit", "the Home Assistant entity's unit: mgdl (default) or mmol", { $0.unit.rawValue }) {
-            switch $1.value.lowercased() {
-            case "mgdl", "mg/dl": $0.unit = .mgdl
-            case "mmol", "mmol/l", "mmoll": $0.unit = .mmol
-            default: throw ConfigError("unit must be mgdl or mmol, not \"\($1.value)\"")
-            }
+            guard let unit = Wire.Unit(text: $1.value) else { throw ConfigError("unit must be mgdl or mmol, not \"\($1.value)\"") }
+            $0.unit = unit
         },
         ConfigKey(
             "glucose_low_mgdl", "Home Assistant's \"Glucose low\" turns on for a LO or a glucose value below this, in mg/dL (default 70)",
