@@ -251,6 +251,31 @@ public struct ReportReading: Sendable, Hashable {
                 person: json["person"]?.stringValue ?? json["person"]?["name"]?.stringValue))
     }
 
+    /// Reads one reading of `ListReadings` with `compact` (decoded straight from the reply's bytes):
+    /// the reading, or why it is left out, as ``parse(_:)`` reads the same reading's object.
+    public static func parse(_ r: Wire.CompactReading) -> Result<ReportReading, ExclusionError> {
+        let flags = r.flags
+        if flags.contains("controlSolution") { return .failure(ExclusionError(.controlSolution)) }
+        if flags.contains(where: { $0 == "ketone" || $0 == "noValue" || $0 == "suspect" }) { return .failure(ExclusionError(.notGlucose)) }
+        let result: GlucoseResult
+        if flags.contains("hi") {
+            result = .hi
+        } else if flags.contains("lo") {
+            result = .lo
+        } else if let mgdL = r.mgdL {
+            result = .mgdL(mgdL)
+        } else {
+            return .failure(ExclusionError(.notGlucose))
+        }
+        let offset = Int(r.time.utcOffsetMinutes)
+        let local =
+            LocalStamp(localISO: r.time.local, utcOffsetMinutes: offset) ?? LocalStamp(epochMillis: r.time.epochMillis, utcOffsetMinutes: offset)
+        return .success(
+            ReportReading(
+                id: r.id, readingID: ReadingExport.identifier(r), meter: r.meter, epochMillis: r.time.epochMillis, local: local,
+                result: result, meal: MealTag(glsName: r.meal?.name), person: r.person))
+    }
+
     /// ``Exclusion`` as an error for `Result`.
     public struct ExclusionError: Error, Sendable, Hashable {
         public var exclusion: Exclusion

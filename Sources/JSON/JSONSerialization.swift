@@ -37,6 +37,15 @@ extension JSONValue {
         out.append(UInt8(ascii: "]"))
     }
 
+    /// Appends a JSON string whose text is the UTF-8 `bytes` (what `.string(String(decoding: bytes,
+    /// as: UTF8.self))` writes for valid UTF-8), without making the String: for text written into
+    /// bytes first, such as a page of CSV rows.
+    public static func write(stringUTF8 bytes: [UInt8], into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        bytes.withUnsafeBufferPointer { Self.writeEscaped($0, into: &out) }
+        out.append(UInt8(ascii: "\""))
+    }
+
     private func write(into out: inout [UInt8], pretty: Bool, indent: Int) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
@@ -127,20 +136,32 @@ extension JSONValue {
             out.append(UInt8(ascii: "\""))
             return
         }
-        for byte in s.utf8 {
+        var text = s
+        text.withUTF8 { Self.writeEscaped($0, into: &out) }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends `bytes` as the inside of a JSON string: runs that need no escape copied at once, `"`,
+    /// `\\` and control characters escaped.
+    private static func writeEscaped(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
+        var run = 0
+        for index in 0..<bytes.count {
+            let byte = bytes[index]
+            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<index]))
+            run = index + 1
+            out.append(UInt8(ascii: "\\"))
             switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case 0x0A: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            case 0x00..<0x20:
-                out.append(contentsOf: "\\u00".utf8)
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(byte)
+            case 0x0A: out.append(UInt8(ascii: "n"))
+            case 0x0D: out.append(UInt8(ascii: "r"))
+            case 0x09: out.append(UInt8(ascii: "t"))
+            default:
+                out.append(contentsOf: "u00".utf8)
                 out.append(Self.hexDigits[Int(byte >> 4)])
                 out.append(Self.hexDigits[Int(byte & 0x0F)])
-            default: out.append(byte)
             }
         }
-        out.append(UInt8(ascii: "\""))
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<bytes.count]))
     }
 }

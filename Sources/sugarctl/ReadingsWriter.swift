@@ -53,21 +53,16 @@ struct ReadingsWriter {
         case "csv":
             return ReadingExport.csvRows(try Daemon.readings(objects, method: "ListReadings"))
         case "nightscout":
-            var out: [UInt8] = []
+            var readings: [Wire.CompactReading] = []
             for object in objects {
-                let reading: Wire.CompactReading
                 do throws(WireError) {
-                    reading = try Wire.CompactReading(json: .object(object))
+                    readings.append(try Wire.CompactReading(json: .object(object)))
                 } catch {
                     throw Daemon.unreadable(error.within("readings"), method: "ListReadings")
                 }
-                guard let entry = ReadingExport.nightscoutEntry(reading) else {
-                    self.skipped += 1
-                    continue
-                }
-                self.element(entry, into: &out)
             }
-            return String(decoding: out, as: UTF8.self)
+            self.count -= readings.count
+            return self.page(compact: readings)
         default:
             self.pending += try Daemon.readings(objects, method: "ListReadings")
             var out = ""
@@ -77,6 +72,26 @@ struct ReadingsWriter {
             }
             return out
         }
+    }
+
+    /// The text of one reply of `ListReadings` with `csv`: its rows as sugard wrote them.
+    mutating func page(csv page: Wire.CSVPage) -> String {
+        self.count += Int(page.rows)
+        return page.text
+    }
+
+    /// The Nightscout entries of one reply of `ListReadings` with `compact`.
+    mutating func page(compact readings: [Wire.CompactReading]) -> String {
+        self.count += readings.count
+        var out: [UInt8] = []
+        for reading in readings {
+            guard let entry = ReadingExport.nightscoutEntry(reading) else {
+                self.skipped += 1
+                continue
+            }
+            self.element(entry, into: &out)
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// What closes the export.
