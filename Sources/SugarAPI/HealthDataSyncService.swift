@@ -35,7 +35,10 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         /// The most readings one `ListReadings` reply carries with `more` (when below
         /// ``readingsPerReply``): a page the daemon reads from the database, encodes and sends
         /// before it reads the next, once the client has read what it got; its memory is one page.
-        public var readingsPerStreamedReply = 1000
+        public var readingsPerStreamedReply = 250
+        /// The same for the readings of `compact` and `csv` replies, a fraction of the full objects'
+        /// size each (what exports and reports ask for): fewer, larger pages.
+        public var leanReadingsPerStreamedReply = 1000
         /// `ListSyncSessions` limit when none is given, and the most it accepts.
         public var defaultSessionLimit = 50
         public var maxSessionLimit = 10_000
@@ -514,7 +517,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         // Pages by keyset: each page starts right after the last reading sent (its instant and id),
         // read only once the client has taken the previous replies. One row past the page says
         // whether another page follows, so the last reply is known when it is sent.
-        let perReply = max(1, min(self.limits.readingsPerReply, self.limits.readingsPerStreamedReply))
+        let perReply = max(
+            1, min(self.limits.readingsPerReply, compact || csv ? self.limits.leanReadingsPerStreamedReply : self.limits.readingsPerStreamedReply))
         var remaining = limit
         var after: ReadingQuery.Position?
         while true {

@@ -125,7 +125,8 @@ extension ReadingExport {
 
     /// Whether a field goes into the CSV without quotes.
     static func isPlainCSV(_ s: String) -> Bool {
-        !s.utf8.contains { $0 == UInt8(ascii: ",") || $0 == UInt8(ascii: "\"") || $0 == 0x0A || $0 == 0x0D }
+        func special(_ byte: UInt8) -> Bool { byte == UInt8(ascii: ",") || byte == UInt8(ascii: "\"") || byte == 0x0A || byte == 0x0D }
+        return s.utf8.withContiguousStorageIfAvailable { !$0.contains(where: special) } ?? !s.utf8.contains(where: special)
     }
 
     /// An integer's decimal digits (what `String(value)` spells): JSON writes integers the same way.

@@ -93,11 +93,16 @@ extension Wire {
     /// facts); ``Reading`` reads the stored facts.
     public struct ReadingsReply: WireValue {
         public var readings: [JSONObject]
+        /// With `csv: true`: the page's CSV rows, and how many (``CSVPage`` reads them from bytes).
+        public var csv: String?
+        public var csvRows: Int64?
         public var truncated: Bool?
         public var unit: Unit
 
-        public init(readings: [JSONObject], truncated: Bool?, unit: Unit) {
+        public init(readings: [JSONObject], csv: String? = nil, csvRows: Int64? = nil, truncated: Bool?, unit: Unit) {
             self.readings = readings
+            self.csv = csv
+            self.csvRows = csvRows
             self.truncated = truncated
             self.unit = unit
         }
@@ -105,12 +110,17 @@ extension Wire {
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.readings = try f.array("readings")
+            self.csv = try f.optional("csv")
+            self.csvRows = try f.optional("csvRows")
             self.truncated = try f.optional("truncated")
             self.unit = try f.required("unit")
         }
 
         public var json: JSONValue {
-            .parameters([("readings", .wire(self.readings)), ("truncated", .wire(self.truncated)), ("unit", self.unit.json)])
+            .parameters([
+                ("readings", .wire(self.readings)), ("csv", .wire(self.csv)), ("csvRows", .wire(self.csvRows)),
+                ("truncated", .wire(self.truncated)), ("unit", self.unit.json),
+            ])
         }
         /// The readings read as ``Reading``s.
         public func storedReadings() throws(WireError) -> [Reading] {
