@@ -146,11 +146,18 @@ enum ReadingsCommand {
                     try Self.emit(writer.page(compact: page.readings))
                     return true
                 }
-            default:
+            case "json", "ndjson":
+                try await daemon.stream("ListReadings", parameters, window: Self.window, decoding: { try ReadingTextsPage(reading: &$0) }) {
+                    page throws(CommandFailure) in
+                    try took(truncated: page.truncated, unit: page.unit ?? .mgdl)
+                    try Self.emit(writer.page(texts: page))
+                    return true
+                }
+            default:  // fhir
                 try await daemon.stream("ListReadings", parameters, as: Wire.ReadingsReply.self, window: Self.window) {
                     reply throws(CommandFailure) in
                     try took(truncated: reply.truncated, unit: reply.unit)
-                    try Self.emit(writer.page(reply.readings))
+                    try Self.emit(writer.page(fhir: reply.readings))
                     return true
                 }
             }

@@ -35,43 +35,35 @@ struct ReadingsWriter {
         self.format == "csv" ? ReadingExport.csvHeader : ""
     }
 
-    /// The text of one reply's readings.
-    mutating func page(_ objects: [JSONObject]) throws(CommandFailure) -> String {
+    /// The FHIR Bundles one reply's readings complete (the rest wait for the next reply).
+    mutating func page(fhir objects: [JSONObject]) throws(CommandFailure) -> String {
         self.count += objects.count
-        switch self.format {
-        case "json":
-            var out: [UInt8] = []
-            for object in objects { self.element(.object(object), into: &out) }
-            return String(decoding: out, as: UTF8.self)
-        case "ndjson":
-            var out: [UInt8] = []
-            for object in objects {
-                JSONValue.object(object).write(into: &out)
+        self.pending += try Daemon.readings(objects, method: "ListReadings")
+        var out = ""
+        while self.pending.count >= self.fhirPageSize {
+            out += self.bundle(Array(self.pending.prefix(self.fhirPageSize)))
+            self.pending.removeFirst(self.fhirPageSize)
+        }
+        return out
+    }
+
+    /// The text of one reply of full objects for json and ndjson: each object's text as sugard
+    /// wrote it (ndjson), or indented as an element of the array (json).
+    mutating func page(texts page: ReadingTextsPage) -> String {
+        self.count += page.count
+        var out: [UInt8] = []
+        out.reserveCapacity(page.bytes.count * (self.format == "json" ? 2 : 1) + page.count)
+        page.forEach { text in
+            if self.format == "json" {
+                out.append(contentsOf: (self.elements == 0 ? "[\n  " : ",\n  ").utf8)
+                ReadingTextsPage.appendPretty(text, indent: 1, into: &out)
+                self.elements += 1
+            } else {
+                out.append(contentsOf: text)
                 out.append(UInt8(ascii: "\n"))
             }
-            return String(decoding: out, as: UTF8.self)
-        case "csv":
-            return ReadingExport.csvRows(try Daemon.readings(objects, method: "ListReadings"))
-        case "nightscout":
-            var readings: [Wire.CompactReading] = []
-            for object in objects {
-                do throws(WireError) {
-                    readings.append(try Wire.CompactReading(json: .object(object)))
-                } catch {
-                    throw Daemon.unreadable(error.within("readings"), method: "ListReadings")
-                }
-            }
-            self.count -= readings.count
-            return self.page(compact: readings)
-        default:
-            self.pending += try Daemon.readings(objects, method: "ListReadings")
-            var out = ""
-            while self.pending.count >= self.fhirPageSize {
-                out += self.bundle(Array(self.pending.prefix(self.fhirPageSize)))
-                self.pending.removeFirst(self.fhirPageSize)
-            }
-            return out
         }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// The text of one reply of `ListReadings` with `csv`: its rows as sugard wrote them.

@@ -9,7 +9,8 @@ import Varlink
 
 /// Issue 39: `ListReadings` with `csv` (what `sugarctl readings --format csv` asks for) writes the
 /// rows in the daemon, straight from the stored rows. They must be the bytes the CSV writer gives
-/// for the full reading objects of the same store, whatever the readings hold.
+/// for the full reading objects of the same store, whatever the readings hold; json and ndjson,
+/// which sugarctl now writes from each object's text, the bytes of the parsed objects.
 @Suite struct CSVExportTests {
     static let meterC = MeterIdentity(id: MeterID("C0:26:DA:0C:0C:0C"), name: "C")
 
@@ -115,6 +116,23 @@ import Varlink
             let desc = try await Self.expectedRows(client, ["order": "desc"])
             #expect(cut.stdout == ReadingExport.csvHeader + desc.rows.split(separator: "\r\n").prefix(4).map { $0 + "\r\n" }.joined())
             #expect(cut.stderr.contains("wrote the first 4 readings"), "\(cut.stderr)")
+
+            // json and ndjson pass on each object's text as sugard wrote it: the bytes sugarctl
+            // wrote from the parsed objects (the indented array, one object per line).
+            let objects = try await client.call(api + "ListReadings", ["limit": 10_000])["readings"]?.arrayValue ?? []
+            #expect(objects.count == 13)
+            let json = try await runProcess(
+                try sugarctlPath(), ["--socket", f.path, "readings", "--format", "json"], environment: ["HOME": "/nonexistent-home"])
+            #expect(json.status == 0, "\(json.stderr)")
+            #expect(json.stdout == JSONValue.array(objects).prettySerialized() + "\n")
+            let ndjson = try await runProcess(
+                try sugarctlPath(), ["--socket", f.path, "readings", "--format", "ndjson", "--order", "desc"],
+                environment: ["HOME": "/nonexistent-home"])
+            #expect(ndjson.stdout == objects.reversed().map { $0.serialized() + "\n" }.joined())
+            let none = try await runProcess(
+                try sugarctlPath(), ["--socket", f.path, "readings", "--format", "json", "--since", "2030-01-01"],
+                environment: ["HOME": "/nonexistent-home"])
+            #expect(none.stdout == "[]\n" && none.status == 0)
         }
     }
 
