@@ -26,6 +26,49 @@ extension JSONValue {
         self.write(into: &out, pretty: true, indent: indent)
     }
 
+    /// Appends compact JSON text (as ``write(into:)`` writes it: no white space outside strings)
+    /// indented as ``writePretty(into:indent:)`` writes the same value, without parsing it again:
+    /// for values passed on as the text they came as.
+    public static func writePretty(compactText text: UnsafeBufferPointer<UInt8>, indent: Int, into out: inout [UInt8]) {
+        var depth = indent
+        var i = 0
+        while i < text.count {
+            let c = text[i]
+            switch c {
+            case UInt8(ascii: "\""):
+                // A string, escapes and all, as it is.
+                let start = i
+                i += 1
+                while i < text.count, text[i] != UInt8(ascii: "\"") { i += text[i] == UInt8(ascii: "\\") ? 2 : 1 }
+                i = min(i + 1, text.count)
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: text[start..<i]))
+                continue
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                let close = c == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
+                out.append(c)
+                if i + 1 < text.count, text[i + 1] == close {
+                    out.append(close)
+                    i += 2
+                    continue
+                }
+                depth += 1
+                Self.newline(into: &out, indent: depth)
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                depth -= 1
+                Self.newline(into: &out, indent: depth)
+                out.append(c)
+            case UInt8(ascii: ","):
+                out.append(c)
+                Self.newline(into: &out, indent: depth)
+            case UInt8(ascii: ":"):
+                out.append(c)
+                out.append(UInt8(ascii: " "))
+            default: out.append(c)
+            }
+            i += 1
+        }
+    }
+
     /// Appends `strings` as a compact JSON array of strings (what `.array(strings.map { .string($0) })`
     /// writes), without making the array of values.
     public static func write(strings: [String], into out: inout [UInt8]) {

@@ -95,6 +95,60 @@ extension Wire {
         }
     }
 
+    /// One reply of `ListReadings` with full reading objects, read straight from its bytes for an
+    /// export that passes each object on as it is (sugarctl's json and ndjson): every reading's
+    /// compact JSON text as sugard wrote it (the bytes ``JSONValue/write(into:)`` gives for the
+    /// object), checked as JSON on the way, without a ``JSONValue`` tree per reading.
+    public struct ReadingTextPage: Sendable {
+        /// The readings' texts one after another; the i-th ends at `ends[i]`.
+        public var bytes: [UInt8] = []
+        public var ends: [Int] = []
+        public var truncated: Bool?
+        public var unit: Unit
+
+        public var count: Int { self.ends.count }
+
+        /// Reads the reply's parameters object at the reader's position.
+        public init(reading reader: inout JSONReader) throws(WireError) {
+            var bytes: [UInt8] = [], ends: [Int] = [], sawReadings = false, truncated: Bool?, unit: Unit?
+            try WireByteFields.object(&reader, PageKey.self) { (member: PageKey, r: inout JSONReader) throws(WireError) in
+                let key = member.rawValue
+                switch member {
+                case .readings:
+                    sawReadings = true
+                    try WireByteFields.array(&r) { (index: Int, r: inout JSONReader) throws(WireError) in
+                        do throws(JSONParseError) {
+                            r.appendText(try r.readValueText(), to: &bytes)
+                        } catch {
+                            throw WireByteFields.parse(error).within("[\(index)]").within(key)
+                        }
+                        ends.append(bytes.count)
+                    }
+                case .truncated: truncated = try WireByteFields.optional(key, &r) { (r: inout JSONReader) throws(JSONParseError) in try r.readBool() }
+                case .unit: unit = try CSVPage.unit(key, &r)
+                case .csv, .csvRows:
+                    do throws(JSONParseError) { _ = try r.readValue() } catch { throw WireByteFields.parse(error).within(key) }
+                }
+            }
+            guard sawReadings else { throw WireError(path: [PageKey.readings.rawValue], reason: "missing required field") }
+            self.bytes = bytes
+            self.ends = ends
+            self.truncated = truncated
+            self.unit = try WireByteFields.present(unit, PageKey.unit.rawValue)
+        }
+
+        /// Each reading's text, in order.
+        public func forEach(_ body: (UnsafeBufferPointer<UInt8>) -> Void) {
+            self.bytes.withUnsafeBufferPointer { all in
+                var start = 0
+                for end in self.ends {
+                    body(UnsafeBufferPointer(rebasing: all[start..<end]))
+                    start = end
+                }
+            }
+        }
+    }
+
     /// The keys of a `ListReadings` reply, in the order the daemon writes them.
     enum PageKey: String, WireKeys {
         case readings, csv, csvRows, truncated, unit

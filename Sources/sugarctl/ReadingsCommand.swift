@@ -147,9 +147,9 @@ enum ReadingsCommand {
                     return true
                 }
             case "json", "ndjson":
-                try await daemon.stream("ListReadings", parameters, window: Self.window, decoding: { try ReadingTextsPage(reading: &$0) }) {
+                try await daemon.stream("ListReadings", parameters, window: Self.window, decoding: { try Wire.ReadingTextPage(reading: &$0) }) {
                     page throws(CommandFailure) in
-                    try took(truncated: page.truncated, unit: page.unit ?? .mgdl)
+                    try took(truncated: page.truncated, unit: page.unit)
                     try Self.emit(writer.page(texts: page))
                     return true
                 }

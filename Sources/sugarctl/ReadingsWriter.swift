@@ -49,14 +49,14 @@ struct ReadingsWriter {
 
     /// The text of one reply of full objects for json and ndjson: each object's text as sugard
     /// wrote it (ndjson), or indented as an element of the array (json).
-    mutating func page(texts page: ReadingTextsPage) -> String {
+    mutating func page(texts page: Wire.ReadingTextPage) -> String {
         self.count += page.count
         var out: [UInt8] = []
         out.reserveCapacity(page.bytes.count * (self.format == "json" ? 2 : 1) + page.count)
         page.forEach { text in
             if self.format == "json" {
                 out.append(contentsOf: (self.elements == 0 ? "[\n  " : ",\n  ").utf8)
-                ReadingTextsPage.appendPretty(text, indent: 1, into: &out)
+                JSONValue.writePretty(compactText: text, indent: 1, into: &out)
                 self.elements += 1
             } else {
                 out.append(contentsOf: text)
