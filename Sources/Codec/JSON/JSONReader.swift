@@ -157,6 +157,34 @@ public struct JSONReader {
         return start..<self.parser.index
     }
 
+    /// Any value as ``readValue()`` accepts it, given as where its JSON text lies instead of made
+    /// into a tree (only object keys are made into strings on the way): for a value passed on as
+    /// it is (``appendText(_:to:)``).
+    public mutating func readValueText() throws(JSONParseError) -> Range<Int> {
+        switch self.nextKind() {
+        case "an object":
+            let start = self.parser.index
+            try self.beginObject()
+            while try self.nextKey() != nil { _ = try self.readValueText() }
+            return start..<self.parser.index
+        case "an array":
+            let start = self.parser.index
+            try self.beginArray()
+            while try self.nextElement() { _ = try self.readValueText() }
+            return start..<self.parser.index
+        case "a string": return try self.readStringText()
+        case "a number": return try self.readNumberText()
+        case "a boolean":
+            let start = self.parser.index
+            _ = try self.readBool()
+            return start..<self.parser.index
+        default:
+            let start = self.parser.index
+            guard try self.readNull() else { throw self.parser.error("expected a value, got \(self.nextKind())") }
+            return start..<self.parser.index
+        }
+    }
+
     /// Appends the text at `range` (from ``readStringText()``, ``readNumberText()`` or two
     /// ``offset``s) to `out`, byte for byte.
     public func appendText(_ range: Range<Int>, to out: inout [UInt8]) {

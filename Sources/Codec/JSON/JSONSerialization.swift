@@ -26,6 +26,49 @@ extension JSONValue {
         self.write(into: &out, pretty: true, indent: indent)
     }
 
+    /// Appends compact JSON text (as ``write(into:)`` writes it: no white space outside strings)
+    /// indented as ``writePretty(into:indent:)`` writes the same value, without parsing it again:
+    /// for values passed on as the text they came as.
+    public static func writePretty(compactText text: UnsafeBufferPointer<UInt8>, indent: Int, into out: inout [UInt8]) {
+        var depth = indent
+        var i = 0
+        while i < text.count {
+            let c = text[i]
+            switch c {
+            case UInt8(ascii: "\""):
+                // A string, escapes and all, as it is.
+                let start = i
+                i += 1
+                while i < text.count, text[i] != UInt8(ascii: "\"") { i += text[i] == UInt8(ascii: "\\") ? 2 : 1 }
+                i = min(i + 1, text.count)
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: text[start..<i]))
+                continue
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                let close = c == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
+                out.append(c)
+                if i + 1 < text.count, text[i + 1] == close {
+                    out.append(close)
+                    i += 2
+                    continue
+                }
+                depth += 1
+                Self.newline(into: &out, indent: depth)
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                depth -= 1
+                Self.newline(into: &out, indent: depth)
+                out.append(c)
+            case UInt8(ascii: ","):
+                out.append(c)
+                Self.newline(into: &out, indent: depth)
+            case UInt8(ascii: ":"):
+                out.append(c)
+                out.append(UInt8(ascii: " "))
+            default: out.append(c)
+            }
+            i += 1
+        }
+    }
+
     /// Appends `strings` as a compact JSON array of strings (what `.array(strings.map { .string($0) })`
     /// writes), without making the array of values.
     public static func write(strings: [String], into out: inout [UInt8]) {
@@ -35,6 +78,15 @@ extension JSONValue {
             Self.writeString(string, into: &out)
         }
         out.append(UInt8(ascii: "]"))
+    }
+
+    /// Appends a JSON string whose text is the UTF-8 `bytes` (what `.string(String(decoding: bytes,
+    /// as: UTF8.self))` writes for valid UTF-8), without making the String: for text written into
+    /// bytes first, such as a page of CSV rows.
+    public static func write(stringUTF8 bytes: [UInt8], into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        bytes.withUnsafeBufferPointer { Self.writeEscaped($0, into: &out) }
+        out.append(UInt8(ascii: "\""))
     }
 
     /// The one writer behind every public entry point: compact, or indented two spaces per level
@@ -135,20 +187,32 @@ extension JSONValue {
             out.append(UInt8(ascii: "\""))
             return
         }
-        for byte in s.utf8 {
+        var text = s
+        text.withUTF8 { Self.writeEscaped($0, into: &out) }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends `bytes` as the inside of a JSON string: runs that need no escape copied at once, `"`,
+    /// `\\` and control characters escaped.
+    private static func writeEscaped(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
+        var run = 0
+        for index in 0..<bytes.count {
+            let byte = bytes[index]
+            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<index]))
+            run = index + 1
+            out.append(UInt8(ascii: "\\"))
             switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case 0x0A: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            case 0x00..<0x20:
-                out.append(contentsOf: "\\u00".utf8)
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(byte)
+            case 0x0A: out.append(UInt8(ascii: "n"))
+            case 0x0D: out.append(UInt8(ascii: "r"))
+            case 0x09: out.append(UInt8(ascii: "t"))
+            default:
+                out.append(contentsOf: "u00".utf8)
                 out.append(Self.hexDigits[Int(byte >> 4)])
                 out.append(Self.hexDigits[Int(byte & 0x0F)])
-            default: out.append(byte)
             }
         }
-        out.append(UInt8(ascii: "\""))
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<bytes.count]))
     }
 }

@@ -25,29 +25,10 @@ public enum ReadingExport {
 
     /// The CSV rows of `readings` without the header: a streamed export writes page after page.
     public static func csvRows(_ readings: [Wire.Reading]) -> String {
-        var out = ""
-        for r in readings {
-            let fields: [String] = [
-                self.identifier(r),
-                r.meter,
-                String(r.sequenceNumber),
-                r.time.iso,
-                String(r.time.epochMillis),
-                r.time.meterLocalTime,
-                String(r.time.utcOffsetMinutes),
-                self.number(r.mgdL, digits: 0),
-                self.exact(r.mmolL),
-                self.exact(r.ketoneMmolL),
-                r.sampleType?.name ?? "",
-                r.sampleLocation?.name ?? "",
-                r.mealName ?? "",
-                r.flags.contains("controlSolution") ? "true" : "false",
-                r.flags.joined(separator: " "),
-                r.person ?? "",
-            ]
-            out += fields.map(self.csvField).joined(separator: ",") + "\r\n"
-        }
-        return out
+        var out: [UInt8] = []
+        out.reserveCapacity(160 * readings.count)
+        for r in readings { self.writeCSVRow(CSVRow(r), into: &out) }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Nightscout `entries`, ready for `POST /api/v1/entries` (what the Nightscout sink posts):
@@ -148,14 +129,6 @@ public enum ReadingExport {
         self.identifier(meter: r.meter, epoch: r.epoch, sequenceNumber: r.sequenceNumber)
     }
 
-    /// The value as JSON writes it: the shortest text that reads back as the same number.
-    static func exact(_ value: Double?) -> String {
-        guard let value else { return "" }
-        var bytes: [UInt8] = []
-        JSONValue.double(value).write(into: &bytes)
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
     static func number(_ value: Double?, digits: Int) -> String {
         guard let value else { return "" }
         return self.formatted(value, digits: digits)
@@ -173,10 +146,5 @@ public enum ReadingExport {
             text += "." + String(repeating: "0", count: digits - frac.count) + frac
         }
         return text
-    }
-
-    static func csvField(_ s: String) -> String {
-        guard s.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return s }
-        return "\"" + s.split(separator: "\"", omittingEmptySubsequences: false).joined(separator: "\"\"") + "\""
     }
 }

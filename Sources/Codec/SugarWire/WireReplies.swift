@@ -109,14 +109,19 @@ extension Wire {
     public struct ReadingsReply: WireValue {
         /// The readings, each as the object it came as.
         public var readings: [JSONObject]
+        /// With `csv: true`: the page's CSV rows, and how many (``CSVPage`` reads them from bytes).
+        public var csv: String?
+        public var csvRows: Int64?
         /// In the last reply: the limit cut the list.
         public var truncated: Bool?
         /// The configured display unit.
         public var unit: Unit
 
         /// A readings reply with every parameter given.
-        public init(readings: [JSONObject], truncated: Bool?, unit: Unit) {
+        public init(readings: [JSONObject], csv: String? = nil, csvRows: Int64? = nil, truncated: Bool?, unit: Unit) {
             self.readings = readings
+            self.csv = csv
+            self.csvRows = csvRows
             self.truncated = truncated
             self.unit = unit
         }
@@ -125,12 +130,17 @@ extension Wire {
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.readings = try f.array("readings")
+            self.csv = try f.optional("csv")
+            self.csvRows = try f.optional("csvRows")
             self.truncated = try f.optional("truncated")
             self.unit = try f.required("unit")
         }
 
         public var json: JSONValue {
-            .parameters([("readings", .wire(self.readings)), ("truncated", .wire(self.truncated)), ("unit", self.unit.json)])
+            .parameters([
+                ("readings", .wire(self.readings)), ("csv", .wire(self.csv)), ("csvRows", .wire(self.csvRows)),
+                ("truncated", .wire(self.truncated)), ("unit", self.unit.json),
+            ])
         }
         /// The readings read as ``Reading``s.
         public func storedReadings() throws(WireError) -> [Reading] {

@@ -157,20 +157,41 @@ struct Daemon {
         _ method: String, _ parameters: JSONObject = [:], window: Int? = nil,
         _ body: (JSONObject) async throws(CommandFailure) -> Bool
     ) async throws(CommandFailure) {
+        if let window {
+            try await self.stream(method, parameters, window: window, decoding: { reader in
+                guard case .object(let object) = try reader.readValue() else { throw reader.error("reply parameters are not an object") }
+                return object
+            }, body)
+            return
+        }
         let monitor = Task { await self.livenessFailure() }
         defer { monitor.cancel() }
         do {
-            if let window {
-                let replies = self.client.callMore(Self.interface + method, parameters, window: window) { reader in
-                    guard case .object(let object) = try reader.readValue() else { throw reader.error("reply parameters are not an object") }
-                    return object
-                }
-                for try await reply in replies {
-                    if try await body(reply) == false { return }
-                }
-                return
-            }
             for try await reply in self.client.callMore(Self.interface + method, parameters) {
+                if try await body(reply) == false { return }
+            }
+        } catch let failure as CommandFailure {
+            throw failure
+        } catch let error as VarlinkClientError {
+            monitor.cancel()
+            if let dead = await monitor.value { throw dead }
+            throw Self.failure(error, path: self.path)
+        } catch {
+            throw CommandFailure(ExitCode.failure, "Error: \(error)")
+        }
+    }
+
+    /// ``stream(_:_:window:_:)`` with a window, each reply's parameters read by `decode` straight
+    /// from the message bytes on the connection's reader thread (no ``JSONValue`` tree; the next
+    /// reply is decoded while `body` works on this one). A reply `decode` cannot read fails the command.
+    func stream<T: Sendable>(
+        _ method: String, _ parameters: JSONObject, window: Int, decoding decode: @escaping @Sendable (inout JSONReader) throws -> T,
+        _ body: (T) async throws(CommandFailure) -> Bool
+    ) async throws(CommandFailure) {
+        let monitor = Task { await self.livenessFailure() }
+        defer { monitor.cancel() }
+        do {
+            for try await reply in self.client.callMore(Self.interface + method, parameters, window: window, decoding: decode) {
                 if try await body(reply) == false { return }
             }
         } catch let failure as CommandFailure {

@@ -107,8 +107,10 @@ enum ReadingsCommand {
                 guard order == "asc" || order == "desc" else { throw usage("--order must be asc or desc, not '\(order)'", help) }
                 parameters["order"] = .string(order)
             }
-            // Nightscout entries need only the compact form, which sugard writes without decoding the packets again.
+            // Nightscout entries need only the compact form, which sugard writes without decoding the packets
+            // again; CSV rows sugard writes itself (the same bytes, through the same writer).
             if format == "nightscout" { parameters["compact"] = true }
+            if format == "csv" { parameters["csv"] = true }
             let daemon = try Daemon.connect(parsed)
             if format == "table" { return try await self.listTable(daemon, parameters, parsed) }
             var writer = ReadingsWriter(format: format, fhirPageSize: pageSize)
@@ -124,12 +126,40 @@ enum ReadingsCommand {
             }
             var truncated = false
             try Self.emit(writer.begin())
-            try await daemon.stream("ListReadings", parameters, as: Wire.ReadingsReply.self, window: Self.window) {
-                reply throws(CommandFailure) in
-                if reply.truncated == true { truncated = true }
-                if writer.unit == nil { writer.unit = try displayUnit(parsed, daemonDefault: reply.unit, help: help) }
-                try Self.emit(writer.page(reply.readings))
-                return true
+            /// What every reply says besides its readings.
+            func took(truncated replyTruncated: Bool?, unit: Wire.Unit) throws(CommandFailure) {
+                if replyTruncated == true { truncated = true }
+                if writer.unit == nil { writer.unit = try displayUnit(parsed, daemonDefault: unit, help: help) }
+            }
+            switch format {
+            case "csv":
+                try await daemon.stream("ListReadings", parameters, window: Self.window, decoding: { try Wire.CSVPage(reading: &$0) }) {
+                    page throws(CommandFailure) in
+                    try took(truncated: page.truncated, unit: page.unit)
+                    try Self.emit(writer.page(csv: page))
+                    return true
+                }
+            case "nightscout":
+                try await daemon.stream("ListReadings", parameters, window: Self.window, decoding: { try Wire.CompactPage(reading: &$0) }) {
+                    page throws(CommandFailure) in
+                    try took(truncated: page.truncated, unit: page.unit)
+                    try Self.emit(writer.page(compact: page.readings))
+                    return true
+                }
+            case "json", "ndjson":
+                try await daemon.stream("ListReadings", parameters, window: Self.window, decoding: { try Wire.ReadingTextPage(reading: &$0) }) {
+                    page throws(CommandFailure) in
+                    try took(truncated: page.truncated, unit: page.unit)
+                    try Self.emit(writer.page(texts: page))
+                    return true
+                }
+            default:  // fhir
+                try await daemon.stream("ListReadings", parameters, as: Wire.ReadingsReply.self, window: Self.window) {
+                    reply throws(CommandFailure) in
+                    try took(truncated: reply.truncated, unit: reply.unit)
+                    try Self.emit(writer.page(fhir: reply.readings))
+                    return true
+                }
             }
             if writer.unit == nil { writer.unit = try displayUnit(parsed, daemonDefault: nil, help: help) }
             try Self.emit(writer.end())

@@ -35,48 +35,55 @@ struct ReadingsWriter {
         self.format == "csv" ? ReadingExport.csvHeader : ""
     }
 
-    /// The text of one reply's readings.
-    mutating func page(_ objects: [JSONObject]) throws(CommandFailure) -> String {
+    /// The FHIR Bundles one reply's readings complete (the rest wait for the next reply).
+    mutating func page(fhir objects: [JSONObject]) throws(CommandFailure) -> String {
         self.count += objects.count
-        switch self.format {
-        case "json":
-            var out: [UInt8] = []
-            for object in objects { self.element(.object(object), into: &out) }
-            return String(decoding: out, as: UTF8.self)
-        case "ndjson":
-            var out: [UInt8] = []
-            for object in objects {
-                JSONValue.object(object).write(into: &out)
+        self.pending += try Daemon.readings(objects, method: "ListReadings")
+        var out = ""
+        while self.pending.count >= self.fhirPageSize {
+            out += self.bundle(Array(self.pending.prefix(self.fhirPageSize)))
+            self.pending.removeFirst(self.fhirPageSize)
+        }
+        return out
+    }
+
+    /// The text of one reply of full objects for json and ndjson: each object's text as sugard
+    /// wrote it (ndjson), or indented as an element of the array (json).
+    mutating func page(texts page: Wire.ReadingTextPage) -> String {
+        self.count += page.count
+        var out: [UInt8] = []
+        out.reserveCapacity(page.bytes.count * (self.format == "json" ? 2 : 1) + page.count)
+        page.forEach { text in
+            if self.format == "json" {
+                out.append(contentsOf: (self.elements == 0 ? "[\n  " : ",\n  ").utf8)
+                JSONValue.writePretty(compactText: text, indent: 1, into: &out)
+                self.elements += 1
+            } else {
+                out.append(contentsOf: text)
                 out.append(UInt8(ascii: "\n"))
             }
-            return String(decoding: out, as: UTF8.self)
-        case "csv":
-            return ReadingExport.csvRows(try Daemon.readings(objects, method: "ListReadings"))
-        case "nightscout":
-            var out: [UInt8] = []
-            for object in objects {
-                let reading: Wire.CompactReading
-                do throws(WireError) {
-                    reading = try Wire.CompactReading(json: .object(object))
-                } catch {
-                    throw Daemon.unreadable(error.within("readings"), method: "ListReadings")
-                }
-                guard let entry = ReadingExport.nightscoutEntry(reading) else {
-                    self.skipped += 1
-                    continue
-                }
-                self.element(entry, into: &out)
-            }
-            return String(decoding: out, as: UTF8.self)
-        default:
-            self.pending += try Daemon.readings(objects, method: "ListReadings")
-            var out = ""
-            while self.pending.count >= self.fhirPageSize {
-                out += self.bundle(Array(self.pending.prefix(self.fhirPageSize)))
-                self.pending.removeFirst(self.fhirPageSize)
-            }
-            return out
         }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The text of one reply of `ListReadings` with `csv`: its rows as sugard wrote them.
+    mutating func page(csv page: Wire.CSVPage) -> String {
+        self.count += Int(page.rows)
+        return page.text
+    }
+
+    /// The Nightscout entries of one reply of `ListReadings` with `compact`.
+    mutating func page(compact readings: [Wire.CompactReading]) -> String {
+        self.count += readings.count
+        var out: [UInt8] = []
+        for reading in readings {
+            guard let entry = ReadingExport.nightscoutEntry(reading) else {
+                self.skipped += 1
+                continue
+            }
+            self.element(entry, into: &out)
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// What closes the export.

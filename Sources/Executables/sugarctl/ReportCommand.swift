@@ -218,10 +218,11 @@ enum ReportCommand {
         for meter in meters.isEmpty ? [nil] : meters.map(Optional.some) {
             if let meter { parameters["meter"] = .string(meter) }
             var kept: [ReportReading] = []
-            try await daemon.stream("ListReadings", parameters, as: Wire.ReadingsReply.self, window: Self.window) { reply throws(CommandFailure) in
+            try await daemon.stream("ListReadings", parameters, window: Self.window, decoding: { try Wire.CompactPage(reading: &$0) }) {
+                reply throws(CommandFailure) in
                 result.unit = reply.unit
-                for object in reply.readings {
-                    switch ReportReading.parse(.object(object)) {
+                for compact in reply.readings {
+                    switch ReportReading.from(compact) {
                     case .success(let reading):
                         result.count += 1
                         result.meters.insert(reading.meter)

@@ -36,6 +36,9 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         /// ``readingsPerReply``): a page the daemon reads from the database, encodes and sends
         /// before it reads the next, once the client has read what it got; its memory is one page.
         public var readingsPerStreamedReply = 250
+        /// The same for the readings of `compact` and `csv` replies, a fraction of the full objects'
+        /// size each (what exports and reports ask for): fewer, larger pages.
+        public var leanReadingsPerStreamedReply = 1000
         /// `ListSyncSessions` limit when none is given, and the most it accepts.
         public var defaultSessionLimit = 50
         /// The most sessions `ListSyncSessions` accepts as its `limit`.
@@ -486,10 +489,22 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         let person = try await self.knownPerson(p["person"], optional: true)
         let unattributed = p["unattributed"]?.boolValue == true
         let compact = p["compact"]?.boolValue == true
+        let csv = p["csv"]?.boolValue == true
+        if compact && csv { throw Self.invalid("csv", "Give compact or csv, not both.") }
         let query = ReadingQuery(since: since, until: until, meter: meter, order: order, person: person, unattributed: unattributed)
         let unit = Wire.Unit(self.unit)
-        /// One reply: the full objects, or the compact ones written straight into its bytes.
+        /// The CSV rows of a page, written before the reply that carries them (reused page after page).
+        var rows: [UInt8] = []
+        /// One reply: the full objects, the compact ones written straight into its bytes, or the CSV rows.
         func send(_ page: ArraySlice<StoredReading>, truncated: Bool?, continues: Bool) -> Bool {
+            if csv {
+                rows.removeAll(keepingCapacity: true)
+                for stored in page { ReadingExport.writeCSVRow(ReadingExport.CSVRow(stored), into: &rows) }
+                return replier.reply(continues: continues) { out in
+                    out.reserveCapacity(out.count + rows.count + rows.count / 16 + 64)
+                    Wire.CSVPage.write(rows: rows, count: page.count, truncated: truncated, unit: unit, into: &out)
+                }
+            }
             guard compact else {
                 let reply = Wire.ReadingsReply(readings: page.map { Wire.Reading($0).object }, truncated: truncated, unit: unit)
                 return replier.reply(Self.parameters(reply), continues: continues)
@@ -502,10 +517,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
                     Wire.CompactReading(stored).write(into: &out)
                 }
                 out.append(UInt8(ascii: "]"))
-                if let truncated { out.append(contentsOf: (truncated ? #","truncated":true"# : #","truncated":false"#).utf8) }
-                out.append(contentsOf: #","unit":"#.utf8)
-                unit.json.write(into: &out)
-                out.append(UInt8(ascii: "}"))
+                Wire.writePageEnd(truncated: truncated, unit: unit, into: &out)
             }
         }
         guard more else {
@@ -525,7 +537,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         // Pages by keyset: each page starts right after the last reading sent (its instant and id),
         // read only once the client has taken the previous replies. One row past the page says
         // whether another page follows, so the last reply is known when it is sent.
-        let perReply = max(1, min(self.limits.readingsPerReply, self.limits.readingsPerStreamedReply))
+        let perReply = max(
+            1, min(self.limits.readingsPerReply, compact || csv ? self.limits.leanReadingsPerStreamedReply : self.limits.readingsPerStreamedReply))
         var remaining = limit
         var after: ReadingQuery.Position?
         while true {

@@ -293,6 +293,9 @@ extension HealthDataSyncService {
         # With compact true each reading carries only the keys of FollowReadings' compact form, with the
         # same values (what a report or a Nightscout export reads), made without decoding the stored
         # packets again.
+        # With csv true each reply carries its readings as rows of `sugarctl readings --format csv` (RFC
+        # 4180 with CRLF, no header row) in csv, how many in csvRows, and readings is empty: an export
+        # the daemon writes without a JSON object per reading. compact and csv do not go together.
         method ListReadings(
           since: ?string,
           until: ?string,
@@ -302,9 +305,12 @@ extension HealthDataSyncService {
           person: ?string,
           unattributed: ?bool,
           all: ?bool,
-          compact: ?bool
+          compact: ?bool,
+          csv: ?bool
         ) -> (
           readings: []object,
+          csv: ?string,
+          csvRows: ?int,
           truncated: ?bool,
           unit: Unit
         )

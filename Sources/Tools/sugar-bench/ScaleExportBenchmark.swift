@@ -13,9 +13,10 @@ import SystemIO
 /// from 2020-01-01), the built sugard (next to sugar-bench) serves it, and the built sugarctl
 /// runs, each as a child process with its output to /dev/null:
 ///
-/// - `readings --format csv` and `--format json` (every reading): wall and CPU seconds, sugarctl's
-///   peak RSS (its VmHWM, polled) and sugard's (VmHWM reset before each run through
-///   /proc/PID/clear_refs, read after it);
+/// - `readings --format csv`, `--format json` and `--format ndjson` (every reading): wall and CPU
+///   seconds of sugarctl and of sugard (its /proc/PID/stat times before and after), sugarctl's peak
+///   RSS (its VmHWM, polled) and sugard's (VmHWM reset before each run through /proc/PID/clear_refs,
+///   read after it);
 /// - the yardstick `sqlite3 -csv` over the same rows (the reading table with its meter's address,
 ///   in the export's order): wall seconds, and `csvRatioToSqlite3` = the export's wall time over it;
 /// - `report` over the store's first year (2020) as HTML: seconds, both peak RSS, the page's bytes.
@@ -33,10 +34,13 @@ enum ScaleExportBenchmark {
         var cpuSeconds = Double.infinity
         var clientPeak = 0
         var daemonPeak = 0
+        /// sugard's CPU time (user and system) during the run.
+        var daemonCPUSeconds = Double.infinity
 
         mutating func take(_ other: Run) {
             self.seconds = min(self.seconds, other.seconds)
             self.cpuSeconds = min(self.cpuSeconds, other.cpuSeconds)
+            self.daemonCPUSeconds = min(self.daemonCPUSeconds, other.daemonCPUSeconds)
             self.clientPeak = max(self.clientPeak, other.clientPeak)
             self.daemonPeak = max(self.daemonPeak, other.daemonPeak)
         }
@@ -44,6 +48,7 @@ enum ScaleExportBenchmark {
         var json: JSONObject {
             [
                 "seconds": .double(self.seconds), "sugarctlCPUSeconds": .double(self.cpuSeconds),
+                "sugardCPUSeconds": .double(self.daemonCPUSeconds),
                 "sugarctlPeakRSSBytes": .from(self.clientPeak), "sugardPeakRSSBytes": .from(self.daemonPeak),
                 "sugarctlPeakRSSMegabytes": .double(Double(self.clientPeak) / 1_048_576),
                 "sugardPeakRSSMegabytes": .double(Double(self.daemonPeak) / 1_048_576),
@@ -131,11 +136,15 @@ enum ScaleExportBenchmark {
         /// One child run, sugard's high-water mark reset before it and read after it.
         func measured(_ command: [String]) throws -> Run {
             self.resetPeak(pid)
+            let cpuBefore = ForwardBenchmark.cpuMicros(pid)
             guard let run = runChild(command, environment: environment) else { throw BenchFailure("\(command.joined(separator: " ")) failed") }
-            return Run(seconds: run.seconds, cpuSeconds: run.cpuSeconds, clientPeak: run.peakRSS, daemonPeak: peakResidentSetBytes(pid: pid) ?? 0)
+            return Run(
+                seconds: run.seconds, cpuSeconds: run.cpuSeconds, clientPeak: run.peakRSS, daemonPeak: peakResidentSetBytes(pid: pid) ?? 0,
+                daemonCPUSeconds: Double(ForwardBenchmark.cpuMicros(pid) - cpuBefore) / 1e6)
         }
         var csv = Run()
         var json = Run()
+        var ndjson = Run()
         var report = Run()
         var sqlite = Double.infinity
         let yardstick = [
@@ -146,6 +155,7 @@ enum ScaleExportBenchmark {
         for _ in 0..<rounds {
             csv.take(try measured([sugarctl, "readings", "--format", "csv"]))
             json.take(try measured([sugarctl, "readings", "--format", "json"]))
+            ndjson.take(try measured([sugarctl, "readings", "--format", "ndjson"]))
             if hasSqlite3, let run = runChild(yardstick) { sqlite = min(sqlite, run.seconds) }
             report.take(
                 try measured([sugarctl, "report", "--since", "2020-01-01", "--until", "2021-01-01", "--output", scratch + "/report.html"]))
@@ -153,6 +163,7 @@ enum ScaleExportBenchmark {
         var row: JSONObject = ["readings": .from(made.stored)]
         row["csv"] = .object(csv.json)
         row["json"] = .object(json.json)
+        row["ndjson"] = .object(ndjson.json)
         if sqlite.isFinite {
             row["sqlite3CsvSeconds"] = .double(sqlite)
             row["csvRatioToSqlite3"] = .double(csv.seconds / sqlite)

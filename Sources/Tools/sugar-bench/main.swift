@@ -95,9 +95,10 @@ let usage = """
                      <r> times (default 5) with no element bound; print bytes, parseMillisMedian/Max,
                      megabytesPerSecond, and how fast and where the Varlink server's default limits refuse it.
       scale          For stores of --sizes readings (default 10000,100000,1000000, made as `ingest --raw`
-                     makes them) served by the built sugard: `sugarctl readings --format csv` and `json`
-                     (every reading) and a one-year `report`: seconds, sugarctl CPU seconds, both peak
-                     RSS; `sqlite3 -csv` on the same rows as the yardstick (csvRatioToSqlite3). Best of
+                     makes them) served by the built sugard: `sugarctl readings --format csv`, `json` and
+                     `ndjson` (every reading) and a one-year `report`: seconds, sugarctl and sugard CPU
+                     seconds, both peak RSS; `sqlite3 -csv` on the same rows as the yardstick
+                     (csvRatioToSqlite3). Best of
                      --rounds (default 2).
 
       rest           Run the built sugard (next to sugar-bench) as a child: with no meter, RSS after start

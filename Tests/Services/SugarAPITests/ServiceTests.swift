@@ -134,6 +134,7 @@ import Varlink
     @Test func listReadingsPagesEverythingByKeyset() async throws {
         var limits = HealthDataSyncService.Limits()
         limits.readingsPerStreamedReply = 2
+        limits.leanReadingsPerStreamedReply = 2
         try await withAPIServer(limits: limits) { f in
             let client = try f.client()
             func ids(_ replies: [JSONObject]) -> [Int64] {
