@@ -485,7 +485,7 @@ public struct SyncStateMachine: Sendable {
     }
 
     private var usesHighWaterFilter: Bool {
-        self.profile.requestPolicy == .fromHighWater && !self.context.fullDownload && !self.reportFilterDropped
+        !self.profile.downloadsEverything && !self.context.fullDownload && !self.reportFilterDropped
             && !self.resetDetected && (self.context.highWater.map { $0 < UInt16.max } ?? false)
     }
 
@@ -564,7 +564,7 @@ public struct SyncStateMachine: Sendable {
             self.profile = self.context.quirks.profile(for: self.identity)
             out.append(.publish(.identified(self.identity)))
             let candidates: [BluetoothUUID] =
-                self.profile.has(.dateTimeClock) ? [.dateTime, .currentTime] : [.currentTime, .dateTime]
+                self.profile.clock == .dateTimeFirst ? [.dateTime, .currentTime] : [.currentTime, .dateTime]
             if let clock = candidates.first(where: { self.services.has($0) }) {
                 self.clockUUID = clock
                 self.setPhase(.readingClock, &out)
@@ -966,7 +966,7 @@ public struct SyncStateMachine: Sendable {
         {
             return .currentTime
         }
-        if self.profile.has(.isensVendorClock), let isens = self.services.characteristic(.isensTime),
+        if self.profile.clock == .vendorISENS, let isens = self.services.characteristic(.isensTime),
             isens.service == .isensTimeService, !isens.properties.isDisjoint(with: [.write, .writeWithoutResponse])
         {
             return .isensTime
@@ -1259,7 +1259,7 @@ public struct SyncStateMachine: Sendable {
     private mutating func commitFinal(_ result: SyncResult, _ failure: SyncFailure?, _ now: Instant, _ out: inout [SyncAction]) {
         // More than a chunk left (the meter was faster than the store): it goes in chunks first,
         // so no one commit holds more than a chunk.
-        if !self.profile.has(.reversedSequence), self.pendingRecords.count > self.context.configuration.chunkRecords,
+        if self.profile.sequenceOrder != .newestFirst, self.pendingRecords.count > self.context.configuration.chunkRecords,
             self.sendChunk(now, &out)
         {
             self.finalWaiting = (result, failure, now)
@@ -1292,7 +1292,7 @@ public struct SyncStateMachine: Sendable {
         self.chunkStarted = nil
         let readings = self.readings(for: kept)
         var highWater: UInt16?
-        if self.profile.has(.reversedSequence) {
+        if self.profile.sequenceOrder == .newestFirst {
             highWater = nil  // numbered by the store after the lookup
         } else if complete {
             if self.resetDetected {
@@ -1317,7 +1317,7 @@ public struct SyncStateMachine: Sendable {
             procedure: self.knownProcedure, clockSettable: self.knownProcedure.map { _ in self.settableClock != nil })
         self.resetToCommit = false
         self.session = session
-        if self.profile.has(.reversedSequence) {
+        if self.profile.sequenceOrder == .newestFirst {
             // Numbers identify nothing: ask the store which records it holds by content first.
             self.step = .ended(result, failure, lookup: batch)
             out.append(.lookUpStored(readings.map(ReadingContent.init)))
@@ -1372,7 +1372,7 @@ public struct SyncStateMachine: Sendable {
     /// the store: ``SyncConfiguration/chunkRecords`` records, or the oldest pending one arrived
     /// ``SyncConfiguration/chunkSeconds`` ago.
     private mutating func flushIfDue(_ now: Instant, _ out: inout [SyncAction]) {
-        guard !self.chunkInFlight, self.acceptsRecords, !self.pendingRecords.isEmpty, !self.profile.has(.reversedSequence)
+        guard !self.chunkInFlight, self.acceptsRecords, !self.pendingRecords.isEmpty, self.profile.sequenceOrder != .newestFirst
         else { return }
         let configuration = self.context.configuration
         let age = now.epochMillis - (self.chunkStarted ?? now).epochMillis
