@@ -478,11 +478,7 @@ public struct SyncStateMachine: Sendable {
         _ now: Instant, _ out: inout [SyncAction]
     ) -> State {
         guard case .notificationsEnabled(uuid) = event else {
-            switch self.transferEvent(event, &t, racp: nil, now, &out) {
-            case .handled: return .subscribing(uuid, rest: rest, resume: resume, t)
-            case .next(let state): return state
-            case .notMine: return self.anyState(event, .subscribing(uuid, rest: rest, resume: resume, t), now, &out)
-            }
+            return self.otherEvent(event, &t, racp: nil, now, &out) { .subscribing(uuid, rest: rest, resume: resume, $0) }
         }
         if let resume { return self.issue(Self.racpState(resume, t), &out) }
         return self.nextSubscription(rest, &t, now, &out)
@@ -490,17 +486,9 @@ public struct SyncStateMachine: Sendable {
 
     private mutating func checkingReset(_ event: SyncEvent, _ t: inout Transfer, _ now: Instant, _ out: inout [SyncAction]) -> State {
         guard case .value(.recordAccessControlPoint, let bytes) = event else {
-            switch self.transferEvent(event, &t, racp: .verify, now, &out) {
-            case .handled: return .checkingReset(t)
-            case .next(let state): return state
-            case .notMine: return self.anyState(event, .checkingReset(t), now, &out)
-            }
+            return self.otherEvent(event, &t, racp: .verify, now, &out, in: State.checkingReset)
         }
-        guard let message = self.racpMessage(bytes) else { return .checkingReset(t) }
-        guard message.numberOfRecords == nil, let (request, code) = message.response, request == .reportStoredRecords else {
-            self.unexpectedRACP(message)
-            return .checkingReset(t)
-        }
+        guard let code = self.reportResponse(bytes) else { return .checkingReset(t) }
         switch code {
         case .success, .noRecordsFound:
             if t.resetCheckRecord == self.context.highWaterRecord { return self.startCount(&t, &out) }
@@ -514,11 +502,7 @@ public struct SyncStateMachine: Sendable {
 
     private mutating func counting(_ event: SyncEvent, _ t: inout Transfer, _ now: Instant, _ out: inout [SyncAction]) -> State {
         guard case .value(.recordAccessControlPoint, let bytes) = event else {
-            switch self.transferEvent(event, &t, racp: .count, now, &out) {
-            case .handled: return .counting(t)
-            case .next(let state): return state
-            case .notMine: return self.anyState(event, .counting(t), now, &out)
-            }
+            return self.otherEvent(event, &t, racp: .count, now, &out, in: State.counting)
         }
         guard let message = self.racpMessage(bytes) else { return .counting(t) }
         if let count = message.numberOfRecords {
@@ -536,17 +520,9 @@ public struct SyncStateMachine: Sendable {
 
     private mutating func receiving(_ event: SyncEvent, _ t: inout Transfer, _ now: Instant, _ out: inout [SyncAction]) -> State {
         guard case .value(.recordAccessControlPoint, let bytes) = event else {
-            switch self.transferEvent(event, &t, racp: .report, now, &out) {
-            case .handled: return .receiving(t)
-            case .next(let state): return state
-            case .notMine: return self.anyState(event, .receiving(t), now, &out)
-            }
+            return self.otherEvent(event, &t, racp: .report, now, &out, in: State.receiving)
         }
-        guard let message = self.racpMessage(bytes) else { return .receiving(t) }
-        guard message.numberOfRecords == nil, let (request, code) = message.response, request == .reportStoredRecords else {
-            self.unexpectedRACP(message)
-            return .receiving(t)
-        }
+        guard let code = self.reportResponse(bytes) else { return .receiving(t) }
         switch code {
         case .success, .noRecordsFound:
             return self.end(result: code == .success ? .success : .noNewRecords, &t, now, &out)
@@ -607,11 +583,7 @@ public struct SyncStateMachine: Sendable {
             guard case .acknowledging(let next, _) = step else { return .verio(step, plan, t) }
             return self.followVerio(next, &plan, &t, now, &out)
         default:
-            switch self.transferEvent(event, &t, racp: nil, now, &out) {
-            case .handled: return .verio(step, plan, t)
-            case .next(let state): return state
-            case .notMine: return self.anyState(event, .verio(step, plan, t), now, &out)
-            }
+            return self.otherEvent(event, &t, racp: nil, now, &out) { [plan] in .verio(step, plan, $0) }
         }
     }
 
@@ -701,6 +673,20 @@ public struct SyncStateMachine: Sendable {
             return self.finalize(ending, t, &out)
         default:
             return self.anyState(event, .disconnecting(ending, t), now, &out)
+        }
+    }
+
+    /// What a state carrying the transfer does with an event other than its own answer: records,
+    /// contexts and chunk answers go to the transfer, the rest to ``anyState(_:_:_:_:)``.
+    /// `state` rebuilds the state around the transfer.
+    private mutating func otherEvent(
+        _ event: SyncEvent, _ t: inout Transfer, racp: RACPWritePurpose?, _ now: Instant, _ out: inout [SyncAction],
+        in state: (Transfer) -> State
+    ) -> State {
+        switch self.transferEvent(event, &t, racp: racp, now, &out) {
+        case .handled: state(t)
+        case .next(let next): next
+        case .notMine: self.anyState(event, state(t), now, &out)
         }
     }
 
@@ -1139,6 +1125,17 @@ public struct SyncStateMachine: Sendable {
             self.note(SyncAnomaly(.malformedRACP, "A RACP indication was ignored: \(error)."))
             return nil
         }
+    }
+
+    /// The code of a response to the record report request (the reset check's or the report's);
+    /// nil, and an anomaly when there is one to count, for anything else.
+    private mutating func reportResponse(_ bytes: [UInt8]) -> RACPResponseCode? {
+        guard let message = self.racpMessage(bytes) else { return nil }
+        guard message.numberOfRecords == nil, let (request, code) = message.response, request == .reportStoredRecords else {
+            self.unexpectedRACP(message)
+            return nil
+        }
+        return code
     }
 
     /// A RACP indication the state in flight was not waiting for.
