@@ -60,4 +60,33 @@ import Testing
         #expect(self.profile(nil).name == "Standard GLS meter")
         #expect(self.profile("").name == "Standard GLS meter")
     }
+
+    /// The named capabilities each built-in row decides from its quirks (what the sync machine,
+    /// the reading builder and the time resolver ask).
+    @Test func eachRowsCapabilitiesAreDecidedFromItsQuirks() {
+        let standard = self.profile("Ascensia Diabetes Care", "Contour Next One")
+        #expect(standard.sequenceOrder == .oldestFirst && standard.clock == .standard && !standard.downloadsEverything)
+        #expect(!standard.monthThirteenIsNextJanuary && !standard.ketoneInMeal6 && !standard.bogus2037WhenFull)
+        #expect(self.profile("Roche", "Accu-Chek Guide").clock == .dateTimeFirst)
+        for p in [self.profile("i-SENS, Inc.", "CareSens N Premier"), self.profile("ReliOn", "2395")] {
+            #expect(p.clock == .vendorISENS && p.monthThirteenIsNextJanuary && p.ketoneInMeal6, "\(p.name)")
+            #expect(p.sequenceOrder == .oldestFirst && !p.downloadsEverything, "\(p.name)")
+        }
+        let fora = self.profile("Fora", name: "FORA TNG VOICE")
+        #expect(fora.downloadsEverything && fora.bogus2037WhenFull && fora.sequenceOrder == .oldestFirst)
+        let taidoc = self.profile("TaiDoc", "DM30b")
+        #expect(taidoc.sequenceOrder == .newestFirst && taidoc.downloadsEverything)
+        let verio = QuirkTable.builtIn.profile(for: MeterIdentity(id: MeterID("AA:BB:CC:DD:EE:FF")), procedure: .verio)
+        #expect(verio.procedure == .verio && verio.clock == .standard && verio.sequenceOrder == .oldestFirst)
+    }
+
+    /// A row changed after it was built (a quirk added) decides its capabilities again.
+    @Test func capabilitiesFollowAChangedRow() {
+        var row = QuirkTable.standard
+        #expect(row.sequenceOrder == .oldestFirst)
+        row.quirks.append(VendorQuirk(id: .reversedSequence, handling: "test", source: "test"))
+        #expect(row.sequenceOrder == .newestFirst)
+        row.requestPolicy = .always
+        #expect(row.downloadsEverything)
+    }
 }

@@ -62,7 +62,30 @@ public enum RecordRequestPolicy: String, Hashable, Sendable {
     case always
 }
 
+/// The order a meter numbers its records in.
+public enum SequenceOrder: String, Hashable, Sendable {
+    /// Sequence numbers rise with each new record and identify it (GLS).
+    case oldestFirst
+    /// Sequence 0 is the newest record (TaiDoc): numbers identify nothing and are renumbered.
+    case newestFirst
+}
+
+/// Where a meter's clock is read, and through what it can be set.
+public enum MeterClock: String, Hashable, Sendable {
+    /// Read from Current Time 0x2A2B, else Date Time 0x2A08; set through a writable Current Time.
+    case standard
+    /// Read from Date Time 0x2A08 first (Roche), else Current Time; set as standard.
+    case dateTimeFirst
+    /// Read as standard; set through a writable Current Time, else the i-SENS vendor time 0xFFF1.
+    case vendorISENS
+}
+
 /// One row of the quirk table: which meters it matches and how they are handled.
+///
+/// The row a meter gets (``QuirkTable/profile(for:procedure:)``) is its profile: the sync machine,
+/// the ``ReadingBuilder`` and the time resolver ask it named questions (``sequenceOrder``,
+/// ``clock``, ``downloadsEverything``...), decided from the row's quirks in one place
+/// (``decideCapabilities()``); nothing else asks whether a row has a quirk.
 public struct MeterProfile: Hashable, Sendable {
     /// `i-SENS CareSens`, or `Standard GLS meter` for the fallback.
     public var name: String
@@ -74,9 +97,9 @@ public struct MeterProfile: Hashable, Sendable {
     /// placeholders (Fora sends "Manufacturer name"); used when the manufacturer does not match.
     public var advertisedNamePrefixes: [String]
     /// Vendor quirks, in the order they are applied.
-    public var quirks: [VendorQuirk]
+    public var quirks: [VendorQuirk] { didSet { self.decideCapabilities() } }
     public var timeOffsetPolicy: TimeOffsetPolicy
-    public var requestPolicy: RecordRequestPolicy
+    public var requestPolicy: RecordRequestPolicy { didSet { self.decideCapabilities() } }
     /// Where the matching strings come from.
     public var source: String
     /// The download procedure the row is for: a meter offering the Verio service gets a Verio row.
@@ -96,8 +119,38 @@ public struct MeterProfile: Hashable, Sendable {
         self.timeOffsetPolicy = timeOffsetPolicy
         self.requestPolicy = requestPolicy
         self.source = source
+        self.decideCapabilities()
     }
 
+    // MARK: Capabilities (decided from the quirks, see decideCapabilities)
+
+    /// How the meter numbers its records (``QuirkID/reversedSequence``: newest first).
+    public private(set) var sequenceOrder = SequenceOrder.oldestFirst
+    /// Where the clock is read and set (``QuirkID/dateTimeClock``, ``QuirkID/isensVendorClock``).
+    public private(set) var clock = MeterClock.standard
+    /// Every sync asks for all records, whatever mark is stored (``RecordRequestPolicy/always``:
+    /// Fora's unreliable delta downloads, TaiDoc's shifting numbers); deduplication keeps it safe.
+    public private(set) var downloadsEverything = false
+    /// Base Time month 13 means January of the next year (``QuirkID/monthThirteen``).
+    public private(set) var monthThirteenIsNextJanuary = false
+    /// Context meal 6 marks a blood-ketone record, its value mmol/L × 10 (``QuirkID/ketoneMeal6``).
+    public private(set) var ketoneInMeal6 = false
+    /// A record dated 2037 or later from a full memory (450+) is bogus (``QuirkID/bogus2037``).
+    public private(set) var bogus2037WhenFull = false
+
+    /// The one place a row's quirks become its capabilities (run whenever the quirks or the
+    /// request policy change).
+    private mutating func decideCapabilities() {
+        self.sequenceOrder = self.has(.reversedSequence) ? .newestFirst : .oldestFirst
+        self.clock = self.has(.dateTimeClock) ? .dateTimeFirst : self.has(.isensVendorClock) ? .vendorISENS : .standard
+        self.downloadsEverything = self.requestPolicy == .always
+        self.monthThirteenIsNextJanuary = self.has(.monthThirteen)
+        self.ketoneInMeal6 = self.has(.ketoneMeal6)
+        self.bogus2037WhenFull = self.has(.bogus2037)
+    }
+
+    /// Whether the row lists the quirk (the table's tests and ``decideCapabilities()``; code that
+    /// acts on a quirk asks the named capability instead).
     public func has(_ quirk: QuirkID) -> Bool { self.quirks.contains(where: { $0.id == quirk }) }
 
     /// Whether this row describes the meter.

@@ -39,7 +39,7 @@ public struct ReadingBuilder: Sendable {
             year: Int(m.baseTime.year), month: Int(m.baseTime.month), day: Int(m.baseTime.day),
             hour: Int(m.baseTime.hours), minute: Int(m.baseTime.minutes), second: Int(m.baseTime.seconds))
         let rawBase = base
-        if base.month == 13 && self.profile.has(.monthThirteen) {
+        if base.month == 13 && self.profile.monthThirteenIsNextJanuary {
             base.year += 1
             base.month = 1
             quirks.append(QuirkID.monthThirteen.rawValue)
@@ -72,7 +72,7 @@ public struct ReadingBuilder: Sendable {
             mgdL = nil
             mmolL = nil
         }
-        if let meal = context?.meal?.code, meal == 6, self.profile.has(.ketoneMeal6) {
+        if let meal = context?.meal?.code, meal == 6, self.profile.ketoneInMeal6 {
             flags.insert(.ketone)
             flags.insert(.quirkApplied)
             var notes = time.resolution.quirks
@@ -88,7 +88,7 @@ public struct ReadingBuilder: Sendable {
                 m, measurementBytes, contextBytes, rawBase, context, time.instant, resolution, mgdL, mmolL, ketone, flags)
         }
         var resolution = time.resolution
-        if self.profile.has(.bogus2037), base.year >= 2037, (self.recordCount ?? 0) >= 450 {
+        if self.profile.bogus2037WhenFull, base.year >= 2037, (self.recordCount ?? 0) >= 450 {
             flags.insert(.suspect)
             flags.insert(.quirkApplied)
             flags.subtract([.hi, .lo])
