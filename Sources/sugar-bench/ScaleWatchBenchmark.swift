@@ -17,7 +17,8 @@ extension ScaleBenchmark {
     /// neither); both runs have the same `GetStatus` caller (one call every 5 ms, which also tells
     /// when the syncs end). The simulated meters run inside sugard, so their work is in its CPU
     /// time: the watchers' cost is the difference (`watcherCores`: cores with the watchers minus
-    /// cores without, each measured from the same moment after ready to the end of the syncs).
+    /// cores without, each measured from ready to the end of the syncs; the watchers connect at
+    /// ready, so their snapshots are part of their cost).
     ///
     /// Lag, with the watchers: `commitToLastWatcherMillis` is, for each new `lastReading` a watcher
     /// got, when the last watcher had it (or a later state) minus when the store stored it (its
@@ -28,20 +29,15 @@ extension ScaleBenchmark {
     static func watch(sugard: String, watchers: Int, meters: Int, records: Int, rounds: Int) async throws -> JSONObject {
         let loadBefore = Self.loadAverage()
         var pairs: [(with: WatchRun, without: WatchRun)] = []
-        // The measurement starts this long after ready in both runs of a round (longer when the
-        // watchers need it to connect and get their snapshots).
-        var settle = 3.0
         for round in 0..<rounds {
             var with: WatchRun
             var without: WatchRun
             if round % 2 == 0 {
-                with = try await Self.watchRun(sugard: sugard, watchers: watchers, meters: meters, records: records, settle: settle)
-                settle = max(settle, with.startSeconds)
-                without = try await Self.watchRun(sugard: sugard, watchers: 0, meters: meters, records: records, settle: settle)
+                with = try await Self.watchRun(sugard: sugard, watchers: watchers, meters: meters, records: records)
+                without = try await Self.watchRun(sugard: sugard, watchers: 0, meters: meters, records: records)
             } else {
-                without = try await Self.watchRun(sugard: sugard, watchers: 0, meters: meters, records: records, settle: settle)
-                with = try await Self.watchRun(sugard: sugard, watchers: watchers, meters: meters, records: records, settle: settle)
-                settle = max(settle, with.startSeconds)
+                without = try await Self.watchRun(sugard: sugard, watchers: 0, meters: meters, records: records)
+                with = try await Self.watchRun(sugard: sugard, watchers: watchers, meters: meters, records: records)
             }
             pairs.append((with, without))
         }
@@ -78,9 +74,10 @@ extension ScaleBenchmark {
     /// One run of ``watch(sugard:watchers:meters:records:rounds:)``.
     struct WatchRun {
         var watchers: Int
-        /// From ready to the start of the measurement, and the measurement's length.
-        var startSeconds: Double
+        /// From ready to the end of the syncs.
         var measuredSeconds: Double
+        /// From ready to the moment every watcher had its snapshot.
+        var snapshotsSeconds: Double
         var cpuSeconds: Double
         var statusMicros: [Int64]
         var commitToLast: [Double]
@@ -95,7 +92,7 @@ extension ScaleBenchmark {
         var json: JSONValue {
             func rounded(_ x: Double) -> JSONValue { .double((x * 1000).rounded() / 1000) }
             var object: JSONObject = [
-                "watchers": .int(Int64(self.watchers)), "startSeconds": rounded(self.startSeconds),
+                "watchers": .int(Int64(self.watchers)), "snapshotsSeconds": rounded(self.snapshotsSeconds),
                 "measuredSeconds": rounded(self.measuredSeconds), "cpuSeconds": rounded(self.cpuSeconds),
                 "daemonCores": rounded(self.cores), "getStatusCalls": .int(Int64(self.statusMicros.count)),
                 "getStatusP50Micros": .int(ScaleBenchmark.percentile(self.statusMicros, 0.5)),
@@ -129,9 +126,9 @@ extension ScaleBenchmark {
     }
 
     /// sugard on a fresh store with `meters` simulated meters that sync as soon as it starts;
-    /// `watchers` whole-state watchers connect at once; measured from `settle` seconds after ready
-    /// (or once every watcher has its snapshot, if later) to the end of the syncs.
-    static func watchRun(sugard: String, watchers: Int, meters: Int, records: Int, settle: Double) async throws -> WatchRun {
+    /// `watchers` whole-state watchers connect at once (their snapshots are part of what they
+    /// cost); measured from ready to the end of the syncs.
+    static func watchRun(sugard: String, watchers: Int, meters: Int, records: Int) async throws -> WatchRun {
         guard let scratch = makeScratchDirectory("sugar-bench-scale", for: "scale") else { throw Failure("no scratch directory") }
         defer {
             removeScratchDirectory(
@@ -160,7 +157,10 @@ extension ScaleBenchmark {
         let daemon = try await Child.start(sugard, scratch: scratch, config: scratch + "/sugard.conf", environment: [])
         defer { daemon.stop() }
         let clock = ContinuousClock()
-        let ready = clock.now
+        let cpuBefore = daemon.cpuSeconds()
+        let start = clock.now
+        let startWallMillis = wallClockMilliseconds()
+        let startMono = monotonicNanos()
 
         // Watchers: whole state, coalesced (the default), on plain sockets read by one poll thread
         // that only looks for each reply's revision and its lastReading's storedAt: a Varlink
@@ -174,21 +174,12 @@ extension ScaleBenchmark {
             caller.close()
         }
         raw.start(log)
-        for _ in 0..<18_000 where !log.everyWatcherHasOne { try await Task.sleep(for: .milliseconds(10)) }
-        guard log.everyWatcherHasOne else {
-            throw Failure("only \(log.watchersWithAReply) of \(watchers) watchers got their first reply within 180 s")
-        }
-        let settleUntil = ready + .milliseconds(Int64(settle * 1000))
-        if clock.now < settleUntil { try await Task.sleep(until: settleUntil, clock: clock) }
-
-        let cpuBefore = daemon.cpuSeconds()
-        let start = clock.now
-        let startWallMillis = wallClockMilliseconds()
-        let startMono = monotonicNanos()
         // GetStatus in a loop (5 ms apart) until no meter syncs any more.
         var samples: [Int64] = []
         var sawSyncing = false
+        var snapshots: ContinuousClock.Instant?
         while true {
+            if snapshots == nil, log.everyWatcherHasOne { snapshots = clock.now }
             let began = clock.now
             let status = try await caller.call("io.sugard.HealthDataSync.GetStatus")
             let (s, atto) = (clock.now - began).components
@@ -200,7 +191,10 @@ extension ScaleBenchmark {
             if clock.now - start > .seconds(900) { throw Failure("the syncs did not end within 15 minutes") }
             try await Task.sleep(for: .milliseconds(5))
         }
-        guard sawSyncing else { throw Failure("the syncs ended before the measurement started; raise --records") }
+        guard sawSyncing else { throw Failure("no meter was syncing; raise --records") }
+        guard let snapshots else {
+            throw Failure("only \(log.watchersWithAReply) of \(watchers) watchers got their first reply before the syncs ended; raise --records")
+        }
         let wall = Self.millis(clock.now - start) / 1000
         let cpu = daemon.cpuSeconds() - cpuBefore
         let endMono = monotonicNanos()
@@ -210,7 +204,7 @@ extension ScaleBenchmark {
         if let error = raw.firstError { writeStderr("sugar-bench scale watch: a watcher ended with \(error)\n") }
         let counted = log.replies(from: startMono, to: endMono)
         return WatchRun(
-            watchers: watchers, startSeconds: Self.millis(start - ready) / 1000, measuredSeconds: wall, cpuSeconds: cpu,
+            watchers: watchers, measuredSeconds: wall, snapshotsSeconds: Self.millis(snapshots - start) / 1000, cpuSeconds: cpu,
             statusMicros: samples, commitToLast: log.commitToLastMillis(storedFrom: startWallMillis),
             lastBehindFirst: log.lastBehindFirstMillis(from: startMono),
             repliesPerWatcherPerSecond: watchers > 0 ? Double(counted.replies) / Double(watchers) / wall : 0,
