@@ -67,6 +67,9 @@ final class EventLoop: @unchecked Sendable {
         case close(ConnectionHandle)
         /// The connection's handler streams: its kernel send buffer grows to ``streamingSendBufferBytes``.
         case widenSendBuffer(ConnectionHandle)
+        /// The connection's kernel send buffer grows so that one reply of this many bytes goes out
+        /// in one write (within ``fittedSendBufferBudget``).
+        case fitSendBuffer(ConnectionHandle, Int)
         case stop
     }
 
@@ -95,6 +98,8 @@ final class EventLoop: @unchecked Sendable {
     private var perUID: [UInt32: Int] = [:]
     /// Open connections with a widened send buffer (at most ``maxWidenedConnections``).
     private var widenedCount = 0
+    /// `SO_SNDBUF` bytes asked for by ``Command/fitSendBuffer(_:_:)``, summed over open connections.
+    private var fittedBytes = 0
     private var nextID: UInt64 = 2
     private var scratch = [UInt8](repeating: 0, count: 65536)
     private var nextTimerScan: Int64 = .max
@@ -114,8 +119,7 @@ final class EventLoop: @unchecked Sendable {
         var input: [UInt8] = []
         var inputStart = 0
         var scanFrom = 0
-        var output: [UInt8] = []
-        var outputStart = 0
+        var output = OutputQueue()
         var callInFlight = false
         var readClosed = false
         var closeAfterFlush = false
@@ -133,6 +137,8 @@ final class EventLoop: @unchecked Sendable {
         var charge = 0
         /// Its send buffer was widened (``streamingSendBufferBytes``).
         var widened = false
+        /// `SO_SNDBUF` asked for by ``Command/fitSendBuffer(_:_:)`` (0: the accept-time size).
+        var fittedSendBuffer = 0
 
         init(handle: ConnectionHandle, fd: Int32, now: Int64, maxMessageBytes: Int) {
             self.handle = handle
@@ -142,7 +148,7 @@ final class EventLoop: @unchecked Sendable {
         }
 
         var unprocessedInput: Int { self.input.count - self.inputStart }
-        var unsentOutput: Int { self.output.count - self.outputStart }
+        var unsentOutput: Int { self.output.count }
     }
 
     /// Takes ownership of `listenFD` (already listening). `unlinkPath` is removed at shutdown when it still
@@ -187,6 +193,25 @@ final class EventLoop: @unchecked Sendable {
         let needsWake = self.inbox.withLock { inbox -> Bool? in
             guard !inbox.stopped else { return nil }
             inbox.commands.append(command)
+            defer { inbox.wakePending = true }
+            return !inbox.wakePending
+        }
+        guard let needsWake else { return false }
+        if needsWake {
+            var one: UInt64 = 1
+            _ = write(self.wakeFD, &one, 8)
+        }
+        return true
+    }
+
+    /// Queues several commands with one wake-up of the I/O thread (a reply fanned out to many
+    /// connections). Returns false once the loop has stopped.
+    @discardableResult
+    func submit(contentsOf commands: [Command]) -> Bool {
+        guard !commands.isEmpty else { return true }
+        let needsWake = self.inbox.withLock { inbox -> Bool? in
+            guard !inbox.stopped else { return nil }
+            inbox.commands.append(contentsOf: commands)
             defer { inbox.wakePending = true }
             return !inbox.wakePending
         }
@@ -290,7 +315,7 @@ final class EventLoop: @unchecked Sendable {
                 return false
             case .output(let handle, let bytes):
                 guard let connection = self.connections[handle.id] else { continue }
-                connection.output.append(contentsOf: bytes)
+                connection.output.append(bytes)
                 guard self.recharge(connection) else { continue }
                 self.markDirty(connection)
             case .finish(let handle):
@@ -315,13 +340,33 @@ final class EventLoop: @unchecked Sendable {
                     connection.widened = true
                     self.widenedCount += 1
                 }
+            case .fitSendBuffer(let handle, let replyBytes):
+                guard let connection = self.connections[handle.id], !connection.widened else { continue }
+                self.fitSendBuffer(connection, replyBytes: replyBytes)
             case .fail(let handle, let bytes):
                 guard let connection = self.connections[handle.id] else { continue }
-                connection.output.append(contentsOf: bytes)
+                connection.output.append(bytes)
                 self.closeAfterFlush(connection)
             }
         }
         return true
+    }
+
+    /// Grows the connection's kernel send buffer so that a reply of `replyBytes` goes out in one
+    /// write: Linux doubles `SO_SNDBUF`, and a Unix stream socket takes a write in pieces of up to
+    /// half the buffer while less than the buffer is in use, so half the reply (and some room for
+    /// the pieces' overhead) is asked for; the kernel then holds about one reply for a client that
+    /// does not read. Within ``fittedSendBufferBudget`` for all connections together; beyond it a
+    /// reply still goes out, in several writes.
+    private func fitSendBuffer(_ connection: Connection, replyBytes: Int) {
+        let wanted = min(Self.maxFittedSendBuffer, (replyBytes / 2 + 2048 + 4095) / 4096 * 4096)
+        guard wanted > Int(Self.sendBufferBytes), wanted > connection.fittedSendBuffer,
+            self.fittedBytes - connection.fittedSendBuffer + wanted <= Self.fittedSendBufferBudget
+        else { return }
+        var size = Int32(wanted)
+        guard setsockopt(connection.fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size)) == 0 else { return }
+        self.fittedBytes += wanted - connection.fittedSendBuffer
+        connection.fittedSendBuffer = wanted
     }
 
     /// Closes once the output is written, or after `slowClientTimeout` if the client does not read it.
@@ -511,16 +556,16 @@ final class EventLoop: @unchecked Sendable {
     /// Writes as much buffered output as the socket takes. Returns false when the connection was closed.
     private func flush(_ connection: Connection) -> Bool {
         var written = 0
-        while connection.outputStart < connection.output.count {
-            let n = connection.output.withUnsafeBytes { raw in
-                retryingInterrupted {
-                    send(connection.fd, raw.baseAddress! + connection.outputStart, raw.count - connection.outputStart,
-                        Int32(MSG_NOSIGNAL))
-                }
+        while true {
+            let result = connection.output.withFirstChunk { chunk -> (sent: Int, wanted: Int) in
+                (retryingInterrupted { send(connection.fd, chunk.baseAddress, chunk.count, Int32(MSG_NOSIGNAL)) }, chunk.count)
             }
+            guard let (n, wanted) = result else { break }
             if n > 0 {
-                connection.outputStart += n
+                connection.output.consume(n)
                 written += n
+                // A short write: the socket's buffer is full (the next send would say EAGAIN).
+                if n < wanted { break }
                 continue
             }
             if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { break }
@@ -528,13 +573,6 @@ final class EventLoop: @unchecked Sendable {
             return false
         }
         if written > 0 { connection.handle.pendingOutput.subtract(written, ordering: .relaxed) }
-        if connection.outputStart == connection.output.count {
-            connection.output.removeAll(keepingCapacity: connection.output.capacity <= Self.keptCapacity)
-            connection.outputStart = 0
-        } else if connection.outputStart >= 1 << 16 && connection.outputStart * 2 >= connection.output.count {
-            connection.output.removeSubrange(0..<connection.outputStart)
-            connection.outputStart = 0
-        }
         guard self.recharge(connection) else { return false }
         let pending = connection.handle.pendingOutput.load(ordering: .relaxed)
         if pending > self.limits.maxPendingOutputBytes {
@@ -614,6 +652,14 @@ final class EventLoop: @unchecked Sendable {
     /// reads them as they come (``VarlinkReplier/widenSendBuffer()``; the kernel doubles it).
     private static let streamingSendBufferBytes: Int32 = 64 << 10
 
+    /// The most ``Command/fitSendBuffer(_:_:)`` asks for one connection (the kernel doubles it).
+    static let maxFittedSendBuffer = 64 << 10
+
+    /// What ``Command/fitSendBuffer(_:_:)`` may ask for all connections together: 16 MiB (the
+    /// kernel holds up to twice that for clients that read nothing), e.g. a thousand watchers of a
+    /// ~20 KB state.
+    static let fittedSendBufferBudget = 16 << 20
+
     /// How many connections may have a widened send buffer at a time: 16 of 128 KiB, 2 MiB in all
     /// (`MemoryMax=96M` in sugard's unit counts the kernel's socket buffers too).
     static let maxWidenedConnections = 16
@@ -666,7 +712,7 @@ final class EventLoop: @unchecked Sendable {
     /// Sends `error` if the socket takes it right away, then closes.
     private func failConnection(_ connection: Connection, _ error: VarlinkError) {
         let bytes = VarlinkWire.error(error)
-        connection.output.append(contentsOf: bytes)
+        connection.output.append(bytes)
         connection.handle.pendingOutput.add(bytes.count, ordering: .relaxed)
         connection.closeAfterFlush = true
         _ = self.flush(connection)
@@ -682,10 +728,12 @@ final class EventLoop: @unchecked Sendable {
         let uid = connection.handle.peer.uid
         if let count = self.perUID[uid], count > 1 { self.perUID[uid] = count - 1 } else { self.perUID[uid] = nil }
         if connection.widened { self.widenedCount -= 1 }
+        self.fittedBytes -= connection.fittedSendBuffer
+        connection.fittedSendBuffer = 0
         self.charged -= connection.charge
         connection.charge = 0
         connection.input = []
-        connection.output = []
+        connection.output.removeAll()
         self.returnMemoryIfIdle()
         connection.handle.closed.fire()
     }

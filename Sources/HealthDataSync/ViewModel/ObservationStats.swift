@@ -45,5 +45,7 @@ public final class ObservationStats: Sendable {
     func watcherDestroyed() { self.watchers.subtract(1, ordering: .releasing) }
     func modelTaskStarted() { self.modelTasks.add(1, ordering: .relaxed) }
     func modelTaskFinished() { self.modelTasks.subtract(1, ordering: .releasing) }
-    func watcherDropped() { self.dropped.add(1, ordering: .relaxed) }
+    /// Counts a watcher disconnected for lag; also for a fan-out that serves watchers itself
+    /// (SugarAPI's coalesced `Watch` calls).
+    public func watcherDropped() { self.dropped.add(1, ordering: .relaxed) }
 }
