@@ -50,8 +50,20 @@ import Varlink
             #expect(fanout.groupCount == 2 && fanout.memberCount == 32)
             let before = fanout.counts
 
-            // A burst of 2 000 changes of two fields, spread over several rounds.
+            // A burst of 2 000 changes of two fields, spread over several rounds, while every
+            // watcher reads.
             let base = f.models.viewModel.state.readingCount
+            let final = base + 2000
+            let readers = (whole + narrow).enumerated().map { index, raw in
+                let isWhole = index < whole.count
+                let start = states[index]
+                return Task { () throws -> [JSONObject] in
+                    var state = start
+                    return try await Self.read(
+                        raw, until: { $0["readingCount"]?.intValue == Int64(final) && (!isWhole || $0["errors"]?.arrayValue?.last?["message"] == "burst 2000") },
+                        into: &state)
+                }
+            }
             for n in 1...2000 {
                 f.models.viewModel.update {
                     $0.readingCount = base + n
@@ -59,13 +71,10 @@ import Varlink
                 }
                 if n % 200 == 0 { try await Task.sleep(for: .milliseconds(30)) }
             }
-            let final = base + 2000
             let revision = Int64(f.models.viewModel.revision)
-            for (index, raw) in (whole + narrow).enumerated() {
+            for (index, reader) in readers.enumerated() {
                 let isWhole = index < whole.count
-                let replies = try await Self.read(
-                    raw, until: { $0["readingCount"]?.intValue == Int64(final) && (!isWhole || $0["errors"]?.arrayValue?.last?["message"] == "burst 2000") },
-                    into: &states[index])
+                let replies = try await reader.value
                 #expect(replies.count < 200, "watcher \(index) got \(replies.count) replies for 2 000 changes")
                 #expect(replies.allSatisfy { $0["snapshot"] == false })
                 let revisions = replies.compactMap { $0["revision"]?.intValue }
@@ -80,7 +89,7 @@ import Varlink
             let encodings = after.encodings - before.encodings
             let replies = after.replies - before.replies
             #expect(after.rounds > before.rounds && encodings >= 2)
-            #expect(replies >= 10 * encodings, "\(encodings) encodings for \(replies) replies")
+            #expect(replies >= 5 * encodings, "\(encodings) encodings for \(replies) replies")
         }
     }
 
@@ -122,11 +131,13 @@ import Varlink
         try await withAPIServer(limits: HealthDataSyncService.Limits()) { f in
             let fanout = try #require(f.service?.watchFanout)
             var clients: [VarlinkClient] = []
+            var streams: [AsyncThrowingStream<JSONObject, any Error>.AsyncIterator] = []
             for i in 0..<12 {
                 let client = try f.client()
                 var replies = client.callMore(api + "Watch", i % 2 == 0 ? [:] : ["meter": .string(meterA.id.rawValue)]).makeAsyncIterator()
                 _ = try await replies.next()
                 clients.append(client)
+                streams.append(replies)
             }
             #expect(fanout.groupCount == 2 && fanout.memberCount == 12)
             // One lease per group on each model, whatever the number of calls.
@@ -136,6 +147,7 @@ import Varlink
             #expect(fanout.groupCount == 2)
             for client in clients.dropFirst(6) { client.close() }
             #expect(await eventually { fanout.groupCount == 0 && f.noClientWatchers })
+            streams.removeAll()
             #expect(f.models.model(for: meterA.id)?.watcherCount == 0)
         }
     }
