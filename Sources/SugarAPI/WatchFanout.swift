@@ -203,7 +203,7 @@ final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: W
             // One reply in one write (a whole state of 50 meters is ~20 KB).
             replier.fitSendBuffer(toReplies: reply.byteCount)
             // Queued under the group's lock: no round can reach the member before its snapshot.
-            guard replier.reply(shared: reply) else { return false }
+            guard VarlinkReplier.reply(shared: reply, on: [replier]) == [true] else { return false }
             core.members[ObjectIdentifier(member)] = Place(member: member, fitted: reply.byteCount)
             return true
         }

@@ -59,6 +59,10 @@ final class EventLoop: @unchecked Sendable {
     enum Command {
         /// Append bytes to the connection's output buffer.
         case output(ConnectionHandle, [UInt8])
+        /// Append a reply queued on many connections at once (``VarlinkReplier/reply(shared:on:)``):
+        /// held once, so it counts against the connection's pending output (a slow reader is still
+        /// found) but not against the memory budget, which charges what a connection alone holds.
+        case sharedOutput(ConnectionHandle, [UInt8])
         /// The current call is over: read the next one.
         case finish(ConnectionHandle)
         /// Send these bytes (if possible), then close.
@@ -313,9 +317,13 @@ final class EventLoop: @unchecked Sendable {
             switch command {
             case .stop:
                 return false
-            case .output(let handle, let bytes):
+            case .output(let handle, let bytes), .sharedOutput(let handle, let bytes):
                 guard let connection = self.connections[handle.id] else { continue }
-                connection.output.append(bytes)
+                if case .sharedOutput = command {
+                    connection.output.append(bytes, shared: true)
+                } else {
+                    connection.output.append(bytes)
+                }
                 guard self.recharge(connection) else { continue }
                 self.markDirty(connection)
             case .finish(let handle):
@@ -672,7 +680,7 @@ final class EventLoop: @unchecked Sendable {
     /// open connections). Returns false when `connection` itself was closed.
     private func recharge(_ connection: Connection) -> Bool {
         guard self.connections[connection.handle.id] === connection else { return false }
-        let charge = connection.unprocessedInput + connection.unsentOutput + connection.inFlightBytes
+        let charge = connection.unprocessedInput + connection.unsentOutput - connection.output.sharedCount + connection.inFlightBytes
         self.charged += charge - connection.charge
         connection.charge = charge
         if self.charged > self.chargedPeak { self.chargedPeak = self.charged }

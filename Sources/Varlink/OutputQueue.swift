@@ -6,6 +6,8 @@
 /// write.
 struct OutputQueue {
     private var segments: [[UInt8]] = []
+    /// Whether each segment is a reply shared with other connections (``append(_:shared:)``).
+    private var sharedFlags: [Bool] = []
     private var head = 0
     /// Bytes of `segments[head]` already written.
     private var offset = 0
@@ -13,6 +15,8 @@ struct OutputQueue {
     private var tailIsOwned = false
     /// Bytes not written yet.
     private(set) var count = 0
+    /// Of ``count``, the bytes of shared replies (held once for every connection that queues them).
+    private(set) var sharedCount = 0
 
     /// Replies at least this big are queued as they are (not copied).
     static let shareThreshold = 4096
@@ -21,9 +25,18 @@ struct OutputQueue {
 
     var isEmpty: Bool { self.count == 0 }
 
-    mutating func append(_ bytes: [UInt8]) {
+    /// Queues `bytes`; `shared` says that the same array is queued on other connections too (it is
+    /// then never copied, whatever its size).
+    mutating func append(_ bytes: [UInt8], shared: Bool = false) {
         guard !bytes.isEmpty else { return }
         self.count += bytes.count
+        if shared {
+            self.sharedCount += bytes.count
+            self.segments.append(bytes)
+            self.sharedFlags.append(true)
+            self.tailIsOwned = false
+            return
+        }
         if bytes.count < Self.shareThreshold, self.tailIsOwned, self.head < self.segments.count,
             self.segments[self.segments.count - 1].count + bytes.count <= Self.ownedLimit
         {
@@ -41,6 +54,7 @@ struct OutputQueue {
             self.segments.append(bytes)
             self.tailIsOwned = false
         }
+        self.sharedFlags.append(false)
     }
 
     /// Calls `body` with the unwritten bytes of the oldest reply (nil when empty).
@@ -54,6 +68,7 @@ struct OutputQueue {
     mutating func consume(_ n: Int) {
         guard n > 0, self.head < self.segments.count else { return }
         self.count -= n
+        if self.sharedFlags[self.head] { self.sharedCount -= n }
         self.offset += n
         guard self.offset >= self.segments[self.head].count else { return }
         self.segments[self.head] = []
@@ -61,10 +76,12 @@ struct OutputQueue {
         self.offset = 0
         if self.head == self.segments.count {
             self.segments.removeAll(keepingCapacity: self.segments.capacity <= 16)
+            self.sharedFlags.removeAll(keepingCapacity: self.sharedFlags.capacity <= 16)
             self.head = 0
             self.tailIsOwned = false
         } else if self.head >= 32 && self.head * 2 >= self.segments.count {
             self.segments.removeFirst(self.head)
+            self.sharedFlags.removeFirst(self.head)
             self.head = 0
         }
     }

@@ -62,7 +62,11 @@ public final class VarlinkReplier: Sendable {
 
     /// Sends `shared` as a continuing reply on each call of `repliers`, like ``reply(shared:)`` one
     /// by one, but queued for the I/O thread at once: a change fanned out to a thousand watchers
-    /// costs one wake-up of the server, and every connection's output holds the same bytes.
+    /// costs one wake-up of the server, and every connection's output holds the same bytes. Those
+    /// bytes count in each connection's pending output (a slow reader is still found) but not in
+    /// the server's memory budget, which charges what a connection alone holds: the caller queues
+    /// at most one such reply per call at a time (as `Watch`'s fan-out does), so what they hold is
+    /// bounded by the distinct replies, not by the connections.
     ///
     /// - Returns: for each replier, whether the reply was queued (false as ``reply(shared:)`` says).
     public static func reply(shared: VarlinkSharedReply, on repliers: [VarlinkReplier]) -> [Bool] {
@@ -73,7 +77,7 @@ public final class VarlinkReplier: Sendable {
                 queued[index] = replier.reply(shared: shared)
                 continue
             }
-            guard replier.claim(final: false), let command = replier.output(shared.message) else { continue }
+            guard replier.claim(final: false), let command = replier.output(shared.message, shared: true) else { continue }
             batches[ObjectIdentifier(replier.loop), default: (replier.loop, [], [])].indices.append(index)
             batches[ObjectIdentifier(replier.loop)]?.commands.append(command)
         }
@@ -148,7 +152,7 @@ public final class VarlinkReplier: Sendable {
 
     /// The I/O thread's command that queues `bytes`, counted in the connection's pending output;
     /// nil when the connection is closed or would go over the hard limit (it is closed then).
-    private func output(_ bytes: [UInt8]) -> EventLoop.Command? {
+    private func output(_ bytes: [UInt8], shared: Bool = false) -> EventLoop.Command? {
         guard !self.isClosed else { return nil }
         let pending = self.connection.pendingOutput.add(bytes.count, ordering: .relaxed).newValue
         if pending > self.hardOutputLimit {
@@ -156,7 +160,7 @@ public final class VarlinkReplier: Sendable {
             self.loop.submit(.close(self.connection))
             return nil
         }
-        return .output(self.connection, bytes)
+        return shared ? .sharedOutput(self.connection, bytes) : .output(self.connection, bytes)
     }
 
     /// Ends the call from the server's side: sends `org.varlink.service.MethodNotImplemented` if the handler

@@ -152,3 +152,36 @@ import Varlink
         }
     }
 }
+
+/// The replies a fan-out queues are held once for all its members: 40 watchers of a ~200 KB state
+/// that read nothing for a while stay within a 4 MiB memory budget for all connections (charged
+/// per connection, their snapshots alone were 8 MB, and the server closed connections).
+@Suite struct WatchFanoutBudgetTests {
+    @Test func sharedRepliesAreNotChargedPerConnection() async throws {
+        try await withAPIServer(limits: HealthDataSyncService.Limits(), configure: { $0.memoryBudgetBytes = 4 << 20 }) { f in
+            // A big state: 32 errors of 6 000 bytes.
+            for n in 0..<ViewState.errorLimit {
+                f.models.viewModel.update { $0.record(ReportedError(code: "test", message: String(repeating: "e", count: 6000) + String(n), at: seedStart)) }
+            }
+            var raws: [RawConnection] = []
+            for _ in 0..<40 {
+                let raw = try f.raw()
+                await raw.send(#"{"method":"io.sugard.HealthDataSync.Watch","more":true}"#)
+                raws.append(raw)
+            }
+            let fanout = try #require(f.service?.watchFanout)
+            #expect(await eventually { fanout.memberCount == 40 })
+            let final = f.models.viewModel.state.readingCount + 1
+            f.models.viewModel.update { $0.readingCount = final }
+            // Every watcher (none was closed) gets its snapshot and then the change.
+            for raw in raws {
+                var state = JSONObject()
+                let replies = try await WatchFanoutTests.read(raw, until: { $0["readingCount"]?.intValue == Int64(final) }, into: &state)
+                #expect(replies.first?["snapshot"] == true)
+                #expect(replies.count <= 2)
+                #expect(state["errors"]?.arrayValue?.count == ViewState.errorLimit)
+            }
+            #expect(fanout.memberCount == 40)
+        }
+    }
+}
