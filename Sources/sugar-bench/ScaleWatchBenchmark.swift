@@ -16,16 +16,19 @@ extension ScaleBenchmark {
     /// none (the order alternates between rounds, so a drift in the machine's load favours
     /// neither); both runs have the same `GetStatus` caller (one call every 5 ms, which also tells
     /// when the syncs end). The simulated meters run inside sugard, so their work is in its CPU
-    /// time: the watchers' cost is the difference (`watcherCores`: cores with the watchers minus
-    /// cores without, each measured from ready to the end of the syncs; the watchers connect at
-    /// ready, so their snapshots are part of their cost).
+    /// time: the watchers' cost is the difference (`watcherCores`: the CPU seconds with the
+    /// watchers minus those without, each measured from ready to the end of the syncs, divided by
+    /// the run with watchers' length; the watchers connect at ready, so their snapshots are part
+    /// of their cost; `watcherCPUMicrosPerReply`: the same difference per reply a watcher got).
     ///
     /// Lag, with the watchers: `commitToLastWatcherMillis` is, for each new `lastReading` a watcher
     /// got, when the last watcher had it (or a later state) minus when the store stored it (its
     /// `storedAt`, the wall clock at the commit), so it includes waiting for the next reply;
     /// `lastWatcherBehindFirstMillis` is, for each revision, when the last watcher had it minus
-    /// when the first did (the spread of one fan-out). `GetStatus` round trips are given for both
-    /// runs. Every figure is the median of the rounds; `rounds` has each run.
+    /// when the first did (the spread of one fan-out). `commitToStatusMillisP50` is, in both runs,
+    /// how long a new lastReading took from its `storedAt` to the `GetStatus` caller seeing it (the
+    /// part of the lag before any watcher, polled every 5 ms). `GetStatus` round trips are given
+    /// for both runs. Every figure is the median of the rounds; `runs` has each run.
     static func watch(sugard: String, watchers: Int, meters: Int, records: Int, rounds: Int) async throws -> JSONObject {
         let loadBefore = Self.loadAverage()
         var pairs: [(with: WatchRun, without: WatchRun)] = []
@@ -47,11 +50,19 @@ extension ScaleBenchmark {
             return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
         }
         func rounded(_ x: Double, _ digits: Double = 1000) -> JSONValue { .double((x * digits).rounded() / digits) }
-        let costs = pairs.map { $0.with.cores - $0.without.cores }
+        // The same sync's CPU time with and without the watchers, the difference spread over the
+        // run with them: on a machine too busy to give sugard what it asks for, the run with
+        // watchers takes longer and a difference of cores would hide their cost.
+        let costs = pairs.map { ($0.with.cpuSeconds - $0.without.cpuSeconds) / max(0.001, $0.with.measuredSeconds) }
+        let perReply = pairs.map { pair -> Double in
+            let replies = pair.with.repliesPerWatcherPerSecond * Double(watchers) * pair.with.measuredSeconds
+            return replies > 0 ? (pair.with.cpuSeconds - pair.without.cpuSeconds) * 1e6 / replies : 0
+        }
         return [
             "benchmark": "scale watch", "watchers": .int(Int64(watchers)), "meters": .int(Int64(meters)),
             "recordsPerMeter": .int(Int64(records)), "rounds": .int(Int64(rounds)),
             "watcherCores": rounded(median(costs)), "watcherCoresAll": .array(costs.map { rounded($0) }),
+            "watcherCPUMicrosPerReply": rounded(median(perReply), 100),
             "daemonCoresWithWatchers": rounded(median(pairs.map(\.with.cores))),
             "daemonCoresWithoutWatchers": rounded(median(pairs.map(\.without.cores))),
             "commitToLastWatcherMillisP50": rounded(median(pairs.map { Self.percentile($0.with.commitToLast, 0.5) })),
@@ -61,6 +72,8 @@ extension ScaleBenchmark {
             "getStatusP50Micros": rounded(median(pairs.map { Double(Self.percentile($0.with.statusMicros, 0.5)) }), 1),
             "getStatusP99Micros": rounded(median(pairs.map { Double(Self.percentile($0.with.statusMicros, 0.99)) }), 1),
             "getStatusWithoutWatchersP50Micros": rounded(median(pairs.map { Double(Self.percentile($0.without.statusMicros, 0.5)) }), 1),
+            "commitToStatusMillisP50": rounded(median(pairs.map { Self.percentile($0.with.commitToStatus, 0.5) })),
+            "commitToStatusWithoutWatchersMillisP50": rounded(median(pairs.map { Self.percentile($0.without.commitToStatus, 0.5) })),
             "getStatusWithoutWatchersP99Micros": rounded(median(pairs.map { Double(Self.percentile($0.without.statusMicros, 0.99)) }), 1),
             "repliesPerWatcherPerSecond": rounded(median(pairs.map(\.with.repliesPerWatcherPerSecond)), 10),
             "bytesPerReply": rounded(median(pairs.map(\.with.bytesPerReply)), 1),
@@ -80,6 +93,7 @@ extension ScaleBenchmark {
         var snapshotsSeconds: Double
         var cpuSeconds: Double
         var statusMicros: [Int64]
+        var commitToStatus: [Double]
         var commitToLast: [Double]
         var lastBehindFirst: [Double]
         var repliesPerWatcherPerSecond: Double
@@ -98,6 +112,7 @@ extension ScaleBenchmark {
                 "getStatusP50Micros": .int(ScaleBenchmark.percentile(self.statusMicros, 0.5)),
                 "getStatusP99Micros": .int(ScaleBenchmark.percentile(self.statusMicros, 0.99)),
                 "daemonPeakRSSBytes": .from(self.peakRSS),
+                "commitToStatusMillisP50": rounded(ScaleBenchmark.percentile(self.commitToStatus, 0.5)),
             ]
             if self.watchers > 0 {
                 object["commitSamples"] = .int(Int64(self.commitToLast.count))
@@ -178,12 +193,20 @@ extension ScaleBenchmark {
         var samples: [Int64] = []
         var sawSyncing = false
         var snapshots: ContinuousClock.Instant?
+        // How long a new lastReading takes from its storedAt to GetStatus (the part of the lag
+        // before any watcher: the commit, the sync engine's event, the view model), in both runs.
+        var lastStored: Int64 = 0
+        var toStatus: [Double] = []
         while true {
             if snapshots == nil, log.everyWatcherHasOne { snapshots = clock.now }
             let began = clock.now
             let status = try await caller.call("io.sugard.HealthDataSync.GetStatus")
             let (s, atto) = (clock.now - began).components
             samples.append(s * 1_000_000 + atto / 1_000_000_000_000)
+            if let stored = status["state"]?["lastReading"]?["storedAt"]?["epochMillis"]?.intValue, stored != lastStored {
+                if lastStored != 0, stored >= startWallMillis { toStatus.append(Double(wallClockMicroseconds() - stored * 1000) / 1000) }
+                lastStored = stored
+            }
             let list = status["state"]?["meters"]?.arrayValue ?? []
             let syncing = list.contains { !["idle", "done", "failed", "waitingToRetry"].contains($0["sync"]?.stringValue ?? "idle") }
             sawSyncing = sawSyncing || syncing
@@ -205,7 +228,7 @@ extension ScaleBenchmark {
         let counted = log.replies(from: startMono, to: endMono)
         return WatchRun(
             watchers: watchers, measuredSeconds: wall, snapshotsSeconds: Self.millis(snapshots - start) / 1000, cpuSeconds: cpu,
-            statusMicros: samples, commitToLast: log.commitToLastMillis(storedFrom: startWallMillis),
+            statusMicros: samples, commitToStatus: toStatus, commitToLast: log.commitToLastMillis(storedFrom: startWallMillis),
             lastBehindFirst: log.lastBehindFirstMillis(from: startMono),
             repliesPerWatcherPerSecond: watchers > 0 ? Double(counted.replies) / Double(watchers) / wall : 0,
             bytesPerReply: counted.replies > 0 ? Double(counted.bytes) / Double(counted.replies) : 0,

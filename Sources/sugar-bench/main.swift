@@ -126,10 +126,11 @@ let usage = """
                      integrityCheckMillis).
       scale watch    The built sugard with <m> simulated meters (default 50, all connected at once) of <n> records
                      (default 600) syncing and a GetStatus caller, <r> rounds (default 3) of two runs: with <w>
-                     whole-state watchers (default 1000) and with none. watcherCores (the cores with them minus
-                     the cores without), commitToLastWatcherMillisP50/P99 (a new lastReading's storedAt to the
-                     last watcher having it), lastWatcherBehindFirstMillisP50/P99, getStatusP50Micros/P99Micros
-                     (with and without watchers), repliesPerWatcherPerSecond, bytesPerReply; medians of the rounds.
+                     whole-state watchers (default 1000) and with none. watcherCores (sugard's CPU seconds with
+                     them minus without, over the run with them), watcherCPUMicrosPerReply, commitToLastWatcherMillisP50/P99 (a new lastReading's storedAt to the
+                     last watcher having it; commitToStatusMillisP50: to GetStatus showing it, in both runs),
+                     lastWatcherBehindFirstMillisP50/P99, getStatusP50Micros/P99Micros (with and without
+                     watchers), repliesPerWatcherPerSecond, bytesPerReply; medians of the rounds.
 
     OPTIONS:
       --with-json    (parse) Also build each record's JSON value. It allocates, which shows the counter works.
