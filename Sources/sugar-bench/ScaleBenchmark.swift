@@ -2,7 +2,6 @@ import GlucoseStore
 import GlucoseStoreFixtures
 import HealthDataSync
 import JSON
-import Locking
 import Varlink
 
 #if canImport(Glibc)
