@@ -73,6 +73,10 @@ final class EventLoop: @unchecked Sendable {
     enum Command {
         /// Append bytes to the connection's output buffer.
         case output(ConnectionHandle, [UInt8])
+        /// Append a reply queued on many connections at once (``VarlinkReplier/reply(shared:on:)``):
+        /// held once, so it counts against the connection's pending output (a slow reader is still
+        /// found) but not against the memory budget, which charges what a connection alone holds.
+        case sharedOutput(ConnectionHandle, [UInt8])
         /// The current call is over: read the next one.
         case finish(ConnectionHandle)
         /// Send these bytes (if possible), then close.
@@ -81,6 +85,9 @@ final class EventLoop: @unchecked Sendable {
         case close(ConnectionHandle)
         /// The connection's handler streams: its kernel send buffer grows to ``streamingSendBufferBytes``.
         case widenSendBuffer(ConnectionHandle)
+        /// The connection's kernel send buffer grows so that one reply of this many bytes goes out
+        /// in one write (within ``fittedSendBufferBudget``).
+        case fitSendBuffer(ConnectionHandle, Int)
         /// Leave the loop: close everything and fire `stopped`.
         case stop
     }
@@ -127,6 +134,8 @@ final class EventLoop: @unchecked Sendable {
     private var perUID: [UInt32: Int] = [:]
     /// Open connections with a widened send buffer (at most ``maxWidenedConnections``).
     private var widenedCount = 0
+    /// `SO_SNDBUF` bytes asked for by ``Command/fitSendBuffer(_:_:)``, summed over open connections.
+    private var fittedBytes = 0
     /// The id of the next accepted connection.
     private var nextID: UInt64 = 2
     /// The buffer every `recv` reads into before bytes are appended to a connection's input.
@@ -158,10 +167,7 @@ final class EventLoop: @unchecked Sendable {
         var inputStart = 0
         /// Where the search for the next NUL resumes (bytes before it hold none).
         var scanFrom = 0
-        /// Bytes to send; those before `outputStart` are already sent.
-        var output: [UInt8] = []
-        /// Offset in `output` of the first byte not yet sent.
-        var outputStart = 0
+        var output = OutputQueue()
         /// A message was handed on and its call has not finished: the next one waits (replies stay in order).
         var callInFlight = false
         /// The peer shut down its sending side.
@@ -186,6 +192,8 @@ final class EventLoop: @unchecked Sendable {
         var charge = 0
         /// Its send buffer was widened (``streamingSendBufferBytes``).
         var widened = false
+        /// `SO_SNDBUF` asked for by ``Command/fitSendBuffer(_:_:)`` (0: the accept-time size).
+        var fittedSendBuffer = 0
 
         /// A connection accepted at `now` with its message cap.
         init(handle: ConnectionHandle, fd: Int32, now: Int64, maxMessageBytes: Int) {
@@ -197,8 +205,7 @@ final class EventLoop: @unchecked Sendable {
 
         /// Received bytes not yet handed on.
         var unprocessedInput: Int { self.input.count - self.inputStart }
-        /// Queued bytes not yet written to the socket.
-        var unsentOutput: Int { self.output.count - self.outputStart }
+        var unsentOutput: Int { self.output.count }
     }
 
     /// Takes ownership of `listenFD` (already listening). `unlinkPath` is removed at shutdown when it still
@@ -243,6 +250,25 @@ final class EventLoop: @unchecked Sendable {
         let needsWake = self.inbox.withLock { inbox -> Bool? in
             guard !inbox.stopped else { return nil }
             inbox.commands.append(command)
+            defer { inbox.wakePending = true }
+            return !inbox.wakePending
+        }
+        guard let needsWake else { return false }
+        if needsWake {
+            var one: UInt64 = 1
+            _ = write(self.wakeFD, &one, 8)
+        }
+        return true
+    }
+
+    /// Queues several commands with one wake-up of the I/O thread (a reply fanned out to many
+    /// connections). Returns false once the loop has stopped.
+    @discardableResult
+    func submit(contentsOf commands: [Command]) -> Bool {
+        guard !commands.isEmpty else { return true }
+        let needsWake = self.inbox.withLock { inbox -> Bool? in
+            guard !inbox.stopped else { return nil }
+            inbox.commands.append(contentsOf: commands)
             defer { inbox.wakePending = true }
             return !inbox.wakePending
         }
@@ -349,9 +375,13 @@ final class EventLoop: @unchecked Sendable {
             switch command {
             case .stop:
                 return false
-            case .output(let handle, let bytes):
+            case .output(let handle, let bytes), .sharedOutput(let handle, let bytes):
                 guard let connection = self.connections[handle.id] else { continue }
-                connection.output.append(contentsOf: bytes)
+                if case .sharedOutput = command {
+                    connection.output.append(bytes, shared: true)
+                } else {
+                    connection.output.append(bytes)
+                }
                 guard self.recharge(connection) else { continue }
                 self.markDirty(connection)
             case .finish(let handle):
@@ -376,13 +406,33 @@ final class EventLoop: @unchecked Sendable {
                     connection.widened = true
                     self.widenedCount += 1
                 }
+            case .fitSendBuffer(let handle, let replyBytes):
+                guard let connection = self.connections[handle.id], !connection.widened else { continue }
+                self.fitSendBuffer(connection, replyBytes: replyBytes)
             case .fail(let handle, let bytes):
                 guard let connection = self.connections[handle.id] else { continue }
-                connection.output.append(contentsOf: bytes)
+                connection.output.append(bytes)
                 self.closeAfterFlush(connection)
             }
         }
         return true
+    }
+
+    /// Grows the connection's kernel send buffer so that a reply of `replyBytes` goes out in one
+    /// write: Linux doubles `SO_SNDBUF`, and a Unix stream socket takes a write in pieces of up to
+    /// half the buffer while less than the buffer is in use, so half the reply (and some room for
+    /// the pieces' overhead) is asked for; the kernel then holds about one reply for a client that
+    /// does not read. Within ``fittedSendBufferBudget`` for all connections together; beyond it a
+    /// reply still goes out, in several writes.
+    private func fitSendBuffer(_ connection: Connection, replyBytes: Int) {
+        let wanted = min(Self.maxFittedSendBuffer, (replyBytes / 2 + 2048 + 4095) / 4096 * 4096)
+        guard wanted > Int(Self.sendBufferBytes), wanted > connection.fittedSendBuffer,
+            self.fittedBytes - connection.fittedSendBuffer + wanted <= Self.fittedSendBufferBudget
+        else { return }
+        var size = Int32(wanted)
+        guard setsockopt(connection.fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size)) == 0 else { return }
+        self.fittedBytes += wanted - connection.fittedSendBuffer
+        connection.fittedSendBuffer = wanted
     }
 
     /// Closes once the output is written, or after `slowClientTimeout` if the client does not read it.
@@ -578,16 +628,16 @@ final class EventLoop: @unchecked Sendable {
     /// Writes as much buffered output as the socket takes. Returns false when the connection was closed.
     private func flush(_ connection: Connection) -> Bool {
         var written = 0
-        while connection.outputStart < connection.output.count {
-            let n = connection.output.withUnsafeBytes { raw in
-                retryingInterrupted {
-                    send(connection.fd, raw.baseAddress! + connection.outputStart, raw.count - connection.outputStart,
-                        Int32(MSG_NOSIGNAL))
-                }
+        while true {
+            let result = connection.output.withFirstChunk { chunk -> (sent: Int, wanted: Int) in
+                (retryingInterrupted { send(connection.fd, chunk.baseAddress, chunk.count, Int32(MSG_NOSIGNAL)) }, chunk.count)
             }
+            guard let (n, wanted) = result else { break }
             if n > 0 {
-                connection.outputStart += n
+                connection.output.consume(n)
                 written += n
+                // A short write: the socket's buffer is full (the next send would say EAGAIN).
+                if n < wanted { break }
                 continue
             }
             if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { break }
@@ -595,13 +645,6 @@ final class EventLoop: @unchecked Sendable {
             return false
         }
         if written > 0 { connection.handle.pendingOutput.subtract(written, ordering: .relaxed) }
-        if connection.outputStart == connection.output.count {
-            connection.output.removeAll(keepingCapacity: connection.output.capacity <= Self.keptCapacity)
-            connection.outputStart = 0
-        } else if connection.outputStart >= 1 << 16 && connection.outputStart * 2 >= connection.output.count {
-            connection.output.removeSubrange(0..<connection.outputStart)
-            connection.outputStart = 0
-        }
         guard self.recharge(connection) else { return false }
         let pending = connection.handle.pendingOutput.load(ordering: .relaxed)
         if pending > self.limits.maxPendingOutputBytes {
@@ -681,6 +724,14 @@ final class EventLoop: @unchecked Sendable {
     /// reads them as they come (``VarlinkReplier/widenSendBuffer()``; the kernel doubles it).
     private static let streamingSendBufferBytes: Int32 = 64 << 10
 
+    /// The most ``Command/fitSendBuffer(_:_:)`` asks for one connection (the kernel doubles it).
+    static let maxFittedSendBuffer = 64 << 10
+
+    /// What ``Command/fitSendBuffer(_:_:)`` may ask for all connections together: 16 MiB (the
+    /// kernel holds up to twice that for clients that read nothing), e.g. a thousand watchers of a
+    /// ~20 KB state.
+    static let fittedSendBufferBudget = 16 << 20
+
     /// How many connections may have a widened send buffer at a time: 16 of 128 KiB, 2 MiB in all
     /// (`MemoryMax=96M` in sugard's unit counts the kernel's socket buffers too).
     static let maxWidenedConnections = 16
@@ -693,7 +744,7 @@ final class EventLoop: @unchecked Sendable {
     /// open connections). Returns false when `connection` itself was closed.
     private func recharge(_ connection: Connection) -> Bool {
         guard self.connections[connection.handle.id] === connection else { return false }
-        let charge = connection.unprocessedInput + connection.unsentOutput + connection.inFlightBytes
+        let charge = connection.unprocessedInput + connection.unsentOutput - connection.output.sharedCount + connection.inFlightBytes
         self.charged += charge - connection.charge
         connection.charge = charge
         if self.charged > self.chargedPeak { self.chargedPeak = self.charged }
@@ -734,7 +785,7 @@ final class EventLoop: @unchecked Sendable {
     /// Sends `error` if the socket takes it right away, then closes.
     private func failConnection(_ connection: Connection, _ error: VarlinkError) {
         let bytes = VarlinkWire.error(error)
-        connection.output.append(contentsOf: bytes)
+        connection.output.append(bytes)
         connection.handle.pendingOutput.add(bytes.count, ordering: .relaxed)
         connection.closeAfterFlush = true
         _ = self.flush(connection)
@@ -752,10 +803,12 @@ final class EventLoop: @unchecked Sendable {
         let uid = connection.handle.peer.uid
         if let count = self.perUID[uid], count > 1 { self.perUID[uid] = count - 1 } else { self.perUID[uid] = nil }
         if connection.widened { self.widenedCount -= 1 }
+        self.fittedBytes -= connection.fittedSendBuffer
+        connection.fittedSendBuffer = 0
         self.charged -= connection.charge
         connection.charge = 0
         connection.input = []
-        connection.output = []
+        connection.output.removeAll()
         self.returnMemoryIfIdle()
         connection.handle.closed.fire()
     }

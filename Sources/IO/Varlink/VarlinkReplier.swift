@@ -64,6 +64,33 @@ public final class VarlinkReplier: Sendable {
         return self.send(shared.message)
     }
 
+    /// Sends `shared` as a continuing reply on each call of `repliers`, like ``reply(shared:)`` one
+    /// by one, but queued for the I/O thread at once: a change fanned out to a thousand watchers
+    /// costs one wake-up of the server, and every connection's output holds the same bytes. Those
+    /// bytes count in each connection's pending output (a slow reader is still found) but not in
+    /// the server's memory budget, which charges what a connection alone holds: the caller queues
+    /// at most one such reply per call at a time (as `Watch`'s fan-out does), so what they hold is
+    /// bounded by the distinct replies, not by the connections.
+    ///
+    /// - Returns: for each replier, whether the reply was queued (false as ``reply(shared:)`` says).
+    public static func reply(shared: VarlinkSharedReply, on repliers: [VarlinkReplier]) -> [Bool] {
+        var queued = [Bool](repeating: false, count: repliers.count)
+        var batches: [ObjectIdentifier: (loop: EventLoop, indices: [Int], commands: [EventLoop.Command])] = [:]
+        for (index, replier) in repliers.enumerated() {
+            guard replier.more, !replier.oneway else {
+                queued[index] = replier.reply(shared: shared)
+                continue
+            }
+            guard replier.claim(final: false), let command = replier.output(shared.message, shared: true) else { continue }
+            batches[ObjectIdentifier(replier.loop), default: (replier.loop, [], [])].indices.append(index)
+            batches[ObjectIdentifier(replier.loop)]?.commands.append(command)
+        }
+        for batch in batches.values where batch.loop.submit(contentsOf: batch.commands) {
+            for index in batch.indices { queued[index] = true }
+        }
+        return queued
+    }
+
     /// Sends `error` as the final reply.
     ///
     /// - Returns: false when it could not be queued (closed connection or a final reply already sent).
@@ -101,6 +128,16 @@ public final class VarlinkReplier: Sendable {
         _ = self.loop.submit(.widenSendBuffer(self.connection))
     }
 
+    /// For a handler that sends replies of about `bytes` each to a client that reads them as they
+    /// come (a `Watch` of a large state): the connection's kernel send buffer grows (from the
+    /// small one every connection starts with) so that one such reply goes out in one write, not
+    /// several that each wait for the client to read and wake the server's I/O thread. The kernel
+    /// then holds about one reply for a client that does not read; the server keeps what all
+    /// connections ask for this way within a fixed budget (beyond it, replies go out in pieces).
+    public func fitSendBuffer(toReplies bytes: Int) {
+        _ = self.loop.submit(.fitSendBuffer(self.connection, bytes))
+    }
+
     /// The peer of the connection this call arrived on.
     public var peer: VarlinkPeer { self.connection.peer }
 
@@ -116,14 +153,21 @@ public final class VarlinkReplier: Sendable {
     /// Queues `bytes` for the I/O thread and counts them as pending output; closes the connection
     /// instead when that would pass the hard output limit.
     private func send(_ bytes: [UInt8]) -> Bool {
-        guard !self.isClosed else { return false }
+        guard let command = self.output(bytes) else { return false }
+        return self.loop.submit(command)
+    }
+
+    /// The I/O thread's command that queues `bytes`, counted in the connection's pending output;
+    /// nil when the connection is closed or would go over the hard limit (it is closed then).
+    private func output(_ bytes: [UInt8], shared: Bool = false) -> EventLoop.Command? {
+        guard !self.isClosed else { return nil }
         let pending = self.connection.pendingOutput.add(bytes.count, ordering: .relaxed).newValue
         if pending > self.hardOutputLimit {
             // Far past the soft limit: the client is not reading. Stop buffering and drop it now.
             self.loop.submit(.close(self.connection))
-            return false
+            return nil
         }
-        return self.loop.submit(.output(self.connection, bytes))
+        return shared ? .sharedOutput(self.connection, bytes) : .output(self.connection, bytes)
     }
 
     /// Ends the call from the server's side: sends `org.varlink.service.MethodNotImplemented` if the handler

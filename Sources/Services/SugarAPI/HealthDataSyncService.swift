@@ -26,6 +26,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         public var backpressureBytes = 1 << 20
         /// The least time between two replies of a coalesced watcher while changes keep coming:
         /// what arrives meanwhile is folded into the next reply. At rest a change goes out at once.
+        /// The coalesced watchers of the same fields of one model get their replies in the same
+        /// rounds (``WatchFanout``).
         public var coalescedWatchInterval: Duration = .milliseconds(50)
         /// `ListReadings` limit when none is given, and the most it accepts.
         public var defaultReadingLimit = 1000
@@ -91,8 +93,12 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     public let unit: GlucoseUnit
     /// The bounds per client.
     public var limits: Limits
-    /// Watch replies encoded once per change, shared by the watchers that get the same message.
+    /// Watch replies encoded once per change, shared by the immediate watchers that get the same message.
     public let watchReplies = SharedWatchReplies()
+    /// The coalesced watchers, served in groups (one per model and field set).
+    public let watchFanout = WatchFanout()
+    /// The people `GetStatus` names, kept between the calls that change them.
+    public let statusPeople = StatusPeople()
 
     /// A service over `backend`, authorising with `access`; mg/dL unless told.
     public init(backend: any SugarBackend, access: AccessPolicy, unit: GlucoseUnit = .mgdL, limits: Limits = Limits()) {
@@ -199,6 +205,12 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         let method = call.methodName
         try self.authorize(method, peer: call.peer)
         let p = call.parameters
+        if Self.adminMethods.contains(method) {
+            // It may change who a meter belongs to (or the whole database): GetStatus reads the
+            // people again, after it as well as during it.
+            self.statusPeople.invalidate()
+        }
+        defer { if Self.adminMethods.contains(method) { self.statusPeople.invalidate() } }
         switch method {
         case "GetStatus": await self.getStatus(replier)
         case "Watch": try await self.watch(p, replier: replier)
@@ -315,7 +327,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         let (state, revision, revisions) = self.backend.models.viewModel.stateWithRevisions()
         // People come from the database; when it cannot be read, the state (with its storage
         // error) still goes out, without them.
-        let people = (try? await self.backend.store.people()).map { people in
+        let store = self.backend.store
+        let people = await self.statusPeople.people { try? await store.people() }.map { people in
             WireMap(people.sorted(by: { $0.key < $1.key }).map { (key: $0.key.rawValue, value: $0.value) })
         }
         let reply = Wire.StatusReply(
@@ -349,6 +362,17 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         _ model: ObservableModel<State>, fields: Set<State.Field>?, policy: WatchPolicy, replier: VarlinkReplier,
         closed: VarlinkError
     ) async throws(VarlinkError) where State.Value: WireFieldValue {
+        if policy == .coalesced, replier.more, !replier.oneway {
+            // Served with the other coalesced watchers of these fields of this model (WatchFanout).
+            let end = await self.watchFanout.serve(
+                model, fields: fields, replier: replier, outputCap: self.limits.watchOutputCap,
+                interval: self.limits.coalescedWatchInterval)
+            switch end {
+            case .droppedSlowConsumer: throw self.slowConsumer()
+            case .modelClosed: throw closed
+            case .cancelled: return
+            }
+        }
         let watcher = model.watch(fields: fields, policy: policy, outputCap: self.limits.watchOutputCap)
         defer { watcher.cancel() }
         // A coalesced watcher sends its next reply only once the last one left sugard's buffer (it

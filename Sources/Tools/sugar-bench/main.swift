@@ -46,7 +46,7 @@ let usage = """
            sugar-bench hub [--gateways <g>] [--records <n>] [--rate <r>]
            sugar-bench scale [--sizes <n,n,...>] [--rounds <r>]
            sugar-bench scale startup [--sizes <n,n,...>]
-           sugar-bench scale watch [--watchers <w>] [--meters <m>] [--records <n>]
+           sugar-bench scale watch [--watchers <w>] [--meters <m>] [--records <n>] [--rounds <r>]
 
     SUBCOMMANDS:
       parse          Decode every record of <file> as a Glucose Measurement; print one JSON object with
@@ -126,8 +126,12 @@ let usage = """
                      the background quick_check and CheckStorage's integrity_check take (quickCheckMillis,
                      integrityCheckMillis).
       scale watch    The built sugard with <m> simulated meters (default 50, all connected at once) of <n> records
-                     (default 600) syncing, <w> whole-state watchers (default 1000) and a GetStatus caller:
-                     daemonCores, lastWatcherBehindMillisP50/P99, getStatusP50Micros/P99Micros, daemonPeakRSSBytes.
+                     (default 600) syncing and a GetStatus caller, <r> rounds (default 3) of two runs: with <w>
+                     whole-state watchers (default 1000) and with none. watcherCores (sugard's CPU seconds with
+                     them minus without, over the run with them), watcherCPUMicrosPerReply, commitToLastWatcherMillisP50/P99 (a new lastReading's storedAt to the
+                     last watcher having it; commitToStatusMillisP50: to GetStatus showing it, in both runs),
+                     lastWatcherBehindFirstMillisP50/P99, getStatusP50Micros/P99Micros (with and without
+                     watchers), repliesPerWatcherPerSecond, bytesPerReply; medians of the rounds.
 
     OPTIONS:
       --with-json    (parse) Also build each record's JSON value. It allocates, which shows the counter works.

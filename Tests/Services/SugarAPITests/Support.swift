@@ -91,6 +91,8 @@ func makeTemporaryDirectory() -> String {
 /// sync engine and socket, with two simulated meters on the replay transport instead of BlueZ.
 struct Fixture: Sendable {
     let backend: any SugarBackend
+    /// The interface's service, when the test gave limits, a policy or caps (nil: the daemon's own).
+    let service: HealthDataSyncService?
     let transport: ReplayTransport
     let directory: String
     let path: String
@@ -181,6 +183,7 @@ func withAPIServer<R>(
         options: ReplayTransport.Options(operationDelay: stepDelay, adapterName: "hci0"))
     let parts = DaemonParts(transport: transport, shutdown: { await transport.shutdown() })
     let backendBox = Lock<(any SugarBackend)?>(nil)
+    let serviceBox = Lock<HealthDataSyncService?>(nil)
     let serverFactory: ServerFactory
     if access != nil || limits != nil || configure != nil {
         // The production server with the test's policy, limits or caps.
@@ -189,6 +192,7 @@ func withAPIServer<R>(
             let service = HealthDataSyncService(
                 backend: backend, access: access ?? .currentProcess(socketGroup: nil, adminGroup: nil), unit: config.unit,
                 limits: limits ?? HealthDataSyncService.Limits())
+            serviceBox.withLock { $0 = service }
             return try service.makeServer(listen: .path(config.socketPath), version: sugardVersion) { configuration in
                 configure?(&configuration)
             }
@@ -237,7 +241,7 @@ func withAPIServer<R>(
             }
             let stats = backend.models.stats
             let fixture = Fixture(
-                backend: backend, transport: transport, directory: directory, path: path,
+                backend: backend, service: serviceBox.withLock { $0 }, transport: transport, directory: directory, path: path,
                 baseline: (stats.liveWatchers, stats.liveHubs, backend.models.viewModel.watcherCount))
             let result = try await body(fixture)
             daemon.stop()

@@ -60,6 +60,7 @@ public final class ObservationStats: Sendable {
     func modelTaskStarted() { self.modelTasks.add(1, ordering: .relaxed) }
     /// A model task ended.
     func modelTaskFinished() { self.modelTasks.subtract(1, ordering: .releasing) }
-    /// A watcher was dropped for staying over its output cap.
-    func watcherDropped() { self.dropped.add(1, ordering: .relaxed) }
+    /// Counts a watcher disconnected for lag; also for a fan-out that serves watchers itself
+    /// (SugarAPI's coalesced `Watch` calls).
+    public func watcherDropped() { self.dropped.add(1, ordering: .relaxed) }
 }
