@@ -138,7 +138,7 @@ extension Wire {
         }
 
         /// Each reading's text, in order.
-        public func forEach(_ body: (UnsafeBufferPointer<UInt8>) -> Void) {
+        public func withEachText(_ body: (UnsafeBufferPointer<UInt8>) -> Void) {
             self.bytes.withUnsafeBufferPointer { all in
                 var start = 0
                 for end in self.ends {

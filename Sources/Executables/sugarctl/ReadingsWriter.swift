@@ -53,7 +53,7 @@ struct ReadingsWriter {
         self.count += page.count
         var out: [UInt8] = []
         out.reserveCapacity(page.bytes.count * (self.format == "json" ? 2 : 1) + page.count)
-        page.forEach { text in
+        page.withEachText { text in
             if self.format == "json" {
                 out.append(contentsOf: (self.elements == 0 ? "[\n  " : ",\n  ").utf8)
                 JSONValue.writePretty(compactText: text, indent: 1, into: &out)

@@ -343,33 +343,15 @@ public enum ForwardCommandLine {
 
     /// Parses arguments (without the program name): defaults, then the file, then the flags.
     public static func parse(_ arguments: [String], environment: [String: String]) throws(ConfigError) -> ForwardCommand {
-        var flags: [(String, String)] = []
-        var configFile: String?
-        var index = 0
-        while index < arguments.count {
-            let arg = arguments[index]
-            let (name, inline) = ConfigFile.splitFlag(arg)
-            func flagValue() throws(ConfigError) -> String {
-                if let inline { return inline }
-                index += 1
-                guard index < arguments.count, !arguments[index].hasPrefix("--") else { throw ConfigError("\(name) needs a value") }
-                return arguments[index]
-            }
-            switch name {
-            case "-h", "--help": return .help
-            case "--version": return .version
-            case "--generate-man": return .manPage
-            case "--print-example-config": return .exampleConfig
-            case "--print-config-reference": return .configReference
-            case "--config": configFile = try flagValue()
-            default:
-                // The flags that set a config key, from the key table.
-                guard let key = ForwardConfig.keys.first(where: { $0.flag == name }) else {
-                    throw ConfigError("unknown option \"\(arg)\" (see sugard-forward --help)")
-                }
-                flags.append((key.key, try flagValue()))
-            }
-            index += 1
+        let configFile: String?
+        let flags: [ServiceArguments.KeyFlag]
+        switch try ServiceArguments.parse(arguments, program: "sugard-forward", key: { flag in ForwardConfig.keys.first(where: { $0.flag == flag })?.key }) {
+        case .help: return .help
+        case .version: return .version
+        case .manPage: return .manPage
+        case .exampleConfig: return .exampleConfig
+        case .configReference: return .configReference
+        case .run(let file, let given): (configFile, flags) = (file, given)
         }
         let state = environment["STATE_DIRECTORY"].flatMap { $0.isEmpty ? nil : String($0.split(separator: ":").first ?? "") }
         var config = ForwardConfig(
@@ -382,13 +364,7 @@ public enum ForwardCommandLine {
         } else if configFile != nil {
             throw ConfigError(file: file, "no such file")
         }
-        for (key, value) in flags {
-            do {
-                try config.apply(key: key, value: value)
-            } catch {
-                throw ConfigError("--\(key.replacingUnderscores()): \(error.message)")
-            }
-        }
+        try ServiceArguments.apply(flags) { (key, value) throws(ConfigError) in try config.apply(key: key, value: value) }
         try config.validate(file: configFile ?? (ConfigFile.exists(file) ? file : nil))
         if let text { try ConfigFile.checkSecrets(fileText: text, file: file, serviceGroup: Self.serviceGroup) }
         return .run(config)
@@ -441,6 +417,3 @@ extension ConfigFile {
     static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 }
 
-extension String {
-    fileprivate func replacingUnderscores() -> String { String(self.map { $0 == "_" ? "-" : $0 }) }
-}

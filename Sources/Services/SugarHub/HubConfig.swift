@@ -255,33 +255,15 @@ public enum HubCommandLine {
     }
 
     public static func parse(_ arguments: [String], environment: [String: String]) throws(ConfigError) -> HubCommand {
-        var flags: [(String, String)] = []
-        var configFile: String?
-        var index = 0
-        while index < arguments.count {
-            let arg = arguments[index]
-            let (name, inline) = ConfigFile.splitFlag(arg)
-            func flagValue() throws(ConfigError) -> String {
-                if let inline { return inline }
-                index += 1
-                guard index < arguments.count, !arguments[index].hasPrefix("--") else { throw ConfigError("\(name) needs a value") }
-                return arguments[index]
-            }
-            switch name {
-            case "-h", "--help": return .help
-            case "--version": return .version
-            case "--generate-man": return .manPage
-            case "--print-example-config": return .exampleConfig
-            case "--print-config-reference": return .configReference
-            case "--config": configFile = try flagValue()
-            default:
-                // The flags that set a config key, from the key table.
-                guard let key = HubConfig.keys.first(where: { $0.flag == name }) else {
-                    throw ConfigError("unknown option \"\(arg)\" (see sugard-hub --help)")
-                }
-                flags.append((key.key, try flagValue()))
-            }
-            index += 1
+        let configFile: String?
+        let flags: [ServiceArguments.KeyFlag]
+        switch try ServiceArguments.parse(arguments, program: "sugard-hub", key: { flag in HubConfig.keys.first(where: { $0.flag == flag })?.key }) {
+        case .help: return .help
+        case .version: return .version
+        case .manPage: return .manPage
+        case .exampleConfig: return .exampleConfig
+        case .configReference: return .configReference
+        case .run(let file, let given): (configFile, flags) = (file, given)
         }
         var config = HubConfig()
         let file = configFile ?? environment["SUGARD_HUB_CONFIG"].flatMap { $0.isEmpty ? nil : $0 } ?? Self.defaultConfigFile
@@ -289,13 +271,7 @@ public enum HubCommandLine {
             throw ConfigError(file: file, "no such file (sugard-hub needs at least database_url)")
         }
         try ConfigFile.parse(text, file: file) { (key, value) throws(ConfigError) in try config.apply(key: key, value: value) }
-        for (key, value) in flags {
-            do {
-                try config.apply(key: key, value: value)
-            } catch {
-                throw ConfigError("--\(key.replacing("_", with: "-")): \(error.message)")
-            }
-        }
+        try ServiceArguments.apply(flags) { (key, value) throws(ConfigError) in try config.apply(key: key, value: value) }
         try config.validate(file: file)
         try ConfigFile.checkSecrets(fileText: text, file: file, serviceGroup: Self.serviceGroup)
         // A password inside database_url makes the file itself a secret (the key has no secret suffix).

@@ -175,7 +175,7 @@ extension ScaleBenchmark {
         let cpuBefore = daemon.cpuSeconds()
         let start = clock.now
         let startWallMillis = wallClockMilliseconds()
-        let startMono = monotonicNanos()
+        let startMono = UInt64(monotonicNanoseconds())
 
         // Watchers: whole state, coalesced (the default), on plain sockets read by one poll thread
         // that only looks for each reply's revision and its lastReading's storedAt: a Varlink
@@ -220,7 +220,7 @@ extension ScaleBenchmark {
         }
         let wall = Self.millis(clock.now - start) / 1000
         let cpu = daemon.cpuSeconds() - cpuBefore
-        let endMono = monotonicNanos()
+        let endMono = UInt64(monotonicNanoseconds())
         // Let the last replies land.
         if watchers > 0 { try await Task.sleep(for: .seconds(1)) }
         let dropped = raw.stop()
@@ -383,7 +383,7 @@ final class RawWatchers: @unchecked Sendable {
             while self.state.withLock({ $0.running }) {
                 let ready = poll(&polls, nfds_t(polls.count), 100)
                 if ready <= 0 { continue }
-                let now = monotonicNanos()
+                let now = UInt64(monotonicNanoseconds())
                 let wall = wallClockMicroseconds()
                 for index in polls.indices where polls[index].revents != 0 && open[index] {
                     let n = chunk.withUnsafeMutableBytes { read(self.fds[index], $0.baseAddress, $0.count) }
