@@ -76,6 +76,9 @@ final class Ingest: Sendable {
 
 /// The `sugard-hub` program. Returns the exit status.
 public enum HubMain {
+    /// Parses the command line, connects to PostgreSQL (migrating its tables), serves HTTP, and runs
+    /// the MQTT lanes until SIGTERM or SIGINT; returns 0, an exit status the usage text lists (64
+    /// bad flags, 78 bad config, 69 PostgreSQL, 71 the HTTP address), or 1 when MQTT cannot start.
     public static func run(arguments: [String], environment: [String: String]) async -> Int32 {
         let config: HubConfig
         do {
