@@ -6,8 +6,11 @@ import SystemIO
 
 /// What `sugard`'s command line asked for.
 public enum DaemonCommand: Equatable, Sendable {
+    /// Run the daemon; `configFile` is the file read (nil: none), which SIGHUP reads again.
     case run(DaemonConfig, configFile: String?)
+    /// `-h`, `--help`: print DaemonCommandLine/usage.
     case help
+    /// `--version`: print the version.
     case version
     /// `--prepare-runtime-dir`: hand the socket's directory to `socket_group` (run as root).
     case prepareRuntimeDirectory(DaemonConfig)
@@ -19,6 +22,7 @@ public enum DaemonCommand: Equatable, Sendable {
     case configReference
 }
 
+/// `sugard`'s command line: its options, `--help` text and parsing.
 public enum DaemonCommandLine {
     /// The group a secret in sugard's configuration is readable by, besides root (the fix
     /// ``ConfigFile/checkSecrets(fileText:file:serviceGroup:)`` names).
@@ -39,13 +43,16 @@ public enum DaemonCommandLine {
         ("-h, --help", nil, "Show this help."),
     ]
 
+    /// What sugard does, in two lines (`--help` and the man page).
     public static let overview = """
         Finds meters through BlueZ, downloads their records with the Glucose Profile, stores every
         reading once in SQLite and serves the status over a Varlink socket (see sugarctl).
         """
 
+    /// The signals sugard handles and what each does.
     public static let signals = "SIGTERM/SIGINT stop gracefully; SIGHUP reloads the config file and its drop-ins."
 
+    /// The `--help` text: overview, usage, every option wrapped to 98 columns, signals.
     public static var usage: String {
         var lines = ["OVERVIEW: sugard - Bluetooth LE blood-glucose meter gateway", "", overview, "",
             "USAGE: sugard [--config FILE] [--state-dir DIR] [--socket PATH] [--replay CAPTURE]... [--demo]",
