@@ -111,6 +111,7 @@ extension Wire {
         public var readings: [JSONObject]
         /// With `csv: true`: the page's CSV rows, and how many (``CSVPage`` reads them from bytes).
         public var csv: String?
+        /// With `csv: true`: how many rows `csv` holds.
         public var csvRows: Int64?
         /// In the last reply: the limit cut the list.
         public var truncated: Bool?
@@ -291,6 +292,7 @@ extension Wire {
             self.reading = try f.required("reading")
         }
 
+        /// `{"cursor": ..., "reading": {...}}`, the reading as it came.
         public var json: JSONValue { ["cursor": .int(self.cursor), "reading": .object(self.reading)] }
 
         /// The reading read as a ``Reading``.
