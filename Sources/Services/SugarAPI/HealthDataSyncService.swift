@@ -31,6 +31,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         public var coalescedWatchInterval: Duration = .milliseconds(50)
         /// `ListReadings` limit when none is given, and the most it accepts.
         public var defaultReadingLimit = 1000
+        /// The largest `limit` a `ListReadings` call without `more` accepts (`InvalidParameter` above it);
+        /// with `more` the readings come in pages and `limit` has no maximum.
         public var maxReadingLimit = 100_000
         /// The most readings one reply carries: the whole answer without `more`, one part with it.
         public var readingsPerReply = 10_000

@@ -36,9 +36,11 @@ public final class SharedWatchReplies: Sendable {
         var encodings = 0
     }
 
+    /// How many encoded messages are kept; the oldest is dropped first.
     public static let capacity = 32
     private let cache = Lock(Cache())
 
+    /// An empty cache; one per service, shared by all its watchers.
     public init() {}
 
     /// The encoded reply for `message` of `model`, encoding it (with `parameters`) only when no

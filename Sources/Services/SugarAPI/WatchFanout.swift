@@ -49,12 +49,14 @@ public final class WatchFanout: Sendable {
         public var skipped = 0
     }
 
+    /// No groups yet: a group (and its task) starts with its first member and ends with its last.
     public init() {}
 
     /// Calls served now, in all groups.
     public var memberCount: Int { self.registry.withLock { $0.values.reduce(0) { $0 + $1.members } } }
     /// Groups (and their tasks) alive now.
     public var groupCount: Int { self.registry.withLock { $0.count } }
+    /// A snapshot of the counters since this fan-out was made.
     public var counts: Counters { self.counters.withLock { $0 } }
 
     func count(_ change: (inout Counters) -> Void) { self.counters.withLock { change(&$0) } }
