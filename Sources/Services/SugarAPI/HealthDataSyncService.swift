@@ -474,6 +474,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         }
     }
 
+    /// The `SlowConsumer` error a dropped watcher's call ends with, naming the cap it exceeded.
     private func slowConsumer() -> VarlinkError {
         Self.error(
             .slowConsumer(
@@ -482,6 +483,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             ))
     }
 
+    /// Whether a meter in `phase` is syncing now (neither idle nor done or failed).
     static func isSyncing(_ phase: SyncPhase) -> Bool { phase != .idle && !phase.isFinal }
 
     /// Returns once the connection's unread output is below `bytes` (default
@@ -635,6 +637,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             streamId = id
         }
         let compact = p["compact"]?.boolValue == true
+        /// A stored reading in the form the call asked for: compact, or the full reading object.
         func form(_ stored: StoredReading) -> JSONValue { compact ? ReadingJSON.compact(stored) : ReadingJSON.object(stored) }
         // A backlog goes out in replies of tens of KiB: written whole, not in 4.5 KiB pieces.
         replier.widenSendBuffer()

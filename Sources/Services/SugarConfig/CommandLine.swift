@@ -94,6 +94,7 @@ public enum DaemonCommandLine {
         var demo = false
         var prepare = false
         var index = 0
+        /// The next argument as the value of `flag`; throws when there is none or it is another flag.
         func value(for flag: String) throws(ConfigError) -> String {
             index += 1
             guard index < arguments.count, !arguments[index].hasPrefix("--") else {
@@ -104,6 +105,7 @@ public enum DaemonCommandLine {
         while index < arguments.count {
             let arg = arguments[index]
             let (name, inline) = ConfigFile.splitFlag(arg)
+            /// The current flag's value: inline (`--flag=value`) or the next argument.
             func flagValue() throws(ConfigError) -> String {
                 if let inline { return inline }
                 return try value(for: name)
@@ -196,6 +198,7 @@ public enum DaemonCommandLine {
 }
 
 extension String {
+    /// A key as its flag spells it: `max_connections` is `max-connections`.
     fileprivate func replacingUnderscores() -> String { String(self.map { $0 == "_" ? "-" : $0 }) }
 }
 
