@@ -174,7 +174,8 @@ extension Wire {
             self.quirks = quirks
         }
 
-        /// Requires every field but `meterClockSkewSeconds`; throws WireError naming the missing or mistyped one.
+        /// Requires every field but `meterClockSkewSeconds`; throws ``WireError`` naming the
+        /// missing or mistyped one.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.iso = try f.required("iso")

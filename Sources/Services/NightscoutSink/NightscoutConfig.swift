@@ -27,14 +27,15 @@ public struct NightscoutSinkConfig: Sendable, Hashable {
     public var token: String?
     /// Whether each glucose reading is also posted as a `BG Check` treatment (`nightscout_treatments`).
     public var treatments = false
-    /// The unit of those treatments (`nightscout_units`); entries are always in mg/dL, as Nightscout stores them.
+    /// The unit of those treatments (`nightscout_units`); entries are always in mg/dL, as
+    /// Nightscout stores them.
     public var treatmentUnit: Wire.Unit = .mgdl
     /// PEM CA certificates to verify the site with (`nightscout_ca_file`); nil: the system's.
     public var caFile: String?
     /// Only readings of meters assigned to this person (`nightscout_person`); nil: every reading.
     public var person: String?
 
-    /// A sink with every key at its default (no URL yet: validate() refuses it).
+    /// A sink with every key at its default (no URL yet: ``validate()`` refuses it).
     public init(name: String = "nightscout") { self.name = name }
 
     /// Every key a sink understands, declared once: the parser, forward.conf's `--help`, man page,

@@ -30,7 +30,7 @@ public final class SharedWatchReplies: Sendable {
         var reply: VarlinkSharedReply
     }
 
-    /// The encoded messages, oldest first in `order`, and the counts counts reports.
+    /// The encoded messages, oldest first in `order`, and the counts ``counts`` reports.
     struct Cache {
         var entries: [Key: Entry] = [:]
         var order: [Key] = []

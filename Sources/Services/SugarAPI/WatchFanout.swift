@@ -128,7 +128,7 @@ final class FanoutMember: Sendable {
     /// Why the group ended the member; nil while it is served.
     var end: WatchEnd? { self.reason.withLock { $0 } }
 
-    /// Ends the member with `end` and rings ended; later calls change nothing (the first reason stays).
+    /// Ends the member with `end` and rings ``ended``; later calls change nothing (the first reason stays).
     func finish(_ end: WatchEnd) {
         let first = self.reason.withLock { reason -> Bool in
             guard reason == nil else { return false }
@@ -177,7 +177,7 @@ final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: W
     private let core: Lock<Core>
     private let task = Lock<Task<Void, Never>?>(nil)
 
-    /// A group reading `fields` of `model`, with its latest values read now; start() runs it.
+    /// A group reading `fields` of `model`, with its latest values read now; ``start()`` runs it.
     init(model: ObservableModel<State>, fields: Set<State.Field>, interval: Duration, fanout: WatchFanout) {
         self.model = model
         self.fields = fields

@@ -8,7 +8,7 @@ import SystemIO
 public enum DaemonCommand: Equatable, Sendable {
     /// Run the daemon; `configFile` is the file read (nil: none), which SIGHUP reads again.
     case run(DaemonConfig, configFile: String?)
-    /// `-h`, `--help`: print DaemonCommandLine/usage.
+    /// `-h`, `--help`: print ``DaemonCommandLine/usage``.
     case help
     /// `--version`: print the version.
     case version

@@ -161,7 +161,7 @@ public struct ForwardConfig: Equatable, Sendable {
     }
 
     /// Sets one top-level key (the forwarder's or an alert key) from forward.conf or a flag; throws
-    /// ConfigError for an unknown key (listing the known ones) or a bad value.
+    /// ``ConfigError`` for an unknown key (listing the known ones) or a bad value.
     public mutating func apply(key: String, value: String) throws(ConfigError) {
         guard let entry = Self.keys.key(key) else {
             throw ConfigError("unknown key \"\(key)\" (known keys: \(Self.topLevelKeyNames.joined(separator: ", ")))")

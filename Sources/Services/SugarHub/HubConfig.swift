@@ -18,7 +18,8 @@ public struct HubConfig: Equatable, Sendable {
     public var mqttCAFile: String?
     /// The broker user name (`mqtt_username`); nil: connect without one.
     public var mqttUsername: String?
-    /// The file whose first line is the broker password (`mqtt_password_file`); must not be readable by others.
+    /// The file whose first line is the broker password (`mqtt_password_file`); must not be
+    /// readable by others.
     public var mqttPasswordFile: String?
     /// nil: `sugard-hub-<host name>`. Each instance needs its own (its broker session).
     public var mqttClientIDSetting: String?
@@ -34,7 +35,8 @@ public struct HubConfig: Equatable, Sendable {
     public var listenHost = "127.0.0.1"
     /// The TCP port the fleet page and API listen on.
     public var listenPort: UInt16 = 8480
-    /// The file whose first line is the bearer token (`auth_token_file`); required unless listening on loopback.
+    /// The file whose first line is the bearer token (`auth_token_file`); required unless listening
+    /// on loopback.
     public var authTokenFile: String?
     /// How long after its last sign of life a gateway counts as offline even without its will
     /// (seconds; a health message comes at least every 5 minutes).
@@ -42,7 +44,7 @@ public struct HubConfig: Equatable, Sendable {
     /// The minimum level logged (`log_level`, `--log-level`).
     public var logLevel: LogLevel = .info
 
-    /// Every key at its default; `database_url` is still missing, so validate(file:) refuses it.
+    /// Every key at its default; `database_url` is still missing, so ``validate(file:)`` refuses it.
     public init() {}
 
     /// This instance's MQTT client id: `mqtt_client_id`, else `sugard-hub-<host name>`; lane 0's id.
@@ -135,7 +137,7 @@ public struct HubConfig: Equatable, Sendable {
         },
     ]
 
-    /// Sets one key from hub.conf or a flag; throws ConfigError for an unknown key (listing the
+    /// Sets one key from hub.conf or a flag; throws ``ConfigError`` for an unknown key (listing the
     /// known ones) or a bad value.
     public mutating func apply(key: String, value: String) throws(ConfigError) {
         guard let entry = Self.keys.key(key) else {
@@ -187,7 +189,7 @@ public struct HubConfig: Equatable, Sendable {
     }
 
     /// The broker password: the first line of `mqtt_password_file`, nil when none is configured;
-    /// throws ConfigError when the file is missing.
+    /// throws ``ConfigError`` when the file is missing.
     public func password() throws(ConfigError) -> String? {
         try self.mqttPasswordFile.map { f throws(ConfigError) in try Self.firstLine(f, key: "mqtt_password_file") }
     }
@@ -282,7 +284,7 @@ public enum HubCommandLine {
 
     /// Reads the flags, then the config file (`--config`, `SUGARD_HUB_CONFIG` or the default), then
     /// applies the flags that set keys over the file's values and validates the result. Throws
-    /// ConfigError: without a file for a bad flag (exit 64), naming the file for a bad, missing or
+    /// ``ConfigError``: without a file for a bad flag (exit 64), naming the file for a bad, missing or
     /// too widely readable config (exit 78).
     public static func parse(_ arguments: [String], environment: [String: String]) throws(ConfigError) -> HubCommand {
         var flags: [(String, String)] = []
