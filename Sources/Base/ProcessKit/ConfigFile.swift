@@ -3,16 +3,21 @@ import SystemIO
 
 /// A configuration problem, naming the file and line when it came from a file.
 public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The configuration file's path, when the problem came from one.
     public var file: String?
+    /// The 1-based line in `file`, when the problem is on one line.
     public var line: Int?
+    /// What is wrong, naming the key and the refused value where there is one.
     public var message: String
 
+    /// A problem in `file` at `line`; both nil when it did not come from a file (a flag).
     public init(file: String? = nil, line: Int? = nil, _ message: String) {
         self.file = file
         self.line = line
         self.message = message
     }
 
+    /// `FILE:LINE: message`, `FILE: message` or the bare message, as far as the place is known.
     public var description: String {
         switch (self.file, self.line) {
         case (let file?, let line?): "\(file):\(line): \(self.message)"
@@ -129,8 +134,11 @@ extension ConfigFile {
     /// A broker as `mqtt_url` names it: `mqtt://HOST[:PORT]` (port 1883) or `mqtts://HOST[:PORT]`
     /// (port 8883); an IPv6 host in brackets.
     public struct BrokerURL: Equatable, Sendable {
+        /// The host name or address, without the brackets of an IPv6 literal.
         public var host: String
+        /// The TCP port: the URL's, else 1883 (`mqtt://`) or 8883 (`mqtts://`).
         public var port: Int32
+        /// Whether the connection uses TLS (`mqtts://`).
         public var tls: Bool
     }
 

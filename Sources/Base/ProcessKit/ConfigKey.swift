@@ -8,9 +8,11 @@ import SystemIO
 /// names), and `--help`, the man page, the commented example file (`--print-example-config`) and
 /// docs/configuration.md (`--print-config-reference`) are written from it through ``ConfigKeyDoc``.
 public struct ConfigKey<Settings>: Sendable {
+    /// The key's name as written in the file (`mqtt_url`).
     public let key: String
     /// The command-line flag that sets the same value, if any.
     public let flag: String?
+    /// One line for `--help`, the man page, the example file and the reference table.
     public let help: String
     /// Whether `systemctl reload` applies a change at once (sugard); otherwise a restart is needed.
     public let appliesOnReload: Bool
@@ -26,6 +28,8 @@ public struct ConfigKey<Settings>: Sendable {
     /// Parses the value into the configuration; throws ``ConfigError`` (anything else is wrapped).
     let set: @Sendable (inout Settings, ConfigSetting) throws -> Void
 
+    /// Declares a key: `value` reads it back from a configuration, `set` parses a setting into one
+    /// (throwing `ConfigError`, or any error, which `apply(_:to:)` wraps with the key's name).
     public init(
         _ key: String, flag: String? = nil, _ help: String, appliesOnReload: Bool = false, example: String? = nil,
         intro: String? = nil, setInExample: Bool = false, _ value: @escaping @Sendable (Settings) -> String,
@@ -82,14 +86,18 @@ extension Array {
 
 /// One `key = value` being applied, with the checks the keys share (their messages name the key).
 public struct ConfigSetting: Sendable {
+    /// The key being set, which the checks' messages name.
     public let key: String
+    /// The value as written, surrounding spaces and enclosing double quotes removed.
     public let value: String
 
+    /// A setting of `key` to `value`.
     public init(key: String, value: String) {
         self.key = key
         self.value = value
     }
 
+    /// A whole number inside `range`; throws `ConfigError` naming the key and the range otherwise.
     public func int(_ range: ClosedRange<Int>) throws(ConfigError) -> Int {
         guard let v = Int(self.value), range.contains(v) else {
             throw ConfigError("\(self.key) must be a whole number from \(range.lowerBound) to \(range.upperBound), not \"\(self.value)\"")
@@ -123,6 +131,7 @@ public struct ConfigSetting: Sendable {
         return amount * scale
     }
 
+    /// The value; throws `ConfigError` when it is empty.
     public func nonEmpty() throws(ConfigError) -> String {
         guard !self.value.isEmpty else { throw ConfigError("\(self.key) needs a value") }
         return self.value
@@ -142,17 +151,23 @@ public struct ConfigSetting: Sendable {
 
 /// A key as the docs show it, whatever configuration it sets.
 public struct ConfigKeyDoc: Sendable, Equatable {
+    /// The key's name as written in the file.
     public var key: String
+    /// The command-line flag that sets the same value, if any (`--socket`).
     public var flag: String?
     /// Where the key goes: nil for the top of the file, else the section (`[webhook NAME]`).
     public var section: String?
+    /// The key's one-line help.
     public var help: String
     /// The table that declares it (`ForwardConfig.keys`): where to look for the parser.
     public var table: String
     /// The default as text; nil when there is none (the example then shows a sample).
     public var defaultValue: String?
+    /// The value the example file shows: the default, or the key's sample when the default is empty.
     public var example: String
+    /// A comment paragraph shown before the key in the example file (the start of a group of keys).
     public var intro: String?
+    /// Whether the example file sets the key instead of showing it commented out.
     public var setInExample: Bool
 }
 
@@ -164,10 +179,12 @@ public struct ConfigFileDoc: Sendable {
     public var name: String
     /// The comment paragraphs at the top of the example file.
     public var header: String
+    /// The keys in the order the docs show them; a section's keys follow one another.
     public var keys: [ConfigKeyDoc]
     /// Commented lines at the end of the example file (sample sections), written as they are.
     public var trailer: String
 
+    /// A file's docs: `trailer` is appended to the example file as it is.
     public init(name: String, header: String, keys: [ConfigKeyDoc], trailer: String = "") {
         self.name = name
         self.header = header

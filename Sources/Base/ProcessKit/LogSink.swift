@@ -35,6 +35,9 @@ public final class StderrLogSink: Sendable {
         Logger(label: label, levelSource: { self.level }, sink: { record in self.write(record) })
     }
 
+    /// Writes one record as one line (newlines in the message and metadata values become spaces),
+    /// under the lock so that lines from several threads never interleave. Does not filter by
+    /// level: the loggers made by `logger(label:)` do.
     public func write(_ record: LogRecord) {
         var line = ""
         if self.journal {

@@ -22,6 +22,7 @@ public enum LogLevel: Int, Comparable, Sendable, CaseIterable {
         }
     }
 
+    /// The level named `error`, `warning`, `notice`, `info` or `debug` (any case); nil otherwise.
     public init?(name: String) {
         guard let level = LogLevel.allCases.first(where: { $0.name == name.lowercased() }) else { return nil }
         self = level
@@ -30,9 +31,13 @@ public enum LogLevel: Int, Comparable, Sendable, CaseIterable {
 
 /// One log line before formatting.
 public struct LogRecord: Sendable {
+    /// How important the line is.
     public var level: LogLevel
+    /// The logger's label: the part of the program that wrote the line (`sugard`, `sync`, `storage`).
     public var label: String
+    /// The message, not yet escaped; it may contain newlines.
     public var message: String
+    /// `key=value` pairs written after the message, in order.
     public var metadata: [(String, String)]
 }
 
@@ -42,11 +47,13 @@ public struct LogRecord: Sendable {
 /// decides the sink (stderr with journald priorities). Health data rule: reading values are only
 /// ever logged at ``LogLevel/debug``.
 public struct Logger: Sendable {
+    /// The part of the program the lines come from; written before each message.
     public var label: String
     private let fixedLevel: LogLevel
     private let levelSource: (@Sendable () -> LogLevel)?
     private let sink: @Sendable (LogRecord) -> Void
 
+    /// A logger with a fixed minimum `level`, handing each enabled record to `sink`.
     public init(label: String, level: LogLevel = .info, sink: @escaping @Sendable (LogRecord) -> Void) {
         self.label = label
         self.fixedLevel = level
@@ -75,25 +82,32 @@ public struct Logger: Sendable {
         return copy
     }
 
+    /// Whether a line at `level` would be written (for skipping costly metadata).
     public func isEnabled(_ level: LogLevel) -> Bool { level <= self.level }
 
+    /// Writes `message` at `level`; the message is only built when the level is enabled.
     public func log(_ level: LogLevel, _ message: @autoclosure () -> String, _ metadata: [(String, String)] = []) {
         guard self.isEnabled(level) else { return }
         self.sink(LogRecord(level: level, label: self.label, message: message(), metadata: metadata))
     }
 
+    /// Logs at `error`: something failed and was not retried.
     public func error(_ message: @autoclosure () -> String, _ metadata: [(String, String)] = []) {
         self.log(.error, message(), metadata)
     }
+    /// Logs at `warning`: something failed and is retried or worked around.
     public func warning(_ message: @autoclosure () -> String, _ metadata: [(String, String)] = []) {
         self.log(.warning, message(), metadata)
     }
+    /// Logs at `notice`: a normal but significant event (start, stop, reload).
     public func notice(_ message: @autoclosure () -> String, _ metadata: [(String, String)] = []) {
         self.log(.notice, message(), metadata)
     }
+    /// Logs at `info`.
     public func info(_ message: @autoclosure () -> String, _ metadata: [(String, String)] = []) {
         self.log(.info, message(), metadata)
     }
+    /// Logs at `debug`, the only level that may carry reading values.
     public func debug(_ message: @autoclosure () -> String, _ metadata: [(String, String)] = []) {
         self.log(.debug, message(), metadata)
     }

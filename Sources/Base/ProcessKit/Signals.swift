@@ -7,6 +7,7 @@ public enum UnixSignal: Int32, Sendable, CaseIterable {
     case interrupt = 2
     case terminate = 15
 
+    /// The signal's C name (`SIGHUP`), for log lines.
     public var name: String {
         switch self {
         case .hangup: "SIGHUP"

@@ -24,6 +24,7 @@ public struct SystemdNotifier: Sendable {
         }
     }
 
+    /// Whether `NOTIFY_SOCKET` named a usable socket (otherwise every notification is a no-op).
     public var isEnabled: Bool { self.socket != nil }
 
     /// Sends one notification; returns false when it could not be delivered (never throws: a
@@ -46,10 +47,16 @@ public struct SystemdNotifier: Sendable {
         state.split(separator: "\n").contains { $0 == "READY=1" || $0 == "STOPPING=1" || $0 == "RELOADING=1" }
     }
 
+    /// `READY=1`: start-up finished; also sends `status` and this process's `MAINPID`.
     public func ready(status: String) { self.notify("READY=1\nSTATUS=\(status)\nMAINPID=\(getpid())") }
+    /// `STATUS=`: the one-line status `systemctl status` shows.
     public func status(_ status: String) { self.notify("STATUS=\(status)") }
+    /// `WATCHDOG=1`: the keep-alive ping, due within `watchdogInterval`.
     public func watchdog() { self.notify("WATCHDOG=1") }
+    /// `STOPPING=1`: shutdown began; `status` says why.
     public func stopping(status: String) { self.notify("STOPPING=1\nSTATUS=\(status)") }
+    /// `RELOADING=1` with `MONOTONIC_USEC` (what `Type=notify-reload` expects); send `ready(status:)`
+    /// when the reload is done.
     public func reloading() {
         let usec = monotonicNanoseconds() / 1000
         self.notify("RELOADING=1\nMONOTONIC_USEC=\(usec)")

@@ -5,10 +5,15 @@ public import SugarWire
 /// The meal tags a report groups by. GLS meal codes: 1 preprandial is "before meal", 2
 /// postprandial "after meal", 3 fasting, 5 bedtime; 4 casual, reserved codes and no context are "none".
 public enum MealTag: String, CaseIterable, Sendable, Hashable {
+    /// GLS meal code 3.
     case fasting
+    /// GLS `preprandial` (code 1).
     case beforeMeal
+    /// GLS `postprandial` (code 2).
     case afterMeal
+    /// GLS meal code 5.
     case bedtime
+    /// Casual (code 4), a reserved code, or no context.
     case none
 
     /// The tag for a context's meal name (`context.meal.name` of a reading).
@@ -36,19 +41,27 @@ public enum MealTag: String, CaseIterable, Sendable, Hashable {
 
 /// A glucose result: a number in mg/dL, or the meter's HI (above its range) or LO (below it).
 public enum GlucoseResult: Sendable, Hashable {
+    /// A glucose concentration in mg/dL.
     case mgdL(Double)
+    /// Above the meter's measuring range; no number.
     case hi
+    /// Below the meter's measuring range; no number.
     case lo
 
+    /// The concentration in mg/dL; nil for HI and LO.
     public var mgdL: Double? { if case .mgdL(let value) = self { return value } else { return nil } }
 }
 
 /// A calendar date.
 public struct CivilDate: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The year of the Gregorian calendar (2026).
     public var year: Int
+    /// The month, 1 to 12.
     public var month: Int
+    /// The day of the month, from 1.
     public var day: Int
 
+    /// The date as given; not checked to be a real day.
     public init(year: Int, month: Int, day: Int) {
         self.year = year
         self.month = month
@@ -101,18 +114,24 @@ public struct CivilDate: Hashable, Comparable, Sendable, CustomStringConvertible
     static let weekdayNames = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
     static let monthNames = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
+    /// Earlier dates sort first.
     public static func < (a: CivilDate, b: CivilDate) -> Bool { (a.year, a.month, a.day) < (b.year, b.month, b.day) }
 }
 
 /// A reading's wall-clock time where it was taken, with the UTC offset sugard resolved for it.
 public struct LocalStamp: Hashable, Sendable {
+    /// The local calendar date.
     public var date: CivilDate
+    /// The local hour, 0 to 23.
     public var hour: Int
+    /// The local minute, 0 to 59.
     public var minute: Int
     /// The second, as the meter measured it (the lows list shows it).
     public var second: Int
+    /// Local time minus UTC, in minutes, at the reading's instant.
     public var utcOffsetMinutes: Int
 
+    /// A wall-clock time as given (the second defaults to 0).
     public init(date: CivilDate, hour: Int, minute: Int, second: Int = 0, utcOffsetMinutes: Int) {
         self.date = date
         self.hour = hour
@@ -187,14 +206,18 @@ public struct ReportReading: Sendable, Hashable {
     public var readingID: String
     /// The meter's id (its Bluetooth address).
     public var meter: String
+    /// The reading's instant, milliseconds since 1970 UTC.
     public var epochMillis: Int64
     /// Local wall-clock time in the zone sugard resolved for the reading.
     public var local: LocalStamp
+    /// The value, or HI or LO.
     public var result: GlucoseResult
+    /// The meal tag the meter recorded (`none` without one).
     public var meal: MealTag
     /// The person the reading belongs to, when readings carry one.
     public var person: String?
 
+    /// A reading; without `readingID` one is made from `meter`, epoch 0 and `id` (for tests and samples).
     public init(
         id: Int64, readingID: String? = nil, meter: String, epochMillis: Int64, local: LocalStamp, result: GlucoseResult,
         meal: MealTag, person: String? = nil
@@ -254,7 +277,9 @@ public struct ReportReading: Sendable, Hashable {
 
     /// ``Exclusion`` as an error for `Result`.
     public struct ExclusionError: Error, Sendable, Hashable {
+        /// Why the reading is left out.
         public var exclusion: Exclusion
+        /// The error for `exclusion`.
         public init(_ exclusion: Exclusion) { self.exclusion = exclusion }
     }
 }

@@ -6,26 +6,39 @@ extension ReadingExport {
     /// row when it writes the rows itself (`ListReadings` with `csv`). Both go through
     /// ``ReadingExport/writeCSVRow(_:into:)``, so the bytes are the same either way.
     public struct CSVRow: Sendable, Hashable {
+        /// `meter`, and the first part of `reading_id` (`<meter>/<epoch>/<sequence>`).
         public var meter: String
+        /// The meter's epoch (a new one after each meter reset); only in `reading_id`.
         public var epoch: Int64
+        /// `sequence`: the meter's record number, unique within meter and epoch.
         public var sequenceNumber: Int64
         /// `measured_at_utc` (the reading's `time.iso`).
         public var iso: String
+        /// `epoch_millis`: the instant as milliseconds since 1970 UTC.
         public var epochMillis: Int64
         /// The meter's own clock reading, ISO 8601 without a zone (`time.meterLocalTime`).
         public var meterLocalTime: String
+        /// `utc_offset_minutes`: the UTC offset of the reading's zone at that instant.
         public var utcOffsetMinutes: Int64
+        /// `value_mg_dl`, written as a whole number; nil (an empty cell) without a glucose value.
         public var mgdL: Double?
         /// mmol/L as stored: written exactly (the shortest text that reads back as the same number).
         public var mmolL: Double?
+        /// `ketone_mmol_l`, written exactly; nil for meters that send none.
         public var ketoneMmolL: Double?
         /// The names of the measurement's sample type and location, and of its context's meal.
         public var sampleType: String?
+        /// The sample location's name (`sample_location`).
         public var sampleLocation: String?
+        /// The meal's name (`meal`).
         public var meal: String?
+        /// The reading's flag names: `flags`, space-separated, and `control_solution` (`true` when
+        /// `controlSolution` is among them).
         public var flags: [String]
+        /// `person`: whom the reading belongs to; nil (empty) when nobody.
         public var person: String?
 
+        /// A row from the values as they are; `writeCSVRow(_:into:)` formats and quotes them.
         public init(
             meter: String, epoch: Int64, sequenceNumber: Int64, iso: String, epochMillis: Int64, meterLocalTime: String,
             utcOffsetMinutes: Int64, mgdL: Double?, mmolL: Double?, ketoneMmolL: Double?, sampleType: String?,

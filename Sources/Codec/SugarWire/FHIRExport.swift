@@ -35,8 +35,11 @@ extension ReadingExport {
     public static func fhirURN(reading: Wire.Reading) -> String {
         NameUUID(namespace: self.uuidNamespace, name: "reading/" + self.identifier(reading)).urn
     }
+    /// The meter's `urn:uuid:`, the same for the same address on every gateway.
     public static func fhirURN(meter: String) -> String { NameUUID(namespace: self.uuidNamespace, name: "meter/" + meter).urn }
+    /// The gateway's `urn:uuid:`, from its id.
     public static func fhirURN(gateway: String) -> String { NameUUID(namespace: self.uuidNamespace, name: "gateway/" + gateway).urn }
+    /// A person's `urn:uuid:`, from the gateway and the person's id (never the name alone).
     public static func fhirURN(person id: Int64, gateway: String) -> String {
         NameUUID(namespace: self.uuidNamespace, name: "person/" + gateway + "/" + String(id)).urn
     }

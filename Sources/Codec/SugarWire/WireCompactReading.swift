@@ -223,11 +223,13 @@ extension Wire {
             public var epochMillis: Int64
             /// `time.iso` and `time.local`: JSON strings.
             public var iso: Range<Int>
+            /// `time.local`: a JSON string.
             public var local: Range<Int>
             /// `time.utcOffsetMinutes`.
             public var utcOffsetMinutes: Int64
             /// JSON numbers; nil for null.
             public var mgdL: Range<Int>?
+            /// `mmolL`: a JSON number; nil for null.
             public var mmolL: Range<Int>?
             /// `flags`: the JSON array of strings.
             public var flags: Range<Int>
@@ -238,7 +240,9 @@ extension Wire {
             /// `type`, `sampleLocation` and the context's `meal`: each code and its `name` (a JSON
             /// string); nil for null.
             public var type: (code: Int64, name: Range<Int>)?
+            /// `sampleLocation`: its code and its `name` (a JSON string); nil for null.
             public var sampleLocation: (code: Int64, name: Range<Int>)?
+            /// The context's `meal`: its code and its `name` (a JSON string); nil for null.
             public var meal: (code: Int64, name: Range<Int>)?
             /// A JSON string; nil for null.
             public var person: Range<Int>?

@@ -57,6 +57,7 @@ extension String: WireValue {
         self = value
     }
 
+    /// A JSON string.
     public var json: JSONValue { .string(self) }
 }
 
@@ -67,6 +68,7 @@ extension Int64: WireValue {
         self = value
     }
 
+    /// A JSON integer.
     public var json: JSONValue { .int(self) }
 }
 
@@ -88,6 +90,7 @@ extension Bool: WireValue {
         self = value
     }
 
+    /// A JSON boolean.
     public var json: JSONValue { .bool(self) }
 }
 
@@ -196,5 +199,6 @@ extension JSONObject: WireValue {
         self = object
     }
 
+    /// The object as it is.
     public var json: JSONValue { .object(self) }
 }

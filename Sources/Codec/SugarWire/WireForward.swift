@@ -102,6 +102,7 @@ extension Wire {
             self.databaseReset = try f.optional("databaseReset")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             [
                 "name": .string(self.name), "kind": self.kind.json, "broker": .from(self.broker), "url": .from(self.url),
@@ -137,6 +138,7 @@ extension Wire {
             self.databaseId = try f.required("databaseId")
         }
 
+        /// The object with every key.
         public var json: JSONValue {
             [
                 "atMillis": .int(self.atMillis), "previousDatabaseId": .string(self.previousDatabaseId),
@@ -245,6 +247,7 @@ extension Wire {
             self.message = try f.required("message")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             [
                 "id": .string(self.id), "rule": self.rule.json, "state": self.state.json, "person": .from(self.person),
@@ -305,6 +308,7 @@ extension Wire {
             self.lastDeliveryMillis = try f.optional("lastDeliveryMillis")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             [
                 "name": .string(self.name), "url": .string(self.url), "format": .string(self.format), "state": self.state.json,
@@ -334,6 +338,7 @@ extension Wire {
             self.active = try f.array("active")
         }
 
+        /// The object with every key.
         public var json: JSONValue { ["enabled": .bool(self.enabled), "active": .wire(self.active)] }
     }
 
@@ -366,6 +371,7 @@ extension Wire {
             self.webhooks = try f.array("webhooks")
         }
 
+        /// The object with every key.
         public var json: JSONValue {
             ["enabled": .bool(self.enabled), "active": .wire(self.active), "recent": .wire(self.recent), "webhooks": .wire(self.webhooks)]
         }

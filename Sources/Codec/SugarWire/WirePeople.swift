@@ -23,6 +23,7 @@ extension Wire {
             self.value = try f.required("value")
         }
 
+        /// The object with every key.
         public var json: JSONValue { ["system": .string(self.system), "value": .string(self.value)] }
 
         /// `SYSTEM|VALUE`, as `sugarctl` takes and shows it.
@@ -81,6 +82,7 @@ extension Wire {
             self.meters = try f.array("meters")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             [
                 "id": .int(self.id), "name": .string(self.name), "identifiers": .wire(self.identifiers),
@@ -126,6 +128,7 @@ extension Wire {
             self.readingCount = try f.required("readingCount")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             [
                 "meter": .string(self.meter), "person": .from(self.person), "shared": .bool(self.shared),
@@ -139,11 +142,13 @@ extension Wire {
         /// People on this gateway, sorted by name.
         public var people: [Person]
 
+        /// A reply listing `people`.
         public init(people: [Person]) { self.people = people }
 
         /// Requires `people`.
         public init(json: JSONValue) throws(WireError) { self.people = try WireFields(json).array("people") }
 
+        /// The reply's parameters; those without a value are left out, not sent as null.
         public var json: JSONValue { .parameters([("people", .wire(self.people))]) }
     }
 
@@ -152,11 +157,13 @@ extension Wire {
         /// The person as added or changed.
         public var person: Person
 
+        /// A reply carrying `person`.
         public init(person: Person) { self.person = person }
 
         /// Requires `person`.
         public init(json: JSONValue) throws(WireError) { self.person = try WireFields(json).required("person") }
 
+        /// The reply's parameters; those without a value are left out, not sent as null.
         public var json: JSONValue { .parameters([("person", self.person.json)]) }
     }
 
@@ -180,6 +187,7 @@ extension Wire {
             self.assignments = try f.array("assignments")
         }
 
+        /// The reply's parameters; those without a value are left out, not sent as null.
         public var json: JSONValue { .parameters([("person", self.person.json), ("assignments", .wire(self.assignments))]) }
     }
 
@@ -188,11 +196,13 @@ extension Wire {
         /// The meter's periods, oldest first.
         public var assignments: [Assignment]
 
+        /// A reply listing `assignments`.
         public init(assignments: [Assignment]) { self.assignments = assignments }
 
         /// Requires `assignments`.
         public init(json: JSONValue) throws(WireError) { self.assignments = try WireFields(json).array("assignments") }
 
+        /// The reply's parameters; those without a value are left out, not sent as null.
         public var json: JSONValue { .parameters([("assignments", .wire(self.assignments))]) }
     }
 
@@ -216,6 +226,7 @@ extension Wire {
             self.unchanged = try f.required("unchanged")
         }
 
+        /// The reply's parameters; those without a value are left out, not sent as null.
         public var json: JSONValue { .parameters([("moved", .int(self.moved)), ("unchanged", .int(self.unchanged))]) }
     }
 
@@ -244,6 +255,7 @@ extension Wire {
             self.addedPerson = try f.optional("addedPerson")
         }
 
+        /// The reply's parameters; those without a value are left out, not sent as null.
         public var json: JSONValue {
             .parameters([
                 ("moved", .wire(self.moved)), ("unchanged", .wire(self.unchanged)), ("addedPerson", .wire(self.addedPerson)),
@@ -271,6 +283,7 @@ extension Wire {
             self.removedAssignments = try f.required("removedAssignments")
         }
 
+        /// The reply's parameters; those without a value are left out, not sent as null.
         public var json: JSONValue {
             .parameters([("releasedReadings", .int(self.releasedReadings)), ("removedAssignments", .int(self.removedAssignments))])
         }
@@ -300,6 +313,7 @@ extension Wire {
             self.unattributed = try f.required("unattributed")
         }
 
+        /// The reply's parameters; those without a value are left out, not sent as null.
         public var json: JSONValue {
             .parameters([("gateway", .string(self.gateway)), ("people", .int(self.people)), ("unattributed", .int(self.unattributed))])
         }

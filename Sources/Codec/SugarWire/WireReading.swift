@@ -119,6 +119,7 @@ extension Wire {
             }
         }
 
+        /// The reading as the object it came as (every key, not only the ones read here).
         public var json: JSONValue { .object(self.object) }
 
         /// Reading objects (`ListReadings`' `readings`) read in order.
@@ -173,6 +174,8 @@ extension Wire {
             self.quirks = quirks
         }
 
+        /// Requires every field but `meterClockSkewSeconds`; throws ``WireError`` naming the
+        /// missing or mistyped one.
         public init(json: JSONValue) throws(WireError) {
             let f = try WireFields(json)
             self.iso = try f.required("iso")
@@ -186,6 +189,7 @@ extension Wire {
             self.quirks = try f.array("quirks")
         }
 
+        /// The time object with every field; `meterClockSkewSeconds` is null when the clock was not read.
         public var json: JSONValue {
             [
                 "iso": .string(self.iso), "epochMillis": .int(self.epochMillis), "local": .string(self.local),

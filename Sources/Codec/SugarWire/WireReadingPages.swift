@@ -5,11 +5,16 @@ extension Wire {
     /// of the CSV export (``ReadingExport/writeCSVRow(_:into:)``, no header) in `csv`, how many in
     /// `csvRows`, and `readings` empty. sugarctl writes `text` as it is.
     public struct CSVPage: Sendable {
+        /// `csv`: the page's CSV rows, without the header, as sugard wrote them.
         public var text: String
+        /// `csvRows`: how many rows `text` holds.
         public var rows: Int64
+        /// In the last reply: the limit cut the list.
         public var truncated: Bool?
+        /// The configured display unit.
         public var unit: Unit
 
+        /// A page with every parameter given.
         public init(text: String, rows: Int64, truncated: Bool?, unit: Unit) {
             self.text = text
             self.rows = rows
@@ -57,10 +62,14 @@ extension Wire {
     /// One reply of `ListReadings` with `compact: true`, read straight from its bytes (no
     /// ``JSONValue`` per reading): the readings as ``CompactReading``s.
     public struct CompactPage: Sendable {
+        /// The page's readings, in the order sent.
         public var readings: [CompactReading]
+        /// In the last reply: the limit cut the list.
         public var truncated: Bool?
+        /// The configured display unit.
         public var unit: Unit
 
+        /// A page with every parameter given.
         public init(readings: [CompactReading], truncated: Bool?, unit: Unit) {
             self.readings = readings
             self.truncated = truncated
@@ -102,10 +111,14 @@ extension Wire {
     public struct ReadingTextPage: Sendable {
         /// The readings' texts one after another; the i-th ends at `ends[i]`.
         public var bytes: [UInt8] = []
+        /// Where each reading's text ends in `bytes` (an exclusive end offset); ascending.
         public var ends: [Int] = []
+        /// In the last reply: the limit cut the list.
         public var truncated: Bool?
+        /// The configured display unit.
         public var unit: Unit
 
+        /// How many readings the page holds.
         public var count: Int { self.ends.count }
 
         /// Reads the reply's parameters object at the reader's position.

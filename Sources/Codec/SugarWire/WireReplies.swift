@@ -44,6 +44,7 @@ extension Wire {
             self.people = try f.optional("people")
         }
 
+        /// The reply's parameters; those without a value are left out, not sent as null.
         public var json: JSONValue {
             .parameters(
                 [
@@ -93,6 +94,7 @@ extension Wire {
             self.meter = try f.optional("meter")
         }
 
+        /// The reply's parameters; those without a value are left out, not sent as null.
         public var json: JSONValue {
             .parameters(
                 [
@@ -111,6 +113,7 @@ extension Wire {
         public var readings: [JSONObject]
         /// With `csv: true`: the page's CSV rows, and how many (``CSVPage`` reads them from bytes).
         public var csv: String?
+        /// With `csv: true`: how many rows `csv` holds.
         public var csvRows: Int64?
         /// In the last reply: the limit cut the list.
         public var truncated: Bool?
@@ -136,6 +139,7 @@ extension Wire {
             self.unit = try f.required("unit")
         }
 
+        /// The reply's parameters; those without a value are left out, not sent as null.
         public var json: JSONValue {
             .parameters([
                 ("readings", .wire(self.readings)), ("csv", .wire(self.csv)), ("csvRows", .wire(self.csvRows)),
@@ -170,6 +174,7 @@ extension Wire {
             self.databaseId = try f.optional("databaseId")
         }
 
+        /// The reply's parameters; those without a value are left out, not sent as null.
         public var json: JSONValue {
             .parameters([
                 ("cursor", .int(self.cursor)), ("reading", .wire(self.reading)), ("readings", self.readings.map { .wire($0) } ?? .null),
@@ -210,6 +215,7 @@ extension Wire {
             self.data = try f.required("data")
         }
 
+        /// The reply's parameters; those without a value are left out, not sent as null.
         public var json: JSONValue {
             .parameters([
                 ("size", .int(self.size)), ("readings", .int(self.readings)), ("databaseId", .from(self.databaseId)),
@@ -226,6 +232,7 @@ extension Wire {
         /// Requires `size`.
         public init(json: JSONValue) throws(WireError) { self.size = try WireFields(json).required("size") }
 
+        /// The reply's parameters; those without a value are left out, not sent as null.
         public var json: JSONValue { .parameters([("size", .int(self.size))]) }
     }
 
@@ -262,6 +269,7 @@ extension Wire {
             self.keptAs = try f.optional("keptAs")
         }
 
+        /// The reply's parameters; those without a value are left out, not sent as null.
         public var json: JSONValue {
             .parameters([
                 ("path", .string(self.path)), ("size", .int(self.size)), ("readings", .int(self.readings)),
@@ -291,6 +299,7 @@ extension Wire {
             self.reading = try f.required("reading")
         }
 
+        /// `{"cursor": ..., "reading": {...}}`, the reading as it came.
         public var json: JSONValue { ["cursor": .int(self.cursor), "reading": .object(self.reading)] }
 
         /// The reading read as a ``Reading``.
@@ -310,6 +319,7 @@ extension Wire {
         /// Requires `meters`.
         public init(json: JSONValue) throws(WireError) { self.meters = try WireFields(json).array("meters") }
 
+        /// The object with every key.
         public var json: JSONValue { ["meters": .wire(self.meters)] }
     }
 
@@ -349,6 +359,7 @@ extension Wire {
             self.sessions = try f.optionalArray("sessions")
         }
 
+        /// The reply's parameters; those without a value are left out, not sent as null.
         public var json: JSONValue {
             .parameters(
                 [
@@ -385,6 +396,7 @@ extension Wire {
             self.message = try f.optional("message")
         }
 
+        /// The reply's parameters; those without a value are left out, not sent as null.
         public var json: JSONValue {
             .parameters([("meter", .string(self.meter)), ("state", self.state.json), ("message", .from(self.message))])
         }
@@ -401,6 +413,7 @@ extension Wire {
         /// Requires `sessions`.
         public init(json: JSONValue) throws(WireError) { self.sessions = try WireFields(json).array("sessions") }
 
+        /// The object with every key.
         public var json: JSONValue { ["sessions": .wire(self.sessions)] }
     }
 }

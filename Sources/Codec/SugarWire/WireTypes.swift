@@ -32,6 +32,7 @@ extension Wire {
             self.epochMillis = try f.required("epochMillis")
         }
 
+        /// The object with every key.
         public var json: JSONValue { ["iso": .string(self.iso), "epochMillis": .int(self.epochMillis)] }
     }
 
@@ -55,6 +56,7 @@ extension Wire {
             self.mmolL = try f.required("mmolL")
         }
 
+        /// The object with every key.
         public var json: JSONValue { ["mgdL": self.mgdL.json, "mmolL": self.mmolL.json] }
     }
 
@@ -78,6 +80,7 @@ extension Wire {
             self.code = try f.required("code")
         }
 
+        /// The object with every key.
         public var json: JSONValue { ["name": .string(self.name), "code": .int(self.code)] }
     }
 
@@ -101,6 +104,7 @@ extension Wire {
             self.message = try f.required("message")
         }
 
+        /// The object with every key.
         public var json: JSONValue { ["code": .string(self.code), "message": .string(self.message)] }
     }
 
@@ -141,6 +145,7 @@ extension Wire {
             self.check = try f.optional("check")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             [
                 "status": self.status.json, "path": .string(self.path), "error": .wire(self.error),
@@ -206,6 +211,7 @@ extension Wire {
             self.message = try f.optional("message")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             [
                 "kind": self.kind.json, "reason": self.reason.json, "result": self.result.json,
@@ -232,6 +238,7 @@ extension Wire {
             self.check = try WireFields(json).required("check")
         }
 
+        /// The object with every key.
         public var json: JSONValue { ["check": self.check.json] }
     }
 
@@ -259,6 +266,7 @@ extension Wire {
             self.storage = try f.required("storage")
         }
 
+        /// The object with every key.
         public var json: JSONValue {
             ["version": .string(self.version), "startedAt": self.startedAt.json, "storage": self.storage.json]
         }
@@ -296,6 +304,7 @@ extension Wire {
             self.address = try f.optional("address")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             [
                 "present": .bool(self.present), "powered": .bool(self.powered), "discovering": .bool(self.discovering),
@@ -348,6 +357,7 @@ extension Wire {
             self.displayName = try f.required("displayName")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             [
                 "id": .string(self.id), "name": .from(self.name), "manufacturer": .from(self.manufacturer),
@@ -390,6 +400,7 @@ extension Wire {
             self.expected = try f.optional("expected")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue { ["received": .int(self.received), "expected": .from(self.expected)] }
     }
 
@@ -435,6 +446,7 @@ extension Wire {
             self.clockSet = try f.optional("clockSet")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             [
                 "meter": .string(self.meter), "at": self.at.json, "result": self.result.json, "stored": .int(self.stored),
@@ -479,6 +491,7 @@ extension Wire {
             self.specCode = try f.optional("specCode")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             [
                 "code": .string(self.code), "message": .string(self.message), "hint": .from(self.hint), "at": self.at.json,
@@ -513,6 +526,7 @@ extension Wire {
         /// When the next attempt (a retry or a deferred sync) runs, if one is scheduled.
         public var nextAttempt: Instant?
 
+        /// A meter with every field given.
         public init(
             id: String, identity: MeterIdentity, link: Link, sync: SyncPhase, progress: Progress, lastSync: LastSync?,
             highWater: Int64?, pairing: PairingState, lastError: ReportedError?, nextAttempt: Instant?
@@ -545,6 +559,7 @@ extension Wire {
             self.nextAttempt = try f.optional("nextAttempt")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             [
                 "id": .string(self.id), "identity": self.identity.json, "link": self.link.json, "sync": self.sync.json,
@@ -629,6 +644,7 @@ extension Wire {
             self.storedAt = try f.optional("storedAt")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             [
                 "meter": .string(self.meter), "sequenceNumber": .int(self.sequenceNumber), "instant": self.instant.json,
@@ -667,6 +683,7 @@ extension Wire {
             self.lastResult = try f.optional("lastResult")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             ["phase": self.phase.json, "activeMeters": .wire(self.activeMeters), "lastResult": .wire(self.lastResult)]
         }
@@ -716,6 +733,7 @@ extension Wire {
             self.errors = try f.array("errors")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             [
                 "daemon": self.daemon.json, "adapter": self.adapter.json, "meters": .wire(self.meters),
@@ -785,6 +803,7 @@ extension Wire {
             self.shared = try f.optional("shared")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             [
                 "firstSeen": self.firstSeen.json, "lastSeen": self.lastSeen.json, "highWater": .from(self.highWater),
@@ -844,6 +863,7 @@ extension Wire {
             self.clockSettable = try f.optional("clockSettable")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             [
                 "id": .string(self.id), "identity": self.identity.json, "live": .wire(self.live),
@@ -889,6 +909,7 @@ extension Wire {
             self.skewAfterSeconds = try f.optional("skewAfterSeconds")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             [
                 "method": self.method.json, "at": self.at.json, "written": .string(self.written),
@@ -966,6 +987,7 @@ extension Wire {
             self.clockSet = try f.optional("clockSet")
         }
 
+        /// The object with every key; a value that is absent is null.
         public var json: JSONValue {
             [
                 "id": .from(self.id), "meter": .string(self.meter), "started": self.started.json, "ended": .wire(self.ended),

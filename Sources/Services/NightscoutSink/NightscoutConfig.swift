@@ -17,15 +17,25 @@ import SystemIO
 /// A configuration file holds any number of sinks: keys before any section form the sink named
 /// `nightscout`; each `[nightscout NAME]` section starts the sink NAME (letters, digits, `-`, `_`).
 public struct NightscoutSinkConfig: Sendable, Hashable {
+    /// The sink's name: `nightscout` for the top-level keys, else the section's NAME; names the cursor file.
     public var name: String
+    /// The site's address (`nightscout_url`), trailing slashes removed; empty until set (required).
     public var url: String = ""
+    /// The file holding the site's API_SECRET (`nightscout_api_secret_file`), read when the sink starts.
     public var apiSecretFile: String?
+    /// An access token sent as `?token=` (`nightscout_token`).
     public var token: String?
+    /// Whether each glucose reading is also posted as a `BG Check` treatment (`nightscout_treatments`).
     public var treatments = false
+    /// The unit of those treatments (`nightscout_units`); entries are always in mg/dL, as
+    /// Nightscout stores them.
     public var treatmentUnit: Wire.Unit = .mgdl
+    /// PEM CA certificates to verify the site with (`nightscout_ca_file`); nil: the system's.
     public var caFile: String?
+    /// Only readings of meters assigned to this person (`nightscout_person`); nil: every reading.
     public var person: String?
 
+    /// A sink with every key at its default (no URL yet: ``validate()`` refuses it).
     public init(name: String = "nightscout") { self.name = name }
 
     /// Every key a sink understands, declared once: the parser, forward.conf's `--help`, man page,
@@ -190,8 +200,11 @@ public struct NightscoutSinkConfig: Sendable, Hashable {
 
 /// A configuration problem, as one line for people (never contains a secret).
 public struct NightscoutConfigError: Error, Sendable, CustomStringConvertible {
+    /// The problem, naming the key or the file; never the secret itself.
     public var message: String
+    /// An error with `message` as its text.
     public init(_ message: String) { self.message = message }
+    /// The message as it is.
     public var description: String { self.message }
 }
 

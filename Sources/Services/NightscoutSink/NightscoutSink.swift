@@ -8,9 +8,12 @@ import SystemIO
 /// A reading as a sink receives it: its position in sugard's commit order and the reading (the
 /// compact form `FollowReadings` sends, with `person`).
 public struct SinkReading: Sendable, Hashable {
+    /// The reading's position in sugard's commit order; the sink's saved cursor is the last one delivered.
     public var cursor: Int64
+    /// The reading, with its meter's person when the meter is assigned.
     public var reading: Wire.CompactReading
 
+    /// A reading at `cursor`.
     public init(cursor: Int64, reading: Wire.CompactReading) {
         self.cursor = cursor
         self.reading = reading
@@ -28,14 +31,17 @@ public protocol NightscoutReadingSource: Sendable {
 public struct NightscoutTiming: Sendable, Hashable {
     /// Refused connections, timeouts and 5xx: the first wait, doubled per failure up to `retryMax`.
     public var retryInitial: Duration = .seconds(1)
+    /// The longest wait between retries after repeated failures.
     public var retryMax: Duration = .seconds(60)
     /// 401/403: the secret is wrong; retried this slowly until it is fixed.
     public var refusedRetry: Duration = .seconds(300)
     /// Another 4xx: the server will not take the batch as it is; the sink pauses this long (or
     /// until ``NightscoutSink/resume()``, e.g. on reload) and then offers the same batch again.
     public var pausedRetry: Duration = .seconds(1800)
+    /// How long one HTTP request may take before it counts as a timeout (retried), in milliseconds.
     public var requestTimeoutMilliseconds = 30_000
 
+    /// The production timings (tests shorten them).
     public init() {}
 }
 
@@ -44,9 +50,13 @@ public struct NightscoutStatus: Sendable, Hashable {
     /// The interface's Nightscout sink states.
     public typealias State = Wire.ForwardSink.NightscoutState
 
+    /// The sink's name (`nightscout`, or the section's NAME).
     public var name: String
+    /// The site's address.
     public var url: String
+    /// The person whose readings the sink takes; nil: every reading.
     public var person: String?
+    /// Delivering, retrying, refused or paused.
     public var state: State = .idle
     /// Why the sink is not delivering (the server's message for `paused`).
     public var reason: String?
@@ -56,6 +66,7 @@ public struct NightscoutStatus: Sendable, Hashable {
     public var delivered = 0
     /// Readings held, not yet delivered.
     public var pending = 0
+    /// When the site last accepted entries or treatments, epoch milliseconds; nil before the first.
     public var lastDeliveryMillis: Int64?
 
     /// The message shown for 401/403.
@@ -76,9 +87,12 @@ public struct NightscoutStatus: Sendable, Hashable {
 /// Entry point: create it with the sink's configuration and the state directory, then
 /// `await sink.run(source:)` in a task the owner cancels; read ``status`` for `sugarctl status`.
 public final class NightscoutSink: Sendable {
+    /// The most readings read from the source, and so sent, in one batch.
     public static let batchLimit = 100
 
+    /// The sink's configuration, validated.
     public let config: NightscoutSinkConfig
+    /// The retry and timeout intervals.
     public let timing: NightscoutTiming
     let cursorFile: SinkCursorFile
     let secretHeader: String?
@@ -100,6 +114,7 @@ public final class NightscoutSink: Sendable {
         self.state = Lock(status)
     }
 
+    /// A snapshot of the sink's state for `sugarctl status`.
     public var status: NightscoutStatus { self.state.withLock { $0 } }
 
     /// Moves the delivered cursor back to 0, durably: sugard's database changed (recreated,

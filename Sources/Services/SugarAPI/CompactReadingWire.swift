@@ -8,6 +8,7 @@ extension Wire.CompactReading {
     /// for the keys it carries.
     public init(_ stored: StoredReading) {
         let r = stored.reading
+        /// A coded value (`{name, code}`) from a stored code and its name.
         func coded(_ code: UInt8, _ name: String) -> Wire.Coded { Wire.Coded(name: name, code: Int64(code)) }
         self.init(
             id: stored.id, meter: r.meter.rawValue, epoch: Int64(stored.epoch), sequenceNumber: Int64(r.sequenceNumber),

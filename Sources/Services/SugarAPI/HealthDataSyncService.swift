@@ -31,6 +31,8 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         public var coalescedWatchInterval: Duration = .milliseconds(50)
         /// `ListReadings` limit when none is given, and the most it accepts.
         public var defaultReadingLimit = 1000
+        /// The largest `limit` a `ListReadings` call without `more` accepts (`InvalidParameter` above it);
+        /// with `more` the readings come in pages and `limit` has no maximum.
         public var maxReadingLimit = 100_000
         /// The most readings one reply carries: the whole answer without `more`, one part with it.
         public var readingsPerReply = 10_000
@@ -472,6 +474,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         }
     }
 
+    /// The `SlowConsumer` error a dropped watcher's call ends with, naming the cap it exceeded.
     private func slowConsumer() -> VarlinkError {
         Self.error(
             .slowConsumer(
@@ -480,6 +483,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             ))
     }
 
+    /// Whether a meter in `phase` is syncing now (neither idle nor done or failed).
     static func isSyncing(_ phase: SyncPhase) -> Bool { phase != .idle && !phase.isFinal }
 
     /// Returns once the connection's unread output is below `bytes` (default
@@ -633,6 +637,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
             streamId = id
         }
         let compact = p["compact"]?.boolValue == true
+        /// A stored reading in the form the call asked for: compact, or the full reading object.
         func form(_ stored: StoredReading) -> JSONValue { compact ? ReadingJSON.compact(stored) : ReadingJSON.object(stored) }
         // A backlog goes out in replies of tens of KiB: written whole, not in 4.5 KiB pieces.
         replier.widenSendBuffer()

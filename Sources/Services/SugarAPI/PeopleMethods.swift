@@ -268,6 +268,8 @@ extension HealthDataSyncService {
         return number
     }
 
+    /// The `unit` parameter (`mgdl` or `mmol`) as a display unit; nil when absent or null, and
+    /// `InvalidParameter(unit)` otherwise.
     static func unit(_ value: JSONValue?) throws(VarlinkError) -> GlucoseUnit? {
         guard let value, !value.isNull else { return nil }
         guard let unit = Wire.Unit(rawValue: value.stringValue ?? "") else { throw Self.invalid("unit", "unit is mgdl or mmol.") }

@@ -15,6 +15,7 @@ public import Varlink
 /// Bounded: the last ``capacity`` messages are kept (a change makes a new one; older ones are only
 /// asked for by watchers still catching up, which then encode their own).
 public final class SharedWatchReplies: Sendable {
+    /// What makes two watchers' messages the same bytes.
     struct Key: Hashable {
         var model: ObjectIdentifier
         var generation: UInt64
@@ -29,6 +30,7 @@ public final class SharedWatchReplies: Sendable {
         var reply: VarlinkSharedReply
     }
 
+    /// The encoded messages, oldest first in `order`, and the counts ``counts`` reports.
     struct Cache {
         var entries: [Key: Entry] = [:]
         var order: [Key] = []
@@ -36,9 +38,11 @@ public final class SharedWatchReplies: Sendable {
         var encodings = 0
     }
 
+    /// How many encoded messages are kept; the oldest is dropped first.
     public static let capacity = 32
     private let cache = Lock(Cache())
 
+    /// An empty cache; one per service, shared by all its watchers.
     public init() {}
 
     /// The encoded reply for `message` of `model`, encoding it (with `parameters`) only when no

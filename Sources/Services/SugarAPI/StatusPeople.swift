@@ -16,6 +16,7 @@ public final class StatusPeople: Sendable {
 
     private let state = Lock(State())
 
+    /// Nothing cached yet: the first `GetStatus` reads the store.
     public init() {}
 
     /// The cached people, or `load()`'s answer (kept when no change happened meanwhile); nil when

@@ -23,11 +23,13 @@ public import Varlink
 /// snapshot of its fields, then only the fields that changed since its last reply, with their
 /// latest values, in revision order; the last write of every field always arrives.
 public final class WatchFanout: Sendable {
+    /// A group's identity: the model and the sorted names of the fields its members watch.
     struct Key: Hashable {
         var model: ObjectIdentifier
         var fields: [String]
     }
 
+    /// A live group and how many calls it serves (the last to leave stops it).
     private struct Entry {
         /// A `WatchGroup<State>` for the model's state type.
         var group: any FanoutGroup
@@ -49,14 +51,17 @@ public final class WatchFanout: Sendable {
         public var skipped = 0
     }
 
+    /// No groups yet: a group (and its task) starts with its first member and ends with its last.
     public init() {}
 
     /// Calls served now, in all groups.
     public var memberCount: Int { self.registry.withLock { $0.values.reduce(0) { $0 + $1.members } } }
     /// Groups (and their tasks) alive now.
     public var groupCount: Int { self.registry.withLock { $0.count } }
+    /// A snapshot of the counters since this fan-out was made.
     public var counts: Counters { self.counters.withLock { $0 } }
 
+    /// Updates the counters under their lock.
     func count(_ change: (inout Counters) -> Void) { self.counters.withLock { change(&$0) } }
 
     /// Serves `replier` as a coalesced watcher of `fields` (nil or empty: all) of `model` until the
@@ -106,19 +111,24 @@ protocol FanoutGroup: AnyObject, Sendable {}
 
 /// One call served by a group.
 final class FanoutMember: Sendable {
+    /// Where the member's replies are queued.
     let replier: VarlinkReplier
+    /// Owner turns the member may miss before it is dropped (`droppedSlowConsumer`).
     let outputCap: Int
     /// Rung once, when the group ends the member (``end`` says why).
     let ended = FeedSignal()
     private let reason = Lock<WatchEnd?>(nil)
 
+    /// A member not yet ended.
     init(replier: VarlinkReplier, outputCap: Int) {
         self.replier = replier
         self.outputCap = outputCap
     }
 
+    /// Why the group ended the member; nil while it is served.
     var end: WatchEnd? { self.reason.withLock { $0 } }
 
+    /// Ends the member with `end` and rings ``ended``; later calls change nothing (the first reason stays).
     func finish(_ end: WatchEnd) {
         let first = self.reason.withLock { reason -> Bool in
             guard reason == nil else { return false }
@@ -131,6 +141,7 @@ final class FanoutMember: Sendable {
 
 /// The members that watch the same fields of one model, and the task that serves them.
 final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: WireFieldValue {
+    /// A member as the group tracks it between rounds.
     struct Place {
         let member: FanoutMember
         /// The fields changed in rounds it skipped (nil: it got every round).
@@ -141,7 +152,9 @@ final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: W
         var fitted = 0
     }
 
+    /// The group's state, under its lock.
     struct Core {
+        /// The members, by identity.
         var members: [ObjectIdentifier: Place] = [:]
         /// Members with missed rounds.
         var behind = 0
@@ -149,17 +162,22 @@ final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: W
         var latest: WatchMessage<State>
         /// `latest` encoded, once someone joined at its revision.
         var snapshotReply: VarlinkSharedReply?
+        /// Set when the model closed: a member joining later is ended with `modelClosed` at once.
         var closed = false
     }
 
+    /// The model the group reads.
     let model: ObservableModel<State>
+    /// The fields every member of the group watches.
     let fields: Set<State.Field>
+    /// The least time between two rounds while changes keep coming.
     let interval: Duration
     private let fanout: WatchFanout
     private let watcher: Watcher<State>
     private let core: Lock<Core>
     private let task = Lock<Task<Void, Never>?>(nil)
 
+    /// A group reading `fields` of `model`, with its latest values read now; ``start()`` runs it.
     init(model: ObservableModel<State>, fields: Set<State.Field>, interval: Duration, fanout: WatchFanout) {
         self.model = model
         self.fields = fields
@@ -223,10 +241,13 @@ final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: W
         member.finish(.cancelled)
     }
 
+    /// `message` as a Watch reply's parameters, encoded once for every member it goes to.
     static func encode(_ message: WatchMessage<State>) -> VarlinkSharedReply {
         VarlinkSharedReply { Wire.WatchReply(message).json.write(into: &$0) }
     }
 
+    /// The group's task: waits for a change (or, while a member is behind, for the interval), runs a
+    /// round at most once per interval, and ends the members when the model closes.
     private func run() async {
         var last: ContinuousClock.Instant?
         var behind = false

@@ -29,6 +29,7 @@ extension Wire.Unit {
     /// The interface's name for the daemon's display unit.
     public init(_ unit: GlucoseUnit) { self = unit == .mgdL ? .mgdl : .mmol }
 
+    /// The daemon's display unit for the interface's name.
     public var glucoseUnit: GlucoseUnit { self == .mgdl ? .mgdL : .mmolL }
 }
 
@@ -231,6 +232,7 @@ extension Wire.SyncOverview {
 }
 
 extension Wire.State {
+    /// The whole view model as `GetStatus` and a Watch snapshot of `State` send it.
     public init(_ state: ViewState) {
         self.init(
             daemon: Wire.Daemon(state.daemon), adapter: Wire.Adapter(state.adapter), meters: state.meterList.map(Wire.Meter.init),
@@ -247,6 +249,7 @@ public protocol WireFieldValue {
 }
 
 extension ViewState.Value: WireFieldValue {
+    /// The field's value as a Watch reply carries it.
     public var wire: Wire.WatchedField {
         switch self {
         case .daemon(let daemon): return .daemon(Wire.Daemon(daemon))
@@ -261,6 +264,7 @@ extension ViewState.Value: WireFieldValue {
 }
 
 extension MeterState.Value: WireFieldValue {
+    /// The meter field's value as a Watch reply carries it.
     public var wire: Wire.WatchedField {
         switch self {
         case .identity(let identity): return .identity(Wire.MeterIdentity(identity))
@@ -339,6 +343,8 @@ extension Wire.ClockSet {
 }
 
 extension Wire.ReadingTime {
+    /// A reading's `time` object: the instant in UTC and in the zone used, how it was worked out, the
+    /// meter's own clock reading and skew, and the quirks applied.
     public init(_ reading: HealthDataSync.Reading) {
         let time = reading.time
         self.init(
@@ -366,6 +372,8 @@ extension Wire.Reading {
         return try? VerioRecord(parsing: &reader)
     }
 
+    /// A stored reading as `ListReadings` shows it, with the keys described above (before
+    /// `verioRecord(_:)`). A packet this version cannot decode shows its stored raw facts instead.
     public init(_ stored: StoredReading) {
         let r = stored.reading
         let profile: JSONObject

@@ -6,8 +6,11 @@ import SystemIO
 
 /// What `sugard`'s command line asked for.
 public enum DaemonCommand: Equatable, Sendable {
+    /// Run the daemon; `configFile` is the file read (nil: none), which SIGHUP reads again.
     case run(DaemonConfig, configFile: String?)
+    /// `-h`, `--help`: print ``DaemonCommandLine/usage``.
     case help
+    /// `--version`: print the version.
     case version
     /// `--prepare-runtime-dir`: hand the socket's directory to `socket_group` (run as root).
     case prepareRuntimeDirectory(DaemonConfig)
@@ -19,6 +22,7 @@ public enum DaemonCommand: Equatable, Sendable {
     case configReference
 }
 
+/// `sugard`'s command line: its options, `--help` text and parsing.
 public enum DaemonCommandLine {
     /// The group a secret in sugard's configuration is readable by, besides root (the fix
     /// ``ConfigFile/checkSecrets(fileText:file:serviceGroup:)`` names).
@@ -39,13 +43,16 @@ public enum DaemonCommandLine {
         ("-h, --help", nil, "Show this help."),
     ]
 
+    /// What sugard does, in two lines (`--help` and the man page).
     public static let overview = """
         Finds meters through BlueZ, downloads their records with the Glucose Profile, stores every
         reading once in SQLite and serves the status over a Varlink socket (see sugarctl).
         """
 
+    /// The signals sugard handles and what each does.
     public static let signals = "SIGTERM/SIGINT stop gracefully; SIGHUP reloads the config file and its drop-ins."
 
+    /// The `--help` text: overview, usage, every option wrapped to 98 columns, signals.
     public static var usage: String {
         var lines = ["OVERVIEW: sugard - Bluetooth LE blood-glucose meter gateway", "", overview, "",
             "USAGE: sugard [--config FILE] [--state-dir DIR] [--socket PATH] [--replay CAPTURE]... [--demo]",
@@ -87,6 +94,7 @@ public enum DaemonCommandLine {
         var demo = false
         var prepare = false
         var index = 0
+        /// The next argument as the value of `flag`; throws when there is none or it is another flag.
         func value(for flag: String) throws(ConfigError) -> String {
             index += 1
             guard index < arguments.count, !arguments[index].hasPrefix("--") else {
@@ -97,6 +105,7 @@ public enum DaemonCommandLine {
         while index < arguments.count {
             let arg = arguments[index]
             let (name, inline) = ConfigFile.splitFlag(arg)
+            /// The current flag's value: inline (`--flag=value`) or the next argument.
             func flagValue() throws(ConfigError) -> String {
                 if let inline { return inline }
                 return try value(for: name)
@@ -189,6 +198,7 @@ public enum DaemonCommandLine {
 }
 
 extension String {
+    /// A key as its flag spells it: `max_connections` is `max-connections`.
     fileprivate func replacingUnderscores() -> String { String(self.map { $0 == "_" ? "-" : $0 }) }
 }
 

@@ -22,6 +22,7 @@ public struct DaemonConfig: Equatable, Sendable {
     /// Group whose members may call mutating methods (Sync, Forget, Pair, SubmitPasskey) besides
     /// root and the daemon's own user.
     public var adminGroup: String?
+    /// The minimum level logged (`log_level`, `--log-level`); a reload applies it.
     public var logLevel: LogLevel = .info
     /// Captures to replay as meters instead of BlueZ.
     public var replay: [String] = []
@@ -54,6 +55,7 @@ public struct DaemonConfig: Equatable, Sendable {
     /// Meters connected at once (`max_connections`): the adapter's connection slots; further
     /// meters wait (sync phase `queued`) and are served in order.
     public var maxMeterConnections: Int = 3
+    /// The socket's connection cap per user (`max_connections_per_uid`).
     public var maxConnectionsPerUID: Int = 1024
     /// The user sugard-forward runs as (a name or a uid): its connections get in like root's. nil: none.
     public var forwarderUser: String? = "sugard-forward"
@@ -63,6 +65,7 @@ public struct DaemonConfig: Equatable, Sendable {
     /// How far a meter's clock may be off before sugard sets it (`clock_tolerance`, default 2 minutes).
     public var clockToleranceSeconds: Int = 120
 
+    /// Every other setting at its default.
     public init(stateDirectory: String, socketPath: String) {
         self.stateDirectory = stateDirectory
         self.socketPath = socketPath

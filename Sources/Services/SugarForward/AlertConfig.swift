@@ -13,13 +13,21 @@ public struct AlertSettings: Sendable, Equatable {
 
     /// `alerts = on|off`.
     public var enabled: Bool?
+    /// `alert_low`: `low` fires below this many mg/dL.
     public var low: Setting?
+    /// `alert_urgent_low`: `urgent_low` fires for a LO or below this many mg/dL.
     public var urgentLow: Setting?
+    /// `alert_high`: `high` fires for a HI or above this many mg/dL.
     public var high: Setting?
+    /// `alert_sync_overdue`: `sync_overdue` fires when a meter has not synced for this many milliseconds.
     public var syncOverdue: Setting?
+    /// `alert_gateway_failed`: `gateway_failed` fires when the adapter or the storage has failed this
+    /// many milliseconds.
     public var gatewayFailed: Setting?
+    /// `alert_max_age`: readings measured more than this many milliseconds ago fire no glucose alert.
     public var maxAge: Setting?
 
+    /// Nothing set at this level.
     public init() {}
 
     /// The alert keys of every level (the top of forward.conf, `[person NAME]`, `[meter ADDRESS]`),
@@ -112,12 +120,14 @@ struct AlertLimits: Sendable, Equatable {
 /// else the top level, else the defaults (low: `glucose_low_mgdl`, high: `glucose_high_mgdl`,
 /// urgent low 54 mg/dL, sync overdue: `sync_overdue_hours`, gateway failed 10 min, max age 24 h).
 public struct AlertConfig: Sendable, Equatable {
+    /// The top-level `alert_*` keys and `alerts`.
     public var top = AlertSettings()
     /// By the person's name as sugard names it.
     public var people: [String: AlertSettings] = [:]
     /// By the meter's address, upper-case.
     public var meters: [String: AlertSettings] = [:]
 
+    /// No rule set anywhere: the defaults apply.
     public init() {}
 
     /// Whether any rule can fire at all (`alerts = off` at the top turns every one off).

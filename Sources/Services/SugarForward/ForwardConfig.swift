@@ -10,21 +10,33 @@ public struct ForwardConfig: Equatable, Sendable {
     /// The display unit: the wire's (one unit type for every program).
     public typealias Unit = Wire.Unit
 
+    /// The broker as written (`mqtt_url`); `mqttHost`, `mqttPort` and `mqttTLS` are parsed from it.
     public var mqttURL: String = "mqtt://localhost"
     /// Whether the file or a flag set `mqtt_url` (see ``mqttEnabled``).
     public var mqttURLSet = false
+    /// The broker's host name or address, from `mqtt_url`.
     public var mqttHost: String = "localhost"
+    /// The broker's TCP port, from `mqtt_url` (1883, or 8883 for `mqtts://`, when it names none).
     public var mqttPort: Int32 = 1883
+    /// Whether `mqtt_url` is `mqtts://`.
     public var mqttTLS = false
+    /// PEM CA certificates the broker's certificate must chain to (`mqtt_ca_file`).
     public var mqttCAFile: String?
+    /// The broker user name (`mqtt_username`); nil: connect without one.
     public var mqttUsername: String?
+    /// The file whose first line is the broker password (`mqtt_password_file`).
     public var mqttPasswordFile: String?
     /// nil: `sugard-<gateway_id>`.
     public var mqttClientIDSetting: String?
+    /// The first topic level (`topic_prefix`); may contain `/`.
     public var topicPrefix = "sugard"
+    /// This gateway's topic level (`gateway_id`); the host name, lower-case, by default.
     public var gatewayID: String
+    /// Whether Home Assistant discovery configs are published (`homeassistant_discovery`).
     public var homeAssistantDiscovery = true
+    /// The topic prefix Home Assistant watches for discovery configs (`homeassistant_prefix`).
     public var homeAssistantPrefix = "homeassistant"
+    /// The unit the Home Assistant glucose entity shows (`unit`): mg/dL or mmol/L.
     public var unit: Unit = .mgdl
     /// Home Assistant's "Glucose low" is on for a LO or a glucose value below this (mg/dL).
     public var glucoseLowMgdL: Double = 70
@@ -32,6 +44,7 @@ public struct ForwardConfig: Equatable, Sendable {
     public var glucoseHighMgdL: Double = 250
     /// "Sync overdue" is on when a meter has not synced for this long (hours).
     public var syncOverdueHours: Double = 24
+    /// The minimum level logged (`log_level`, `--log-level`).
     public var logLevel: LogLevel = .info
     /// sugard's socket.
     public var socketPath: String
@@ -46,12 +59,14 @@ public struct ForwardConfig: Equatable, Sendable {
     /// The `[webhook NAME]` sections: where alert events are POSTed.
     public var webhooks: [WebhookConfig] = []
 
+    /// The MQTT client id: `mqtt_client_id`, else `sugard-<gateway_id>`.
     public var mqttClientID: String { self.mqttClientIDSetting ?? "sugard-\(self.gatewayID)" }
 
     /// The MQTT sink runs when `mqtt_url` is set, or when no Nightscout sink is configured (then
     /// with the default `mqtt://localhost`, as before there were Nightscout sinks).
     public var mqttEnabled: Bool { self.mqttURLSet || self.nightscout.isEmpty }
 
+    /// Every key at its default, with the given gateway id, sugard socket and state directory.
     public init(gatewayID: String, socketPath: String, stateDirectory: String) {
         self.gatewayID = gatewayID
         self.socketPath = socketPath
@@ -145,6 +160,8 @@ public struct ForwardConfig: Equatable, Sendable {
         return number
     }
 
+    /// Sets one top-level key (the forwarder's or an alert key) from forward.conf or a flag; throws
+    /// ``ConfigError`` for an unknown key (listing the known ones) or a bad value.
     public mutating func apply(key: String, value: String) throws(ConfigError) {
         guard let entry = Self.keys.key(key) else {
             throw ConfigError("unknown key \"\(key)\" (known keys: \(Self.topLevelKeyNames.joined(separator: ", ")))")
@@ -249,8 +266,11 @@ public enum ForwardCommand: Equatable, Sendable {
     case configReference
 }
 
+/// `sugard-forward`'s command line: flags, `--help`, the man page, and reading forward.conf.
 public enum ForwardCommandLine {
+    /// Where forward.conf is read from without `--config`; a missing default file means every default.
     public static let defaultConfigFile = DefaultPaths.forwardConfigFile
+    /// The state directory without `--state-dir`, `state_dir` or `STATE_DIRECTORY`.
     public static let defaultStateDirectory = "/var/lib/sugard-forward"
     /// The group that may read forward.conf and the secret files it names (besides root): the
     /// service's user is its only member (systemd/sugard-forward.sysusers).
@@ -298,6 +318,7 @@ public enum ForwardCommandLine {
         ("-h, --help", "Show this help."),
     ]
 
+    /// The `--help` text: overview, usage, options, every forward.conf key and the exit statuses.
     public static let usage = """
         OVERVIEW: sugard-forward - \(summary)
 

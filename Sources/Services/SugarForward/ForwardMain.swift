@@ -5,11 +5,15 @@ import NightscoutSink
 import ProcessKit
 import Varlink
 
+/// The version `sugard-forward --version` prints.
 public let sugardForwardVersion = "0.1.0"
 
 /// The `sugard-forward` program: parse, start the forwarder and its status socket, stop on
 /// SIGTERM/SIGINT. Returns the exit status.
 public enum ForwardMain {
+    /// Runs until SIGTERM or SIGINT and returns 0; or 64 for bad flags, 78 for a bad configuration
+    /// (or a secret others may read), 73 when the state directory cannot be created, 1 when the
+    /// MQTT forwarder fails.
     public static func run(arguments: [String], environment: [String: String]) async -> Int32 {
         let command: ForwardCommand
         do {

@@ -15,15 +15,23 @@ import SystemIO
 /// body>`), `token_file` (a file holding an access token: `X-Gotify-Key` for gotify, else
 /// `Authorization: Bearer`), `ca_file` (PEM CA certificates for a private CA).
 public struct WebhookConfig: Sendable, Equatable {
+    /// The request body: the MQTT alert JSON, an ntfy plain-text message, or a gotify JSON message.
     public enum Format: String, Sendable, CaseIterable { case json, ntfy, gotify }
 
+    /// The section's NAME (`[webhook NAME]`), unique in the file.
     public var name: String
+    /// Where alert events are POSTed (`url`, required); `http://` or `https://`.
     public var url = ""
+    /// The body and headers of each request (`format`, `json` by default).
     public var format = Format.json
+    /// A file holding the shared secret that signs each body as `X-Sugard-Signature` (`secret_file`).
     public var secretFile: String?
+    /// A file holding the access token sent with each request (`token_file`).
     public var tokenFile: String?
+    /// PEM CA certificates for a site behind a private CA (`ca_file`).
     public var caFile: String?
 
+    /// A webhook named `name` with no URL yet.
     public init(name: String) { self.name = name }
 
     /// The keys of a `[webhook NAME]` section, declared once (parsing, `--help`, the man page, the

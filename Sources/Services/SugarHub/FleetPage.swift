@@ -107,6 +107,7 @@ extension HubService {
                     storageText = s["message"]?.stringValue ?? s["error"]?.stringValue ?? s.serialized()
                 }
             }
+            /// The values of an aggregated column (joined with U+001F by the query); empty for NULL.
             func list(_ t: String?) -> [String] { t.map { $0.split(separator: "\u{1f}").map(String.init) } ?? [] }
             return GatewayRow(
                 id: r[0] ?? "?", online: r[1] == "t", lastSeen: r[2], adapter: adapterText, adapterProblem: adapterProblem,

@@ -6,29 +6,48 @@ import SystemIO
 /// Everything `sugard-hub` can be told: the keys of `/etc/sugard/hub.conf` (the `key = value`
 /// format and `file:line` errors of forward.conf) and the flags.
 public struct HubConfig: Equatable, Sendable {
+    /// The broker as written (`mqtt_url`); `mqttHost`, `mqttPort` and `mqttTLS` are parsed from it.
     public var mqttURL = "mqtt://localhost"
+    /// The broker's host name or address, from `mqtt_url`.
     public var mqttHost = "localhost"
+    /// The broker's TCP port, from `mqtt_url` (1883, or 8883 for `mqtts://`, when it names none).
     public var mqttPort: Int32 = 1883
+    /// Whether `mqtt_url` is `mqtts://`; then `mqtt_ca_file` is required.
     public var mqttTLS = false
+    /// PEM CA certificates the broker's certificate must chain to (`mqtt_ca_file`); only with TLS.
     public var mqttCAFile: String?
+    /// The broker user name (`mqtt_username`); nil: connect without one.
     public var mqttUsername: String?
+    /// The file whose first line is the broker password (`mqtt_password_file`); must not be
+    /// readable by others.
     public var mqttPasswordFile: String?
     /// nil: `sugard-hub-<host name>`. Each instance needs its own (its broker session).
     public var mqttClientIDSetting: String?
+    /// The gateways' first topic level (`topic_prefix`); may contain `/`.
     public var topicPrefix = "sugard"
+    /// The MQTT 5 shared-subscription group the instances split readings and alerts in (`share_group`).
     public var shareGroup = "sugard-hub"
+    /// The PostgreSQL connection URI (`database_url`, required); may hold a password, so shown redacted.
     public var databaseURL: String?
+    /// The HTTP address as written (`listen`, `HOST:PORT`); `listenHost` and `listenPort` are parsed from it.
     public var listen = "127.0.0.1:8480"
+    /// The IP address (or `localhost`) the fleet page and API listen on.
     public var listenHost = "127.0.0.1"
+    /// The TCP port the fleet page and API listen on.
     public var listenPort: UInt16 = 8480
+    /// The file whose first line is the bearer token (`auth_token_file`); required unless listening
+    /// on loopback.
     public var authTokenFile: String?
     /// How long after its last sign of life a gateway counts as offline even without its will
     /// (seconds; a health message comes at least every 5 minutes).
     public var offlineAfter = 900
+    /// The minimum level logged (`log_level`, `--log-level`).
     public var logLevel: LogLevel = .info
 
+    /// Every key at its default; `database_url` is still missing, so ``validate(file:)`` refuses it.
     public init() {}
 
+    /// This instance's MQTT client id: `mqtt_client_id`, else `sugard-hub-<host name>`; lane 0's id.
     public var mqttClientID: String { self.mqttClientIDSetting ?? "sugard-hub-\(processHostName() ?? "hub")" }
 
     /// MQTT connections per instance (each its own persistent session and PostgreSQL connection).
@@ -37,6 +56,7 @@ public struct HubConfig: Equatable, Sendable {
 
     /// Lane 0 is `mqtt_client_id` itself; the others add `-1`, `-2`, ...
     public func laneClientID(_ lane: Int) -> String { lane == 0 ? self.mqttClientID : "\(self.mqttClientID)-\(lane)" }
+    /// Whether `listen` is a loopback address (then no bearer token is needed).
     public var listensOnLoopback: Bool { HTTPServer.isLoopback(self.listenHost) }
 
     /// The topics: readings and alerts shared by the instances of the group, the retained
@@ -117,6 +137,8 @@ public struct HubConfig: Equatable, Sendable {
         },
     ]
 
+    /// Sets one key from hub.conf or a flag; throws ``ConfigError`` for an unknown key (listing the
+    /// known ones) or a bad value.
     public mutating func apply(key: String, value: String) throws(ConfigError) {
         guard let entry = Self.keys.key(key) else {
             throw ConfigError("unknown key \"\(key)\" (known keys: \(Self.keys.map(\.key).joined(separator: ", ")))")
@@ -166,6 +188,8 @@ public struct HubConfig: Equatable, Sendable {
         return String(text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }).first ?? "")
     }
 
+    /// The broker password: the first line of `mqtt_password_file`, nil when none is configured;
+    /// throws ``ConfigError`` when the file is missing.
     public func password() throws(ConfigError) -> String? {
         try self.mqttPasswordFile.map { f throws(ConfigError) in try Self.firstLine(f, key: "mqtt_password_file") }
     }
@@ -191,7 +215,9 @@ public enum HubCommand: Equatable, Sendable {
     case configReference
 }
 
+/// `sugard-hub`'s command line: flags, `--help`, the man page, and reading hub.conf.
 public enum HubCommandLine {
+    /// Where hub.conf is read from without `--config` or `SUGARD_HUB_CONFIG`.
     public static let defaultConfigFile = "/etc/sugard/hub.conf"
     /// The group that may read hub.conf and its secret files (the service's user is its only member).
     public static let serviceGroup = "sugard-hub"
@@ -210,6 +236,7 @@ public enum HubCommandLine {
     static let synopsis = "sugard-hub [--config FILE] [--log-level LEVEL]"
     static let exitStatus = "0 stopped by SIGTERM/SIGINT, 64 bad flags, 78 bad config file (also: a password or token file that other users may read), 69 PostgreSQL unreachable or its schema newer than this hub, 71 the HTTP address cannot be listened on."
 
+    /// The flags as `--help` and the man page list them.
     public static let options: [(flag: String, help: String)] = [
         ("--config FILE", "Config file (default /etc/sugard/hub.conf)."),
         ("--log-level LEVEL", "error, warning, notice, info (default) or debug."),
@@ -219,6 +246,7 @@ public enum HubCommandLine {
         ("-h, --help", "Show this help."),
     ]
 
+    /// The `--help` text: overview, usage, options, every hub.conf key and the exit statuses.
     public static let usage = """
         OVERVIEW: sugard-hub - \(summary)
 
@@ -254,6 +282,10 @@ public enum HubCommandLine {
         return page.roff
     }
 
+    /// Reads the flags, then the config file (`--config`, `SUGARD_HUB_CONFIG` or the default), then
+    /// applies the flags that set keys over the file's values and validates the result. Throws
+    /// ``ConfigError``: without a file for a bad flag (exit 64), naming the file for a bad, missing or
+    /// too widely readable config (exit 78).
     public static func parse(_ arguments: [String], environment: [String: String]) throws(ConfigError) -> HubCommand {
         let configFile: String?
         let flags: [ServiceArguments.KeyFlag]

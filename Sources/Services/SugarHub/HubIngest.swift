@@ -90,6 +90,8 @@ public enum HubMessage: Sendable, Equatable {
 
     /// A health message from its object; meters without an id are skipped, every listed alert is active.
     static func health(_ o: JSONObject, gateway: String, payload: [UInt8]) -> Health {
+        /// A health field as text for the page: nil for absent or null, a bare string as
+        /// `{"error": ...}` JSON.
         func text(_ v: JSONValue?) -> String? {
             guard let v, !v.isNull else { return nil }
             if case .string = v { return JSONValue.object(["error": v]).serialized() }

@@ -10,17 +10,25 @@ import SystemIO
 /// The MQTT side's database state: owned by the MQTT client's thread (the only caller of
 /// `receive`), behind a lock only to satisfy Sendable.
 final class Ingest: Sendable {
+    /// What the lock guards: the connection and the lane's counters.
     struct State {
+        /// The PostgreSQL connection; nil after it was lost, opened again on the next message.
         var store: HubStore?
+        /// Failed attempts to store the current message in a row (0 once one is stored).
         var failures = 0
+        /// Readings stored since start (reported when the hub stops).
         var stored = 0
+        /// Readings that were already stored (a redelivery), since start.
         var duplicates = 0
     }
     let state: Lock<State>
+    /// The libpq connection URI a lost connection is opened again with.
     let url: String
+    /// The gateways' first topic level (`topic_prefix`), for parsing topics.
     let prefix: String
     let logger: Logger
 
+    /// A lane's ingest, with its own connection (`store`, handed over to it).
     init(store: sending HubStore, url: String, prefix: String, logger: Logger) {
         self.state = Lock(State(store: store))
         self.url = url
@@ -76,6 +84,9 @@ final class Ingest: Sendable {
 
 /// The `sugard-hub` program. Returns the exit status.
 public enum HubMain {
+    /// Parses the command line, connects to PostgreSQL (migrating its tables), serves HTTP, and runs
+    /// the MQTT lanes until SIGTERM or SIGINT; returns 0, an exit status the usage text lists (64
+    /// bad flags, 78 bad config, 69 PostgreSQL, 71 the HTTP address), or 1 when MQTT cannot start.
     public static func run(arguments: [String], environment: [String: String]) async -> Int32 {
         let config: HubConfig
         do {
@@ -194,6 +205,7 @@ public enum HubMain {
         return 0
     }
 
+    /// Writes `text` to stderr as it is (errors before the logger exists).
     static func writeStderr(_ text: String) {
         var text = text
         text.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }

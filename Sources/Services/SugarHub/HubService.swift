@@ -83,6 +83,8 @@ public final class HubService: Sendable {
         case 2 where parts[0] == "api" && parts[1] == "alerts": return Self.json(try store.alertsJSON())
         case 2 where parts[0] == "api" && parts[1] == "readings":
             let q = request.query
+            /// A `since`/`until` parameter as epoch milliseconds (a number or an ISO 8601 time), or the
+            /// 400 message for a bad one; (nil, nil) when absent or empty.
             func millis(_ key: String) -> (Int64?, String?) {
                 guard let text = q[key], !text.isEmpty else { return (nil, nil) }
                 if let n = Int64(text) { return (n, nil) }
@@ -114,6 +116,7 @@ public final class HubService: Sendable {
     static func isoMillis(_ text: String) -> Int64? {
         let u = Array(text.utf8)
         guard u.count >= 19 else { return nil }
+        /// The decimal number in `n` bytes from offset `a`; nil when they are not a number.
         func num(_ a: Int, _ n: Int) -> Int? { Int(String(decoding: u[a..<a + n], as: UTF8.self)) }
         guard let y = num(0, 4), let mo = num(5, 2), let d = num(8, 2), let h = num(11, 2), let mi = num(14, 2), let s = num(17, 2),
             CivilCalendar.isValid(year: y, month: mo, day: d, hour: h, minute: mi, second: s)
