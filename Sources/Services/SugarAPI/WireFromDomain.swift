@@ -356,6 +356,12 @@ extension Wire.ReadingTime {
 }
 
 extension Wire.Reading {
+    /// The Verio record an 11-byte stored payload holds, if it decodes.
+    static func verioRecord(_ bytes: [UInt8]) -> VerioRecord? {
+        var reader = ByteReader(bytes)
+        return try? VerioRecord(parsing: &reader)
+    }
+
     /// A stored reading as `ListReadings` (and `sugarctl readings --format json`) shows it.
     ///
     /// It carries every key of `sugarctl decode measurement --json` (decoded again from the stored
@@ -365,15 +371,7 @@ extension Wire.Reading {
     /// `local` (ISO 8601 with the zone offset used), `utcOffsetMinutes`, `zone`, `method`,
     /// `meterClockSkewSeconds`, `quirks`}, `storedAt` {`iso`, `epochMillis`}, `person` (the person the
     /// reading belongs to, or null), `context` (the decoded context object or null) and
-    /// `awaitingAttribution`.
-    /// The Verio record an 11-byte stored payload holds, if it decodes.
-    static func verioRecord(_ bytes: [UInt8]) -> VerioRecord? {
-        var reader = ByteReader(bytes)
-        return try? VerioRecord(parsing: &reader)
-    }
-
-    /// A stored reading as `ListReadings` shows it, with the keys described above (before
-    /// `verioRecord(_:)`). A packet this version cannot decode shows its stored raw facts instead.
+    /// `awaitingAttribution`. A packet this version cannot decode shows its stored raw facts instead.
     public init(_ stored: StoredReading) {
         let r = stored.reading
         let profile: JSONObject
