@@ -255,15 +255,11 @@ public struct ForwardConfig: Equatable, Sendable {
 
 /// What `sugard-forward`'s command line asked for.
 public enum ForwardCommand: Equatable, Sendable {
+    /// Run with this configuration.
     case run(ForwardConfig)
-    case help
-    case version
-    /// `--generate-man`: sugard-forward(8) in roff, from the same tables as `--help`.
-    case manPage
-    /// `--print-example-config`: the commented forward.conf example, from the key tables.
-    case exampleConfig
-    /// `--print-config-reference`: docs/configuration.md's table of forward.conf's keys.
-    case configReference
+    /// `--help`, `--version`, `--generate-man`, `--print-example-config` or `--print-config-reference`:
+    /// the text to print (``ServiceManual/text(for:version:)``), then exit 0.
+    case print(String)
 }
 
 /// `sugard-forward`'s command line: flags, `--help`, the man page, and reading forward.conf.
@@ -318,61 +314,38 @@ public enum ForwardCommandLine {
         ("-h, --help", "Show this help."),
     ]
 
-    /// The `--help` text: overview, usage, options, every forward.conf key and the exit statuses.
-    public static let usage = """
-        OVERVIEW: sugard-forward - \(summary)
-
-        \(description)
-
-        USAGE: \(synopsis)
-
-        OPTIONS:
-        \(options.map { ConfigFileDoc.helpLine($0.flag, $0.help) }.joined(separator: "\n"))
-
-        CONFIG KEYS (key = value; a [nightscout NAME] line starts a Nightscout sink's section, [webhook NAME] a \
-        webhook's, [person NAME] and [meter ADDRESS] a section of alert_* keys for that person or meter):
-        \(ForwardConfig.reference.helpLines().joined(separator: "\n"))
-
-        WEBHOOK KEYS (in a [webhook NAME] section; alert events are POSTed there in order, retried until accepted):
-        \(ForwardConfig.reference.helpLines(section: "[webhook NAME]").joined(separator: "\n"))
-
-        Exit status: \(exitStatus)
-        """
-
-    /// sugard-forward(8), built from the tables behind `--help`.
-    public static func manPage() -> String {
-        var page = ManPage(name: "sugard-forward", section: 8, summary: summary)
-        page.section("Synopsis")
-        page.literal([synopsis])
-        page.section("Description")
-        page.paragraph(description)
-        page.section("Options")
-        for option in options { page.item(option.flag, option.help) }
-        page.section("Configuration")
-        page.paragraph(
-            "\(defaultConfigFile): one key = value per line, # comments; errors name the file and line. "
+    /// `--help` and sugard-forward(8), from one description and the key tables.
+    static var manual: ServiceManual {
+        ServiceManual(
+            name: "sugard-forward", summary: summary, description: description, synopsis: synopsis, options: options,
+            keyBlocks: [
+                .init(
+                    title: "CONFIG KEYS (key = value; a [nightscout NAME] line starts a Nightscout sink's section, [webhook NAME] a "
+                        + "webhook's, [person NAME] and [meter ADDRESS] a section of alert_* keys for that person or meter):",
+                    lines: ForwardConfig.reference.helpLines()),
+                .init(
+                    title: "WEBHOOK KEYS (in a [webhook NAME] section; alert events are POSTed there in order, retried until accepted):",
+                    lines: ForwardConfig.reference.helpLines(section: "[webhook NAME]")),
+            ],
+            configuration: "\(defaultConfigFile): one key = value per line, # comments; errors name the file and line. "
                 + "A [nightscout NAME] line starts a Nightscout sink's section (nightscout_* keys only) until the next one; "
                 + "[webhook NAME] a webhook's (url, format, secret_file, token_file, ca_file); [person NAME] and "
-                + "[meter ADDRESS] the alert keys (alerts, alert_*) of that person or meter.")
-        ForwardConfig.reference.manItems(into: &page)
-        page.section("Exit status")
-        page.paragraph(exitStatus)
-        page.section("See also")
-        page.paragraph("sugard(8), sugarctl(1), sugard.conf(5)")
-        return page.roff
+                + "[meter ADDRESS] the alert keys (alerts, alert_*) of that person or meter.",
+            reference: ForwardConfig.reference, exitStatus: exitStatus, seeAlso: "sugard(8), sugarctl(1), sugard.conf(5)")
     }
+
+    /// The `--help` text: overview, usage, options, every forward.conf key and the exit statuses.
+    public static var usage: String { Self.manual.usage }
+
+    /// sugard-forward(8), built from the tables behind `--help`.
+    public static func manPage() -> String { Self.manual.manPage() }
 
     /// Parses arguments (without the program name): defaults, then the file, then the flags.
     public static func parse(_ arguments: [String], environment: [String: String]) throws(ConfigError) -> ForwardCommand {
-        let configFile: String?
-        let flags: [ServiceArguments.KeyFlag]
-        switch try ServiceArguments.parse(arguments, program: "sugard-forward", key: { flag in ForwardConfig.keys.first(where: { $0.flag == flag })?.key }) {
-        case .help: return .help
-        case .version: return .version
-        case .manPage: return .manPage
-        case .exampleConfig: return .exampleConfig
-        case .configReference: return .configReference
-        case .run(let file, let given): (configFile, flags) = (file, given)
+        let request = try ServiceArguments.parse(
+            arguments, program: "sugard-forward", key: { flag in ForwardConfig.keys.first(where: { $0.flag == flag })?.key })
+        guard case .run(let configFile, let flags) = request else {
+            return .print(Self.manual.text(for: request, version: sugardForwardVersion) ?? "")
         }
         let state = environment["STATE_DIRECTORY"].flatMap { $0.isEmpty ? nil : String($0.split(separator: ":").first ?? "") }
         var config = ForwardConfig(

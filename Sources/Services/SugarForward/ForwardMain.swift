@@ -25,20 +25,8 @@ public enum ForwardMain {
         }
         let config: ForwardConfig
         switch command {
-        case .help:
-            print(ForwardCommandLine.usage)
-            return 0
-        case .version:
-            print("sugard-forward \(sugardForwardVersion)")
-            return 0
-        case .manPage:
-            print(ForwardCommandLine.manPage(), terminator: "")
-            return 0
-        case .exampleConfig:
-            print(ForwardConfig.reference.exampleFile, terminator: "")
-            return 0
-        case .configReference:
-            print(ForwardConfig.reference.referenceTable, terminator: "")
+        case .print(let text):
+            print(text, terminator: "")
             return 0
         case .run(let parsed):
             config = parsed

@@ -205,14 +205,11 @@ public struct HubConfig: Equatable, Sendable {
 
 /// What `sugard-hub`'s command line asked for.
 public enum HubCommand: Equatable, Sendable {
+    /// Run with this configuration.
     case run(HubConfig)
-    case help
-    case version
-    case manPage
-    /// `--print-example-config`: the commented hub.conf example, from ``HubConfig/keys``.
-    case exampleConfig
-    /// `--print-config-reference`: docs/configuration.md's table of hub.conf's keys.
-    case configReference
+    /// `--help`, `--version`, `--generate-man`, `--print-example-config` or `--print-config-reference`:
+    /// the text to print (``ServiceManual/text(for:version:)``), then exit 0.
+    case print(String)
 }
 
 /// `sugard-hub`'s command line: flags, `--help`, the man page, and reading hub.conf.
@@ -246,56 +243,30 @@ public enum HubCommandLine {
         ("-h, --help", "Show this help."),
     ]
 
+    /// `--help` and sugard-hub(8), from one description and the key table.
+    static var manual: ServiceManual {
+        ServiceManual(
+            name: "sugard-hub", summary: summary, description: description, synopsis: synopsis, options: options,
+            keyBlocks: [.init(title: "CONFIG KEYS (key = value):", lines: HubConfig.reference.helpLines())],
+            configuration: "\(defaultConfigFile): one key = value per line, # comments; errors name the file and line.",
+            reference: HubConfig.reference, exitStatus: exitStatus, seeAlso: "sugard-forward(8), sugard(8), sugarctl(1)")
+    }
+
     /// The `--help` text: overview, usage, options, every hub.conf key and the exit statuses.
-    public static let usage = """
-        OVERVIEW: sugard-hub - \(summary)
-
-        \(description)
-
-        USAGE: \(synopsis)
-
-        OPTIONS:
-        \(options.map { ConfigFileDoc.helpLine($0.flag, $0.help) }.joined(separator: "\n"))
-
-        CONFIG KEYS (key = value):
-        \(HubConfig.reference.helpLines().joined(separator: "\n"))
-
-        Exit status: \(exitStatus)
-        """
+    public static var usage: String { Self.manual.usage }
 
     /// sugard-hub(8), built from the tables behind `--help`.
-    public static func manPage() -> String {
-        var page = ManPage(name: "sugard-hub", section: 8, summary: summary)
-        page.section("Synopsis")
-        page.literal([synopsis])
-        page.section("Description")
-        page.paragraph(description)
-        page.section("Options")
-        for option in options { page.item(option.flag, option.help) }
-        page.section("Configuration")
-        page.paragraph("\(defaultConfigFile): one key = value per line, # comments; errors name the file and line.")
-        HubConfig.reference.manItems(into: &page)
-        page.section("Exit status")
-        page.paragraph(exitStatus)
-        page.section("See also")
-        page.paragraph("sugard-forward(8), sugard(8), sugarctl(1)")
-        return page.roff
-    }
+    public static func manPage() -> String { Self.manual.manPage() }
 
     /// Reads the flags, then the config file (`--config`, `SUGARD_HUB_CONFIG` or the default), then
     /// applies the flags that set keys over the file's values and validates the result. Throws
     /// ``ConfigError``: without a file for a bad flag (exit 64), naming the file for a bad, missing or
     /// too widely readable config (exit 78).
     public static func parse(_ arguments: [String], environment: [String: String]) throws(ConfigError) -> HubCommand {
-        let configFile: String?
-        let flags: [ServiceArguments.KeyFlag]
-        switch try ServiceArguments.parse(arguments, program: "sugard-hub", key: { flag in HubConfig.keys.first(where: { $0.flag == flag })?.key }) {
-        case .help: return .help
-        case .version: return .version
-        case .manPage: return .manPage
-        case .exampleConfig: return .exampleConfig
-        case .configReference: return .configReference
-        case .run(let file, let given): (configFile, flags) = (file, given)
+        let request = try ServiceArguments.parse(
+            arguments, program: "sugard-hub", key: { flag in HubConfig.keys.first(where: { $0.flag == flag })?.key })
+        guard case .run(let configFile, let flags) = request else {
+            return .print(Self.manual.text(for: request, version: sugarVersion) ?? "")
         }
         var config = HubConfig()
         let file = configFile ?? environment["SUGARD_HUB_CONFIG"].flatMap { $0.isEmpty ? nil : $0 } ?? Self.defaultConfigFile

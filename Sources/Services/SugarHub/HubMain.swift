@@ -91,20 +91,8 @@ public enum HubMain {
         let config: HubConfig
         do {
             switch try HubCommandLine.parse(arguments, environment: environment) {
-            case .help:
-                print(HubCommandLine.usage)
-                return 0
-            case .version:
-                print("sugard-hub \(sugarVersion)")
-                return 0
-            case .manPage:
-                print(HubCommandLine.manPage(), terminator: "")
-                return 0
-            case .exampleConfig:
-                print(HubConfig.reference.exampleFile, terminator: "")
-                return 0
-            case .configReference:
-                print(HubConfig.reference.referenceTable, terminator: "")
+            case .print(let text):
+                print(text, terminator: "")
                 return 0
             case .run(let parsed): config = parsed
             }

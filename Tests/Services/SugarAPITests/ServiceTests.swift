@@ -13,7 +13,7 @@ import Varlink
 /// SQLite in a temp directory, two simulated meters on the replay transport).
 @Suite struct ServiceTests {
     @Test func interfaceDescriptionIsTheCheckedInFileAndDocumented() throws {
-        let file = try String(contentsOfFile: packageRoot + "/Sources/SugarAPI/io.sugard.HealthDataSync.varlink", encoding: .utf8)
+        let file = try String(contentsOfFile: packageRoot + "/Sources/Services/SugarAPI/io.sugard.HealthDataSync.varlink", encoding: .utf8)
         #expect(Array(file.utf8) == Array(HealthDataSyncService.interfaceDescription.utf8))
         let definition = HealthDataSyncService.parsedDefinition
         #expect(definition.name == "io.sugard.HealthDataSync")
