@@ -9,7 +9,7 @@ internal import SystemIO
 
 /// Compact JSON text appended to a byte buffer without a value tree: numbers and strings are formatted
 /// in place (no allocation per value). Its bytes are exactly `JSONValue.serialized()`'s for the same
-/// value (`CaptureJSONStreamTests` compares them).
+/// value (`JSONTextBufferTests` compares its strings).
 struct JSONTextBuffer: TextOutputStream {
     let bytes: ByteStore
     /// Texts that depend on a few bits only (a concentration and its unit, a sample type's code), made once.
@@ -68,36 +68,20 @@ struct JSONTextBuffer: TextOutputStream {
 
     mutating func string(_ s: String?) {
         guard var s else { return self.raw("null") }
-        self.bytes.append(UInt8(ascii: "\""))
         // Most strings need no escape: one append for the whole text.
         let plain = s.withUTF8 { text -> Bool in
             guard !text.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
+            self.bytes.append(UInt8(ascii: "\""))
             self.bytes.append(contentsOf: text)
+            self.bytes.append(UInt8(ascii: "\""))
             return true
         }
-        if plain {
-            self.bytes.append(UInt8(ascii: "\""))
-            return
-        }
-        for byte in s.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
-                self.bytes.append(UInt8(ascii: "\\"))
-                self.bytes.append(byte)
-            case 0x0A: self.raw("\\n")
-            case 0x0D: self.raw("\\r")
-            case 0x09: self.raw("\\t")
-            case 0x00..<0x20:
-                self.raw("\\u00")
-                self.bytes.append(Self.hexDigits[Int(byte >> 4)])
-                self.bytes.append(Self.hexDigits[Int(byte & 0x0F)])
-            default: self.bytes.append(byte)
-            }
-        }
-        self.bytes.append(UInt8(ascii: "\""))
+        guard !plain else { return }
+        // A string with something to escape: the JSON module's one escaper (quotes included).
+        var escaped: [UInt8] = []
+        JSONValue.write(stringUTF8: Array(s.utf8), into: &escaped)
+        self.bytes.append(contentsOf: escaped)
     }
-
-    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
     mutating func value(_ value: JSONValue) {
         var text: [UInt8] = []
