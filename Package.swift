@@ -99,7 +99,7 @@ let package = Package(
             exclude: ["io.sugard.HealthDataSync.varlink"], swiftSettings: strict),
 
         // sugard's settings: the config keys, the file and the command line (no daemon parts).
-        .target(name: "SugarConfig", dependencies: ["HealthDataSync", "SugarAPI", "SugarWire", "SystemIO", "ProcessKit"], swiftSettings: strict),
+        .target(name: "SugarConfig", dependencies: ["HealthDataSync", "SugarAPI", "SugarWire", "GlucoseProfile", "SystemIO", "ProcessKit"], swiftSettings: strict),
         // Composition: config, services, signals, sd_notify, logging.
         .target(
             name: "SugarDaemon",
@@ -113,7 +113,7 @@ let package = Package(
         .target(name: "HTTPClient", dependencies: ["Locking", "CCurl"], swiftSettings: strict),
         // Readings to Nightscout (entries, BG Check treatments), one site per person, durable cursor.
         .target(
-            name: "NightscoutSink", dependencies: ["Locking", "JSON", "ProcessKit", "SugarWire", "HTTPClient", "SystemIO"],
+            name: "NightscoutSink", dependencies: ["Locking", "JSON", "ProcessKit", "SugarWire", "GlucoseProfile", "HTTPClient", "SystemIO"],
             swiftSettings: strict),
         // MQTT v5 over libmosquitto: the only importer of CMosquitto.
         .target(name: "MQTT", dependencies: ["Locking", "CMosquitto", "SystemIO"], swiftSettings: strict),

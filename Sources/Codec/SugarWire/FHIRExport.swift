@@ -1,3 +1,4 @@
+import GlucoseProfile
 public import JSON
 
 /// The FHIR R4 export: a `transaction` Bundle a FHIR server accepts as it is.

@@ -1,3 +1,4 @@
+import GlucoseProfile
 public import JSON
 
 extension Wire {

@@ -743,8 +743,9 @@ extension Wire {
         }
     }
 
-    /// `type Unit (mgdl, mmol)`: the display unit a client should use unless told otherwise.
-    public enum Unit: String, WireEnum { case mgdl, mmol }
+    /// `type Unit (mgdl, mmol)`: the display unit a client should use unless told otherwise
+    /// (GlucoseProfile's ``GlucoseUnit``, the one unit type).
+    public typealias Unit = GlucoseUnit
 
     /// `type StoredMeter`: what the database holds about a meter.
     public struct StoredMeter: WireValue, Hashable {
@@ -998,3 +999,5 @@ extension Wire {
         }
     }
 }
+
+extension GlucoseUnit: WireEnum {}

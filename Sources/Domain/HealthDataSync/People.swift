@@ -1,3 +1,4 @@
+import GlucoseProfile
 /// People as records, meter assignments with time, and attributions of shared meters' readings.
 ///
 /// A reading's person is decided by its measured time: a meter's assignments are periods

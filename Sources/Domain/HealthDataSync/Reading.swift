@@ -1,14 +1,5 @@
 import GlucoseProfile
 
-/// A display unit for glucose values.
-public enum GlucoseUnit: String, Hashable, Sendable, CaseIterable {
-    case mgdL = "mg/dL"
-    case mmolL = "mmol/L"
-
-    /// Grams per mole of glucose, used for mg/dL ↔ mmol/L (the codec's constant).
-    public static let molarMass = glucoseMolarMass
-}
-
 /// Facts the daemon concluded about a reading, as names that appear in every export.
 public struct ReadingFlags: OptionSet, Hashable, Sendable {
     /// The flag bits as stored (bit 0 = ``controlSolution`` … bit 9 = ``suspect``).

@@ -1,3 +1,4 @@
+import GlucoseProfile
 import HealthDataSync
 
 // People, assignment periods and attributions (schema v5, SchemaV5.swift). All functions run on
@@ -215,7 +216,7 @@ enum PersonRows {
                     PersonRecord(
                         id: s.int64(0), name: s.optionalText(1) ?? "", lowMgdL: s.optionalDouble(2),
                         highMgdL: s.optionalDouble(3),
-                        unit: s.optionalText(4).flatMap { $0 == "mmol" ? GlucoseUnit.mmolL : $0 == "mgdl" ? .mgdL : nil },
+                        unit: s.optionalText(4).flatMap { GlucoseUnit(rawValue: $0) },
                         created: Instant(epochMillis: s.int64(5)), readingCount: Int(s.int64(6))))
             }
             return out
@@ -240,9 +241,7 @@ enum PersonRows {
     }
 
     /// The `person.unit` column text: `mgdl`, `mmol` or NULL.
-    static func unitText(_ unit: GlucoseUnit?) -> String? {
-        unit.map { $0 == .mmolL ? "mmol" : "mgdl" }
-    }
+    static func unitText(_ unit: GlucoseUnit?) -> String? { unit?.rawValue }
 
     /// Throws ``StoreError/Code/constraint`` unless each threshold is above 0 and below 1000 mg/dL
     /// and low is below high.

@@ -1,4 +1,5 @@
 import Glibc
+import GlucoseProfile
 import ProcessKit
 import SugarWire
 import SystemIO

@@ -103,7 +103,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
     public let statusPeople = StatusPeople()
 
     /// A service over `backend`, authorising with `access`; mg/dL unless told.
-    public init(backend: any SugarBackend, access: AccessPolicy, unit: GlucoseUnit = .mgdL, limits: Limits = Limits()) {
+    public init(backend: any SugarBackend, access: AccessPolicy, unit: GlucoseUnit = .mgdl, limits: Limits = Limits()) {
         self.backend = backend
         self.access = access
         self.unit = unit
@@ -336,7 +336,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         let reply = Wire.StatusReply(
             revision: Int64(truncatingIfNeeded: revision),
             revisions: WireMap(revisions: ViewState.Field.allCases.map { ($0, revisions[$0] ?? 0) }), state: Wire.State(state),
-            unit: Wire.Unit(self.unit), people: people)
+            unit: self.unit, people: people)
         replier.reply(Self.parameters(reply))
     }
 
@@ -520,7 +520,7 @@ public struct HealthDataSyncService: VarlinkInterfaceHandler {
         let csv = p["csv"]?.boolValue == true
         if compact && csv { throw Self.invalid("csv", "Give compact or csv, not both.") }
         let query = ReadingQuery(since: since, until: until, meter: meter, order: order, person: person, unattributed: unattributed)
-        let unit = Wire.Unit(self.unit)
+        let unit = self.unit
         /// The CSV rows of a page, written before the reply that carries them (reused page after page).
         var rows: [UInt8] = []
         /// One reply: the full objects, the compact ones written straight into its bytes, or the CSV rows.

@@ -1,3 +1,4 @@
+import GlucoseProfile
 import HealthDataSync
 import JSON
 import SugarWire
@@ -273,7 +274,7 @@ extension HealthDataSyncService {
     static func unit(_ value: JSONValue?) throws(VarlinkError) -> GlucoseUnit? {
         guard let value, !value.isNull else { return nil }
         guard let unit = Wire.Unit(rawValue: value.stringValue ?? "") else { throw Self.invalid("unit", "unit is mgdl or mmol.") }
-        return unit.glucoseUnit
+        return unit
     }
 
     /// AttributeReadings' readings: `ids`, or `meter` with `since` and `until`.

@@ -25,14 +25,6 @@ extension Wire.Coded {
     }
 }
 
-extension Wire.Unit {
-    /// The interface's name for the daemon's display unit.
-    public init(_ unit: GlucoseUnit) { self = unit == .mgdL ? .mgdl : .mmol }
-
-    /// The daemon's display unit for the interface's name.
-    public var glucoseUnit: GlucoseUnit { self == .mgdl ? .mgdL : .mmolL }
-}
-
 // MARK: The view model
 
 extension Wire.Daemon {
@@ -434,7 +426,7 @@ extension Wire.Person {
         self.init(
             id: person.id, name: person.name, identifiers: person.identifiers.map(Wire.PersonIdentifier.init),
             low: person.lowMgdL.map { Wire.Glucose(mgdL: $0) }, high: person.highMgdL.map { Wire.Glucose(mgdL: $0) },
-            unit: person.unit.map(Wire.Unit.init), created: Wire.Instant(person.created),
+            unit: person.unit, created: Wire.Instant(person.created),
             readingCount: Int64(person.readingCount), meters: meters)
     }
 }

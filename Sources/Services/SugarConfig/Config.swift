@@ -1,4 +1,5 @@
 import Glibc
+import GlucoseProfile
 import HealthDataSync
 import ProcessKit
 import SugarAPI
@@ -39,7 +40,7 @@ public struct DaemonConfig: Equatable, Sendable {
     /// IANA zone the meters' clocks are read in; nil: the host's zone.
     public var timeZone: String?
     /// Default display unit for clients that ask.
-    public var unit: GlucoseUnit = .mgdL
+    public var unit: GlucoseUnit = .mgdl
     /// Testing aid: run this many simulated meters (replay transport, no BlueZ) that gain a
     /// reading every `demo_interval` seconds; see ``SimulatedFleet``. 0: off.
     public var simulateMeters: Int = 0
@@ -128,9 +129,9 @@ public struct DaemonConfig: Equatable, Sendable {
         ConfigKey("timezone", "IANA zone the meters' clocks are set to (default: the host's zone)", example: "Europe/Berlin", { $0.timeZone ?? "" }) {
             $0.timeZone = $1.value.isEmpty ? nil : try Self.checkedZone($1.value)
         },
-        ConfigKey("unit", "default display unit: mgdl or mmol", { $0.unit == .mgdL ? "mgdl" : "mmol" }) {
+        ConfigKey("unit", "default display unit: mgdl or mmol", { $0.unit.rawValue }) {
             guard let unit = Wire.Unit(text: $1.value) else { throw ConfigError("unit must be mgdl or mmol, not \"\($1.value)\"") }
-            $0.unit = unit == .mgdl ? .mgdL : .mmolL
+            $0.unit = unit
         },
         ConfigKey(
             "max_connections", "meters connected at once (default 3, what one adapter handles safely); further meters queue and are served in order",

@@ -1,3 +1,4 @@
+import GlucoseProfile
 import JSON
 import SugarWire
 

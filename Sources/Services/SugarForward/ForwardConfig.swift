@@ -1,4 +1,5 @@
 import Glibc
+import GlucoseProfile
 public import NightscoutSink
 import ProcessKit
 public import SugarWire

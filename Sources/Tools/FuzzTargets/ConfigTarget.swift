@@ -1,3 +1,4 @@
+import GlucoseProfile
 import HealthDataSync
 import ProcessKit
 import SugarAPI
@@ -82,7 +83,7 @@ extension FuzzTargets {
         add("adapter", config.adapter)
         add("cooldown_seconds", String(config.cooldownSeconds))
         add("timezone", config.timeZone)
-        add("unit", config.unit == .mgdL ? "mgdl" : "mmol")
+        add("unit", config.unit.rawValue)
         add("max_connections", String(config.maxMeterConnections))
         add("max_socket_connections", String(config.maxSocketConnections))
         add("max_connections_per_uid", String(config.maxConnectionsPerUID))

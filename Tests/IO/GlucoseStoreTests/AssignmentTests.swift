@@ -1,4 +1,5 @@
 import Foundation
+import GlucoseProfile
 import HealthDataSync
 import Testing
 
@@ -95,8 +96,8 @@ import Testing
         let store = try openStore(dir.database)
         let clinic = PersonIdentifier(system: "urn:oid:1.2.36.146.595.217.0.1", value: "12345")
         let mia = try await store.addPerson(
-            PersonRecord(id: 0, name: "Mia", identifiers: [clinic], lowMgdL: 70, highMgdL: 180, unit: .mmolL, created: Instant(epochMillis: 0)))
-        #expect(mia.identifiers == [clinic] && mia.unit == .mmolL && mia.lowMgdL == 70 && mia.readingCount == 0)
+            PersonRecord(id: 0, name: "Mia", identifiers: [clinic], lowMgdL: 70, highMgdL: 180, unit: .mmol, created: Instant(epochMillis: 0)))
+        #expect(mia.identifiers == [clinic] && mia.unit == .mmol && mia.lowMgdL == 70 && mia.readingCount == 0)
         await #expect(throws: StoreError.self) { try await store.addPerson(PersonRecord(id: 0, name: "Mia", created: Instant(epochMillis: 0))) }
         await #expect(throws: StoreError.self) {
             try await store.addPerson(PersonRecord(id: 0, name: "Other", identifiers: [clinic], created: Instant(epochMillis: 0)))

@@ -1,4 +1,5 @@
 import Foundation
+import GlucoseProfile
 import GlucoseReport
 import JSON
 import SugarWire

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import GlucoseProfile
 import HTTPClient
 import HealthDataSync
 import JSON

@@ -1,3 +1,4 @@
+import GlucoseProfile
 import HealthDataSync
 import JSON
 import SugarAPI

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import GlucoseProfile
 import GlucoseStore
 import HealthDataSync
 import JSON
@@ -42,7 +43,7 @@ import Varlink
     }
 
     @Test func getStatusIsTheViewModelSnapshot() async throws {
-        try await withAPIServer(unit: .mmolL) { f in
+        try await withAPIServer(unit: .mmol) { f in
             let reply = try await f.call(api + "GetStatus")
             expectValidReply("GetStatus", reply)
             let state = try #require(reply["state"])

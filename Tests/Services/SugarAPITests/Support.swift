@@ -164,7 +164,7 @@ struct Fixture: Sendable {
 func withAPIServer<R>(
     access: AccessPolicy? = nil,
     limits: HealthDataSyncService.Limits? = nil,
-    unit: GlucoseUnit = .mgdL,
+    unit: GlucoseUnit = .mgdl,
     stepDelay: Duration = .zero,
     seed: Bool = true,
     configure: (@Sendable (inout VarlinkServerConfiguration) -> Void)? = nil,

@@ -1,3 +1,4 @@
+import GlucoseProfile
 import GlucoseReport
 import SugarWire
 import Testing

@@ -145,6 +145,6 @@ import Testing
             .waitingToRetry, .committing, .disconnecting, .done(.success),
         ]
         for phase in phases { #expect(Wire.SyncPhase(phase).rawValue == phase.name) }
-        #expect(Wire.Unit(.mgdL) == .mgdl && Wire.Unit(.mmolL) == .mmol)
+        #expect(Wire.Unit.self == GlucoseUnit.self && Wire.Unit.allCases == [.mgdl, .mmol])
     }
 }

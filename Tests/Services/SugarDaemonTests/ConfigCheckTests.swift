@@ -1,4 +1,5 @@
 import Glibc
+import GlucoseProfile
 import HealthDataSync
 import ProcessKit
 import SugarAPI
@@ -56,7 +57,7 @@ import Testing
         let command = try DaemonCommandLine.parse(["--config", dir + "/sugard.conf", "--log-level", "error"], environment: [:])
         guard case .run(let config, _) = command else { Issue.record("expected run"); return }
         #expect(config.cooldownSeconds == 30)
-        #expect(config.unit == .mmolL)
+        #expect(config.unit == .mmol)
         #expect(config.logLevel == .error)  // flags still win
     }
 

@@ -1,3 +1,4 @@
+import GlucoseProfile
 import HealthDataSync
 import ProcessKit
 import SugarAPI
@@ -41,7 +42,7 @@ import Testing
         #expect(config.logLevel == .debug)
         #expect(config.replay == ["/a.btsnoop", "/b c.btsnoop"])
         #expect(config.cooldownSeconds == 45)
-        #expect(config.unit == .mmolL)
+        #expect(config.unit == .mmol)
         #expect(config.socketMode == 0o640)
     }
 
@@ -78,7 +79,7 @@ import Testing
         var config = DaemonConfig(stateDirectory: "/s", socketPath: "/s/sock")
         try config.apply(fileText: "# windows editor\r\nlog_level = debug\r\nunit = mmol\r\n", file: "c.conf")
         #expect(config.logLevel == .debug)
-        #expect(config.unit == .mmolL)
+        #expect(config.unit == .mmol)
         do {
             try config.apply(fileText: "unit = mmol\r\nbogus = 1\r\n", file: "c.conf")
             Issue.record("accepted an unknown key")

@@ -1,3 +1,4 @@
+import GlucoseProfile
 /// The names of the view model's fields. Stable: they are the Varlink field names.
 public enum StateField: String, Hashable, CaseIterable, Sendable {
     /// ``ViewState/daemon``.
