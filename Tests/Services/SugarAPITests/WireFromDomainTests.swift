@@ -145,6 +145,8 @@ import Testing
             .waitingToRetry, .committing, .disconnecting, .done(.success),
         ]
         for phase in phases { #expect(Wire.SyncPhase(phase).rawValue == phase.name) }
-        #expect(Wire.Unit.self == GlucoseUnit.self && Wire.Unit.allCases == [.mgdl, .mmol])
+        // The one unit type's names are the interface's `type Unit (mgdl, mmol)`, both ways.
+        #expect(GlucoseUnit.allCases.map(\.json) == [.string("mgdl"), .string("mmol")])
+        for unit in GlucoseUnit.allCases { #expect(try Wire.Unit(json: unit.json) == unit) }
     }
 }
