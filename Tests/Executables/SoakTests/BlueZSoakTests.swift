@@ -61,6 +61,22 @@ import TestSupport
         await rig.stop()
     }
 
+    /// What CI needs to tell where a reading went: the meter's sessions, oldest first, and the
+    /// daemon's lines about the meter (without the per-reading debug lines).
+    static func explainMissing(meter: String, sessions: [SyncSessionRecord], logPath: String) {
+        print("bluez soak: sessions of \(meter), oldest first:")
+        for s in sessions.reversed() {
+            print(
+                "  #\(s.id ?? -1) \(s.started.epochMillis)-\(s.ended?.epochMillis ?? -1) \(s.result) expected \(s.expected ?? -1) "
+                    + "received \(s.received) stored \(s.stored) duplicates \(s.duplicates) resets \(s.sequenceResets) \(s.error ?? "")")
+        }
+        let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        let lines = log.split(separator: "\n").filter {
+            ($0.contains(meter) && !$0.contains("DEBUG sync: reading ")) || $0.contains(" ready ") || $0.contains("BlueZ is")
+        }
+        print("bluez soak: sugard's lines about \(meter) (\(lines.count)):\n" + lines.suffix(400).joined(separator: "\n"))
+    }
+
     static func soak(seconds: Int, rig: Rig, random: inout SplitMix) async throws {
         let t0 = nowMillis()
         let chaosEnd = t0 + Int64(seconds) * 600
@@ -207,6 +223,9 @@ import TestSupport
                 \(sessions.reduce(0) { $0 + $1.duplicates }) duplicates dropped
                 """)
             expectExactlyOnce(stored: stored, expected: expected, meter: address)
+            if !Set(expected).isSubset(of: Set(stored)) {
+                Self.explainMissing(meter: address, sessions: sessions, logPath: rig.dir + "/sugard.log")
+            }
             total += stored.count
         }
         await store.close()
