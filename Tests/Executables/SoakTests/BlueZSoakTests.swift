@@ -224,6 +224,9 @@ import TestSupport
                 """)
             expectExactlyOnce(stored: stored, expected: expected, meter: address)
             if !Set(expected).isSubset(of: Set(stored)) {
+                let row = try await store.meter(MeterID(address))
+                print("bluez soak: \(address) now: epoch \(row?.epoch ?? -1), high-water mark \(row?.highWater.map(String.init) ?? "none")")
+                for event in try await store.events(meter: MeterID(address), limit: 1_000) { print("bluez soak: sequence reset \(event)") }
                 Self.explainMissing(meter: address, sessions: sessions, logPath: rig.dir + "/sugard.log")
             }
             total += stored.count
