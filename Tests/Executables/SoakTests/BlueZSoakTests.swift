@@ -74,7 +74,8 @@ import TestSupport
         let lines = log.split(separator: "\n").filter {
             ($0.contains(meter) && !$0.contains("DEBUG sync: reading ")) || $0.contains(" ready ") || $0.contains("BlueZ is")
         }
-        print("bluez soak: sugard's lines about \(meter) (\(lines.count)):\n" + lines.suffix(400).joined(separator: "\n"))
+        let shown = lines.count <= 160 ? lines : lines.prefix(110) + ["  [...]"] + lines.suffix(50)
+        print("bluez soak: sugard's lines about \(meter) (\(lines.count)):\n" + shown.joined(separator: "\n"))
     }
 
     static func soak(seconds: Int, rig: Rig, random: inout SplitMix) async throws {
