@@ -191,7 +191,7 @@ let package = Package(
         .testTarget(
             name: "VarlinkTests", dependencies: ["Locking", "Varlink", "JSON", "CLinuxIO", "TestSupport"], swiftSettings: strict),
         .testTarget(
-            name: "DBusTests", dependencies: ["DBus", "BlueZTransport", "HealthDataSync", "GlucoseProfile", "TestSupport"], swiftSettings: strict),
+            name: "DBusTests", dependencies: ["DBus", "Locking", "BlueZTransport", "HealthDataSync", "GlucoseProfile", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "SugarAPITests",
             dependencies: [

@@ -130,8 +130,8 @@ public final class BlueZTransport: MeterTransport {
     /// owner of `org.bluez` may call it), follows the `org.bluez` owner, and runs discovery kicks,
     /// signal, agent-call and owner tasks until the connection drops or the task is cancelled.
     private func session(_ connection: DBusConnection) async {
-        let signals: AsyncStream<DBusSignal>
-        let owners: AsyncStream<String?>
+        let signals: HandOffStream<DBusSignal>
+        let owners: HandOffStream<String?>
         let agent: DBusExportedObject
         do {
             // Signals first, then the owner (whose appearance triggers GetManagedObjects): nothing is missed.

@@ -1,6 +1,7 @@
 internal import CDBus
 import Glibc
 import Synchronization
+import Locking
 
 /// Which bus to connect to.
 public enum DBusBus: Sendable, Hashable {
@@ -194,11 +195,11 @@ public final class DBusExportedObject: Sendable {
     /// The object path served.
     public let path: String
     /// Incoming method calls at `path`, in arrival order; finishes when unexported or disconnected.
-    public let calls: AsyncStream<DBusIncomingCall>
+    public let calls: HandOffStream<DBusIncomingCall>
     /// Finishing it unexports the object (on the loop thread).
-    private let continuation: AsyncStream<DBusIncomingCall>.Continuation
+    private let continuation: HandOffStream<DBusIncomingCall>.Continuation
 
-    init(path: String, calls: AsyncStream<DBusIncomingCall>, continuation: AsyncStream<DBusIncomingCall>.Continuation)
+    init(path: String, calls: HandOffStream<DBusIncomingCall>, continuation: HandOffStream<DBusIncomingCall>.Continuation)
     {
         self.path = path
         self.calls = calls
@@ -339,7 +340,7 @@ public final class DBusConnection: Sendable {
     /// Subscribes to signals: adds the match rule on the bus (returning once the bus accepted it, so no
     /// signal sent afterwards is missed) and yields matching signals in arrival order. The match is removed
     /// when the stream is dropped or cancelled; the stream finishes when the connection ends.
-    public func signals(matching rule: DBusMatchRule) async throws(DBusError) -> AsyncStream<DBusSignal> {
+    public func signals(matching rule: DBusMatchRule) async throws(DBusError) -> HandOffStream<DBusSignal> {
         try rule.validate()
         var trackedName: String?
         if rule.needsOwnerTracking, let name = rule.sender {
@@ -347,7 +348,7 @@ public final class DBusConnection: Sendable {
             trackedName = name
         }
         let id = self.nextID.wrappingAdd(1, ordering: .relaxed).newValue
-        let (stream, continuation) = AsyncStream.makeStream(of: DBusSignal.self)
+        let (stream, continuation) = HandOffStream.makeStream(of: DBusSignal.self)
         let handle = self.handle
         handle.enqueue { [trackedName] core in
             guard let core else {
@@ -386,11 +387,11 @@ public final class DBusConnection: Sendable {
 
     /// Watches a bus name's owner: yields the current owner (nil when nobody owns it) and then every
     /// change, e.g. nil when bluetoothd exits and its new unique name when it comes back.
-    public func nameOwnerChanges(of name: String) async throws(DBusError) -> AsyncStream<String?> {
+    public func nameOwnerChanges(of name: String) async throws(DBusError) -> HandOffStream<String?> {
         try Validate.busName(name)
         let rule = LoopCore.ownerMatchRule(for: name)
         let id = self.nextID.wrappingAdd(1, ordering: .relaxed).newValue
-        let (stream, continuation) = AsyncStream.makeStream(of: String?.self)
+        let (stream, continuation) = HandOffStream.makeStream(of: String?.self)
         let handle = self.handle
         handle.enqueue { core in
             guard let core else {
@@ -453,7 +454,7 @@ public final class DBusConnection: Sendable {
             try await self.trackOwner(trustedCaller)
         }
         let id = self.nextID.wrappingAdd(1, ordering: .relaxed).newValue
-        let (stream, continuation) = AsyncStream.makeStream(of: DBusIncomingCall.self)
+        let (stream, continuation) = HandOffStream.makeStream(of: DBusIncomingCall.self)
         let added = await self.handle.onLoop { core -> Bool? in
             guard let core, core.connection != nil else { return nil }
             guard core.exports[path] == nil else { return false }

@@ -1,6 +1,7 @@
 internal import CDBus
 import Glibc
 import SystemIO
+import Locking
 
 /// Everything the event-loop thread owns: the `DBusConnection*`, its watches and timeouts, signal
 /// subscriptions, exported objects and calls in flight. Only ever used on that one thread (C callbacks
@@ -25,7 +26,7 @@ final class LoopCore {
         /// Tells this export from a later one at the same path, so an old unexport cannot remove a new one.
         var id: UInt64
         /// Where calls to the path are yielded.
-        var continuation: AsyncStream<DBusIncomingCall>.Continuation
+        var continuation: HandOffStream<DBusIncomingCall>.Continuation
         /// The well-known name whose current owner alone is a trusted caller (its owner is tracked).
         var trustedCaller: String?
     }

@@ -1,3 +1,4 @@
+import Locking
 import DBus
 import Foundation
 import TestSupport
@@ -33,18 +34,19 @@ func withBus<T>(
 }
 
 /// Pulls the next element of an async iterator, failing after `seconds` instead of hanging.
-func next<Element: Sendable>(
-    _ iterator: inout AsyncStream<Element>.Iterator, _ what: String, seconds: Int = 10
-) async throws -> Element? {
-    // AsyncStream.Iterator is not Sendable; poll it through a task that owns a moved copy.
+func next<Iterator: AsyncIteratorProtocol & SendableMetatype>(
+    _ iterator: inout Iterator, _ what: String, seconds: Int = 10
+) async throws -> Iterator.Element? where Iterator.Element: Sendable, Iterator.Failure == Never {
+    // The iterators are not Sendable; poll it through a task that owns a moved copy.
     let box = IteratorBox(iterator)
     defer { iterator = box.iterator }
     return try await within(seconds, what) { await box.next() }
 }
 
-final class IteratorBox<Element: Sendable>: @unchecked Sendable {
+final class IteratorBox<Iterator: AsyncIteratorProtocol>: @unchecked Sendable
+where Iterator.Element: Sendable, Iterator.Failure == Never {
     // @unchecked: used by one task at a time (the caller awaits `within`, which awaits this).
-    var iterator: AsyncStream<Element>.Iterator
-    init(_ iterator: AsyncStream<Element>.Iterator) { self.iterator = iterator }
-    func next() async -> Element? { await self.iterator.next() }
+    var iterator: Iterator
+    init(_ iterator: Iterator) { self.iterator = iterator }
+    func next() async -> Iterator.Element? { await self.iterator.next(isolation: nil) }
 }

@@ -1,6 +1,7 @@
 import DBus
 import Foundation
 import Testing
+import Locking
 import TestSupport
 
 private let meterAddress = "C0:26:DA:01:02:03"
@@ -73,14 +74,14 @@ private struct BlueZ {
     }
 
     /// Value notifications (PropertiesChanged with a Value) below the device, as (path, hex).
-    func valueChanges() async throws -> AsyncStream<DBusSignal> {
+    func valueChanges() async throws -> HandOffStream<DBusSignal> {
         try await self.connection.signals(
             matching: DBusMatchRule(
                 sender: "org.bluez", pathNamespace: devicePath, interface: propsInterface, member: "PropertiesChanged"))
     }
 }
 
-private func nextValue(_ iterator: inout AsyncStream<DBusSignal>.Iterator, _ what: String) async throws
+private func nextValue(_ iterator: inout HandOffStream<DBusSignal>.AsyncIterator, _ what: String) async throws
     -> (String, String)?
 {
     while let signal = try await next(&iterator, what) {

@@ -1,3 +1,4 @@
+import Locking
 import DBus
 import Testing
 import TestSupport
