@@ -251,6 +251,7 @@ final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: W
     private func run() async {
         var last: ContinuousClock.Instant?
         var behind = false
+        var handOff: VarlinkHandOff?
         while !Task.isCancelled, self.watcher.endReason == nil {
             if behind {
                 // Someone is catching up: look again soon, changes or not.
@@ -262,8 +263,10 @@ final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: W
             if let last, self.interval > .zero, last + self.interval > .now {
                 try? await Task.sleep(until: last + self.interval, clock: .continuous)
             }
+            // The last round left the server's queue: a round never queues behind the one before.
+            await handOff?.wait()
             if Task.isCancelled { break }
-            behind = self.round()
+            (behind, handOff) = self.round()
             last = .now
         }
         if self.watcher.endReason == .modelClosed {
@@ -282,8 +285,8 @@ final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: W
 
     /// One round: reads the model, sends what changed to the members that took their last reply,
     /// and catches up those that had missed rounds and have now drained. Returns whether a member
-    /// is still behind.
-    private func round() -> Bool {
+    /// is still behind, and what tells when the round's replies left the server's queue.
+    private func round() -> (behind: Bool, handOff: VarlinkHandOff) {
         var current = self.model.snapshot(fields: self.fields)
         current.generation = 1
         // Only this task writes `latest`.
@@ -303,6 +306,7 @@ final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: W
         var replies = 0
         var encodings = encoded == nil ? 0 : 1
         var skipped = 0
+        let handOff = VarlinkHandOff()
         let behind = self.core.withLock { core -> Bool in
             if !changed.isEmpty {
                 core.latest = current
@@ -358,7 +362,7 @@ final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: W
             var batches = catchUps.values.map { ($0.reply, $0.members) }
             if let encoded, !inStep.isEmpty { batches.append((encoded, inStep)) }
             for (reply, members) in batches {
-                let queued = VarlinkReplier.reply(shared: reply, on: members.map(\.replier))
+                let queued = VarlinkReplier.reply(shared: reply, on: members.map(\.replier), handOff: handOff)
                 for (member, ok) in zip(members, queued) {
                     if ok {
                         replies += 1
@@ -383,6 +387,6 @@ final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: W
                 $0.skipped += skipped
             }
         }
-        return behind
+        return (behind, handOff)
     }
 }
