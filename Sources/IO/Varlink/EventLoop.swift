@@ -176,7 +176,7 @@ final class EventLoop: @unchecked Sendable {
     /// The most bytes of shared replies one streaming turn writes before the loop looks for calls
     /// again (and writes their replies): a `GetStatus` waits behind at most this much of a
     /// fan-out round (1 000 watchers of a ~20 KB state: 20 MB), not the whole round.
-    static let streamingTurnBytes = 256 << 10
+    static let streamingTurnBytes = 64 << 10
 
     /// One client's socket and buffers; the I/O thread's alone.
     private final class Connection {

@@ -72,7 +72,7 @@ struct FanOutInterface: VarlinkInterfaceHandler {
             #expect(await eventually { fanOut.state.withLock { $0.subscribers.count } == subscribers.count })
             let caller = try RawConnection(path: path)
             let prober = try RawConnection(path: path)
-            // A round is ~12 MB of writes (about 47 turns): some probe sent while it is written is
+            // A round is ~12 MB of writes (about 180 turns of 64 KB): some probe sent while it is written is
             // answered before it has left the queue. Eventually-style: a few rounds on a busy machine.
             var answeredDuringARound = 0
             var rounds = 0
