@@ -512,8 +512,9 @@ final class EventLoop: @unchecked Sendable {
                 let before = connection.unsentOutput
                 guard self.flush(connection) else { continue }
                 budget -= before - connection.unsentOutput
-                // Written out: its next call (if any) may be read.
-                if connection.unsentOutput == 0 { self.markDirty(connection) }
+                // Written out: its next call (if any) may be read, or it closes. (A streaming call
+                // still runs: nothing to do, which spares a thousand watchers' turns a round.)
+                if connection.unsentOutput == 0 && (!connection.callInFlight || connection.closeAfterFlush) { self.markDirty(connection) }
             }
         }
         if self.streamingHead == self.streaming.count {

@@ -8,10 +8,14 @@ public import Varlink
 /// fields of one model (the view model, or one meter's model) share one group, and one task per
 /// group serves every call in it.
 ///
-/// At most once per `interval` while changes keep coming (at once after a quiet spell), a group
-/// reads its model once, encodes the fields that changed once, and queues the same bytes on every
-/// member's connection in one batch for the server's I/O thread. Per member and change there is
-/// no task wake-up, no read of the model, no encoding and no copy.
+/// At most once per `interval` while changes keep coming (at once after a quiet spell), and never
+/// before the last round has left the server's queue (``VarlinkHandOff``: a round does not queue
+/// behind the one before when the I/O thread writes slower than the interval), a group reads its
+/// model once, encodes the fields that changed once, and queues the same bytes on every member's
+/// connection in one batch for the server's I/O thread, which writes them in turns after the
+/// replies to calls (a `GetStatus` does not wait behind a round). Per member and change there is
+/// no task wake-up, no read of the model, no encoding and no copy. (Pacing by the hand-off alone,
+/// without the interval, was measured: more rounds, 0.26 core instead of ~0.1, and more lag.)
 ///
 /// A member whose last reply has not left sugard's buffer yet (a client that reads slowly, or not
 /// at all) skips the reply; the group remembers which fields it missed (bounded by the number of
@@ -247,7 +251,8 @@ final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: W
     }
 
     /// The group's task: waits for a change (or, while a member is behind, for the interval), runs a
-    /// round at most once per interval, and ends the members when the model closes.
+    /// round at most once per interval and only once the last round left the server's queue, and
+    /// ends the members when the model closes.
     private func run() async {
         var last: ContinuousClock.Instant?
         var behind = false
