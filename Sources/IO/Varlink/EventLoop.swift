@@ -76,7 +76,11 @@ final class EventLoop: @unchecked Sendable {
         /// Append a reply queued on many connections at once (``VarlinkReplier/reply(shared:on:)``):
         /// held once, so it counts against the connection's pending output (a slow reader is still
         /// found) but not against the memory budget, which charges what a connection alone holds.
+        /// It is written in the loop's streaming turns, after the replies to calls (see ``run(deliver:)``).
         case sharedOutput(ConnectionHandle, [UInt8])
+        /// Fire the signal once every shared reply queued before this command has been offered to
+        /// its socket: written, or waiting for a client whose socket is full (or closed).
+        case handOff(OneShotSignal)
         /// The current call is over: read the next one.
         case finish(ConnectionHandle)
         /// Send these bytes (if possible), then close.
@@ -148,12 +152,31 @@ final class EventLoop: @unchecked Sendable {
     private var deliver: AsyncStream<IncomingMessage>.Continuation?
     /// Connections to service before the next `epoll_wait` (output to write, input to dispatch).
     private var dirty: [Connection] = []
+    /// Shared replies to write (connections whose output holds one, in the order they were queued)
+    /// and the hand-off signals between them: written in turns of at most ``streamingTurnBytes``,
+    /// each after the loop has looked for new calls and written the replies to them.
+    private var streaming: [StreamEntry] = []
+    /// Index in `streaming` of the next entry.
+    private var streamingHead = 0
     /// Sum of every connection's `charge`.
     private var charged = 0
     /// The highest `charged` since memory was last handed back to the system.
     private var chargedPeak = 0
     /// When each kind of log line was last written, and how many were held back since.
     private var lastLog: [String: (at: Int64, suppressed: Int)] = [:]
+
+    /// An entry of the streaming queue.
+    private enum StreamEntry {
+        /// A connection with shared output to write.
+        case connection(Connection)
+        /// Fired once every entry before it was taken.
+        case handOff(OneShotSignal)
+    }
+
+    /// The most bytes of shared replies one streaming turn writes before the loop looks for calls
+    /// again (and writes their replies): a `GetStatus` waits behind at most this much of a
+    /// fan-out round (1 000 watchers of a ~20 KB state: 20 MB), not the whole round.
+    static let streamingTurnBytes = 64 << 10
 
     /// One client's socket and buffers; the I/O thread's alone.
     private final class Connection {
@@ -184,6 +207,8 @@ final class EventLoop: @unchecked Sendable {
         var closeDeadline: Int64?
         /// Already in the loop's `dirty` list.
         var isDirty = false
+        /// Already in the loop's streaming queue.
+        var isStreaming = false
         /// Largest message this peer may send (smaller for a peer refused every method).
         let maxMessageBytes: Int
         /// Bytes of the message being handled, until its call finishes.
@@ -293,7 +318,8 @@ final class EventLoop: @unchecked Sendable {
         var events = [epoll_event](repeating: epoll_event(), count: 256)
         var running = true
         while running {
-            let timeout = self.timeoutMilliseconds()
+            // While shared replies wait to be written, only look (a streaming turn follows).
+            let timeout = self.streamingHead < self.streaming.count ? 0 : self.timeoutMilliseconds()
             let count = events.withUnsafeMutableBufferPointer { buffer in
                 retryingInterrupted { epoll_wait(self.epollFD, buffer.baseAddress, Int32(buffer.count), timeout) }
             }
@@ -317,8 +343,13 @@ final class EventLoop: @unchecked Sendable {
                 }
             }
             if running, !self.drainInbox() { running = false }
+            // Replies to calls first, then one turn of shared replies (watchers' rounds).
             self.flushDirty()
-            if running { self.runTimersIfDue() }
+            if running {
+                self.writeStreamingTurn()
+                self.flushDirty()
+                self.runTimersIfDue()
+            }
         }
         self.shutdown()
     }
@@ -331,6 +362,9 @@ final class EventLoop: @unchecked Sendable {
             inbox.commands = []
         }
         for connection in Array(self.connections.values) { self.closeConnection(connection) }
+        for case .handOff(let signal) in self.streaming[self.streamingHead...] { signal.fire() }
+        self.streaming = []
+        self.streamingHead = 0
         close(self.listenFD)
         if let path = self.unlinkPath {
             var info = stat()
@@ -375,15 +409,22 @@ final class EventLoop: @unchecked Sendable {
             switch command {
             case .stop:
                 return false
-            case .output(let handle, let bytes), .sharedOutput(let handle, let bytes):
+            case .output(let handle, let bytes):
                 guard let connection = self.connections[handle.id] else { continue }
-                if case .sharedOutput = command {
-                    connection.output.append(bytes, shared: true)
-                } else {
-                    connection.output.append(bytes)
-                }
+                connection.output.append(bytes)
                 guard self.recharge(connection) else { continue }
                 self.markDirty(connection)
+            case .sharedOutput(let handle, let bytes):
+                guard let connection = self.connections[handle.id] else { continue }
+                connection.output.append(bytes, shared: true)
+                guard self.recharge(connection) else { continue }
+                self.queueStreaming(connection)
+            case .handOff(let signal):
+                if self.streamingHead < self.streaming.count {
+                    self.streaming.append(.handOff(signal))
+                } else {
+                    signal.fire()
+                }
             case .finish(let handle):
                 guard let connection = self.connections[handle.id] else { continue }
                 connection.callInFlight = false
@@ -445,6 +486,49 @@ final class EventLoop: @unchecked Sendable {
         self.markDirty(connection)
     }
 
+    /// Queues the connection's shared output for a streaming turn, unless it is queued already or
+    /// waits for its socket to take more (`EPOLLOUT` brings it back: `whenWritable`).
+    private func queueStreaming(_ connection: Connection, whenWritable: Bool = false) {
+        guard !connection.isStreaming, whenWritable || connection.registeredEvents & EPOLLOUT.rawValue == 0 else { return }
+        connection.isStreaming = true
+        self.streaming.append(.connection(connection))
+    }
+
+    /// One streaming turn: writes the queued connections' output, in order, until
+    /// ``streamingTurnBytes`` went out or the queue is empty; fires the hand-off signals passed.
+    /// A connection whose socket is full waits for `EPOLLOUT`.
+    private func writeStreamingTurn() {
+        var budget = Self.streamingTurnBytes
+        while budget > 0, self.streamingHead < self.streaming.count {
+            let entry = self.streaming[self.streamingHead]
+            self.streaming[self.streamingHead] = .handOff(Self.spentSignal)
+            self.streamingHead += 1
+            switch entry {
+            case .handOff(let signal):
+                signal.fire()
+            case .connection(let connection):
+                connection.isStreaming = false
+                guard self.connections[connection.handle.id] === connection, connection.unsentOutput > 0 else { continue }
+                let before = connection.unsentOutput
+                guard self.flush(connection) else { continue }
+                budget -= before - connection.unsentOutput
+                // Written out: its next call (if any) may be read, or it closes. (A streaming call
+                // still runs: nothing to do, which spares a thousand watchers' turns a round.)
+                if connection.unsentOutput == 0 && (!connection.callInFlight || connection.closeAfterFlush) { self.markDirty(connection) }
+            }
+        }
+        if self.streamingHead == self.streaming.count {
+            self.streaming.removeAll(keepingCapacity: self.streaming.capacity <= 4096)
+            self.streamingHead = 0
+        } else if self.streamingHead >= 1024, self.streamingHead * 2 >= self.streaming.count {
+            self.streaming.removeFirst(self.streamingHead)
+            self.streamingHead = 0
+        }
+    }
+
+    /// Put in the place of a streaming entry already taken (it holds no connection).
+    private static let spentSignal = OneShotSignal()
+
     /// Queues the connection for ``flushDirty()`` once per round.
     private func markDirty(_ connection: Connection) {
         guard !connection.isDirty else { return }
@@ -499,7 +583,8 @@ final class EventLoop: @unchecked Sendable {
         {
             events |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue
         }
-        if connection.unsentOutput > 0 { events |= EPOLLOUT.rawValue }
+        // A connection in the streaming queue is written in its turn, not when epoll says so.
+        if connection.unsentOutput > 0 && !connection.isStreaming { events |= EPOLLOUT.rawValue }
         if events != connection.registeredEvents {
             connection.registeredEvents = events
             _ = self.control(EPOLL_CTL_MOD, connection.fd, events: events, token: connection.handle.id)
@@ -584,8 +669,14 @@ final class EventLoop: @unchecked Sendable {
             return
         }
         if events & EPOLLOUT.rawValue != 0 {
-            guard self.flush(connection) else { return }
-            if connection.unsentOutput == 0 { self.markDirty(connection) }
+            if connection.output.sharedCount == connection.unsentOutput {
+                // Only shared replies: written in a streaming turn, after the replies to calls.
+                self.queueStreaming(connection, whenWritable: true)
+                self.updateInterest(connection)
+            } else {
+                guard self.flush(connection) else { return }
+                if connection.unsentOutput == 0 { self.markDirty(connection) }
+            }
         }
         if events & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 {
             guard self.readAvailable(connection) else { return }

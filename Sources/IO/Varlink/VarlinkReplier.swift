@@ -72,8 +72,12 @@ public final class VarlinkReplier: Sendable {
     /// at most one such reply per call at a time (as `Watch`'s fan-out does), so what they hold is
     /// bounded by the distinct replies, not by the connections.
     ///
+    /// The I/O thread writes such replies in turns after the replies to calls (a `GetStatus` does
+    /// not wait behind a whole round of them); `handOff`, if given, learns when they left its queue.
+    ///
     /// - Returns: for each replier, whether the reply was queued (false as ``reply(shared:)`` says).
-    public static func reply(shared: VarlinkSharedReply, on repliers: [VarlinkReplier]) -> [Bool] {
+    @discardableResult
+    public static func reply(shared: VarlinkSharedReply, on repliers: [VarlinkReplier], handOff: VarlinkHandOff? = nil) -> [Bool] {
         var queued = [Bool](repeating: false, count: repliers.count)
         var batches: [ObjectIdentifier: (loop: EventLoop, indices: [Int], commands: [EventLoop.Command])] = [:]
         for (index, replier) in repliers.enumerated() {
@@ -85,7 +89,14 @@ public final class VarlinkReplier: Sendable {
             batches[ObjectIdentifier(replier.loop), default: (replier.loop, [], [])].indices.append(index)
             batches[ObjectIdentifier(replier.loop)]?.commands.append(command)
         }
-        for batch in batches.values where batch.loop.submit(contentsOf: batch.commands) {
+        for batch in batches.values {
+            var commands = batch.commands
+            let signal = handOff?.add()
+            if let signal { commands.append(.handOff(signal)) }
+            guard batch.loop.submit(contentsOf: commands) else {
+                signal?.fire()
+                continue
+            }
             for index in batch.indices { queued[index] = true }
         }
         return queued

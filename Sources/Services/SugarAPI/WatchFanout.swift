@@ -8,10 +8,14 @@ public import Varlink
 /// fields of one model (the view model, or one meter's model) share one group, and one task per
 /// group serves every call in it.
 ///
-/// At most once per `interval` while changes keep coming (at once after a quiet spell), a group
-/// reads its model once, encodes the fields that changed once, and queues the same bytes on every
-/// member's connection in one batch for the server's I/O thread. Per member and change there is
-/// no task wake-up, no read of the model, no encoding and no copy.
+/// At most once per `interval` while changes keep coming (at once after a quiet spell), and never
+/// before the last round has left the server's queue (``VarlinkHandOff``: a round does not queue
+/// behind the one before when the I/O thread writes slower than the interval), a group reads its
+/// model once, encodes the fields that changed once, and queues the same bytes on every member's
+/// connection in one batch for the server's I/O thread, which writes them in turns after the
+/// replies to calls (a `GetStatus` does not wait behind a round). Per member and change there is
+/// no task wake-up, no read of the model, no encoding and no copy. (Pacing by the hand-off alone,
+/// without the interval, was measured: more rounds, 0.26 core instead of ~0.1, and more lag.)
 ///
 /// A member whose last reply has not left sugard's buffer yet (a client that reads slowly, or not
 /// at all) skips the reply; the group remembers which fields it missed (bounded by the number of
@@ -247,10 +251,12 @@ final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: W
     }
 
     /// The group's task: waits for a change (or, while a member is behind, for the interval), runs a
-    /// round at most once per interval, and ends the members when the model closes.
+    /// round at most once per interval and only once the last round left the server's queue, and
+    /// ends the members when the model closes.
     private func run() async {
         var last: ContinuousClock.Instant?
         var behind = false
+        var handOff: VarlinkHandOff?
         while !Task.isCancelled, self.watcher.endReason == nil {
             if behind {
                 // Someone is catching up: look again soon, changes or not.
@@ -262,8 +268,10 @@ final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: W
             if let last, self.interval > .zero, last + self.interval > .now {
                 try? await Task.sleep(until: last + self.interval, clock: .continuous)
             }
+            // The last round left the server's queue: a round never queues behind the one before.
+            await handOff?.wait()
             if Task.isCancelled { break }
-            behind = self.round()
+            (behind, handOff) = self.round()
             last = .now
         }
         if self.watcher.endReason == .modelClosed {
@@ -282,8 +290,8 @@ final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: W
 
     /// One round: reads the model, sends what changed to the members that took their last reply,
     /// and catches up those that had missed rounds and have now drained. Returns whether a member
-    /// is still behind.
-    private func round() -> Bool {
+    /// is still behind, and what tells when the round's replies left the server's queue.
+    private func round() -> (behind: Bool, handOff: VarlinkHandOff) {
         var current = self.model.snapshot(fields: self.fields)
         current.generation = 1
         // Only this task writes `latest`.
@@ -303,6 +311,7 @@ final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: W
         var replies = 0
         var encodings = encoded == nil ? 0 : 1
         var skipped = 0
+        let handOff = VarlinkHandOff()
         let behind = self.core.withLock { core -> Bool in
             if !changed.isEmpty {
                 core.latest = current
@@ -358,7 +367,7 @@ final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: W
             var batches = catchUps.values.map { ($0.reply, $0.members) }
             if let encoded, !inStep.isEmpty { batches.append((encoded, inStep)) }
             for (reply, members) in batches {
-                let queued = VarlinkReplier.reply(shared: reply, on: members.map(\.replier))
+                let queued = VarlinkReplier.reply(shared: reply, on: members.map(\.replier), handOff: handOff)
                 for (member, ok) in zip(members, queued) {
                     if ok {
                         replies += 1
@@ -383,6 +392,6 @@ final class WatchGroup<State: ObservableState>: FanoutGroup where State.Value: W
                 $0.skipped += skipped
             }
         }
-        return behind
+        return (behind, handOff)
     }
 }

@@ -144,10 +144,11 @@ func removeDirectory(_ path: String) {
     try? FileManager.default.removeItem(atPath: path)
 }
 
-/// Runs a server with the ping interface on a fresh socket for the duration of `body`, then cancels it and
+/// Runs a server with the ping interface (and `handlers`) on a fresh socket for the duration of `body`, then cancels it and
 /// waits until it has stopped.
 func withServer<R>(
     recorder: Recorder = Recorder(),
+    also handlers: [any VarlinkInterfaceHandler] = [],
     configure: (inout VarlinkServerConfiguration) -> Void = { _ in },
     _ body: (String) async throws -> R
 ) async throws -> R {
@@ -160,7 +161,7 @@ func withServer<R>(
     configuration.version = "1"
     configuration.url = "https://example.org/sugard"
     configure(&configuration)
-    let server = try VarlinkServer(configuration: configuration, handlers: [PingInterface(recorder: recorder)])
+    let server = try VarlinkServer(configuration: configuration, handlers: [PingInterface(recorder: recorder)] + handlers)
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await server.run() }
         do {

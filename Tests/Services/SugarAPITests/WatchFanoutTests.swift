@@ -127,6 +127,62 @@ import Varlink
         }
     }
 
+    /// Rounds of a big state to many watchers go out in turns, one round after the other: while
+    /// 60 watchers read a burst of changes of a ~200 KB state (12 MB per round), a `GetStatus`
+    /// caller is answered every time, and every watcher ends on the final state with its replies
+    /// in revision order, none dropped.
+    @Test func getStatusIsAnsweredWhileBigRoundsAreWritten() async throws {
+        try await withAPIServer(limits: HealthDataSyncService.Limits()) { f in
+            for n in 0..<ViewState.errorLimit {
+                f.models.viewModel.update { $0.record(ReportedError(code: "test", message: String(repeating: "e", count: 6000) + String(n), at: seedStart)) }
+            }
+            let fanout = try #require(f.service?.watchFanout)
+            var raws: [RawConnection] = []
+            for _ in 0..<60 {
+                let raw = try f.raw()
+                await raw.send(#"{"method":"io.sugard.HealthDataSync.Watch","more":true}"#)
+                raws.append(raw)
+            }
+            #expect(await eventually { fanout.memberCount == raws.count })
+            let base = f.models.viewModel.state.readingCount
+            let final = base + 400
+            let readers = raws.map { raw in
+                Task { () throws -> [JSONObject] in
+                    var state = JSONObject()
+                    return try await Self.read(
+                        raw, until: { $0["readingCount"]?.intValue == Int64(final) && $0["errors"]?.arrayValue?.last?["message"] == "final" },
+                        into: &state)
+                }
+            }
+            let status = try f.client()
+            defer { status.close() }
+            var answered = 0
+            for n in 1...400 {
+                f.models.viewModel.update {
+                    $0.readingCount = base + n
+                    if n == 400 { $0.record(ReportedError(code: "test", message: "final", at: seedStart)) }
+                }
+                if n % 20 == 0 {
+                    let reply = try await status.call(api + "GetStatus")
+                    #expect(reply["state"]?["readingCount"]?.intValue ?? 0 >= Int64(base + n))
+                    answered += 1
+                }
+            }
+            #expect(answered == 20)
+            let revision = Int64(f.models.viewModel.revision)
+            for reader in readers {
+                let replies = try await reader.value
+                #expect(replies.first?["snapshot"] == true)
+                let revisions = replies.compactMap { $0["revision"]?.intValue }
+                #expect(zip(revisions, revisions.dropFirst()).allSatisfy { $0 < $1 }, "\(revisions)")
+                #expect(revisions.last == revision)
+                #expect(replies.allSatisfy { $0["error"] == nil })
+            }
+            #expect(f.stats.droppedWatchers == 0)
+            #expect(fanout.memberCount == raws.count)
+        }
+    }
+
     @Test func theLastMemberToLeaveEndsTheGroup() async throws {
         try await withAPIServer(limits: HealthDataSyncService.Limits()) { f in
             let fanout = try #require(f.service?.watchFanout)
