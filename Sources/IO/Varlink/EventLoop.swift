@@ -149,7 +149,7 @@ final class EventLoop: @unchecked Sendable {
     /// Set while accepting is paused after running out of descriptors.
     private var acceptPausedUntil: Int64?
     /// Where complete messages go, to `VarlinkServer.run()`.
-    private var deliver: AsyncStream<IncomingMessage>.Continuation?
+    private var deliver: HandOffStream<IncomingMessage>.Continuation?
     /// Connections to service before the next `epoll_wait` (output to write, input to dispatch).
     private var dirty: [Connection] = []
     /// Shared replies to write (connections whose output holds one, in the order they were queued)
@@ -313,7 +313,7 @@ final class EventLoop: @unchecked Sendable {
     // MARK: I/O thread
 
     /// Runs the loop until `.stop`; then closes every connection and the listening socket and fires `stopped`.
-    func run(deliver: AsyncStream<IncomingMessage>.Continuation) {
+    func run(deliver: HandOffStream<IncomingMessage>.Continuation) {
         self.deliver = deliver
         var events = [epoll_event](repeating: epoll_event(), count: 256)
         var running = true

@@ -368,7 +368,7 @@ public final class VarlinkServer: Sendable {
             if let path = self.createdPath { unlink(path) }
             throw .system(error)
         }
-        let (stream, continuation) = AsyncStream.makeStream(of: IncomingMessage.self)
+        let (stream, continuation) = HandOffStream.makeStream(of: IncomingMessage.self)
         do {
             try startThread { loop.run(deliver: continuation) }
         } catch {
