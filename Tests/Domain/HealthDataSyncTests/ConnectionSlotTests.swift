@@ -46,9 +46,17 @@ import Testing
             script.requiresBond = false
             return script
         }
-        try await withEngine(scripts, maxConnections: 2) { engine, _, _, log in
+        try await withEngine(scripts, maxConnections: 2) { engine, transport, _, log in
+            // The first two hold their slots (their connects wait) until the other three have
+            // queued: on a slow machine they could otherwise finish before the last one asks.
+            transport.holdConnects(true)
             let results = try await withThrowingTaskGroup(of: SyncSessionRecord.self) { group in
                 for script in scripts { group.addTask { try await engine.sync(meter: script.id, force: true) } }
+                for _ in 0..<2500 where await engine.connectionSlots.queue.count < 3 {
+                    try await Task.sleep(for: .milliseconds(2))
+                }
+                #expect(await engine.connectionSlots.queue.count == 3)
+                transport.holdConnects(false)
                 var results: [SyncSessionRecord] = []
                 for try await record in group { results.append(record) }
                 return results

@@ -103,6 +103,8 @@ final class ScriptedTransport: MeterTransport, Sendable {
         var racpIndications: Set<MeterID> = []
         var log: [String] = []
         var connects = 0
+        /// While true, `connect` waits (a test holds meters in their slots until the others queue).
+        var connectsHeld = false
         var continuation: AsyncStream<TransportEvent>.Continuation?
     }
 
@@ -125,6 +127,9 @@ final class ScriptedTransport: MeterTransport, Sendable {
         self.state.withLock { body(&$0.scripts[id]!) }
     }
 
+    /// Holds every `connect` (true) until released (false).
+    func holdConnects(_ held: Bool) { self.state.withLock { $0.connectsHeld = held } }
+
     func emit(_ event: TransportEvent) { _ = self.state.withLock { $0.continuation?.yield(event) } }
 
     func finish() { self.state.withLock { $0.continuation?.finish() } }
@@ -134,6 +139,9 @@ final class ScriptedTransport: MeterTransport, Sendable {
     func setDiscovery(_ enabled: Bool) async throws(TransportError) {}
 
     func connect(_ meter: MeterID) async throws(TransportError) -> MeterServices {
+        while self.state.withLock({ $0.connectsHeld }) && !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(2))
+        }
         let script: MeterScript? = self.state.withLock {
             $0.connects += 1
             $0.log.append("connect")
