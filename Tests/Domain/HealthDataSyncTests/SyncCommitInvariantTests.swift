@@ -9,8 +9,12 @@ import TestSupport
 /// 1. At most one batch is with the store at a time (the engine runs each commit as its own
 ///    task, so two in flight could be stored in either order, and a kill between them keeps the
 ///    later one only).
-/// 2. A batch's high-water mark never covers a record the meter sent in this attempt that is
-///    neither stored by an earlier batch the store accepted nor in the batch itself.
+/// 2. A batch's high-water mark never covers a record the meter holds that is neither stored by
+///    an earlier batch the store accepted nor in the batch itself.
+/// The meter holds every number after the high-water mark. Once the machine writes a report
+/// request, records come in order from the first the request asks for (each report write starts
+/// over); before it, a record that comes is the rest of an earlier procedure (a killed gateway's
+/// report still running on the meter): any number, ahead of the ones the report will send.
 /// `SUGARD_SYNC_FUZZ_SEED` replays one seed; `SUGARD_SYNC_FUZZ_RUNS` sets how many.
 @Suite struct SyncCommitInvariantTests {
     @Test func oneBatchAtATimeAndTheMarkNeverClaimsAMissingRecord() {
@@ -26,6 +30,29 @@ import TestSupport
         }
     }
 
+    /// The BlueZ soak's loss (seed 3913082735): a gateway killed mid-report left the meter sending;
+    /// the next one got record 14 of that report while it subscribed, took it, and its first chunk
+    /// (14, then 1) set the mark to 14 over records 2 to 13, which a kill then lost. A record
+    /// before this attempt's report request is skipped now; the report brings it in order.
+    @Test func aRecordLeftFromAnEarlierProcedureIsSkippedAndTheMarkFollowsTheReport() throws {
+        var h = Harness(configuration: SyncConfiguration(chunkRecords: 2, chunkSeconds: 2))
+        h.send(.start)
+        h.send(.connected(Harness.bareServices))
+        _ = h.record(14)
+        h.send(.notificationsEnabled(.glucoseMeasurement))
+        _ = h.record(15)
+        h.send(.notificationsEnabled(.recordAccessControlPoint))
+        #expect(h.sm.received == 0)
+        #expect(h.sm.anomalySummary.count(of: .recordBeforeReport) == 2)
+        #expect(h.racp([0x05, 0x00, 0x11, 0x00]) == ["write(01 01 report)", "startTimer(operation, 20.0)"])
+        _ = h.record(1)
+        h.now = Instant(epochMillis: h.now.epochMillis + 2_500)
+        #expect(h.record(2).contains("commit(2, hw 2, running) chunk"))
+        let chunk = try #require(h.committedBatch)
+        #expect(chunk.readings.map(\.sequenceNumber) == [1, 2])
+        #expect(chunk.newHighWater == 2)
+    }
+
     /// One random attempt; the first broken rule, or nil.
     static func run(seed: UInt64) -> String? {
         var random = SplitMix(seed: seed)
@@ -38,8 +65,9 @@ import TestSupport
         let services = [Harness.bareServices, Harness.fullServices, MeterServices(characteristics: clockWritable)][random.below(3)]
         // A clock an hour slow, so that a meter whose clock can be set gets it set after the download.
         let clock = currentTimeBytes(LocalDateTime(year: 2024, month: 6, day: 15, hour: 9, minute: 0))
-        var nextRecord = (highWater ?? 0) &+ 1
-        var sent: Set<UInt16> = []  // records the machine took (its `received` grew)
+        let floor = highWater ?? 0
+        var reportCursor: UInt16?  // the next record of the report, once one was asked for
+        var lastSent: UInt16?
         var stored: Set<UInt16> = []  // records in batches the store accepted
         var withStore: [SyncBatch] = []
         var log: [String] = []
@@ -48,6 +76,10 @@ import TestSupport
             let actions = h.send(event)
             log.append("\(event) -> \(actions)")
             for action in h.lastActions {
+                if case .writeRACP(_, purpose: .report) = action {
+                    reportCursor = floor &+ 1
+                    lastSent = nil
+                }
                 if case .finished = action, !withStore.isEmpty {
                     return "the attempt finished while a batch was with the store\n" + log.suffix(30).joined(separator: "\n")
                 }
@@ -57,8 +89,7 @@ import TestSupport
                 }
                 if let mark = batch.newHighWater {
                     let inBatch = Set(batch.readings.map(\.sequenceNumber))
-                    let floor = highWater ?? 0
-                    let lost = sent.filter { $0 > floor && $0 <= mark && !stored.contains($0) && !inBatch.contains($0) }
+                    let lost = mark > floor ? (floor + 1...mark).filter { !stored.contains($0) && !inBatch.contains($0) } : []
                     if !lost.isEmpty {
                         return "mark \(mark) covers \(lost.sorted()), neither stored nor in the batch\n"
                             + log.suffix(30).joined(separator: "\n")
@@ -92,17 +123,22 @@ import TestSupport
         let failure = TransportError(.timeout, "no answer")
         for _ in 0..<(20 + random.below(80)) {
             h.now = Instant(epochMillis: h.now.epochMillis + Int64(random.below(1_500)))
-            let before = h.sm.received
             var result: String?
             switch random.below(30) {
             case 0...6:
-                // The next record (sometimes with a context to follow), now and then repeated.
-                let seq = random.below(8) == 0 ? nextRecord &- 1 : nextRecord
+                // The report's next record (sometimes with a context to follow), now and then
+                // repeated; before any report, a record of an earlier procedure.
+                let seq: UInt16
+                if let next = reportCursor {
+                    seq = random.below(8) == 0 && lastSent != nil ? lastSent! : next
+                    if seq == next { reportCursor = next &+ 1 }
+                } else {
+                    seq = floor &+ 1 &+ UInt16(random.below(12))
+                }
+                lastSent = seq
                 result = step(.value(.glucoseMeasurement, measurementBytes(seq: seq, 2024, 6, 14, 8, Int(seq % 60), sfloat: mgdl(100), contextFollows: seq % 3 == 0)))
-                if h.sm.received > before { sent.insert(seq) }
-                if seq == nextRecord { nextRecord &+= 1 }
             case 7:
-                result = step(.value(.glucoseMeasurementContext, contextBytes(seq: nextRecord &- 1, meal: 1)))
+                result = step(.value(.glucoseMeasurementContext, contextBytes(seq: lastSent ?? floor &+ 1, meal: 1)))
             case 8:
                 result = step(.value(.recordAccessControlPoint, [0x06, 0x00, 0x01, 0x01]))  // success
             case 9:

@@ -43,7 +43,10 @@ import GlucoseProfile
 /// or ``SyncConfiguration/chunkSeconds``, whichever comes first; one chunk in flight at a time),
 /// each together with the sync's **contiguous mark**: the highest sequence number up to which
 /// every record the meter sent in this transfer is stored (a packet that did not decode, a record
-/// cut off from its context, or numbers going backwards stop the mark for the attempt). The mark
+/// cut off from its context, or numbers going backwards stop the mark for the attempt). A record
+/// that comes before the attempt's report request is the rest of an earlier procedure (a gateway
+/// killed mid-report leaves the meter sending): it is skipped, never counted by the mark, and the
+/// report brings it in order. The mark
 /// is the stored high-water mark, so the next attempt after an interruption asks for the records
 /// after it; after RACP success or "no records found" the mark becomes the highest record
 /// received, as before. With a stored mark and its record, the meter is first asked for that
@@ -240,6 +243,10 @@ public struct SyncStateMachine: Sendable {
         var chunksCommitted = 0
         var orphanContexts: [UInt16: ([UInt8], MeasurementContext)] = [:]
         var lastMeasurementSequence: UInt16?
+        /// The report request was written in this attempt. Records before it are the rest of an
+        /// earlier procedure (a gateway killed mid-report leaves the meter sending): they come in
+        /// no order the mark can trust, so they are skipped and the report fetches them.
+        var reportAsked = false
         /// The meter rejected the filtered report: everything is asked for.
         var reportFilterDropped = false
         /// The meter no longer holds the record at the high-water mark: a full download into a new epoch.
@@ -887,6 +894,7 @@ public struct SyncStateMachine: Sendable {
     }
 
     private mutating func startReport(_ t: inout Transfer, _ out: inout [SyncAction]) -> State {
+        t.reportAsked = true
         self.show(.receiving, &out)
         return self.issue(.receiving(t), &out)
     }
@@ -1030,6 +1038,12 @@ public struct SyncStateMachine: Sendable {
             // The check of the high-water record: compared, never part of the batch.
             if seq == self.context.highWater { t.resetCheckRecord = bytes }
             self.keepWaiting(racp, &out)
+            return
+        }
+        guard t.reportAsked else {
+            self.note(SyncAnomaly(
+                .recordBeforeReport, sequenceNumber: seq,
+                "Record \(seq) came before this sync asked for records (an earlier procedure still sending); skipped, the report fetches it."))
             return
         }
         self.accept(bytes: bytes, measurement: m, &t, racp: racp, now, &out)

@@ -140,6 +140,9 @@ public struct SyncAnomaly: Hashable, Sendable, CustomStringConvertible {
         case orphanContext
         /// A measurement announced a context that never came; kept without it.
         case missingContext
+        /// A measurement that came before the sync asked for records (the rest of an earlier
+        /// procedure); skipped, the report fetches it.
+        case recordBeforeReport
         /// A measurement sent twice in a row; the repeat is skipped.
         case repeatedRecord
         /// A sequence number seen earlier in this sync with other content; the first is kept.
