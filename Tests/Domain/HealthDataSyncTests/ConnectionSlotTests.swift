@@ -47,16 +47,27 @@ import Testing
             return script
         }
         try await withEngine(scripts, maxConnections: 2) { engine, transport, _, log in
-            // The first two hold their slots (their connects wait) until the other three have
-            // queued: on a slow machine they could otherwise finish before the last one asks.
-            transport.holdConnects(true)
+            // Connects wait for a permit, so the first two hold their slots until the other three
+            // have queued, and the meters then finish one at a time: each permit is given once the
+            // meter granted the last freed slot has started (its `connecting`). The order seen is the
+            // order of the grants, whatever the machine's timing.
+            transport.holdConnects()
+            func count(_ phase: SyncPhase) -> Int {
+                log.all.filter { if case .phaseChanged(_, phase) = $0 { true } else { false } }.count
+            }
+            func finishedCount() -> Int { log.all.filter { if case .finished = $0 { true } else { false } }.count }
             let results = try await withThrowingTaskGroup(of: SyncSessionRecord.self) { group in
                 for script in scripts { group.addTask { try await engine.sync(meter: script.id, force: true) } }
-                for _ in 0..<2500 where await engine.connectionSlots.queue.count < 3 {
+                for _ in 0..<2500 where await engine.connectionSlots.queue.count < 3 || count(.connecting) < 2 {
                     try await Task.sleep(for: .milliseconds(2))
                 }
                 #expect(await engine.connectionSlots.queue.count == 3)
-                transport.holdConnects(false)
+                for done in 1...5 {
+                    transport.permitConnects(1)
+                    for _ in 0..<2500 where finishedCount() < done || count(.connecting) < min(5, done + 2) {
+                        try await Task.sleep(for: .milliseconds(2))
+                    }
+                }
                 var results: [SyncSessionRecord] = []
                 for try await record in group { results.append(record) }
                 return results

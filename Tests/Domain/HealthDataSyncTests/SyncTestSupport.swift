@@ -103,8 +103,9 @@ final class ScriptedTransport: MeterTransport, Sendable {
         var racpIndications: Set<MeterID> = []
         var log: [String] = []
         var connects = 0
-        /// While true, `connect` waits (a test holds meters in their slots until the others queue).
-        var connectsHeld = false
+        /// How many more `connect`s may go ahead (nil: all); the others wait for a permit. A test
+        /// holds meters in their slots with it, and lets them finish one at a time.
+        var connectPermits: Int?
         var continuation: AsyncStream<TransportEvent>.Continuation?
     }
 
@@ -127,8 +128,11 @@ final class ScriptedTransport: MeterTransport, Sendable {
         self.state.withLock { body(&$0.scripts[id]!) }
     }
 
-    /// Holds every `connect` (true) until released (false).
-    func holdConnects(_ held: Bool) { self.state.withLock { $0.connectsHeld = held } }
+    /// From now on `connect` waits for a permit (``permitConnects(_:)``).
+    func holdConnects() { self.state.withLock { $0.connectPermits = 0 } }
+
+    /// Lets `count` more held `connect`s go ahead.
+    func permitConnects(_ count: Int) { self.state.withLock { $0.connectPermits = $0.connectPermits.map { $0 + count } } }
 
     func emit(_ event: TransportEvent) { _ = self.state.withLock { $0.continuation?.yield(event) } }
 
@@ -139,7 +143,14 @@ final class ScriptedTransport: MeterTransport, Sendable {
     func setDiscovery(_ enabled: Bool) async throws(TransportError) {}
 
     func connect(_ meter: MeterID) async throws(TransportError) -> MeterServices {
-        while self.state.withLock({ $0.connectsHeld }) && !Task.isCancelled {
+        while !Task.isCancelled {
+            let permitted = self.state.withLock { state -> Bool in
+                guard let permits = state.connectPermits else { return true }
+                guard permits > 0 else { return false }
+                state.connectPermits = permits - 1
+                return true
+            }
+            if permitted { break }
             try? await Task.sleep(for: .milliseconds(2))
         }
         let script: MeterScript? = self.state.withLock {
